@@ -1,0 +1,165 @@
+//! The one error type of the core, and its wire form for the JS layer.
+//!
+//! Every failure a method can report is a [`StoreError`]. The JS layer turns the wire form back
+//! into the caller-realm error the reference throws (same class, `name`, message and fields).
+
+use serde_json::{json, Value};
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreError {
+    /// A plain `Error` with this message.
+    Plain(String),
+    /// A `TypeError` (the closed-connection error of better-sqlite3).
+    Type(String),
+    /// An SQLite failure: better-sqlite3's `SqliteError` with SQLite's message and code name.
+    Sqlite {
+        code: String,
+        message: String,
+    },
+    ResourceConflict {
+        controller: Value,
+        key: Value,
+    },
+    ResourceNotFound {
+        controller: Value,
+        key: Value,
+    },
+    EffectRequestConflict {
+        key: Value,
+    },
+    WorkflowRequestConflict {
+        key: Value,
+    },
+}
+
+impl StoreError {
+    pub fn plain(message: impl Into<String>) -> Self {
+        StoreError::Plain(message.into())
+    }
+
+    pub fn closed() -> Self {
+        StoreError::Type("The database connection is not open".into())
+    }
+
+    /// The JSON the JS layer decodes into an error object.
+    pub fn to_wire(&self) -> Value {
+        match self {
+            StoreError::Plain(message) => json!({ "kind": "Error", "message": message }),
+            StoreError::Type(message) => json!({ "kind": "TypeError", "message": message }),
+            StoreError::Sqlite { code, message } => {
+                json!({ "kind": "SqliteError", "message": message, "code": code })
+            }
+            StoreError::ResourceConflict { controller, key } => {
+                json!({ "kind": "ResourceConflictError", "args": [controller, key] })
+            }
+            StoreError::ResourceNotFound { controller, key } => {
+                json!({ "kind": "ResourceNotFoundError", "args": [controller, key] })
+            }
+            StoreError::EffectRequestConflict { key } => {
+                json!({ "kind": "EffectRequestConflictError", "args": [key] })
+            }
+            StoreError::WorkflowRequestConflict { key } => {
+                json!({ "kind": "WorkflowRequestConflictError", "args": [key] })
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.to_wire())
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> Self {
+        match &error {
+            rusqlite::Error::SqliteFailure(failure, message) => StoreError::Sqlite {
+                code: sqlite_code_name(failure.extended_code).to_string(),
+                message: message
+                    .clone()
+                    .unwrap_or_else(|| rusqlite::ffi::code_to_str(failure.extended_code).into()),
+            },
+            other => StoreError::Plain(other.to_string()),
+        }
+    }
+}
+
+/// better-sqlite3's name for an (extended) SQLite result code.
+pub fn sqlite_code_name(code: i32) -> &'static str {
+    use rusqlite::ffi::*;
+    match code {
+        SQLITE_ERROR => "SQLITE_ERROR",
+        SQLITE_INTERNAL => "SQLITE_INTERNAL",
+        SQLITE_PERM => "SQLITE_PERM",
+        SQLITE_ABORT => "SQLITE_ABORT",
+        SQLITE_BUSY => "SQLITE_BUSY",
+        SQLITE_LOCKED => "SQLITE_LOCKED",
+        SQLITE_NOMEM => "SQLITE_NOMEM",
+        SQLITE_READONLY => "SQLITE_READONLY",
+        SQLITE_INTERRUPT => "SQLITE_INTERRUPT",
+        SQLITE_IOERR => "SQLITE_IOERR",
+        SQLITE_CORRUPT => "SQLITE_CORRUPT",
+        SQLITE_NOTFOUND => "SQLITE_NOTFOUND",
+        SQLITE_FULL => "SQLITE_FULL",
+        SQLITE_CANTOPEN => "SQLITE_CANTOPEN",
+        SQLITE_PROTOCOL => "SQLITE_PROTOCOL",
+        SQLITE_EMPTY => "SQLITE_EMPTY",
+        SQLITE_SCHEMA => "SQLITE_SCHEMA",
+        SQLITE_TOOBIG => "SQLITE_TOOBIG",
+        SQLITE_CONSTRAINT => "SQLITE_CONSTRAINT",
+        SQLITE_MISMATCH => "SQLITE_MISMATCH",
+        SQLITE_MISUSE => "SQLITE_MISUSE",
+        SQLITE_NOLFS => "SQLITE_NOLFS",
+        SQLITE_AUTH => "SQLITE_AUTH",
+        SQLITE_FORMAT => "SQLITE_FORMAT",
+        SQLITE_RANGE => "SQLITE_RANGE",
+        SQLITE_NOTADB => "SQLITE_NOTADB",
+        SQLITE_BUSY_RECOVERY => "SQLITE_BUSY_RECOVERY",
+        SQLITE_BUSY_SNAPSHOT => "SQLITE_BUSY_SNAPSHOT",
+        SQLITE_BUSY_TIMEOUT => "SQLITE_BUSY_TIMEOUT",
+        SQLITE_LOCKED_SHAREDCACHE => "SQLITE_LOCKED_SHAREDCACHE",
+        SQLITE_READONLY_RECOVERY => "SQLITE_READONLY_RECOVERY",
+        SQLITE_READONLY_CANTLOCK => "SQLITE_READONLY_CANTLOCK",
+        SQLITE_READONLY_ROLLBACK => "SQLITE_READONLY_ROLLBACK",
+        SQLITE_READONLY_DBMOVED => "SQLITE_READONLY_DBMOVED",
+        SQLITE_READONLY_CANTINIT => "SQLITE_READONLY_CANTINIT",
+        SQLITE_READONLY_DIRECTORY => "SQLITE_READONLY_DIRECTORY",
+        SQLITE_IOERR_READ => "SQLITE_IOERR_READ",
+        SQLITE_IOERR_SHORT_READ => "SQLITE_IOERR_SHORT_READ",
+        SQLITE_IOERR_WRITE => "SQLITE_IOERR_WRITE",
+        SQLITE_IOERR_FSYNC => "SQLITE_IOERR_FSYNC",
+        SQLITE_IOERR_TRUNCATE => "SQLITE_IOERR_TRUNCATE",
+        SQLITE_IOERR_FSTAT => "SQLITE_IOERR_FSTAT",
+        SQLITE_IOERR_LOCK => "SQLITE_IOERR_LOCK",
+        SQLITE_IOERR_SHMOPEN => "SQLITE_IOERR_SHMOPEN",
+        SQLITE_IOERR_SHMSIZE => "SQLITE_IOERR_SHMSIZE",
+        SQLITE_IOERR_SHMMAP => "SQLITE_IOERR_SHMMAP",
+        SQLITE_CANTOPEN_ISDIR => "SQLITE_CANTOPEN_ISDIR",
+        SQLITE_CANTOPEN_FULLPATH => "SQLITE_CANTOPEN_FULLPATH",
+        SQLITE_CORRUPT_VTAB => "SQLITE_CORRUPT_VTAB",
+        SQLITE_CONSTRAINT_CHECK => "SQLITE_CONSTRAINT_CHECK",
+        SQLITE_CONSTRAINT_COMMITHOOK => "SQLITE_CONSTRAINT_COMMITHOOK",
+        SQLITE_CONSTRAINT_FOREIGNKEY => "SQLITE_CONSTRAINT_FOREIGNKEY",
+        SQLITE_CONSTRAINT_FUNCTION => "SQLITE_CONSTRAINT_FUNCTION",
+        SQLITE_CONSTRAINT_NOTNULL => "SQLITE_CONSTRAINT_NOTNULL",
+        SQLITE_CONSTRAINT_PRIMARYKEY => "SQLITE_CONSTRAINT_PRIMARYKEY",
+        SQLITE_CONSTRAINT_TRIGGER => "SQLITE_CONSTRAINT_TRIGGER",
+        SQLITE_CONSTRAINT_UNIQUE => "SQLITE_CONSTRAINT_UNIQUE",
+        SQLITE_CONSTRAINT_VTAB => "SQLITE_CONSTRAINT_VTAB",
+        SQLITE_CONSTRAINT_ROWID => "SQLITE_CONSTRAINT_ROWID",
+        SQLITE_CONSTRAINT_DATATYPE => "SQLITE_CONSTRAINT_DATATYPE",
+        _ => match code & 0xff {
+            SQLITE_CONSTRAINT => "SQLITE_CONSTRAINT",
+            SQLITE_IOERR => "SQLITE_IOERR",
+            SQLITE_BUSY => "SQLITE_BUSY",
+            SQLITE_READONLY => "SQLITE_READONLY",
+            SQLITE_CANTOPEN => "SQLITE_CANTOPEN",
+            _ => "SQLITE_UNKNOWN",
+        },
+    }
+}

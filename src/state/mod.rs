@@ -1,0 +1,268 @@
+//! The state database: opening (pragmas, schema creation, verification, blob pruning), the
+//! write transaction, and the shared bookkeeping modules every store method builds on.
+
+pub mod blobs;
+pub mod ids;
+pub mod json;
+pub mod revisions;
+pub mod schema;
+pub mod verify;
+pub mod viewer;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+use crate::error::{Result, StoreError};
+use schema::{
+    schema_digest, RESET_INSTRUCTION, STATE_APPLICATION_ID, STATE_APP_VERSION, STATE_SCHEMA_NAME,
+    STATE_SCHEMA_SQL, STATE_SCHEMA_VERSION,
+};
+
+const BUSY_TIMEOUT_MS: u64 = 5_000;
+const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+const STATEMENT_CACHE_CAPACITY: usize = 256;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    ReadWrite,
+    ReadOnly,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::ReadWrite => "read-write",
+            Mode::ReadOnly => "read-only",
+        }
+    }
+}
+
+/// How to open a state file. `file_path` is already absolute (the JS layer resolves it with
+/// `path.resolve`, so relative paths behave exactly as in Node).
+pub struct OpenOptions {
+    pub file_path: PathBuf,
+    pub mode: Mode,
+    pub check_legacy_state: bool,
+    pub home_dir: PathBuf,
+    /// `Date.now()` of the opening call, stored in `schema_meta` of a new file.
+    pub now: i64,
+}
+
+pub struct StateDb {
+    pub file_path: PathBuf,
+    pub mode: Mode,
+    connection: Option<Connection>,
+}
+
+impl StateDb {
+    pub fn open(options: OpenOptions) -> Result<StateDb> {
+        let file_path = options.file_path;
+        let mode = options.mode;
+        let existed = file_path.exists();
+        if mode == Mode::ReadOnly && !existed {
+            return Err(StoreError::plain(format!(
+                "Pi Workflows state database does not exist: {}",
+                file_path.display()
+            )));
+        }
+        if !existed && mode == Mode::ReadWrite {
+            if options.check_legacy_state {
+                assert_no_legacy_state(&file_path, &options.home_dir)?;
+            }
+            if let Some(parent) = file_path.parent() {
+                create_private_dir(parent)?;
+            }
+        }
+        let flags = match mode {
+            Mode::ReadWrite => {
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            }
+            Mode::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        };
+        let connection = Connection::open_with_flags(&file_path, flags)?;
+        connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+        let state = StateDb {
+            file_path,
+            mode,
+            connection: Some(connection),
+        };
+        match state.prepare(existed, options.now) {
+            Ok(()) => Ok(state),
+            Err(error) => {
+                drop(state);
+                Err(error)
+            }
+        }
+    }
+
+    fn prepare(&self, existed: bool, now: i64) -> Result<()> {
+        let conn = self.conn()?;
+        conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        match self.mode {
+            Mode::ReadWrite => {
+                conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+                conn.pragma_update(None, "synchronous", "FULL")?;
+                conn.query_row("PRAGMA wal_autocheckpoint = 1000", [], |_| Ok(()))?;
+                conn.query_row(
+                    &format!("PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}"),
+                    [],
+                    |_| Ok(()),
+                )?;
+                self.prepare_schema(!existed, now)?;
+            }
+            Mode::ReadOnly if existed => conn.pragma_update(None, "synchronous", "FULL")?,
+            Mode::ReadOnly => {}
+        }
+        verify::verify_schema(conn)?;
+        match self.mode {
+            Mode::ReadOnly => conn.pragma_update(None, "query_only", "ON")?,
+            Mode::ReadWrite => {
+                self.prune_unreferenced_blobs()?;
+                fs::set_permissions(&self.file_path, fs::Permissions::from_mode(0o600))
+                    .map_err(|error| StoreError::plain(error.to_string()))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn prepare_schema(&self, allow_initialize: bool, now: i64) -> Result<()> {
+        let conn = self.conn()?;
+        conn.execute_batch("BEGIN EXCLUSIVE")?;
+        let outcome = (|| {
+            let present = conn
+                .query_row(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_meta'",
+                    [],
+                    |_| Ok(()),
+                )
+                .optional()?
+                .is_some();
+            if !present {
+                if !allow_initialize {
+                    return Err(StoreError::plain(RESET_INSTRUCTION));
+                }
+                conn.execute_batch(STATE_SCHEMA_SQL)?;
+                conn.pragma_update(None, "application_id", STATE_APPLICATION_ID)?;
+                conn.pragma_update(None, "user_version", STATE_SCHEMA_VERSION)?;
+                conn.execute(
+                    "INSERT INTO schema_meta(
+                       id, schema_name, schema_version, schema_digest, app_version, created_at, updated_at
+                     ) VALUES (1, ?, ?, ?, ?, ?, ?)",
+                    rusqlite::params![
+                        STATE_SCHEMA_NAME,
+                        STATE_SCHEMA_VERSION,
+                        &schema_digest()[..],
+                        STATE_APP_VERSION,
+                        now,
+                        now
+                    ],
+                )?;
+            }
+            conn.execute_batch("COMMIT")?;
+            Ok(())
+        })();
+        if outcome.is_err() && !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        outcome
+    }
+
+    /// The open connection, or better-sqlite3's `TypeError` once closed.
+    pub fn conn(&self) -> Result<&Connection> {
+        self.connection.as_ref().ok_or_else(StoreError::closed)
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.connection.is_some()
+    }
+
+    pub fn close(&mut self) {
+        self.connection = None;
+    }
+
+    /// Runs `operation` in one `BEGIN IMMEDIATE` transaction: committed when it succeeds, rolled
+    /// back when it fails. Not re-entrant, exactly like the reference.
+    pub fn write<T>(&self, operation: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if self.mode == Mode::ReadOnly {
+            return Err(StoreError::plain(
+                "Cannot mutate a read-only Pi Workflows database",
+            ));
+        }
+        let conn = self.conn()?;
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let outcome = operation(conn).and_then(|value| {
+            conn.execute_batch("COMMIT")?;
+            Ok(value)
+        });
+        if outcome.is_err() && !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        outcome
+    }
+
+    pub fn prune_unreferenced_blobs(&self) -> Result<usize> {
+        if self.mode == Mode::ReadOnly {
+            return Err(StoreError::plain(
+                "Cannot prune blobs through a read-only Pi Workflows database",
+            ));
+        }
+        self.write(blobs::prune_unreferenced)
+    }
+
+    pub fn integrity_check(&self) -> Result<()> {
+        let conn = self.conn()?;
+        let result: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
+        if result != "ok" {
+            return Err(StoreError::plain(format!(
+                "Pi Workflows SQLite integrity check failed: {result}"
+            )));
+        }
+        let violations = conn
+            .prepare("PRAGMA foreign_key_check")?
+            .query_map([], |_| Ok(()))?
+            .count();
+        if violations != 0 {
+            return Err(StoreError::plain(
+                "Pi Workflows SQLite foreign-key check failed",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn create_private_dir(dir: &Path) -> Result<()> {
+    let io = |error: std::io::Error| StoreError::plain(error.to_string());
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode_0700()
+        .create(dir)
+        .map_err(io)?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)
+}
+
+trait DirBuilderMode {
+    fn mode_0700(&mut self) -> &mut Self;
+}
+
+impl DirBuilderMode for fs::DirBuilder {
+    fn mode_0700(&mut self) -> &mut Self {
+        use std::os::unix::fs::DirBuilderExt;
+        self.mode(0o700)
+    }
+}
+
+fn assert_no_legacy_state(database_path: &Path, home_dir: &Path) -> Result<()> {
+    let root = database_path.parent().unwrap_or(Path::new("/"));
+    let legacy = ["runs", "decisions", "controllers"].map(|name| root.join(name));
+    let telegram_state = home_dir.join(".config/pi-workflows/telegram-state.sqlite");
+    if legacy.iter().any(|path| path.exists()) || telegram_state.exists() {
+        return Err(StoreError::plain(RESET_INSTRUCTION));
+    }
+    Ok(())
+}

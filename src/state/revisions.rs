@@ -1,0 +1,135 @@
+//! Resource revisions, leases and the event log: the bookkeeping every mutation shares.
+//!
+//! Each mutating path bumps `resources.revision` by compare-and-set and appends an `events` row
+//! carrying the new revision, so readers of the same file can follow every change.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::blobs::put_json;
+use super::ids::random_uuid;
+use super::viewer::{record_viewer_deltas, RUN_RESOURCE_BUMP};
+use crate::error::{Result, StoreError};
+
+/// The `leases` row of a resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lease {
+    pub generation: i64,
+    pub owner_type: Option<String>,
+    pub owner_id: Option<String>,
+    pub token_hash: Option<Vec<u8>>,
+    pub expires_at: Option<i64>,
+}
+
+impl Lease {
+    /// `lease.generation || undefined`: generation 0 is recorded as no generation.
+    pub fn event_generation(&self) -> Option<i64> {
+        (self.generation != 0).then_some(self.generation)
+    }
+
+    /// Whether the stored token hash equals `hash`.
+    pub fn token_matches(&self, hash: &[u8]) -> bool {
+        self.token_hash.as_deref() == Some(hash)
+    }
+}
+
+pub fn require_lease(conn: &Connection, resource_id: &str) -> Result<Lease> {
+    conn.prepare_cached(
+        "SELECT generation, owner_type, owner_id, token_hash, expires_at
+         FROM leases WHERE resource_id = ?",
+    )?
+    .query_row([resource_id], |row| {
+        Ok(Lease {
+            generation: row.get(0)?,
+            owner_type: row.get(1)?,
+            owner_id: row.get(2)?,
+            token_hash: row.get(3)?,
+            expires_at: row.get(4)?,
+        })
+    })
+    .optional()?
+    .ok_or_else(|| StoreError::plain(format!("Lease is missing: {resource_id}")))
+}
+
+/// Inserts the generation-0 lease row every new resource gets.
+pub fn insert_lease(conn: &Connection, resource_id: &str) -> Result<()> {
+    conn.prepare_cached("INSERT INTO leases(resource_id, generation) VALUES (?, 0)")?
+        .execute([resource_id])?;
+    Ok(())
+}
+
+pub fn resource_revision(conn: &Connection, resource_id: &str) -> Result<i64> {
+    conn.prepare_cached("SELECT revision FROM resources WHERE resource_id = ?")?
+        .query_row([resource_id], |row| row.get(0))
+        .optional()?
+        .ok_or_else(|| StoreError::plain(format!("Resource is missing: {resource_id}")))
+}
+
+/// Compare-and-set `revision` from `expected` to `expected + 1`; a run resource also records
+/// the viewer deltas of a run change.
+pub fn bump_resource(conn: &Connection, resource_id: &str, expected: i64, now: i64) -> Result<()> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE resources SET revision = revision + 1, updated_at = ?
+             WHERE resource_id = ? AND revision = ?",
+        )?
+        .execute(params![now, resource_id, expected])?;
+    if changed != 1 {
+        return Err(StoreError::plain("Resource revision conflict"));
+    }
+    let run_id: Option<String> = conn
+        .prepare_cached(
+            "SELECT r.run_id FROM runs r JOIN viewer_runs v ON v.run_id = r.run_id
+             WHERE r.resource_id = ?",
+        )?
+        .query_row([resource_id], |row| row.get(0))
+        .optional()?;
+    if let Some(run_id) = run_id {
+        record_viewer_deltas(conn, &run_id, RUN_RESOURCE_BUMP, now)?;
+    }
+    Ok(())
+}
+
+/// One `events` row.
+pub struct EventDraft<'a> {
+    pub resource_id: &'a str,
+    pub revision: i64,
+    pub event_type: &'a str,
+    pub actor_type: &'a str,
+    pub actor_id: Option<&'a str>,
+    /// Canonical JSON text of the payload (`{}` when there is none).
+    pub payload: &'a str,
+    pub now: i64,
+    pub lease_generation: Option<i64>,
+}
+
+/// Stores the payload blob, then the event; returns the new `event_id`.
+pub fn insert_event(conn: &Connection, event: &EventDraft<'_>) -> Result<String> {
+    let event_id = format!("event-{}", random_uuid());
+    let payload_hash = put_json(conn, event.payload, event.now)?;
+    conn.prepare_cached(
+        "INSERT INTO events(
+           event_id, resource_id, resource_revision, event_type, actor_type,
+           actor_id, lease_generation, payload_hash, recorded_at
+         ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )?
+    .execute(params![
+        event_id,
+        event.resource_id,
+        event.revision,
+        event.event_type,
+        event.actor_type,
+        event.actor_id,
+        event.lease_generation,
+        &payload_hash[..],
+        event.now
+    ])?;
+    Ok(event_id)
+}
+
+/// `event_seq` of an event inserted in this transaction.
+pub fn event_seq(conn: &Connection, event_id: &str) -> Result<Option<i64>> {
+    Ok(conn
+        .prepare_cached("SELECT event_seq FROM events WHERE event_id = ?")?
+        .query_row([event_id], |row| row.get(0))
+        .optional()?)
+}

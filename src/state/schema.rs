@@ -1,0 +1,28 @@
+//! The schema the reference store writes, byte for byte, and its identifying constants.
+
+use sha2::{Digest, Sha256};
+
+pub const STATE_APPLICATION_ID: i64 = 0x5049_5746;
+pub const STATE_SCHEMA_NAME: &str = "pi-workflows-state";
+pub const STATE_SCHEMA_VERSION: i64 = 1;
+pub const STATE_APP_VERSION: &str = "0.14.0";
+
+/// The DDL text. Its SHA-256 is stored in `schema_meta`, so not one byte may differ.
+pub const STATE_SCHEMA_SQL: &str = include_str!("schema.sql");
+
+pub const RESET_INSTRUCTION: &str = "Pi Workflows durable state is incompatible. Move or remove the old workflow state, then create a new state.sqlite database.";
+
+pub fn schema_digest() -> [u8; 32] {
+    Sha256::digest(STATE_SCHEMA_SQL.as_bytes()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn digest_matches_the_reference() {
+        assert_eq!(
+            hex::encode(super::schema_digest()),
+            "0469f429aad9046cacf63bf9df4ef8c98277ba633103a2478d9fc40226666327"
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! Open-time verification: the constants, the `schema_meta` row, and the shape hash of
+//! `sqlite_schema` must all equal those of a database made from the exact schema text.
+
+use std::sync::OnceLock;
+
+use rusqlite::types::Value as Sql;
+use rusqlite::{Connection, OptionalExtension};
+use serde_json::{json, Value};
+
+use super::ids::sha256;
+use super::json::canonical;
+use super::schema::{
+    schema_digest, RESET_INSTRUCTION, STATE_APPLICATION_ID, STATE_APP_VERSION, STATE_SCHEMA_NAME,
+    STATE_SCHEMA_SQL, STATE_SCHEMA_VERSION,
+};
+use crate::error::{Result, StoreError};
+
+fn reset() -> StoreError {
+    StoreError::plain(RESET_INSTRUCTION)
+}
+
+pub fn verify_schema(conn: &Connection) -> Result<()> {
+    let application_id: i64 = conn.query_row("PRAGMA application_id", [], |row| row.get(0))?;
+    let user_version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if application_id != STATE_APPLICATION_ID || user_version != STATE_SCHEMA_VERSION {
+        return Err(reset());
+    }
+    let meta = conn
+        .query_row(
+            "SELECT schema_name, schema_version, schema_digest, app_version
+             FROM schema_meta WHERE id = 1",
+            [],
+            |row| {
+                Ok((
+                    row.get::<_, Sql>(0)?,
+                    row.get::<_, Sql>(1)?,
+                    row.get::<_, Sql>(2)?,
+                    row.get::<_, Sql>(3)?,
+                ))
+            },
+        )
+        .optional()?;
+    let digest = schema_digest();
+    let valid = matches!(
+        &meta,
+        Some((Sql::Text(name), Sql::Integer(version), Sql::Blob(stored), Sql::Text(app)))
+            if name == STATE_SCHEMA_NAME
+                && *version == STATE_SCHEMA_VERSION
+                && stored[..] == digest[..]
+                && app == STATE_APP_VERSION
+    );
+    if !valid {
+        return Err(reset());
+    }
+    if schema_shape(conn)? != expected_schema_shape()? {
+        return Err(reset());
+    }
+    Ok(())
+}
+
+/// SHA-256 hex of the canonical JSON of the schema objects, as the reference computes it.
+pub fn schema_shape(conn: &Connection) -> Result<String> {
+    let mut statement = conn.prepare(
+        "SELECT type, name, tbl_name, sql FROM sqlite_schema
+         WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name",
+    )?;
+    let rows = statement.query_map([], |row| {
+        Ok((
+            row.get::<_, Sql>(0)?,
+            row.get::<_, Sql>(1)?,
+            row.get::<_, Sql>(2)?,
+            row.get::<_, Sql>(3)?,
+        ))
+    })?;
+    let mut objects = Vec::new();
+    for row in rows {
+        match row? {
+            (Sql::Text(kind), Sql::Text(name), Sql::Text(table), Sql::Text(sql)) => {
+                objects.push(json!({ "type": kind, "name": name, "tableName": table, "sql": sql }))
+            }
+            _ => {
+                return Err(StoreError::plain(
+                    "Pi Workflows database contains an invalid schema object",
+                ))
+            }
+        }
+    }
+    Ok(hex::encode(sha256(
+        canonical(&Value::Array(objects)).as_bytes(),
+    )))
+}
+
+fn expected_schema_shape() -> Result<&'static str> {
+    static SHAPE: OnceLock<String> = OnceLock::new();
+    if let Some(shape) = SHAPE.get() {
+        return Ok(shape);
+    }
+    let memory = Connection::open_in_memory()?;
+    memory.pragma_update(None, "foreign_keys", "ON")?;
+    memory.execute_batch(STATE_SCHEMA_SQL)?;
+    let shape = schema_shape(&memory)?;
+    Ok(SHAPE.get_or_init(|| shape))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn fresh_schema_has_the_reference_shape() {
+        assert_eq!(
+            super::expected_schema_shape().unwrap(),
+            "b22ef4b058c406420324879c57f8d5fea011e89c337e1ef1bb4d32da7d2370af"
+        );
+    }
+}

@@ -1,0 +1,191 @@
+//! Decoding the arguments the JS layer sends, and encoding what goes back.
+//!
+//! The JS layer sends each call's arguments as one JSON array, after doing what only JavaScript
+//! can do exactly: timestamps arrive as epoch milliseconds (`null` when JavaScript's `Date`
+//! found them invalid), and every caller-supplied JSON document arrives as an envelope holding
+//! its canonical text — or the error canonicalisation raised, which the core throws at the point
+//! where the reference stores the document, so error precedence stays the reference's.
+
+use serde_json::{Map, Value};
+
+use crate::error::{Result, StoreError};
+
+static NULL: Value = Value::Null;
+
+/// One method call: its arguments and `Date.now()` at the call.
+pub struct Call {
+    pub args: Vec<Value>,
+    pub clock: i64,
+}
+
+impl Call {
+    pub fn new(args: Vec<Value>, clock: i64) -> Call {
+        Call { args, clock }
+    }
+
+    /// Positional argument `index`; `null` when absent or `undefined`.
+    pub fn arg(&self, index: usize) -> &Value {
+        self.args.get(index).unwrap_or(&NULL)
+    }
+}
+
+/// Property `name` of an object argument; `null` when absent.
+pub fn field<'a>(object: &'a Value, name: &str) -> &'a Value {
+    object.get(name).unwrap_or(&NULL)
+}
+
+pub fn has(object: &Value, name: &str) -> bool {
+    !field(object, name).is_null()
+}
+
+/// A required string.
+pub fn text<'a>(value: &'a Value, what: &str) -> Result<&'a str> {
+    value
+        .as_str()
+        .ok_or_else(|| StoreError::plain(format!("{what} must be a string")))
+}
+
+/// An optional string (`undefined`/`null` → `None`).
+pub fn opt_text<'a>(value: &'a Value, what: &str) -> Result<Option<&'a str>> {
+    if value.is_null() {
+        Ok(None)
+    } else {
+        text(value, what).map(Some)
+    }
+}
+
+/// A required integer.
+pub fn int(value: &Value, what: &str) -> Result<i64> {
+    value
+        .as_i64()
+        .or_else(|| {
+            value
+                .as_f64()
+                .filter(|f| f.fract() == 0.0)
+                .map(|f| f as i64)
+        })
+        .ok_or_else(|| StoreError::plain(format!("{what} must be an integer")))
+}
+
+pub fn opt_int(value: &Value, what: &str) -> Result<Option<i64>> {
+    if value.is_null() {
+        Ok(None)
+    } else {
+        int(value, what).map(Some)
+    }
+}
+
+/// A timestamp the JS layer parsed: epoch ms, or `Invalid timestamp`.
+pub fn time(value: &Value) -> Result<i64> {
+    value
+        .as_i64()
+        .ok_or_else(|| StoreError::plain("Invalid timestamp"))
+}
+
+/// A string list (`undefined` → empty).
+pub fn texts<'a>(value: &'a Value, what: &str) -> Result<Vec<&'a str>> {
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items.iter().map(|item| text(item, what)).collect(),
+        _ => Err(StoreError::plain(format!("{what} must be an array"))),
+    }
+}
+
+/// A caller-supplied JSON document, canonicalised by the JS layer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum JsonArg<'a> {
+    Canonical(&'a str),
+    Undefined,
+    Invalid(&'a str),
+}
+
+impl<'a> JsonArg<'a> {
+    pub fn of(value: &'a Value) -> JsonArg<'a> {
+        if let Some(text) = value.get("$c").and_then(Value::as_str) {
+            JsonArg::Canonical(text)
+        } else if let Some(message) = value.get("$e").and_then(Value::as_str) {
+            JsonArg::Invalid(message)
+        } else {
+            JsonArg::Undefined
+        }
+    }
+
+    /// The canonical text; `undefined` and invalid values fail as the reference's
+    /// `canonicalJson` fails.
+    pub fn text(self) -> Result<&'a str> {
+        match self {
+            JsonArg::Canonical(text) => Ok(text),
+            JsonArg::Undefined => Err(StoreError::plain("Unsupported JSON value type: undefined")),
+            JsonArg::Invalid(message) => Err(StoreError::plain(message)),
+        }
+    }
+
+    /// `value ?? fallback`, canonicalised: `undefined` and `null` give `fallback`.
+    pub fn text_or(self, fallback: &'a str) -> Result<&'a str> {
+        match self {
+            JsonArg::Undefined | JsonArg::Canonical("null") => Ok(fallback),
+            other => other.text(),
+        }
+    }
+
+    pub fn is_undefined(self) -> bool {
+        self == JsonArg::Undefined
+    }
+}
+
+/// What a method returns: a value (or `undefined`), and the properties it set on the caller's
+/// claim object in place.
+#[derive(Debug, Default)]
+pub struct Reply {
+    pub value: Option<Value>,
+    pub claim_updates: Option<Map<String, Value>>,
+}
+
+impl Reply {
+    pub fn undefined() -> Reply {
+        Reply::default()
+    }
+
+    pub fn value(value: impl Into<Value>) -> Reply {
+        Reply {
+            value: Some(value.into()),
+            claim_updates: None,
+        }
+    }
+
+    pub fn maybe(value: Option<Value>) -> Reply {
+        Reply {
+            value,
+            claim_updates: None,
+        }
+    }
+
+    /// Records `claim[key] = value`, as the reference does on the caller's claim.
+    pub fn set_claim(mut self, key: &str, value: impl Into<Value>) -> Reply {
+        self.claim_updates
+            .get_or_insert_with(Map::new)
+            .insert(key.into(), value.into());
+        self
+    }
+
+    /// The wire text: `""` for `undefined`, `~{value, claim}` when the claim changed, else the
+    /// value's JSON.
+    pub fn encode(self) -> String {
+        match (self.value, self.claim_updates) {
+            (None, None) => String::new(),
+            (Some(value), None) => value.to_string(),
+            (value, Some(claim)) => {
+                let mut envelope = Map::new();
+                if let Some(value) = value {
+                    envelope.insert("value".into(), value);
+                }
+                envelope.insert("claim".into(), Value::Object(claim));
+                format!("~{}", Value::Object(envelope))
+            }
+        }
+    }
+}
+
+pub fn encode_error(error: &StoreError) -> String {
+    format!("!{}", error.to_wire())
+}
