@@ -84,8 +84,8 @@ fn find_project(conn: &Connection, canonical_path: &str) -> Result<Option<String
 /// Every public method the core implements, for the JS layer to expose.
 pub fn implemented_methods() -> Vec<&'static str> {
     let mut methods = Vec::new();
-    methods.extend_from_slice(crate::controller::METHODS);
-    methods.extend_from_slice(crate::runs::METHODS);
+    methods.extend(crate::controller::methods());
+    methods.extend(crate::runs::methods());
     methods
 }
 

@@ -1,0 +1,238 @@
+//! Run records as the reference returns them: the full queue record (with sources, input and
+//! launch options) and the lighter view record.
+
+use rusqlite::{Connection, Row};
+use serde_json::{json, Map, Value};
+
+use super::row::RunRow;
+use crate::error::{Result, StoreError};
+use crate::state::blobs::{read_json, read_text};
+use crate::time::iso;
+
+fn opt_iso(ms: Option<i64>) -> Value {
+    ms.map_or(Value::Null, |ms| Value::String(iso(ms)))
+}
+
+fn digest_text(digest: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(digest))
+}
+
+/// `WorkflowRunQueueRecord` for a run row (`claimToken` is always null here).
+pub fn map_workflow_run(conn: &Connection, row: &RunRow) -> Result<Value> {
+    let headless = row.execution_mode.as_deref() == Some("headless");
+    let error_message = match &row.error_hash {
+        Some(hash) => read_text(conn, hash)?.map_or(Value::Null, Value::String),
+        None => Value::Null,
+    };
+    Ok(json!({
+        "runId": row.run_id,
+        "workflowName": row.workflow_name,
+        "workflowSourceRef": row.workflow_ref,
+        "workflowSource": read_queued_run_sources(conn, row)?,
+        "initialized": row.run_status != "queued",
+        "definitionDigest": digest_text(&row.definition_digest),
+        "input": read_json(conn, &row.input_hash)?,
+        "launchOptions": read_json(conn, &row.launch_options_hash)?,
+        "status": row.status,
+        "runnerId": row.owner_id,
+        "claimToken": Value::Null,
+        "claimGeneration": row.owner_id.as_ref().map(|_| row.lease_generation),
+        "claimExpiresAt": opt_iso(row.claim_expires_at),
+        "affinityRunnerId": row.affinity_runner_id,
+        "originSessionId": if headless { None } else { row.origin_session_id.clone() },
+        "executionMode": row.execution_mode,
+        "parentRunId": row.parent_run_id,
+        "rootRunId": row.root_run_id,
+        "lineageKind": row.lineage_kind,
+        "restartNumber": row.restart_number,
+        "parentTerminalFingerprint": row.parent_terminal_fingerprint.as_deref().map(hex::encode),
+        "errorCode": row.error_code,
+        "errorMessage": error_message,
+        "createdAt": iso(row.created_at),
+        "updatedAt": iso(row.updated_at),
+        "startedAt": opt_iso(row.started_at),
+        "finishedAt": opt_iso(row.finished_at),
+    }))
+}
+
+/// The record of a claim result: the run record with the caller's `claimToken`.
+pub fn with_claim_token(mut record: Value, claim_token: &str) -> Value {
+    if let Some(map) = record.as_object_mut() {
+        map.insert("claimToken".into(), Value::String(claim_token.into()));
+    }
+    record
+}
+
+struct SourceRow {
+    mount_path: String,
+    source_type: String,
+    source_ref: String,
+    source_revision: String,
+}
+
+fn source_value(source: &SourceRow) -> Value {
+    source_json(
+        &source.source_type,
+        &source.source_ref,
+        &source.source_revision,
+    )
+}
+
+/// `{kind, id, revision}` for a builtin source, `{kind, path, hash}` for a file.
+pub fn source_json(source_type: &str, source_ref: &str, source_revision: &str) -> Value {
+    if source_type == "builtin" {
+        json!({ "kind": "builtin", "id": source_ref, "revision": source_revision })
+    } else {
+        json!({ "kind": "file", "path": source_ref, "hash": source_revision })
+    }
+}
+
+/// `{root, mounted[]}` rebuilt from `run_sources`; mounted names come from the definition
+/// snapshot's `composition.mounts`.
+pub fn read_queued_run_sources(conn: &Connection, run: &RunRow) -> Result<Value> {
+    let rows: Vec<SourceRow> = conn
+        .prepare_cached(
+            "SELECT mount_path, source_type, source_ref, source_revision
+             FROM run_sources WHERE run_id = ? ORDER BY mount_path",
+        )?
+        .query_map([&run.run_id], |row| {
+            Ok(SourceRow {
+                mount_path: row.get(0)?,
+                source_type: row.get(1)?,
+                source_ref: row.get(2)?,
+                source_revision: row.get(3)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let root = rows
+        .iter()
+        .find(|row| row.mount_path.is_empty())
+        .ok_or_else(|| {
+            StoreError::plain(format!("Workflow run source is missing: {}", run.run_id))
+        })?;
+    let snapshot = read_json(conn, &run.definition_hash)?;
+    let names = mount_names(&snapshot);
+    let mounted: Vec<Value> = rows
+        .iter()
+        .filter(|row| !row.mount_path.is_empty())
+        .map(|row| {
+            let name = names
+                .get(&row.mount_path)
+                .cloned()
+                .unwrap_or_else(|| Value::String(row.mount_path.clone()));
+            json!({
+                "mountPath": row.mount_path.split('/').collect::<Vec<_>>(),
+                "workflowName": name,
+                "source": source_value(row),
+            })
+        })
+        .collect();
+    Ok(json!({ "root": source_value(root), "mounted": mounted }))
+}
+
+/// `mountPath.join("/") → workflowName` for each well-formed mount (later entries win).
+fn mount_names(snapshot: &Value) -> Map<String, Value> {
+    let mut names = Map::new();
+    let mounts = snapshot
+        .get("composition")
+        .filter(|composition| composition.is_object())
+        .and_then(|composition| composition.get("mounts"))
+        .and_then(Value::as_array);
+    for mount in mounts.into_iter().flatten() {
+        let (Some(path), Some(name)) = (
+            mount.get("mountPath").and_then(Value::as_array),
+            mount.get("workflowName").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        let parts: Option<Vec<&str>> = path.iter().map(Value::as_str).collect();
+        if let (true, Some(parts)) = (mount.is_object(), parts) {
+            names.insert(parts.join("/"), Value::String(name.into()));
+        }
+    }
+    names
+}
+
+/// The columns of the reference's `workflowRunViewSelect`, followed by a clause.
+pub const RUN_VIEW_SELECT: &str = "SELECT r.run_id, d.workflow_name,
+    r.workflow_ref, r.status, r.paused,
+    r.definition_digest, q.status,
+    b.origin_session_id, b.execution_mode,
+    r.parent_run_id, r.root_run_id,
+    r.lineage_kind, r.restart_number,
+    r.parent_terminal_fingerprint,
+    q.error_code, CAST(error.content AS TEXT),
+    q.created_at, q.updated_at,
+    q.started_at, q.finished_at,
+    source.source_type, source.source_ref,
+    source.source_revision
+    FROM runs r JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
+    JOIN run_queue q ON q.run_id = r.run_id
+    LEFT JOIN run_bindings b ON b.run_id = r.run_id
+    LEFT JOIN run_sources source ON source.run_id = r.run_id AND source.mount_path = ''
+    LEFT JOIN blobs error ON error.blob_hash = q.error_hash";
+
+/// Maps one row of [`RUN_VIEW_SELECT`] to a `WorkflowRunQueueViewRecord`; `None` for a row the
+/// reference filters out (no binding or no root source).
+pub fn map_view_row(row: &Row<'_>) -> rusqlite::Result<Option<Value>> {
+    let execution_mode: Option<String> = row.get(8)?;
+    let source_type: Option<String> = row.get(20)?;
+    let source_ref: Option<String> = row.get(21)?;
+    let source_revision: Option<String> = row.get(22)?;
+    let (Some(mode), Some(source_type), Some(source_ref), Some(source_revision)) =
+        (execution_mode, source_type, source_ref, source_revision)
+    else {
+        return Ok(None);
+    };
+    if mode != "interactive" && mode != "headless" {
+        return Ok(None);
+    }
+    let run_status: String = row.get(3)?;
+    let origin: Option<String> = row.get(7)?;
+    let fingerprint: Option<Vec<u8>> = row.get(13)?;
+    let digest: Vec<u8> = row.get(5)?;
+    Ok(Some(json!({
+        "runId": row.get::<_, String>(0)?,
+        "workflowName": row.get::<_, String>(1)?,
+        "workflowSourceRef": row.get::<_, String>(2)?,
+        "workflowSource": {
+            "root": source_json(&source_type, &source_ref, &source_revision),
+            "mounted": [],
+        },
+        "initialized": run_status != "queued",
+        "definitionDigest": digest_text(&digest),
+        "runStateStatus": run_status,
+        "paused": row.get::<_, i64>(4)? == 1,
+        "status": row.get::<_, String>(6)?,
+        "originSessionId": if mode == "headless" { None } else { origin },
+        "executionMode": mode,
+        "parentRunId": row.get::<_, Option<String>>(9)?,
+        "rootRunId": row.get::<_, String>(10)?,
+        "lineageKind": row.get::<_, Option<String>>(11)?,
+        "restartNumber": row.get::<_, i64>(12)?,
+        "parentTerminalFingerprint": fingerprint.as_deref().map(hex::encode),
+        "errorCode": row.get::<_, Option<String>>(14)?,
+        "errorMessage": row.get::<_, Option<String>>(15)?,
+        "createdAt": iso(row.get(16)?),
+        "updatedAt": iso(row.get(17)?),
+        "startedAt": opt_iso(row.get(18)?),
+        "finishedAt": opt_iso(row.get(19)?),
+    })))
+}
+
+/// View records for `RUN_VIEW_SELECT {clause}`.
+pub fn view_rows(
+    conn: &Connection,
+    clause: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<Value>> {
+    let mut statement = conn.prepare_cached(&format!("{RUN_VIEW_SELECT} {clause}"))?;
+    let rows = statement.query_map(params, map_view_row)?;
+    let mut views = Vec::new();
+    for row in rows {
+        if let Some(view) = row? {
+            views.push(view);
+        }
+    }
+    Ok(views)
+}
