@@ -1,17 +1,37 @@
 //! Controller resources (methods 2–27): resources, the work queue and its claims, effects,
 //! child workflows and controller events.
 
+pub mod effects;
+pub mod events;
+pub mod queue;
+pub mod resources;
+pub mod workflows;
+
 use crate::error::Result;
 use crate::store::Store;
 use crate::wire::{Call, Reply};
 
+type Dispatch = fn(&Store, &str, &Call) -> Option<Result<Reply>>;
+
+/// Each submodule's method names and dispatcher.
+const MODULES: &[(&[&str], Dispatch)] = &[
+    (resources::METHODS, resources::dispatch),
+    (queue::METHODS, queue::dispatch),
+    (effects::METHODS, effects::dispatch),
+    (workflows::METHODS, workflows::dispatch),
+    (events::METHODS, events::dispatch),
+];
+
 /// The controller-side methods implemented so far.
 pub fn methods() -> Vec<&'static str> {
-    Vec::new()
+    MODULES
+        .iter()
+        .flat_map(|(methods, _)| methods.iter().copied())
+        .collect()
 }
 
-pub fn dispatch(_store: &Store, method: &str, _call: &Call) -> Option<Result<Reply>> {
-    match method {
-        _ => None,
-    }
+pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
+    MODULES
+        .iter()
+        .find_map(|(_, dispatch)| dispatch(store, method, call))
 }
