@@ -1,14 +1,306 @@
-//! (to be written)
+//! Controller effects (methods 16–19): idempotent reservation of an external side effect per
+//! resource and key, its state updates under the resource's claim, and reads.
 
-use crate::error::Result;
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde_json::{json, Map, Value};
+
+use super::js::{bind, prop, same_number, same_text, same_value, template};
+use super::rows::{
+    assert_controller_claim, insert_claim_event, put_caller_text, require_controller_row_by_uid,
+};
+use crate::error::{Result, StoreError};
+use crate::state::blobs::{put_json, read_text};
+use crate::state::ids::{effect_id_for, resource_id_for};
+use crate::state::json::canonical;
+use crate::state::revisions::{bump_resource, insert_lease, resource_revision};
 use crate::store::Store;
-use crate::wire::{Call, Reply};
+use crate::time::iso;
+use crate::wire::{field, time, Call, Reply};
 
 /// The methods implemented here.
-pub const METHODS: &[&str] = &[];
+pub const METHODS: &[&str] = &["reserveEffect", "getEffect", "updateEffect", "listEffects"];
 
-pub fn dispatch(_store: &Store, method: &str, _call: &Call) -> Option<Result<Reply>> {
-    match method {
-        _ => None,
+pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
+    Some(match method {
+        "reserveEffect" => reserve_effect(store, call),
+        "getEffect" => get_effect(store, call),
+        "updateEffect" => update_effect(store, call),
+        "listEffects" => list_effects(store, call),
+        _ => return None,
+    })
+}
+
+/// An effect joined with its source controller resource and payload.
+struct EffectRow {
+    effect_id: String,
+    resource_uid: String,
+    generation: i64,
+    kind: String,
+    state: String,
+    /// `json_extract(payload, '$.requestFingerprint')`, of whatever type it has.
+    request_fingerprint: Value,
+    started_at: i64,
+    completed_at: Option<i64>,
+    external_ref: Option<String>,
+    error_hash: Option<Vec<u8>>,
+}
+
+/// The reference's `effectSelect`; `clause` follows the joins.
+fn effect_select(clause: &str) -> String {
+    format!(
+        "SELECT e.effect_id, c.uid, c.generation, e.effect_type, e.status,
+                json_extract(CAST(b.content AS TEXT), '$.requestFingerprint'),
+                e.created_at, e.settled_at, e.external_ref, e.error_hash
+         FROM effects e
+         JOIN controller_resources c ON c.resource_id = e.source_resource_id
+         JOIN blobs b ON b.blob_hash = e.payload_hash {clause}"
+    )
+}
+
+impl EffectRow {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<EffectRow> {
+        Ok(EffectRow {
+            effect_id: row.get(0)?,
+            resource_uid: row.get(1)?,
+            generation: row.get(2)?,
+            kind: row.get(3)?,
+            state: row.get(4)?,
+            request_fingerprint: sql_to_json(row.get(5)?),
+            started_at: row.get(6)?,
+            completed_at: row.get(7)?,
+            external_ref: row.get(8)?,
+            error_hash: row.get(9)?,
+        })
     }
+}
+
+/// A SQLite value as better-sqlite3 hands it to JavaScript.
+fn sql_to_json(value: SqlValue) -> Value {
+    match value {
+        SqlValue::Null => Value::Null,
+        SqlValue::Integer(i) => i.into(),
+        SqlValue::Real(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        SqlValue::Text(text) => text.into(),
+        SqlValue::Blob(bytes) => bytes.into(),
+    }
+}
+
+fn effect_row(
+    conn: &Connection,
+    uid: Option<&Value>,
+    key: Option<&Value>,
+) -> Result<Option<EffectRow>> {
+    Ok(conn
+        .prepare_cached(&effect_select("WHERE c.uid = ? AND e.idempotency_key = ?"))?
+        .query_row(params![bind(uid)?, bind(key)?], EffectRow::from_row)
+        .optional()?)
+}
+
+fn require_effect_row(
+    conn: &Connection,
+    uid: Option<&Value>,
+    key: Option<&Value>,
+) -> Result<EffectRow> {
+    effect_row(conn, uid, key)?.ok_or_else(|| {
+        StoreError::plain(format!(
+            "Effect record not found: {}/{}",
+            template(uid),
+            template(key)
+        ))
+    })
+}
+
+fn effect_key(conn: &Connection, effect_id: &str) -> Result<String> {
+    conn.prepare_cached("SELECT idempotency_key FROM effects WHERE effect_id = ?")?
+        .query_row([effect_id], |row| row.get(0))
+        .optional()?
+        .ok_or_else(|| StoreError::plain(format!("Effect is missing: {effect_id}")))
+}
+
+/// The stored `ambiguous` is reported as `indeterminate`, and back.
+fn record_state(status: &str) -> &str {
+    if status == "ambiguous" {
+        "indeterminate"
+    } else {
+        status
+    }
+}
+
+/// `EffectRecord`: `completedAt`, `externalRef` and `error` exist only when set.
+fn map_effect(conn: &Connection, row: &EffectRow) -> Result<Value> {
+    let mut record = Map::new();
+    record.insert("key".into(), effect_key(conn, &row.effect_id)?.into());
+    record.insert("resourceUid".into(), row.resource_uid.clone().into());
+    record.insert("generation".into(), row.generation.into());
+    record.insert("kind".into(), row.kind.clone().into());
+    record.insert("state".into(), record_state(&row.state).into());
+    record.insert("requestFingerprint".into(), row.request_fingerprint.clone());
+    record.insert("startedAt".into(), iso(row.started_at).into());
+    if let Some(completed_at) = row.completed_at {
+        record.insert("completedAt".into(), iso(completed_at).into());
+    }
+    if let Some(external_ref) = &row.external_ref {
+        record.insert("externalRef".into(), external_ref.clone().into());
+    }
+    if let Some(hash) = &row.error_hash {
+        record.insert(
+            "error".into(),
+            read_text(conn, hash)?.unwrap_or_default().into(),
+        );
+    }
+    Ok(Value::Object(record))
+}
+
+/// Canonical JSON of `{key, resourceUid, generation, kind, requestFingerprint}` from the
+/// caller's values, without the ones the caller left undefined.
+fn reservation_payload(options: &Value) -> Result<String> {
+    let mut payload = Map::new();
+    for name in [
+        "key",
+        "resourceUid",
+        "generation",
+        "kind",
+        "requestFingerprint",
+    ] {
+        if let Some(value) = prop(options, name) {
+            payload.insert(name.into(), value.clone());
+        }
+    }
+    // JSON cannot carry NaN or ±Infinity: the JS layer sends them as null, and a generation
+    // is a number, so a null one stands for a non-finite number.
+    if prop(options, "generation").is_some_and(Value::is_null) {
+        return Err(StoreError::plain("JSON numbers must be finite"));
+    }
+    Ok(canonical(&Value::Object(payload)))
+}
+
+fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
+    let options = call.arg(0);
+    let now = time(field(options, "now"))?;
+    let uid = prop(options, "resourceUid");
+    let key = prop(options, "key");
+    let reservation = store.write(|conn| {
+        let source = require_controller_row_by_uid(conn, uid)?;
+        let lease = assert_controller_claim(conn, &source, field(options, "claim"), now, true)?;
+        let effect_id = effect_id_for(&source.resource_id, &template(key));
+        if let Some(existing) = effect_row(conn, uid, key)? {
+            let same_request = same_number(existing.generation, prop(options, "generation"))
+                && same_text(&existing.kind, prop(options, "kind"))
+                && same_value(
+                    &existing.request_fingerprint,
+                    prop(options, "requestFingerprint"),
+                );
+            if !same_request {
+                return Err(StoreError::EffectRequestConflict {
+                    key: key.cloned().unwrap_or(Value::Null),
+                });
+            }
+            return Ok(json!({ "record": map_effect(conn, &existing)?, "created": false }));
+        }
+        let effect_resource_id = resource_id_for("effect", &effect_id);
+        let payload_hash = put_json(conn, &reservation_payload(options)?, now)?;
+        conn.prepare_cached(
+            "INSERT INTO resources(
+               resource_id, resource_type, aggregate_key, revision, created_at, updated_at
+             ) VALUES (?, 'effect', ?, 1, ?, ?)",
+        )?
+        .execute(params![effect_resource_id, effect_id, now, now])?;
+        insert_lease(conn, &effect_resource_id)?;
+        conn.prepare_cached(
+            "INSERT INTO effects(
+               effect_id, resource_id, source_resource_id, source_revision, effect_type,
+               idempotency_key, payload_hash, owner_scope, status, attempt_count,
+               created_at, updated_at
+             ) VALUES (?, ?, ?, ?, ?, ?, ?, 'controller', 'pending', 0, ?, ?)",
+        )?
+        .execute(params![
+            effect_id,
+            effect_resource_id,
+            source.resource_id,
+            source.resource_version,
+            bind(prop(options, "kind"))?,
+            bind(key)?,
+            &payload_hash[..],
+            now,
+            now
+        ])?;
+        insert_claim_event(conn, &effect_resource_id, 1, "effect.reserved", &lease, now)?;
+        let record = map_effect(conn, &require_effect_row(conn, uid, key)?)?;
+        Ok(json!({ "record": record, "created": true }))
+    })?;
+    Ok(Reply::value(reservation))
+}
+
+fn get_effect(store: &Store, call: &Call) -> Result<Reply> {
+    let conn = store.conn()?;
+    let row = effect_row(conn, call.args.first(), call.args.get(1))?;
+    Ok(Reply::maybe(
+        row.map(|row| map_effect(conn, &row)).transpose()?,
+    ))
+}
+
+fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
+    let options = call.arg(0);
+    let now = time(field(options, "now"))?;
+    let uid = prop(options, "resourceUid");
+    let key = prop(options, "key");
+    let state = prop(options, "state");
+    let record = store.write(|conn| {
+        let source = require_controller_row_by_uid(conn, uid)?;
+        let lease = assert_controller_claim(conn, &source, field(options, "claim"), now, true)?;
+        let row = require_effect_row(conn, uid, key)?;
+        let effect_resource_id = resource_id_for("effect", &row.effect_id);
+        let revision = resource_revision(conn, &effect_resource_id)?;
+        let error_hash = prop(options, "error")
+            .map(|error| put_caller_text(conn, error, now))
+            .transpose()?;
+        let stored_status = match state {
+            Some(Value::String(state)) if state == "indeterminate" => {
+                SqlValue::from("ambiguous".to_string())
+            }
+            other => bind(other)?,
+        };
+        let pending = state.and_then(Value::as_str) == Some("pending");
+        conn.prepare_cached(
+            "UPDATE effects
+             SET status = ?, external_ref = ?, error_hash = ?, updated_at = ?, settled_at = ?
+             WHERE effect_id = ?",
+        )?
+        .execute(params![
+            stored_status,
+            bind(prop(options, "externalRef"))?,
+            error_hash.as_ref().map(|hash| &hash[..]),
+            now,
+            if pending { None } else { Some(now) },
+            row.effect_id
+        ])?;
+        bump_resource(conn, &effect_resource_id, revision, now)?;
+        let event_type = format!("effect.{}", template(state));
+        insert_claim_event(
+            conn,
+            &effect_resource_id,
+            revision + 1,
+            &event_type,
+            &lease,
+            now,
+        )?;
+        map_effect(conn, &require_effect_row(conn, uid, key)?)
+    })?;
+    Ok(Reply::value(record))
+}
+
+fn list_effects(store: &Store, call: &Call) -> Result<Reply> {
+    let conn = store.conn()?;
+    let mut statement = conn.prepare_cached(&effect_select(
+        "WHERE c.uid = ? ORDER BY e.created_at, e.effect_id",
+    ))?;
+    let rows = statement
+        .query_map([bind(call.args.first())?], EffectRow::from_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let records = rows
+        .iter()
+        .map(|row| map_effect(conn, row))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Reply::value(records))
 }

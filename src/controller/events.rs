@@ -1,14 +1,154 @@
-//! (to be written)
+//! Controller events (methods 26–27): recording an event on a controller resource (by its
+//! claim holder or the control plane) and listing events newest first.
 
-use crate::error::Result;
+use rusqlite::params_from_iter;
+use rusqlite::types::Value as SqlValue;
+use serde_json::{json, Value};
+
+use super::js::{bind, is_nullish, prop, template};
+use super::rows::{assert_controller_claim, require_controller_row, ResourceRef};
+use crate::error::{Result, StoreError};
+use crate::state::blobs::read_json;
+use crate::state::revisions::{
+    bump_resource, event_seq, insert_event, resource_revision, EventDraft,
+};
 use crate::store::Store;
-use crate::wire::{Call, Reply};
+use crate::time::iso;
+use crate::wire::{field, time, Call, JsonArg, Reply};
 
 /// The methods implemented here.
-pub const METHODS: &[&str] = &[];
+pub const METHODS: &[&str] = &["recordEvent", "listEvents"];
 
-pub fn dispatch(_store: &Store, method: &str, _call: &Call) -> Option<Result<Reply>> {
-    match method {
-        _ => None,
+/// `listEvents` without a `limit`.
+const DEFAULT_EVENT_LIMIT: i64 = 100;
+
+pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
+    Some(match method {
+        "recordEvent" => record_event(store, call),
+        "listEvents" => list_events(store, call),
+        _ => return None,
+    })
+}
+
+/// Records an event with a revision bump. The returned `payload` is the caller's own object,
+/// which the JS layer puts back in place of the `{}` sent here.
+fn record_event(store: &Store, call: &Call) -> Result<Reply> {
+    let options = call.arg(0);
+    let now = time(field(options, "now"))?;
+    let reference = ResourceRef::of(options);
+    let claim = prop(options, "claim").filter(|claim| !claim.is_null());
+    let event_type = prop(options, "type");
+    let (seq, revision) = store.write(|conn| {
+        let row = require_controller_row(conn, store.project_id(), reference)?;
+        let lease = claim
+            .map(|claim| assert_controller_claim(conn, &row, claim, now, true))
+            .transpose()?;
+        let revision = resource_revision(conn, &row.resource_id)? + 1;
+        bump_resource(conn, &row.resource_id, revision - 1, now)?;
+        let event_id = insert_event(
+            conn,
+            &EventDraft {
+                resource_id: &row.resource_id,
+                revision,
+                event_type: &template(event_type),
+                actor_type: if lease.is_some() {
+                    "controller"
+                } else {
+                    "control"
+                },
+                actor_id: lease.as_ref().and_then(|lease| lease.owner_id.as_deref()),
+                payload: JsonArg::of(field(options, "payload")).text_or("{}")?,
+                now,
+                lease_generation: lease.as_ref().map(|lease| lease.generation),
+            },
+        )?;
+        let seq = event_seq(conn, &event_id)?
+            .ok_or_else(|| StoreError::plain("Controller event was not recorded"))?;
+        Ok((seq, revision))
+    })?;
+    let caller_value = |value: Option<&Value>| value.cloned().unwrap_or(Value::Null);
+    let event = json!({
+        "seq": seq,
+        "recordedAt": iso(now),
+        "controller": caller_value(reference.controller),
+        "key": caller_value(reference.key),
+        "type": caller_value(event_type),
+        "payload": {},
+    });
+    let reply = Reply::value(event);
+    Ok(if claim.is_some() {
+        reply.set_claim("resourceVersion", revision)
+    } else {
+        reply
+    })
+}
+
+/// Newest first; unscoped without a project. `limit` is bound as given (`-1` is unlimited, a
+/// fraction is SQLite's datatype mismatch).
+fn list_events(store: &Store, call: &Call) -> Result<Reply> {
+    let options = call.arg(0);
+    let mut clauses = vec!["r.resource_type = 'controller'"];
+    let mut bound = Vec::new();
+    if let Some(project_id) = store.project_id() {
+        clauses.push("c.project_id = ?");
+        bound.push(SqlValue::Text(project_id.to_string()));
     }
+    if let Some(controller) = prop(options, "controller") {
+        clauses.push("c.controller_name = ?");
+        bound.push(bind(Some(controller))?);
+    }
+    if let Some(key) = prop(options, "key") {
+        clauses.push("c.resource_key = ?");
+        bound.push(bind(Some(key))?);
+    }
+    let limit = prop(options, "limit");
+    bound.push(if is_nullish(limit) {
+        SqlValue::Integer(DEFAULT_EVENT_LIMIT)
+    } else {
+        bind(limit)?
+    });
+    let conn = store.conn()?;
+    let sql = format!(
+        "SELECT e.event_seq, e.recorded_at, c.controller_name, c.resource_key,
+                e.event_type, e.payload_hash
+         FROM events e
+         JOIN resources r ON r.resource_id = e.resource_id
+         JOIN controller_resources c ON c.resource_id = r.resource_id
+         WHERE {}
+         ORDER BY e.event_seq DESC LIMIT ?",
+        clauses.join(" AND ")
+    );
+    let mut statement = conn.prepare_cached(&sql)?;
+    let rows = statement
+        .query_map(params_from_iter(bound), |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, String>(4)?,
+                row.get::<_, Option<Vec<u8>>>(5)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let events = rows
+        .into_iter()
+        .map(
+            |(seq, recorded_at, controller, key, event_type, payload_hash)| {
+                let payload = match payload_hash {
+                    Some(hash) => read_json(conn, &hash)?,
+                    None => json!({}),
+                };
+                Ok(json!({
+                    "seq": seq,
+                    "recordedAt": iso(recorded_at),
+                    "controller": controller,
+                    "key": key,
+                    "type": event_type,
+                    "payload": payload,
+                }))
+            },
+        )
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Reply::value(events))
 }

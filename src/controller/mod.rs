@@ -3,8 +3,10 @@
 
 pub mod effects;
 pub mod events;
+pub mod js;
 pub mod queue;
 pub mod resources;
+pub mod rows;
 pub mod workflows;
 
 use crate::error::Result;

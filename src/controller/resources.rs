@@ -1,14 +1,357 @@
-//! (to be written)
+//! Controller resources (methods 2–9): creating and reading resources, status and finalizer
+//! updates under a claim or an expected resource version, deletion requests and deletion.
 
-use crate::error::Result;
+use rusqlite::{params, params_from_iter, Connection};
+use serde_json::{json, Value};
+
+use super::js::{bind, prop, template, utf16_length};
+use super::rows::{
+    assert_controller_claim, controller_row, controller_row_by_uid, controller_select,
+    enqueue_controller_row, finalizers, insert_claim_event, insert_control_event,
+    lookup_controller_row, map_controller_resource, replace_finalizers, require_controller_row,
+    require_resource, ControllerRow, ResourceRef,
+};
+use crate::error::{Result, StoreError};
+use crate::state::blobs::put_json;
+use crate::state::ids::{random_uuid, resource_id_for};
+use crate::state::json::canonical;
+use crate::state::revisions::{bump_resource, insert_lease};
 use crate::store::Store;
-use crate::wire::{Call, Reply};
+use crate::wire::{field, time, Call, JsonArg, Reply};
 
 /// The methods implemented here.
-pub const METHODS: &[&str] = &[];
+pub const METHODS: &[&str] = &[
+    "putResource",
+    "getResource",
+    "getResourceByUid",
+    "listResources",
+    "updateStatus",
+    "requestDeletion",
+    "updateFinalizers",
+    "deleteResource",
+];
 
-pub fn dispatch(_store: &Store, method: &str, _call: &Call) -> Option<Result<Reply>> {
-    match method {
-        _ => None,
+pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
+    Some(match method {
+        "putResource" => put_resource(store, call),
+        "getResource" => get_resource(store, call),
+        "getResourceByUid" => get_resource_by_uid(store, call),
+        "listResources" => list_resources(store, call),
+        "updateStatus" => update_status(store, call),
+        "requestDeletion" => request_deletion(store, call),
+        "updateFinalizers" => update_finalizers(store, call),
+        "deleteResource" => delete_resource(store, call),
+        _ => return None,
+    })
+}
+
+/// `validateName`/`validateKey`: 1–512 UTF-16 code units.
+fn validate_key(value: Option<&Value>, label: &str) -> Result<()> {
+    let length = match value {
+        None | Some(Value::Null) => {
+            let what = if value.is_none() { "undefined" } else { "null" };
+            return Err(StoreError::Type(format!(
+                "Cannot read properties of {what} (reading 'length')"
+            )));
+        }
+        Some(Value::String(text)) => utf16_length(text),
+        Some(Value::Array(items)) => items.len(),
+        Some(_) => return Ok(()),
+    };
+    if length == 0 || length > 512 {
+        return Err(StoreError::plain(format!("{label} is invalid")));
     }
+    Ok(())
+}
+
+/// Canonical text of `{observedGeneration: 0, conditions: [], controllerStatus}`.
+fn initial_status_text(controller_status: JsonArg<'_>) -> Result<String> {
+    Ok(match controller_status {
+        JsonArg::Undefined => r#"{"conditions":[],"observedGeneration":0}"#.to_string(),
+        other => format!(
+            r#"{{"conditions":[],"controllerStatus":{},"observedGeneration":0}}"#,
+            other.text()?
+        ),
+    })
+}
+
+fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
+    if store.is_read_only() {
+        return Err(StoreError::plain("Controller store is read-only"));
+    }
+    let options = call.arg(0);
+    let reference = ResourceRef::of(options);
+    validate_key(reference.controller, "controller")?;
+    validate_key(reference.key, "resource key")?;
+    let now = time(field(options, "now"))?;
+    // Both blobs are stored before (and outside) the transaction, as the reference does.
+    let conn = store.conn()?;
+    let spec_hash = put_json(conn, JsonArg::of(field(options, "spec")).text()?, now)?;
+    let status_text = initial_status_text(JsonArg::of(field(options, "initialStatus")))?;
+    let status_hash = put_json(conn, &status_text, now)?;
+    let record = store.write(|conn| {
+        match controller_row(conn, store.project_id(), reference)? {
+            None => {
+                create_resource(store, conn, reference, &spec_hash, &status_hash, now)?;
+            }
+            Some(existing) if existing.spec_hash[..] != spec_hash[..] => {
+                change_spec(conn, &existing, &spec_hash, now)?;
+            }
+            Some(_) => {}
+        }
+        require_resource(conn, store.project_id(), reference)
+    })?;
+    Ok(Reply::value(record))
+}
+
+fn create_resource(
+    store: &Store,
+    conn: &Connection,
+    reference: ResourceRef<'_>,
+    spec_hash: &[u8],
+    status_hash: &[u8],
+    now: i64,
+) -> Result<()> {
+    let uid = random_uuid();
+    let controller_resource_id = format!("controller-resource-{}", random_uuid());
+    let project_id = store.require_project_id()?;
+    let aggregate = format!(
+        "{project_id}:{}:{}",
+        template(reference.controller),
+        template(reference.key)
+    );
+    let resource_id = resource_id_for("controller", &aggregate);
+    conn.prepare_cached(
+        "INSERT INTO resources(
+           resource_id, resource_type, aggregate_key, revision, created_at, updated_at
+         ) VALUES (?, 'controller', ?, 1, ?, ?)",
+    )?
+    .execute(params![resource_id, controller_resource_id, now, now])?;
+    insert_lease(conn, &resource_id)?;
+    conn.prepare_cached(
+        "INSERT INTO controller_resources(
+           controller_resource_id, resource_id, project_id, controller_name,
+           resource_key, uid, generation, spec_hash, status_hash, created_at, updated_at
+         ) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)",
+    )?
+    .execute(params![
+        controller_resource_id,
+        resource_id,
+        project_id,
+        bind(reference.controller)?,
+        bind(reference.key)?,
+        uid,
+        spec_hash,
+        status_hash,
+        now,
+        now
+    ])?;
+    enqueue_controller_row(conn, &controller_resource_id, now, now)?;
+    insert_control_event(
+        conn,
+        &resource_id,
+        1,
+        "resource.created",
+        r#"{"generation":1}"#,
+        now,
+    )?;
+    Ok(())
+}
+
+/// A new spec: generation and revision go up and the resource is queued again.
+fn change_spec(
+    conn: &Connection,
+    existing: &ControllerRow,
+    spec_hash: &[u8],
+    now: i64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE controller_resources
+         SET spec_hash = ?, generation = generation + 1, updated_at = ?
+         WHERE controller_resource_id = ?",
+    )?
+    .execute(params![spec_hash, now, existing.controller_resource_id])?;
+    bump_resource(conn, &existing.resource_id, existing.resource_version, now)?;
+    enqueue_controller_row(conn, &existing.controller_resource_id, now, now)?;
+    let payload = canonical(&json!({ "generation": existing.generation + 1 }));
+    insert_control_event(
+        conn,
+        &existing.resource_id,
+        existing.resource_version + 1,
+        "resource.spec_updated",
+        &payload,
+        now,
+    )?;
+    Ok(())
+}
+
+fn get_resource(store: &Store, call: &Call) -> Result<Reply> {
+    let row = lookup_controller_row(store, ResourceRef::of(call.arg(0)))?;
+    let record = row
+        .map(|row| map_controller_resource(store.conn()?, &row))
+        .transpose()?;
+    Ok(Reply::maybe(record))
+}
+
+fn get_resource_by_uid(store: &Store, call: &Call) -> Result<Reply> {
+    let conn = store.conn()?;
+    let row = controller_row_by_uid(conn, call.args.first())?;
+    let record = row
+        .map(|row| map_controller_resource(conn, &row))
+        .transpose()?;
+    Ok(Reply::maybe(record))
+}
+
+fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
+    let options = call.arg(0);
+    let mut clauses = vec!["1 = 1"];
+    let mut bound = Vec::new();
+    if let Some(project_id) = store.project_id() {
+        clauses.push("c.project_id = ?");
+        bound.push(bind(Some(&Value::from(project_id)))?);
+    }
+    if let Some(controller) = prop(options, "controller") {
+        clauses.push("c.controller_name = ?");
+        bound.push(bind(Some(controller))?);
+    }
+    let conn = store.conn()?;
+    let sql = controller_select(&format!(
+        "WHERE {} ORDER BY c.controller_name, c.resource_key",
+        clauses.join(" AND ")
+    ));
+    let mut statement = conn.prepare_cached(&sql)?;
+    let rows = statement
+        .query_map(params_from_iter(bound), ControllerRow::from_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let records = rows
+        .iter()
+        .map(|row| map_controller_resource(conn, row))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Reply::value(records))
+}
+
+/// `row.resourceVersion !== expectedResourceVersion` throws `ResourceConflictError`.
+fn expect_version(
+    row: &ControllerRow,
+    expected: Option<&Value>,
+    reference: ResourceRef<'_>,
+) -> Result<()> {
+    if super::js::same_number(row.resource_version, expected) {
+        Ok(())
+    } else {
+        Err(reference.conflict())
+    }
+}
+
+fn update_status(store: &Store, call: &Call) -> Result<Reply> {
+    let options = call.arg(0);
+    let now = time(field(options, "now"))?;
+    let reference = ResourceRef::of(field(options, "ref"));
+    let claim = field(options, "claim");
+    let (record, resource_version) = store.write(|conn| {
+        let row = require_controller_row(conn, store.project_id(), reference)?;
+        let lease = assert_controller_claim(conn, &row, claim, now, true)?;
+        expect_version(&row, prop(options, "expectedResourceVersion"), reference)?;
+        let status_hash = put_json(conn, JsonArg::of(field(options, "status")).text()?, now)?;
+        conn.prepare_cached(
+            "UPDATE controller_resources SET status_hash = ?, updated_at = ?
+             WHERE controller_resource_id = ?",
+        )?
+        .execute(params![&status_hash[..], now, row.controller_resource_id])?;
+        if let Some(list) = prop(options, "finalizers") {
+            replace_finalizers(conn, &row.controller_resource_id, list)?;
+        }
+        bump_resource(conn, &row.resource_id, row.resource_version, now)?;
+        let revision = row.resource_version + 1;
+        insert_claim_event(
+            conn,
+            &row.resource_id,
+            revision,
+            "resource.status_updated",
+            &lease,
+            now,
+        )?;
+        Ok((
+            require_resource(conn, store.project_id(), reference)?,
+            revision,
+        ))
+    })?;
+    Ok(Reply::value(record).set_claim("resourceVersion", resource_version))
+}
+
+fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
+    let now = time(call.arg(1))?;
+    let reference = ResourceRef::of(call.arg(0));
+    let record = store.write(|conn| {
+        let row = require_controller_row(conn, store.project_id(), reference)?;
+        if row.deletion_requested_at.is_none() {
+            conn.prepare_cached(
+                "UPDATE controller_resources SET deletion_requested_at = ?, updated_at = ?
+                 WHERE controller_resource_id = ?",
+            )?
+            .execute(params![now, now, row.controller_resource_id])?;
+            bump_resource(conn, &row.resource_id, row.resource_version, now)?;
+            enqueue_controller_row(conn, &row.controller_resource_id, now, now)?;
+            insert_control_event(
+                conn,
+                &row.resource_id,
+                row.resource_version + 1,
+                "resource.deletion_requested",
+                "{}",
+                now,
+            )?;
+        }
+        require_resource(conn, store.project_id(), reference)
+    })?;
+    Ok(Reply::value(record))
+}
+
+fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
+    let options = call.arg(0);
+    let now = time(field(options, "now"))?;
+    let reference = ResourceRef::of(field(options, "ref"));
+    let record = store.write(|conn| {
+        let row = require_controller_row(conn, store.project_id(), reference)?;
+        expect_version(&row, prop(options, "expectedResourceVersion"), reference)?;
+        replace_finalizers(
+            conn,
+            &row.controller_resource_id,
+            field(options, "finalizers"),
+        )?;
+        conn.prepare_cached(
+            "UPDATE controller_resources SET updated_at = ? WHERE controller_resource_id = ?",
+        )?
+        .execute(params![now, row.controller_resource_id])?;
+        bump_resource(conn, &row.resource_id, row.resource_version, now)?;
+        insert_control_event(
+            conn,
+            &row.resource_id,
+            row.resource_version + 1,
+            "resource.finalizers_updated",
+            "{}",
+            now,
+        )?;
+        require_resource(conn, store.project_id(), reference)
+    })?;
+    Ok(Reply::value(record))
+}
+
+/// Deletes the controller row once deletion was requested and no finalizers remain; the
+/// `resources` row stays behind, as in the reference.
+fn delete_resource(store: &Store, call: &Call) -> Result<Reply> {
+    let reference = ResourceRef::of(call.arg(0));
+    let deleted = store.write(|conn| {
+        let row = require_controller_row(conn, store.project_id(), reference)?;
+        assert_controller_claim(conn, &row, call.arg(2), call.clock, true)?;
+        expect_version(&row, call.args.get(1), reference)?;
+        if row.deletion_requested_at.is_none()
+            || !finalizers(conn, &row.controller_resource_id)?.is_empty()
+        {
+            return Ok(false);
+        }
+        conn.prepare_cached("DELETE FROM controller_resources WHERE controller_resource_id = ?")?
+            .execute([&row.controller_resource_id])?;
+        Ok(true)
+    })?;
+    Ok(Reply::value(deleted))
 }

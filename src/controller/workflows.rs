@@ -1,14 +1,353 @@
-//! (to be written)
+//! Child workflows of controllers (methods 20–25): idempotent reservation of a child workflow
+//! request per resource and key, its progress under the resource's claim, the scheduler's
+//! completion report, and reads.
 
-use crate::error::Result;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde_json::{json, Map, Value};
+
+use super::js::{
+    bind, buffer_argument_error, buffer_from_hex, is_nullish, prop, same_text, template,
+};
+use super::rows::{assert_controller_claim, put_caller_text, require_controller_row_by_uid};
+use crate::error::{Result, StoreError};
+use crate::state::blobs::{read_text, BlobHash};
+use crate::state::ids::random_uuid;
+use crate::state::json::canonical;
+use crate::state::revisions::{bump_resource, insert_event, resource_revision, EventDraft};
 use crate::store::Store;
-use crate::wire::{Call, Reply};
+use crate::wire::{field, Call, Reply};
 
 /// The methods implemented here.
-pub const METHODS: &[&str] = &[];
+pub const METHODS: &[&str] = &[
+    "reserveWorkflow",
+    "getWorkflow",
+    "getWorkflowByRequestId",
+    "updateWorkflow",
+    "completeWorkflow",
+    "listWorkflows",
+];
 
-pub fn dispatch(_store: &Store, method: &str, _call: &Call) -> Option<Result<Reply>> {
-    match method {
-        _ => None,
+pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
+    Some(match method {
+        "reserveWorkflow" => reserve_workflow(store, call),
+        "getWorkflow" => get_workflow(store, call),
+        "getWorkflowByRequestId" => get_workflow_by_request_id(store, call),
+        "updateWorkflow" => update_workflow(store, call),
+        "completeWorkflow" => complete_workflow(store, call),
+        "listWorkflows" => list_workflows(store, call),
+        _ => return None,
+    })
+}
+
+/// A `controller_workflows` row with its resource uid; `run_id` is the actual run, else the
+/// reserved one.
+struct WorkflowRow {
+    request_id: String,
+    resource_uid: String,
+    request_key: String,
+    input_fingerprint: Vec<u8>,
+    workflow_name: String,
+    run_id: Option<String>,
+    status: String,
+    attempt_count: i64,
+    error_hash: Option<Vec<u8>>,
+}
+
+/// The reference's `workflowSelect`; `clause` follows the join.
+fn workflow_select(clause: &str) -> String {
+    format!(
+        "SELECT w.request_id, c.uid, w.request_key, w.input_fingerprint, w.workflow_name,
+                COALESCE(w.run_id, w.reserved_run_id), w.status, w.attempt_count, w.error_hash
+         FROM controller_workflows w
+         JOIN controller_resources c ON c.controller_resource_id = w.controller_resource_id {clause}"
+    )
+}
+
+impl WorkflowRow {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<WorkflowRow> {
+        Ok(WorkflowRow {
+            request_id: row.get(0)?,
+            resource_uid: row.get(1)?,
+            request_key: row.get(2)?,
+            input_fingerprint: row.get(3)?,
+            workflow_name: row.get(4)?,
+            run_id: row.get(5)?,
+            status: row.get(6)?,
+            attempt_count: row.get(7)?,
+            error_hash: row.get(8)?,
+        })
     }
+}
+
+fn workflow_row(
+    conn: &Connection,
+    uid: Option<&Value>,
+    request_key: Option<&Value>,
+) -> Result<Option<WorkflowRow>> {
+    Ok(conn
+        .prepare_cached(&workflow_select("WHERE c.uid = ? AND w.request_key = ?"))?
+        .query_row(
+            params![bind(uid)?, bind(request_key)?],
+            WorkflowRow::from_row,
+        )
+        .optional()?)
+}
+
+fn workflow_row_by_id(
+    conn: &Connection,
+    request_id: Option<&Value>,
+) -> Result<Option<WorkflowRow>> {
+    Ok(conn
+        .prepare_cached(&workflow_select("WHERE w.request_id = ?"))?
+        .query_row([bind(request_id)?], WorkflowRow::from_row)
+        .optional()?)
+}
+
+fn require_workflow_row(conn: &Connection, request_id: Option<&Value>) -> Result<WorkflowRow> {
+    workflow_row_by_id(conn, request_id)?.ok_or_else(|| {
+        StoreError::plain(format!(
+            "Workflow request not found: {}",
+            template(request_id)
+        ))
+    })
+}
+
+/// `ChildWorkflowRecord`: `runId` and `error` exist only when set.
+fn map_workflow(conn: &Connection, row: &WorkflowRow) -> Result<Value> {
+    let mut record = Map::new();
+    record.insert("requestId".into(), row.request_id.clone().into());
+    record.insert("resourceUid".into(), row.resource_uid.clone().into());
+    record.insert("requestKey".into(), row.request_key.clone().into());
+    record.insert(
+        "inputFingerprint".into(),
+        hex::encode(&row.input_fingerprint).into(),
+    );
+    record.insert("workflow".into(), row.workflow_name.clone().into());
+    if let Some(run_id) = &row.run_id {
+        record.insert("runId".into(), run_id.clone().into());
+    }
+    record.insert("state".into(), row.status.clone().into());
+    record.insert("attempt".into(), row.attempt_count.into());
+    if let Some(hash) = &row.error_hash {
+        record.insert(
+            "error".into(),
+            read_text(conn, hash)?.unwrap_or_default().into(),
+        );
+    }
+    Ok(Value::Object(record))
+}
+
+fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
+    let options = call.arg(0);
+    let now = call.clock;
+    let uid = prop(options, "resourceUid");
+    let request_key = prop(options, "requestKey");
+    let workflow = prop(options, "workflow");
+    let fingerprint = prop(options, "inputFingerprint");
+    let reservation = store.write(|conn| {
+        let source = require_controller_row_by_uid(conn, uid)?;
+        assert_controller_claim(conn, &source, field(options, "claim"), now, true)?;
+        if let Some(existing) = workflow_row(conn, uid, request_key)? {
+            // The stored fingerprint is lower-case hex; the argument is compared as given.
+            let same_request = same_text(&existing.workflow_name, workflow)
+                && same_text(&hex::encode(&existing.input_fingerprint), fingerprint);
+            if !same_request {
+                return Err(StoreError::WorkflowRequestConflict {
+                    key: request_key.cloned().unwrap_or(Value::Null),
+                });
+            }
+            return Ok(json!({ "record": map_workflow(conn, &existing)?, "created": false }));
+        }
+        let fingerprint_bytes = match fingerprint {
+            Some(Value::String(hex)) => buffer_from_hex(hex),
+            other => return Err(buffer_argument_error(other)),
+        };
+        let request_id = random_uuid();
+        conn.prepare_cached(
+            "INSERT INTO controller_workflows(
+               request_id, controller_resource_id, request_key, workflow_name,
+               input_fingerprint, status, attempt_count, created_at, updated_at
+             ) VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?)",
+        )?
+        .execute(params![
+            request_id,
+            source.controller_resource_id,
+            bind(request_key)?,
+            bind(workflow)?,
+            fingerprint_bytes,
+            now,
+            now
+        ])?;
+        let record = map_workflow(conn, &require_workflow_row(conn, Some(&request_id.into()))?)?;
+        Ok(json!({ "record": record, "created": true }))
+    })?;
+    Ok(Reply::value(reservation))
+}
+
+fn get_workflow(store: &Store, call: &Call) -> Result<Reply> {
+    let conn = store.conn()?;
+    let row = workflow_row(conn, call.args.first(), call.args.get(1))?;
+    Ok(Reply::maybe(
+        row.map(|row| map_workflow(conn, &row)).transpose()?,
+    ))
+}
+
+fn get_workflow_by_request_id(store: &Store, call: &Call) -> Result<Reply> {
+    let conn = store.conn()?;
+    let row = workflow_row_by_id(conn, call.args.first())?;
+    Ok(Reply::maybe(
+        row.map(|row| map_workflow(conn, &row)).transpose()?,
+    ))
+}
+
+/// `update.error` stored as text unless it is `undefined` or `null`.
+fn update_error_hash(conn: &Connection, update: &Value, now: i64) -> Result<Option<BlobHash>> {
+    let error = prop(update, "error");
+    if is_nullish(error) {
+        return Ok(None);
+    }
+    error
+        .map(|error| put_caller_text(conn, error, now))
+        .transpose()
+}
+
+fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
+    let request_id = call.args.first();
+    let update = call.arg(1);
+    let now = call.clock;
+    let record = store.write(|conn| {
+        let row = require_workflow_row(conn, request_id)?;
+        let source = require_controller_row_by_uid(conn, Some(&row.resource_uid.clone().into()))?;
+        assert_controller_claim(conn, &source, call.arg(2), now, true)?;
+        let error_hash = update_error_hash(conn, update, now)?;
+        let run_id = bind(prop(update, "runId"))?;
+        conn.prepare_cached(
+            "UPDATE controller_workflows
+             SET reserved_run_id = COALESCE(?, reserved_run_id),
+                 run_id = CASE
+                   WHEN ? IS NOT NULL AND EXISTS(SELECT 1 FROM runs WHERE run_id = ?) THEN ?
+                   ELSE run_id
+                 END,
+                 status = ?, attempt_count = COALESCE(?, attempt_count),
+                 error_hash = ?, updated_at = ?
+             WHERE request_id = ?",
+        )?
+        .execute(params![
+            run_id,
+            run_id,
+            run_id,
+            run_id,
+            bind(prop(update, "state"))?,
+            bind(prop(update, "attempt"))?,
+            error_hash.as_ref().map(|hash| &hash[..]),
+            now,
+            bind(request_id)?
+        ])?;
+        map_workflow(conn, &require_workflow_row(conn, request_id)?)
+    })?;
+    Ok(Reply::value(record))
+}
+
+/// The scheduler's report of a settled child: checked before the transaction, then stored
+/// with a revision bump and a `workflow_state_changed` event on the controller resource.
+fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
+    let request_id = call.args.first();
+    let update = call.arg(1);
+    let conn = store.conn()?;
+    let row = require_workflow_row(conn, request_id)?;
+    let state = prop(update, "state");
+    if matches!(state.and_then(Value::as_str), Some("pending" | "running")) {
+        return Err(StoreError::plain(
+            "Scheduler completion must report a settled child state",
+        ));
+    }
+    let reported_run_id = prop(update, "runId");
+    if let (Some(reported), Some(reserved)) = (reported_run_id, &row.run_id) {
+        if !same_text(reserved, Some(reported)) {
+            return Err(StoreError::plain(
+                "Scheduler completion run ID does not match the reserved child run",
+            ));
+        }
+    }
+    let source = require_controller_row_by_uid(conn, Some(&row.resource_uid.clone().into()))?;
+    let now = call.clock;
+    let record = store.write(|conn| {
+        let error_hash = update_error_hash(conn, update, now)?;
+        let run_id = bind(reported_run_id)?;
+        conn.prepare_cached(
+            "UPDATE controller_workflows
+             SET run_id = CASE
+                   WHEN ? IS NOT NULL AND EXISTS(SELECT 1 FROM runs WHERE run_id = ?) THEN ?
+                   ELSE run_id
+                 END,
+                 status = ?, attempt_count = COALESCE(?, attempt_count),
+                 error_hash = ?, updated_at = ?
+             WHERE request_id = ?",
+        )?
+        .execute(params![
+            run_id,
+            run_id,
+            run_id,
+            bind(state)?,
+            bind(prop(update, "attempt"))?,
+            error_hash.as_ref().map(|hash| &hash[..]),
+            now,
+            bind(request_id)?
+        ])?;
+        let revision = resource_revision(conn, &source.resource_id)?;
+        bump_resource(conn, &source.resource_id, revision, now)?;
+        let payload = completion_payload(request_id, state, reported_run_id, &row);
+        insert_event(
+            conn,
+            &EventDraft {
+                resource_id: &source.resource_id,
+                revision: revision + 1,
+                event_type: "workflow_state_changed",
+                actor_type: "system",
+                actor_id: None,
+                payload: &payload,
+                now,
+                lease_generation: None,
+            },
+        )?;
+        map_workflow(conn, &require_workflow_row(conn, request_id)?)
+    })?;
+    Ok(Reply::value(record))
+}
+
+/// Canonical `{requestId, state, runId: update.runId ?? row.runId}`.
+fn completion_payload(
+    request_id: Option<&Value>,
+    state: Option<&Value>,
+    reported_run_id: Option<&Value>,
+    row: &WorkflowRow,
+) -> String {
+    let mut payload = Map::new();
+    if let Some(request_id) = request_id {
+        payload.insert("requestId".into(), request_id.clone());
+    }
+    if let Some(state) = state {
+        payload.insert("state".into(), state.clone());
+    }
+    let run_id = match reported_run_id {
+        Some(reported) if !reported.is_null() => reported.clone(),
+        _ => row.run_id.clone().map_or(Value::Null, Value::String),
+    };
+    payload.insert("runId".into(), run_id);
+    canonical(&Value::Object(payload))
+}
+
+fn list_workflows(store: &Store, call: &Call) -> Result<Reply> {
+    let conn = store.conn()?;
+    let mut statement = conn.prepare_cached(&workflow_select(
+        "WHERE c.uid = ? ORDER BY w.created_at, w.request_id",
+    ))?;
+    let rows = statement
+        .query_map([bind(call.args.first())?], WorkflowRow::from_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let records = rows
+        .iter()
+        .map(|row| map_workflow(conn, row))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Reply::value(records))
 }

@@ -1,0 +1,396 @@
+//! The controller resource row and what every controller method builds on: lookups by
+//! reference and by uid, the `ControllerResource` record, finalizers, the work-queue row, and
+//! the claim checks that fence writes by lease generation and token.
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde_json::{json, Map, Value};
+
+use super::js::{
+    bind, buffer_argument_error, prop, same_number, same_text, template, token_hash_of,
+};
+use crate::error::{Result, StoreError};
+use crate::state::blobs::{put_text, read_json, BlobHash};
+use crate::state::revisions::{bump_resource, insert_event, require_lease, Lease};
+use crate::state::revisions::{resource_revision, EventDraft};
+use crate::store::Store;
+use crate::time::iso;
+
+/// A `controller_resources` row joined with its resource revision.
+#[derive(Debug, Clone)]
+pub struct ControllerRow {
+    pub controller_resource_id: String,
+    pub resource_id: String,
+    pub resource_version: i64,
+    pub controller_name: String,
+    pub resource_key: String,
+    pub uid: String,
+    pub generation: i64,
+    pub spec_hash: Vec<u8>,
+    pub status_hash: Vec<u8>,
+    pub deletion_requested_at: Option<i64>,
+}
+
+/// The reference's `controllerSelect`; `clause` follows the join.
+pub fn controller_select(clause: &str) -> String {
+    format!(
+        "SELECT c.controller_resource_id, c.resource_id, r.revision,
+                c.controller_name, c.resource_key, c.uid, c.generation,
+                c.spec_hash, c.status_hash, c.deletion_requested_at
+         FROM controller_resources c JOIN resources r ON r.resource_id = c.resource_id {clause}"
+    )
+}
+
+impl ControllerRow {
+    pub fn from_row(row: &Row<'_>) -> rusqlite::Result<ControllerRow> {
+        Ok(ControllerRow {
+            controller_resource_id: row.get(0)?,
+            resource_id: row.get(1)?,
+            resource_version: row.get(2)?,
+            controller_name: row.get(3)?,
+            resource_key: row.get(4)?,
+            uid: row.get(5)?,
+            generation: row.get(6)?,
+            spec_hash: row.get(7)?,
+            status_hash: row.get(8)?,
+            deletion_requested_at: row.get(9)?,
+        })
+    }
+}
+
+/// A `{controller, key}` reference as the caller gave it.
+#[derive(Debug, Clone, Copy)]
+pub struct ResourceRef<'a> {
+    pub controller: Option<&'a Value>,
+    pub key: Option<&'a Value>,
+}
+
+impl<'a> ResourceRef<'a> {
+    pub fn of(object: &'a Value) -> ResourceRef<'a> {
+        ResourceRef {
+            controller: prop(object, "controller"),
+            key: prop(object, "key"),
+        }
+    }
+
+    pub fn not_found(self) -> StoreError {
+        StoreError::ResourceNotFound {
+            controller: self.controller.cloned().unwrap_or(Value::Null),
+            key: self.key.cloned().unwrap_or(Value::Null),
+        }
+    }
+
+    pub fn conflict(self) -> StoreError {
+        StoreError::ResourceConflict {
+            controller: self.controller.cloned().unwrap_or(Value::Null),
+            key: self.key.cloned().unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// The row for a reference in this project; always `None` without a project.
+pub fn controller_row(
+    conn: &Connection,
+    project_id: Option<&str>,
+    reference: ResourceRef<'_>,
+) -> Result<Option<ControllerRow>> {
+    let Some(project_id) = project_id else {
+        return Ok(None);
+    };
+    Ok(conn
+        .prepare_cached(&controller_select(
+            "WHERE c.project_id = ? AND c.controller_name = ? AND c.resource_key = ?",
+        ))?
+        .query_row(
+            params![
+                project_id,
+                bind(reference.controller)?,
+                bind(reference.key)?
+            ],
+            ControllerRow::from_row,
+        )
+        .optional()?)
+}
+
+/// [`controller_row`] outside a transaction: without a project the reference answers
+/// before it touches the connection (so even a closed store gives `None`).
+pub fn lookup_controller_row(
+    store: &Store,
+    reference: ResourceRef<'_>,
+) -> Result<Option<ControllerRow>> {
+    match store.project_id() {
+        None => Ok(None),
+        project_id => controller_row(store.conn()?, project_id, reference),
+    }
+}
+
+/// The row for a reference, or `ResourceNotFoundError`.
+pub fn require_controller_row(
+    conn: &Connection,
+    project_id: Option<&str>,
+    reference: ResourceRef<'_>,
+) -> Result<ControllerRow> {
+    controller_row(conn, project_id, reference)?.ok_or_else(|| reference.not_found())
+}
+
+/// The row with this uid in any project.
+pub fn controller_row_by_uid(
+    conn: &Connection,
+    uid: Option<&Value>,
+) -> Result<Option<ControllerRow>> {
+    Ok(conn
+        .prepare_cached(&controller_select("WHERE c.uid = ?"))?
+        .query_row([bind(uid)?], ControllerRow::from_row)
+        .optional()?)
+}
+
+pub fn require_controller_row_by_uid(
+    conn: &Connection,
+    uid: Option<&Value>,
+) -> Result<ControllerRow> {
+    controller_row_by_uid(conn, uid)?.ok_or_else(|| {
+        StoreError::plain(format!("Controller resource not found: {}", template(uid)))
+    })
+}
+
+/// The record of a reference, or `ResourceNotFoundError`.
+pub fn require_resource(
+    conn: &Connection,
+    project_id: Option<&str>,
+    reference: ResourceRef<'_>,
+) -> Result<Value> {
+    let row = require_controller_row(conn, project_id, reference)?;
+    map_controller_resource(conn, &row)
+}
+
+/// `ControllerResource`: `deletionTimestamp` exists only once deletion was requested.
+pub fn map_controller_resource(conn: &Connection, row: &ControllerRow) -> Result<Value> {
+    let spec = read_json(conn, &row.spec_hash)?;
+    let status = read_json(conn, &row.status_hash)?;
+    let mut metadata = Map::new();
+    metadata.insert("uid".into(), row.uid.clone().into());
+    metadata.insert("controller".into(), row.controller_name.clone().into());
+    metadata.insert("key".into(), row.resource_key.clone().into());
+    metadata.insert("resourceVersion".into(), row.resource_version.into());
+    metadata.insert("generation".into(), row.generation.into());
+    if let Some(requested_at) = row.deletion_requested_at {
+        metadata.insert("deletionTimestamp".into(), iso(requested_at).into());
+    }
+    metadata.insert(
+        "finalizers".into(),
+        finalizers(conn, &row.controller_resource_id)?.into(),
+    );
+    Ok(json!({ "metadata": metadata, "spec": spec, "status": status }))
+}
+
+pub fn finalizers(conn: &Connection, controller_resource_id: &str) -> Result<Vec<String>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT finalizer FROM controller_finalizers
+         WHERE controller_resource_id = ? ORDER BY position",
+    )?;
+    let rows = statement.query_map([controller_resource_id], |row| row.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Replaces the finalizer list; duplicates are refused before anything changes.
+pub fn replace_finalizers(
+    conn: &Connection,
+    controller_resource_id: &str,
+    finalizers: &Value,
+) -> Result<()> {
+    let items = finalizers.as_array().map(Vec::as_slice).unwrap_or_default();
+    let mut unique: Vec<&Value> = Vec::with_capacity(items.len());
+    for item in items {
+        if !unique.contains(&item) {
+            unique.push(item);
+        }
+    }
+    if unique.len() != items.len() {
+        return Err(StoreError::plain("Controller finalizers must be unique"));
+    }
+    conn.prepare_cached("DELETE FROM controller_finalizers WHERE controller_resource_id = ?")?
+        .execute([controller_resource_id])?;
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO controller_finalizers(controller_resource_id, finalizer, position)
+         VALUES (?, ?, ?)",
+    )?;
+    for (position, finalizer) in unique.into_iter().enumerate() {
+        insert.execute(params![
+            controller_resource_id,
+            bind(Some(finalizer))?,
+            position as i64
+        ])?;
+    }
+    Ok(())
+}
+
+/// Queues the resource, or moves an existing item earlier and bumps its version.
+pub fn enqueue_controller_row(
+    conn: &Connection,
+    controller_resource_id: &str,
+    available_at: i64,
+    now: i64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO controller_queue(
+           controller_resource_id, available_at, queue_version,
+           consecutive_errors, created_at, updated_at
+         ) VALUES (?, ?, 1, 0, ?, ?)
+         ON CONFLICT(controller_resource_id) DO UPDATE SET
+           available_at = MIN(controller_queue.available_at, excluded.available_at),
+           queue_version = controller_queue.queue_version + 1,
+           updated_at = excluded.updated_at",
+    )?
+    .execute(params![controller_resource_id, available_at, now, now])?;
+    Ok(())
+}
+
+/// `consecutive_errors` of the queue item, 0 without one.
+pub fn queue_errors(conn: &Connection, controller_resource_id: &str) -> Result<i64> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT consecutive_errors FROM controller_queue WHERE controller_resource_id = ?",
+        )?
+        .query_row([controller_resource_id], |row| row.get(0))
+        .optional()?
+        .unwrap_or(0))
+}
+
+pub fn queue_version(conn: &Connection, controller_resource_id: &str) -> Result<i64> {
+    conn.prepare_cached(
+        "SELECT queue_version FROM controller_queue WHERE controller_resource_id = ?",
+    )?
+    .query_row([controller_resource_id], |row| row.get(0))
+    .optional()?
+    .ok_or_else(|| StoreError::plain("Controller queue item is missing"))
+}
+
+/// Checks that `claim` is the live controller lease of `row` (unexpired unless
+/// `require_unexpired` is off); returns that lease.
+pub fn assert_controller_claim(
+    conn: &Connection,
+    row: &ControllerRow,
+    claim: &Value,
+    now: i64,
+    require_unexpired: bool,
+) -> Result<Lease> {
+    if !same_text(&row.controller_name, prop(claim, "controller"))
+        || !same_text(&row.resource_key, prop(claim, "key"))
+    {
+        return Err(StoreError::plain(
+            "Controller claim targets another resource",
+        ));
+    }
+    let lease = require_lease(conn, &row.resource_id)?;
+    let holds = lease.owner_type.as_deref() == Some("controller")
+        && lease
+            .owner_id
+            .as_deref()
+            .is_some_and(|owner| same_text(owner, prop(claim, "ownerId")))
+        && same_number(lease.generation, prop(claim, "generation"))
+        && lease.token_hash.is_some()
+        && lease.token_matches(&token_hash_of(prop(claim, "token"))?)
+        && !(require_unexpired && lease.expires_at.is_none_or(|expires| expires <= now));
+    if !holds {
+        return Err(StoreError::plain("Controller claim is stale"));
+    }
+    Ok(lease)
+}
+
+/// Releases the verified `lease` held by `claim`; returns the new resource version when it
+/// was released (the reference then sets `claim.resourceVersion`).
+pub fn release_lease(
+    conn: &Connection,
+    resource_id: &str,
+    claim: &Value,
+    lease: &Lease,
+    now: i64,
+) -> Result<Option<i64>> {
+    let revision = resource_revision(conn, resource_id)?;
+    let released = conn
+        .prepare_cached(
+            "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
+                    acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
+             WHERE resource_id = ? AND owner_id = ? AND token_hash = ? AND generation = ?",
+        )?
+        .execute(params![
+            resource_id,
+            bind(prop(claim, "ownerId"))?,
+            &token_hash_of(prop(claim, "token"))?[..],
+            bind(prop(claim, "generation"))?
+        ])?;
+    if released != 1 {
+        return Ok(None);
+    }
+    bump_resource(conn, resource_id, revision, now)?;
+    insert_event(
+        conn,
+        &EventDraft {
+            resource_id,
+            revision: revision + 1,
+            event_type: "lease.released",
+            actor_type: "controller",
+            actor_id: lease.owner_id.as_deref(),
+            payload: "{}",
+            now,
+            lease_generation: Some(lease.generation),
+        },
+    )?;
+    Ok(Some(revision + 1))
+}
+
+/// Records a controller-side event for a claim holder (actor `controller`, the claim's owner
+/// and generation, as verified against `lease`).
+pub fn insert_claim_event(
+    conn: &Connection,
+    resource_id: &str,
+    revision: i64,
+    event_type: &str,
+    lease: &Lease,
+    now: i64,
+) -> Result<String> {
+    insert_event(
+        conn,
+        &EventDraft {
+            resource_id,
+            revision,
+            event_type,
+            actor_type: "controller",
+            actor_id: lease.owner_id.as_deref(),
+            payload: "{}",
+            now,
+            lease_generation: Some(lease.generation),
+        },
+    )
+}
+
+/// Records an event of the control plane (actor `control`, no lease generation).
+pub fn insert_control_event(
+    conn: &Connection,
+    resource_id: &str,
+    revision: i64,
+    event_type: &str,
+    payload: &str,
+    now: i64,
+) -> Result<String> {
+    insert_event(
+        conn,
+        &EventDraft {
+            resource_id,
+            revision,
+            event_type,
+            actor_type: "control",
+            actor_id: None,
+            payload,
+            now,
+            lease_generation: None,
+        },
+    )
+}
+
+/// `putText(value)` of a caller value: only strings can be stored as text.
+pub fn put_caller_text(conn: &Connection, value: &Value, now: i64) -> Result<BlobHash> {
+    match value {
+        Value::String(text) => put_text(conn, text, now),
+        other => Err(buffer_argument_error(Some(other))),
+    }
+}
