@@ -4,7 +4,7 @@
 use rusqlite::{params, params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{bind, prop, template, utf16_length};
+use super::js::{bind, prop, same_number, template, utf16_length};
 use super::rows::{
     assert_controller_claim, controller_row, controller_row_by_uid, controller_select,
     enqueue_controller_row, finalizers, insert_claim_event, insert_control_event,
@@ -236,7 +236,7 @@ fn expect_version(
     expected: Option<&Value>,
     reference: ResourceRef<'_>,
 ) -> Result<()> {
-    if super::js::same_number(row.resource_version, expected) {
+    if same_number(row.resource_version, expected) {
         Ok(())
     } else {
         Err(reference.conflict())
