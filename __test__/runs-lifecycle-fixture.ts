@@ -69,39 +69,30 @@ export class Fixture {
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
 
-  private connection: Database.Database | null = null;
-
   /**
-   * Runs `operation` on one better-sqlite3 connection while the store is closed, then reopens
-   * the store. Two SQLite libraries in one process must never hold the file at the same time:
-   * POSIX locks are per process, so the last close in one library deletes the WAL the other is
-   * still writing to, and its later commits are lost.
+   * The store's own connection (`store.state.connection`). A second SQLite library must not
+   * touch the file while the store holds it: POSIX locks are per process, so better-sqlite3's
+   * last close deletes the WAL the store is still writing to, hiding its later commits.
    */
-  batch<T>(operation: () => T): T {
-    if (this.connection !== null) return operation();
-    this.store.close();
-    const db = new Database(this.file, { timeout: 5000 });
-    this.connection = db;
-    try {
-      db.pragma('foreign_keys = ON');
-      return operation();
-    } finally {
-      this.connection = null;
-      db.close();
-      this.store = this.open();
-    }
+  private get connection(): Database.Database {
+    return this.store.state.connection;
+  }
+
+  /** Groups fixture statements (one call of the fixture API). */
+  private batch<T>(operation: () => T): T {
+    return operation();
   }
 
   run(sql: string, ...params: unknown[]): number {
-    return this.batch(() => this.connection!.prepare(sql).run(...params).changes);
+    return this.connection.prepare(sql).run(...params).changes;
   }
 
   all(sql: string, ...params: unknown[]): Row[] {
-    return this.batch(() => this.connection!.prepare(sql).all(...params) as Row[]);
+    return this.connection.prepare(sql).all(...params) as Row[];
   }
 
   get(sql: string, ...params: unknown[]): Row | undefined {
-    return this.batch(() => this.connection!.prepare(sql).get(...params) as Row | undefined);
+    return this.connection.prepare(sql).get(...params) as Row | undefined;
   }
 
   json(value: unknown): Buffer {
