@@ -198,6 +198,13 @@ describe('parkWorkflowRunForSourceChange', () => {
     expect(fx.blobText(fx.queue('run-a').error_hash)).toBe(expected);
   });
 
+  test('a missing detail fails like String.prototype.slice on undefined, after the claim check', () => {
+    expect(fx.store.parkWorkflowRunForSourceChange({ runId: 'run-a', claimToken: 'wrong', now: iso(T0) })).toBe(false);
+    const error = thrown(() => fx.store.parkWorkflowRunForSourceChange({ runId: 'run-a', claimToken: 'token-1', now: iso(T0) }));
+    expect([error.constructor.name, error.message]).toEqual(['TypeError', "Cannot read properties of undefined (reading 'slice')"]);
+    expect(fx.lease('run-a').owner_id).toBe('host-1');
+  });
+
   test('a terminal durable run state is inconsistent and rolls back', () => {
     fx.run(`UPDATE runs SET status = 'completed', finished_at = ? WHERE run_id = 'run-a'`, T0);
     const error = thrown(() =>

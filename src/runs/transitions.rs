@@ -251,6 +251,22 @@ fn truncate_detail(detail: &str) -> String {
     String::from_utf16_lossy(&units)
 }
 
+/// `options.detail` as `.slice` reads it: only a string has the method here.
+fn detail_text(detail: Option<&Value>) -> Result<&str> {
+    match detail {
+        Some(Value::String(text)) => Ok(text),
+        None => Err(StoreError::Type(
+            "Cannot read properties of undefined (reading 'slice')".into(),
+        )),
+        Some(Value::Null) => Err(StoreError::Type(
+            "Cannot read properties of null (reading 'slice')".into(),
+        )),
+        Some(_) => Err(StoreError::Type(
+            "options.detail.slice is not a function".into(),
+        )),
+    }
+}
+
 /// The live claim's row, read inside the transaction; `None` when the claim is not live.
 fn claimed_row(
     conn: &Connection,
@@ -272,13 +288,13 @@ fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let run_id = run_id_of(call)?;
     let claim_token = claim_token_of(call)?;
-    let detail = field(call.arg(0), "detail");
+    let detail = call.arg(0).get("detail");
     store.write(|conn| {
         let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
             return Ok(false);
         };
         let lease = require_lease(conn, &row.resource_id)?;
-        let detail = truncate_detail(text(detail, "detail")?);
+        let detail = truncate_detail(detail_text(detail)?);
         let error_hash = put_text(conn, &detail, now)?;
         let run = conn
             .prepare_cached(
