@@ -205,7 +205,6 @@ function oneCommit(root) {
   const timer = new Timer();
   try {
     const connection = store.state.connection;
-    connection.exec('CREATE TEMP TABLE IF NOT EXISTS bench_commit (n INTEGER)');
     const insert = connection.prepare('INSERT INTO projects(project_id, canonical_path, created_at) VALUES (?, ?, ?)');
     for (let i = 0; i < scaled(1000); i += 1) {
       timer.time('commit', () => {
