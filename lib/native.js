@@ -21,7 +21,8 @@ function created(factory) {
   try {
     return factory();
   } catch (error) {
-    const message = error instanceof Error ? error.message : '';
+    // Native errors come from Node's main realm, where `instanceof Error` fails inside Jest.
+    const message = typeof error?.message === 'string' ? error.message : '';
     if (message.startsWith('!{')) throw errorFromWire(JSON.parse(message.slice(1)));
     throw error;
   }
