@@ -260,6 +260,12 @@ describe('reserveWorkflowRun: root runs', () => {
     expectError(() => reserve('bad id', { now: 'nope', definitionDigest: 'x' }), 'Invalid workflow run id: bad id');
     expectError(() => reserve('ok', { now: 'nope', definitionDigest: 'x' }), 'Invalid timestamp');
     expectError(() => reserve('ok', { definitionDigest: 'x' }), 'Expected a SHA-256 digest');
+    // Not a string: the reference fails on `value.startsWith`.
+    const typeError = (value: unknown, message: string) =>
+      expectError(() => reserve('ok', { definitionDigest: value }), message, 'TypeError');
+    typeError(undefined, "Cannot read properties of undefined (reading 'startsWith')");
+    typeError(null, "Cannot read properties of null (reading 'startsWith')");
+    typeError(5, 'value.startsWith is not a function');
   });
 
   test('run ids: 1–200 characters, alphanumeric first', () => {
@@ -340,6 +346,11 @@ describe('reserveWorkflowRun: lineage', () => {
     setState('parent', 'failed', 'timed_out');
     expectError(() => restart({ parentTerminalFingerprint: undefined }), 'Restart requires the parent terminal fingerprint');
     expectError(() => restart({ parentTerminalFingerprint: 'abc' }), 'Expected a terminal fingerprint');
+    expectError(
+      () => restart({ parentTerminalFingerprint: null }),
+      "Cannot read properties of null (reading 'startsWith')",
+      'TypeError',
+    );
     expectError(() => restart({ restartNumber: 2 }), 'Restart number does not follow its parent');
     expectError(() => restart({ restartNumber: 0 }), 'Restart number does not follow its parent');
     const record = restart({ parentTerminalFingerprint: `sha256:${FINGERPRINT.toUpperCase()}`, restartNumber: 1 });

@@ -121,7 +121,7 @@ impl<'a> Reservation<'a> {
         let run_id = text(field(options, "runId"), "runId")?;
         validate_run_id(run_id)?;
         let now = time(field(options, "now"))?;
-        let definition_digest = digest_buffer(field(options, "definitionDigest"))?;
+        let definition_digest = digest_buffer(options.get("definitionDigest"))?;
         Ok(Reservation {
             options,
             run_id,
@@ -546,9 +546,19 @@ fn validate_run_id(run_id: &str) -> Result<()> {
     }
 }
 
-/// 64 hex digits (any case) after an optional `sha256:` prefix, as 32 bytes.
-fn sha256_hex(value: &Value, error: &str) -> Result<Vec<u8>> {
-    let text = value.as_str().ok_or_else(|| StoreError::plain(error))?;
+/// 64 hex digits (any case) after an optional `sha256:` prefix, as 32 bytes. `value` is `None`
+/// for `undefined`; a value that is not a string fails where the reference calls `startsWith`.
+fn sha256_hex(value: Option<&Value>, error: &str) -> Result<Vec<u8>> {
+    let text = match value {
+        Some(Value::String(text)) => text,
+        None => return Err(no_starts_with("undefined")),
+        Some(Value::Null) => return Err(no_starts_with("null")),
+        Some(_) => {
+            return Err(StoreError::Type(
+                "value.startsWith is not a function".into(),
+            ))
+        }
+    };
     let hex = text.strip_prefix("sha256:").unwrap_or(text);
     if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(StoreError::plain(error));
@@ -556,12 +566,18 @@ fn sha256_hex(value: &Value, error: &str) -> Result<Vec<u8>> {
     hex::decode(hex).map_err(|_| StoreError::plain(error))
 }
 
-fn digest_buffer(value: &Value) -> Result<Vec<u8>> {
+fn no_starts_with(receiver: &str) -> StoreError {
+    StoreError::Type(format!(
+        "Cannot read properties of {receiver} (reading 'startsWith')"
+    ))
+}
+
+fn digest_buffer(value: Option<&Value>) -> Result<Vec<u8>> {
     sha256_hex(value, "Expected a SHA-256 digest")
 }
 
 fn terminal_fingerprint_buffer(value: &Value) -> Result<Vec<u8>> {
-    sha256_hex(value, "Expected a terminal fingerprint")
+    sha256_hex(Some(value), "Expected a terminal fingerprint")
 }
 
 /// A validated `workflowSource`: a bare source is the root with no mounts.
