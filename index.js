@@ -6,19 +6,14 @@
 // results and errors in the caller's realm, and apply in-place changes to the caller's claim.
 
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 
-const { NativeStore, implementedMethods } = require('./binding.js');
 const { jsonEnvelope } = require('./lib/canonical-json.js');
 const errors = require('./lib/errors.js');
 const { METHODS } = require('./lib/methods.js');
-
-const DATABASE_FILE = 'state.sqlite';
-
-function workflowStatePath(homeDir = os.homedir()) {
-  return path.join(homeDir, '.pi', 'agent', 'workflows', DATABASE_FILE);
-}
+const { binding, created } = require('./lib/native.js');
+const { workflowStatePath } = require('./lib/paths.js');
+const { StateDatabase, nativeStateOf } = require('./lib/state-database.js');
 
 function canonicalProjectPath(value) {
   try {
@@ -90,38 +85,35 @@ function readReply(spec, args, reply) {
 
 class SqliteControllerStore {
   #native;
+  #ownsState;
   #closed = false;
 
   constructor(filePath = workflowStatePath(), options = {}) {
-    if (options.state !== undefined) {
-      throw new Error('Sharing a StateDatabase through options.state is not supported yet');
-    }
-    const readOnly = options.readOnly === true;
-    const resolved = path.resolve(filePath);
+    this.#ownsState = options.state === undefined;
+    const state =
+      options.state ??
+      new StateDatabase({
+        filePath,
+        mode: options.readOnly === true ? 'read-only' : 'read-write',
+        checkLegacyState: filePath === workflowStatePath(),
+      });
+    Object.defineProperties(this, {
+      filePath: { value: state.filePath, enumerable: true },
+      state: { value: state, enumerable: true },
+    });
     const projectPath =
       options.global === true
         ? null
         : canonicalProjectPath(options.projectPath === undefined ? process.cwd() : options.projectPath);
-    const native = new NativeStore();
-    const failure = native.open(
-      JSON.stringify({
-        filePath: resolved,
-        mode: readOnly ? 'read-only' : 'read-write',
-        checkLegacyState: filePath === workflowStatePath(),
-        homeDir: os.homedir(),
-        projectPath,
-        now: Date.now(),
-      }),
+    this.#native = created(() =>
+      binding.NativeStore.open(nativeStateOf(state), projectPath, Date.now()),
     );
-    if (failure !== '') throw errors.errorFromWire(JSON.parse(failure.slice(1)));
-    this.#native = native;
-    Object.defineProperty(this, 'filePath', { value: resolved, enumerable: true });
   }
 
   close() {
     if (this.#closed) return;
     this.#closed = true;
-    this.#native.close();
+    if (this.#ownsState) this.state.close();
   }
 
   /** Runs one core method; shared by every public method below. */
@@ -131,7 +123,7 @@ class SqliteControllerStore {
   }
 }
 
-const implemented = new Set(implementedMethods());
+const implemented = new Set(binding.implementedMethods());
 for (const method of Object.keys(METHODS)) {
   if (!implemented.has(method)) continue;
   Object.defineProperty(SqliteControllerStore.prototype, method, {
@@ -147,6 +139,7 @@ for (const method of Object.keys(METHODS)) {
 
 module.exports = {
   SqliteControllerStore,
+  StateDatabase,
   workflowStatePath,
   ResourceConflictError: errors.ResourceConflictError,
   ResourceNotFoundError: errors.ResourceNotFoundError,

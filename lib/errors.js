@@ -50,6 +50,8 @@ function errorFromWire(wire) {
   switch (wire.kind) {
     case 'TypeError':
       return new TypeError(wire.message);
+    case 'RangeError':
+      return new RangeError(wire.message);
     case 'SqliteError':
       return new SqliteError(wire.message, wire.code);
     case 'ResourceConflictError':

@@ -13,6 +13,8 @@ pub enum StoreError {
     Plain(String),
     /// A `TypeError` (the closed-connection error of better-sqlite3).
     Type(String),
+    /// A `RangeError` (better-sqlite3's parameter-count errors).
+    Range(String),
     /// An SQLite failure: better-sqlite3's `SqliteError` with SQLite's message and code name.
     Sqlite {
         code: String,
@@ -48,6 +50,7 @@ impl StoreError {
         match self {
             StoreError::Plain(message) => json!({ "kind": "Error", "message": message }),
             StoreError::Type(message) => json!({ "kind": "TypeError", "message": message }),
+            StoreError::Range(message) => json!({ "kind": "RangeError", "message": message }),
             StoreError::Sqlite { code, message } => {
                 json!({ "kind": "SqliteError", "message": message, "code": code })
             }
@@ -83,6 +86,10 @@ impl From<rusqlite::Error> for StoreError {
                 message: message
                     .clone()
                     .unwrap_or_else(|| rusqlite::ffi::code_to_str(failure.extended_code).into()),
+            },
+            rusqlite::Error::SqlInputError { error, msg, .. } => StoreError::Sqlite {
+                code: sqlite_code_name(error.extended_code).to_string(),
+                message: msg.clone(),
             },
             other => StoreError::Plain(other.to_string()),
         }

@@ -1,12 +1,17 @@
 //! pi-workflows-native: a Rust implementation of the `SqliteControllerStore` of
 //! @osolmaz/pi-workflows 0.16.1, exposed to Node through napi-rs.
 //!
-//! This file holds the napi surface only. Each call arrives as a method name and a JSON array of
-//! arguments prepared by `index.js`, runs in the core, and returns one string: the result's JSON,
-//! `""` for `undefined`, `~{…}` when the caller's claim changed in place, or `!{…}` for an error
-//! that `index.js` rethrows as the reference's error class.
+//! This file holds the napi surface only: `NativeState` (one state database connection, shared
+//! by a JS `StateDatabase` and the stores built on it) and `NativeStore` (a store bound to a
+//! project). Every method returns one string: a result's JSON, `""` for `undefined`, `~{…}` when
+//! a store method changed the caller's claim in place, or `!{…}` for an error that `index.js`
+//! rethrows as the reference's error class. Panics are caught and reported as errors; an open
+//! transaction is rolled back first, so a panic never leaves the file half-written.
 #![deny(clippy::all)]
+// Errors carry the JSON values the reference interpolates; they are rare, so size is no concern.
+#![allow(clippy::result_large_err)]
 
+pub mod connection;
 pub mod controller;
 pub mod error;
 pub mod runs;
@@ -15,69 +20,257 @@ pub mod store;
 pub mod time;
 pub mod wire;
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use error::StoreError;
-use state::{Mode, OpenOptions};
-use store::{Store, StoreOptions};
+use error::{Result, StoreError};
+use state::blobs::{self, MEDIA_JSON, MEDIA_TEXT};
+use state::{Mode, OpenOptions, SharedState, StateDb};
+use store::Store;
 use wire::{encode_error, field, Call};
 
-/// One store connection. Created empty, then `open`ed; `close` is idempotent.
-#[napi]
-pub struct NativeStore {
-    store: Option<Store>,
+/// Runs `operation` on the locked state, turning errors and panics into the error wire form.
+fn guarded(state: &SharedState, operation: impl FnOnce(&StateDb) -> Result<String>) -> String {
+    let guard = lock(state);
+    let outcome = catch_unwind(AssertUnwindSafe(|| operation(&guard)));
+    match outcome {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(error)) => encode_error(&error),
+        Err(panic) => {
+            if let Ok(conn) = guard.conn() {
+                if !conn.is_autocommit() {
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
+            }
+            let detail = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            encode_error(&StoreError::plain(format!(
+                "pi-workflows-native internal error: {detail}"
+            )))
+        }
+    }
 }
 
-impl Default for NativeStore {
-    fn default() -> Self {
-        Self::new()
+fn lock(state: &SharedState) -> MutexGuard<'_, StateDb> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn json_reply(value: Value) -> Result<String> {
+    Ok(value.to_string())
+}
+
+/// One state database connection (`StateDatabase` in the JS layer).
+#[napi]
+pub struct NativeState {
+    state: Option<SharedState>,
+}
+
+#[napi]
+impl NativeState {
+    /// Opens the state file; throws an encoded error (`!{…}`) as the message on failure.
+    #[napi(factory, catch_unwind)]
+    pub fn open(options_json: String) -> napi::Result<NativeState> {
+        match parse_open_options(&options_json).and_then(StateDb::open) {
+            Ok(state) => Ok(NativeState {
+                state: Some(Arc::new(Mutex::new(state))),
+            }),
+            Err(error) => Err(napi::Error::from_reason(encode_error(&error))),
+        }
     }
+
+    fn shared(&self) -> &SharedState {
+        self.state
+            .as_ref()
+            .expect("NativeState is always opened by its factory")
+    }
+
+    #[napi(catch_unwind)]
+    pub fn close(&self) {
+        lock(self.shared()).close();
+    }
+
+    #[napi(getter)]
+    pub fn is_open(&self) -> bool {
+        lock(self.shared()).is_open()
+    }
+
+    #[napi(getter)]
+    pub fn in_transaction(&self) -> bool {
+        lock(self.shared())
+            .conn()
+            .map(|conn| !conn.is_autocommit())
+            .unwrap_or(false)
+    }
+
+    #[napi(catch_unwind)]
+    pub fn exec(&self, sql: String) -> String {
+        guarded(self.shared(), |state| {
+            connection::exec(state.conn()?, &sql)?;
+            Ok(String::new())
+        })
+    }
+
+    #[napi(catch_unwind)]
+    pub fn describe(&self, sql: String) -> String {
+        guarded(self.shared(), |state| {
+            json_reply(connection::describe(state.conn()?, &sql)?)
+        })
+    }
+
+    #[napi(catch_unwind)]
+    pub fn run(&self, sql: String, params_json: String) -> String {
+        guarded(self.shared(), |state| {
+            json_reply(connection::run(
+                state.conn()?,
+                &sql,
+                &parse_json(&params_json)?,
+            )?)
+        })
+    }
+
+    #[napi(catch_unwind)]
+    pub fn query(
+        &self,
+        sql: String,
+        params_json: String,
+        safe_integers: bool,
+        first: bool,
+    ) -> String {
+        guarded(self.shared(), |state| {
+            let limit = first.then_some(1);
+            let params = parse_json(&params_json)?;
+            json_reply(connection::query(
+                state.conn()?,
+                &sql,
+                &params,
+                safe_integers,
+                limit,
+            )?)
+        })
+    }
+
+    /// `putBlob`: returns the hash as hex (the JS layer makes the Buffer).
+    #[napi(catch_unwind)]
+    pub fn put_blob(&self, content: Buffer, media_type: String, now: f64) -> String {
+        guarded(self.shared(), |state| {
+            if state.mode == Mode::ReadOnly {
+                return Err(StoreError::plain(
+                    "Cannot write a blob through a read-only Pi Workflows database",
+                ));
+            }
+            let hash = blobs::put_blob(state.conn()?, &content, &media_type, now as i64)?;
+            json_reply(Value::String(hex::encode(hash)))
+        })
+    }
+
+    /// `readBlob`: `{hash, mediaType, byteLength, content}` with hex bytes, or `""`.
+    #[napi(catch_unwind)]
+    pub fn read_blob(&self, hash: Buffer) -> String {
+        guarded(self.shared(), |state| {
+            Ok(match blobs::read_blob(state.conn()?, &hash)? {
+                None => String::new(),
+                Some(blob) => json!({
+                    "hash": hex::encode(&blob.hash),
+                    "mediaType": blob.media_type,
+                    "byteLength": blob.byte_length,
+                    "content": hex::encode(&blob.content),
+                })
+                .to_string(),
+            })
+        })
+    }
+
+    /// `readJson`: the stored JSON text of a JSON blob (the JS layer parses and sorts it).
+    #[napi(catch_unwind)]
+    pub fn read_json_text(&self, hash: Buffer) -> String {
+        guarded(self.shared(), |state| {
+            json_reply(Value::String(blobs::read_json_text(state.conn()?, &hash)?))
+        })
+    }
+
+    #[napi(catch_unwind)]
+    pub fn integrity_check(&self) -> String {
+        guarded(self.shared(), |state| {
+            state.integrity_check().map(|()| String::new())
+        })
+    }
+
+    #[napi(catch_unwind)]
+    pub fn prune_unreferenced_blobs(&self) -> String {
+        guarded(self.shared(), |state| {
+            json_reply(json!(state.prune_unreferenced_blobs()?))
+        })
+    }
+
+    /// Copies the live database to `destination` with SQLite's online backup.
+    #[napi(catch_unwind)]
+    pub fn backup_to(&self, destination: String) -> String {
+        guarded(self.shared(), |state| {
+            state.backup_to(std::path::Path::new(&destination))?;
+            Ok(String::new())
+        })
+    }
+
+    /// Media type constants, so the JS layer never spells them differently.
+    #[napi]
+    pub fn media_types() -> Vec<String> {
+        vec![MEDIA_JSON.into(), MEDIA_TEXT.into()]
+    }
+}
+
+/// A store bound to one project (or the global view) on a `NativeState`.
+#[napi]
+pub struct NativeStore {
+    state: SharedState,
+    project_id: Option<String>,
 }
 
 #[napi]
 impl NativeStore {
-    #[napi(constructor)]
-    pub fn new() -> Self {
-        NativeStore { store: None }
-    }
-
-    /// Opens the state file; returns `""` or an encoded error.
-    #[napi(catch_unwind)]
-    pub fn open(&mut self, options_json: String) -> String {
-        match parse_open_options(&options_json).and_then(Store::open) {
-            Ok(store) => {
-                self.store = Some(store);
-                String::new()
-            }
-            Err(error) => encode_error(&error),
+    /// Binds a store to `state`; registers (read-write) or looks up (read-only) the project.
+    /// Throws an encoded error (`!{…}`) as the message on failure.
+    #[napi(factory, catch_unwind)]
+    pub fn open(
+        state: &NativeState,
+        project_path: Option<String>,
+        now: f64,
+    ) -> napi::Result<NativeStore> {
+        let shared = state.shared().clone();
+        let project = match project_path {
+            None => Ok(None),
+            Some(path) => store::resolve_project(&lock(&shared), &path, now as i64),
+        };
+        match project {
+            Ok(project_id) => Ok(NativeStore {
+                state: shared,
+                project_id,
+            }),
+            Err(error) => Err(napi::Error::from_reason(encode_error(&error))),
         }
     }
 
     /// Runs one public store method; see the module header for the reply encoding.
     #[napi(catch_unwind)]
     pub fn call(&self, method: String, args_json: String, clock: f64) -> String {
-        let Some(store) = self.store.as_ref() else {
-            return encode_error(&StoreError::closed());
-        };
-        let args = match serde_json::from_str::<Value>(&args_json) {
-            Ok(Value::Array(args)) => args,
-            _ => return encode_error(&StoreError::plain("Store arguments are not a JSON array")),
-        };
-        let call = Call::new(args, clock as i64);
-        match store::dispatch(store, &method, &call) {
-            Ok(reply) => reply.encode(),
-            Err(error) => encode_error(&error),
-        }
-    }
-
-    #[napi(catch_unwind)]
-    pub fn close(&mut self) {
-        if let Some(store) = self.store.as_mut() {
-            store.close();
-        }
+        guarded(&self.state, |state| {
+            let args = match parse_json(&args_json)? {
+                Value::Array(args) => args,
+                _ => return Err(StoreError::plain("Store arguments are not a JSON array")),
+            };
+            let store = Store::new(state, self.project_id.as_deref());
+            let reply = store::dispatch(&store, &method, &Call::new(args, clock as i64))?;
+            Ok(reply.encode())
+        })
     }
 }
 
@@ -90,9 +283,13 @@ pub fn implemented_methods() -> Vec<String> {
         .collect()
 }
 
-fn parse_open_options(options_json: &str) -> error::Result<StoreOptions> {
-    let options: Value = serde_json::from_str(options_json)
-        .map_err(|error| StoreError::plain(format!("Store options are invalid: {error}")))?;
+fn parse_json(text: &str) -> Result<Value> {
+    serde_json::from_str(text)
+        .map_err(|error| StoreError::plain(format!("Invalid JSON from the JS layer: {error}")))
+}
+
+fn parse_open_options(options_json: &str) -> Result<OpenOptions> {
+    let options = parse_json(options_json)?;
     let text = |name: &str| field(&options, name).as_str().map(str::to_owned);
     let file_path = text("filePath").ok_or_else(|| StoreError::plain("filePath is required"))?;
     let mode = if text("mode").as_deref() == Some("read-only") {
@@ -100,16 +297,13 @@ fn parse_open_options(options_json: &str) -> error::Result<StoreOptions> {
     } else {
         Mode::ReadWrite
     };
-    Ok(StoreOptions {
-        state: OpenOptions {
-            file_path: PathBuf::from(file_path),
-            mode,
-            check_legacy_state: field(&options, "checkLegacyState")
-                .as_bool()
-                .unwrap_or(false),
-            home_dir: PathBuf::from(text("homeDir").unwrap_or_default()),
-            now: field(&options, "now").as_i64().unwrap_or(0),
-        },
-        project_path: text("projectPath"),
+    Ok(OpenOptions {
+        file_path: PathBuf::from(file_path),
+        mode,
+        check_legacy_state: field(&options, "checkLegacyState")
+            .as_bool()
+            .unwrap_or(false),
+        home_dir: PathBuf::from(text("homeDir").unwrap_or_default()),
+        now: field(&options, "now").as_i64().unwrap_or(0),
     })
 }

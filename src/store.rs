@@ -1,40 +1,24 @@
-//! The store itself: a state database bound to one project (or the global view), and the table
-//! that routes each public method to the module that owns it.
+//! The store as each method sees it: the state database, locked for the call, bound to one
+//! project (or the global view), and the table that routes each public method to its module.
 
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::{Result, StoreError};
 use crate::state::ids::project_id_for;
-use crate::state::{Mode, OpenOptions, StateDb};
+use crate::state::{Mode, StateDb};
 use crate::wire::{Call, Reply};
 
-pub struct StoreOptions {
-    pub state: OpenOptions,
-    /// The canonical project path (`realpath`, else `path.resolve`, done by the JS layer);
-    /// `None` for the global view.
-    pub project_path: Option<String>,
+pub struct Store<'a> {
+    pub state: &'a StateDb,
+    project_id: Option<&'a str>,
 }
 
-pub struct Store {
-    pub state: StateDb,
-    project_id: Option<String>,
-}
-
-impl Store {
-    pub fn open(options: StoreOptions) -> Result<Store> {
-        let now = options.state.now;
-        let state = StateDb::open(options.state)?;
-        let project_id = match options.project_path {
-            None => None,
-            Some(path) => match state.mode {
-                Mode::ReadWrite => Some(ensure_project(state.conn()?, &path, now)?),
-                Mode::ReadOnly => find_project(state.conn()?, &path)?,
-            },
-        };
-        Ok(Store { state, project_id })
+impl<'a> Store<'a> {
+    pub fn new(state: &'a StateDb, project_id: Option<&'a str>) -> Store<'a> {
+        Store { state, project_id }
     }
 
-    pub fn conn(&self) -> Result<&Connection> {
+    pub fn conn(&self) -> Result<&'a Connection> {
         self.state.conn()
     }
 
@@ -48,48 +32,45 @@ impl Store {
     }
 
     /// The project id, `None` for the global view or an unregistered read-only project.
-    pub fn project_id(&self) -> Option<&str> {
-        self.project_id.as_deref()
+    pub fn project_id(&self) -> Option<&'a str> {
+        self.project_id
     }
 
     /// The project id, required by project-scoped mutations.
-    pub fn require_project_id(&self) -> Result<&str> {
-        self.project_id().ok_or_else(|| {
+    pub fn require_project_id(&self) -> Result<&'a str> {
+        self.project_id.ok_or_else(|| {
             StoreError::plain("Controller project is not registered in the state database")
         })
     }
-
-    pub fn close(&mut self) {
-        self.state.close();
-    }
 }
 
-fn ensure_project(conn: &Connection, canonical_path: &str, now: i64) -> Result<String> {
+/// The project id for a canonical project path: registered on a read-write database (with
+/// `now` as its creation time), looked up (possibly absent) on a read-only one.
+pub fn resolve_project(state: &StateDb, canonical_path: &str, now: i64) -> Result<Option<String>> {
+    let conn = state.conn()?;
+    if state.mode == Mode::ReadOnly {
+        return Ok(conn
+            .prepare_cached("SELECT project_id FROM projects WHERE canonical_path = ?")?
+            .query_row([canonical_path], |row| row.get(0))
+            .optional()?);
+    }
     let project_id = project_id_for(canonical_path);
     conn.prepare_cached(
         "INSERT INTO projects(project_id, canonical_path, created_at)
          VALUES (?, ?, ?) ON CONFLICT(project_id) DO NOTHING",
     )?
     .execute(params![project_id, canonical_path, now])?;
-    Ok(project_id)
-}
-
-fn find_project(conn: &Connection, canonical_path: &str) -> Result<Option<String>> {
-    Ok(conn
-        .prepare_cached("SELECT project_id FROM projects WHERE canonical_path = ?")?
-        .query_row([canonical_path], |row| row.get(0))
-        .optional()?)
+    Ok(Some(project_id))
 }
 
 /// Every public method the core implements, for the JS layer to expose.
 pub fn implemented_methods() -> Vec<&'static str> {
-    let mut methods = Vec::new();
-    methods.extend(crate::controller::methods());
+    let mut methods = crate::controller::methods();
     methods.extend(crate::runs::methods());
     methods
 }
 
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Result<Reply> {
+pub fn dispatch(store: &Store<'_>, method: &str, call: &Call) -> Result<Reply> {
     if let Some(reply) = crate::controller::dispatch(store, method, call) {
         return reply;
     }

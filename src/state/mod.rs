@@ -51,6 +51,9 @@ pub struct OpenOptions {
     pub now: i64,
 }
 
+/// A state database shared by a `StateDatabase` object and the stores built on it.
+pub type SharedState = std::sync::Arc<std::sync::Mutex<StateDb>>;
+
 pub struct StateDb {
     pub file_path: PathBuf,
     pub mode: Mode,
@@ -195,11 +198,16 @@ impl StateDb {
             ));
         }
         let conn = self.conn()?;
-        conn.execute_batch("BEGIN IMMEDIATE")?;
-        let outcome = operation(conn).and_then(|value| {
-            conn.execute_batch("COMMIT")?;
-            Ok(value)
-        });
+        let outcome = conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(StoreError::from)
+            .and_then(|()| operation(conn))
+            .and_then(|value| {
+                conn.execute_batch("COMMIT")?;
+                Ok(value)
+            });
+        // A failed BEGIN inside a caller's own transaction rolls that transaction back too, as
+        // the reference's `inTransaction` check does.
         if outcome.is_err() && !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
@@ -265,4 +273,40 @@ fn assert_no_legacy_state(database_path: &Path, home_dir: &Path) -> Result<()> {
         return Err(StoreError::plain(RESET_INSTRUCTION));
     }
     Ok(())
+}
+
+impl StateDb {
+    /// Online backup of the live database into `destination` (created 0600, then verified by
+    /// reopening it read-only).
+    pub fn backup_to(&self, destination: &Path) -> Result<()> {
+        let io = |error: std::io::Error| StoreError::plain(error.to_string());
+        let absolute = std::path::absolute(destination).map_err(io)?;
+        if absolute == self.file_path {
+            return Err(StoreError::plain(
+                "Backup destination must differ from the live database",
+            ));
+        }
+        if let Some(parent) = absolute.parent() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode_0700()
+                .create(parent)
+                .map_err(io)?;
+        }
+        self.integrity_check()?;
+        {
+            let mut target = Connection::open(&absolute)?;
+            let backup = rusqlite::backup::Backup::new(self.conn()?, &mut target)?;
+            backup.run_to_completion(256, std::time::Duration::from_millis(0), None)?;
+        }
+        fs::set_permissions(&absolute, fs::Permissions::from_mode(0o600)).map_err(io)?;
+        let copy = StateDb::open(OpenOptions {
+            file_path: absolute,
+            mode: Mode::ReadOnly,
+            check_legacy_state: false,
+            home_dir: PathBuf::new(),
+            now: 0,
+        })?;
+        copy.integrity_check()
+    }
 }

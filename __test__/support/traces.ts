@@ -1,0 +1,49 @@
+// Finds the traces to replay: every `traces/*.json` (sorted by file name), then the fixture trace
+// `fixtures/state-0.16.1.expected.json`. Problems are returned as entries, so each becomes a
+// failing test instead of silently shrinking the suite.
+
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { ConformancePaths } from './paths';
+import { loadTrace, Trace } from './replayer';
+
+export const FIXTURE_TRACE = 'state-0.16.1.expected.json';
+
+export type TraceEntry = { file: string; trace: Trace } | { file: string; error: Error };
+
+export function traceEntries(paths: ConformancePaths): TraceEntry[] {
+  const files: string[] = [];
+  if (!fs.existsSync(paths.traces) || !fs.statSync(paths.traces).isDirectory()) {
+    return [
+      {
+        file: paths.traces,
+        error: new Error(
+          `conformance traces directory not found: ${paths.traces} ` +
+            '(set PIW_CONFORMANCE_DIR or check out shared/ next to the repository)',
+        ),
+      },
+    ];
+  }
+  for (const name of fs.readdirSync(paths.traces).sort()) {
+    if (name.endsWith('.json')) files.push(path.join(paths.traces, name));
+  }
+  const entries: TraceEntry[] = [];
+  if (files.length === 0) {
+    entries.push({ file: paths.traces, error: new Error(`no *.json traces in ${paths.traces}`) });
+  }
+  files.push(path.join(paths.fixtures, FIXTURE_TRACE));
+  const names = new Set<string>();
+  for (const file of files) {
+    try {
+      if (!fs.existsSync(file)) throw new Error(`missing trace file ${file}`);
+      const trace = loadTrace(file);
+      if (names.has(trace.name)) throw new Error(`duplicate trace name ${trace.name} in ${file}`);
+      names.add(trace.name);
+      entries.push({ file, trace });
+    } catch (error) {
+      entries.push({ file, error: error as Error });
+    }
+  }
+  return entries;
+}

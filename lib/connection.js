@@ -1,0 +1,225 @@
+'use strict';
+// The subset of better-sqlite3's `Database` API that code around the store uses, over the very
+// connection the store uses (so a test's `INSERT` is seen by the next store call, and a store
+// call inside `transaction()` fails exactly as it does with better-sqlite3).
+
+const { checked, parsed } = require('./native.js');
+
+function encodeValue(value) {
+  if (value === null || value === undefined) return null;
+  switch (typeof value) {
+    case 'number':
+      return Number.isFinite(value) ? value : { $f: String(value) };
+    case 'string':
+      return value;
+    case 'bigint':
+      return { $i: value.toString() };
+    default:
+      if (value instanceof Uint8Array) {
+        return { $b: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64') };
+      }
+      return false; // rejected by the core with better-sqlite3's TypeError
+  }
+}
+
+function isNamedParameters(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) && !(value instanceof Uint8Array);
+}
+
+/** better-sqlite3's argument rules: arrays spread one level, one plain object holds named values. */
+function encodeParameters(parameters) {
+  const positional = [];
+  let named = null;
+  for (const parameter of parameters) {
+    if (Array.isArray(parameter)) positional.push(...parameter.map(encodeValue));
+    else if (isNamedParameters(parameter)) {
+      named = named ?? {};
+      for (const [key, value] of Object.entries(parameter)) named[key] = encodeValue(value);
+    } else positional.push(encodeValue(parameter));
+  }
+  return JSON.stringify({ positional, named });
+}
+
+function decodeValue(value) {
+  if (value === null || typeof value !== 'object') return value;
+  if (value.$b !== undefined) return Buffer.from(value.$b, 'base64');
+  if (value.$i !== undefined) return BigInt(value.$i);
+  return Number(value.$f);
+}
+
+class Statement {
+  #connection;
+  #native;
+  #pluck = false;
+  #raw = false;
+  #safeIntegers;
+
+  constructor(connection, native, source, info) {
+    this.#connection = connection;
+    this.#native = native;
+    this.#safeIntegers = connection._defaultSafeIntegers;
+    Object.defineProperties(this, {
+      source: { value: source, enumerable: true },
+      reader: { value: info.reader, enumerable: true },
+      readonly: { value: info.readonly, enumerable: true },
+    });
+    this._columns = info.columns;
+  }
+
+  get database() {
+    return this.#connection;
+  }
+
+  run(...parameters) {
+    this.#connection._assertOpen();
+    const result = parsed(this.#native.run(this.source, encodeParameters(parameters)));
+    return {
+      changes: result.changes,
+      lastInsertRowid: this.#safeIntegers ? BigInt(result.lastInsertRowid) : result.lastInsertRowid,
+    };
+  }
+
+  get(...parameters) {
+    const rows = this.#query(parameters, true);
+    return rows[0];
+  }
+
+  all(...parameters) {
+    return this.#query(parameters, false);
+  }
+
+  *iterate(...parameters) {
+    yield* this.#query(parameters, false);
+  }
+
+  pluck(toggle = true) {
+    this.#pluck = toggle;
+    if (toggle) this.#raw = false;
+    return this;
+  }
+
+  raw(toggle = true) {
+    this.#raw = toggle;
+    if (toggle) this.#pluck = false;
+    return this;
+  }
+
+  safeIntegers(toggle = true) {
+    this.#safeIntegers = toggle;
+    return this;
+  }
+
+  columns() {
+    if (!this.reader) {
+      throw new TypeError('The columns() method is only for statements that return data');
+    }
+    return this._columns.map((column) => ({ ...column }));
+  }
+
+  #query(parameters, first) {
+    this.#connection._assertOpen();
+    if (!this.reader) {
+      throw new TypeError('This statement does not return data. Use run() instead');
+    }
+    const reply = parsed(
+      this.#native.query(this.source, encodeParameters(parameters), this.#safeIntegers, first),
+    );
+    const { columns, rows } = reply;
+    return rows.map((values) => {
+      const decoded = values.map(decodeValue);
+      if (this.#pluck) return decoded[0];
+      if (this.#raw) return decoded;
+      const row = {};
+      columns.forEach((name, index) => {
+        row[name] = decoded[index];
+      });
+      return row;
+    });
+  }
+}
+
+class Connection {
+  #native;
+
+  constructor(native, name, readonly) {
+    this.#native = native;
+    this._defaultSafeIntegers = false;
+    Object.defineProperties(this, {
+      name: { value: name, enumerable: true },
+      readonly: { value: readonly, enumerable: true },
+      memory: { value: false, enumerable: true },
+    });
+  }
+
+  get open() {
+    return this.#native.isOpen;
+  }
+
+  get inTransaction() {
+    return this.#native.isOpen && this.#native.inTransaction;
+  }
+
+  _assertOpen() {
+    if (!this.#native.isOpen) throw new TypeError('The database connection is not open');
+  }
+
+  prepare(source) {
+    this._assertOpen();
+    if (typeof source !== 'string') throw new TypeError('Expected first argument to be a string');
+    return new Statement(this, this.#native, source, parsed(this.#native.describe(source)));
+  }
+
+  exec(source) {
+    this._assertOpen();
+    if (typeof source !== 'string') throw new TypeError('Expected first argument to be a string');
+    checked(this.#native.exec(source));
+    return this;
+  }
+
+  pragma(source, options = {}) {
+    if (typeof source !== 'string') throw new TypeError('Expected first argument to be a string');
+    const statement = this.prepare(`PRAGMA ${source}`);
+    return options.simple === true ? statement.pluck().get() : statement.all();
+  }
+
+  defaultSafeIntegers(toggle = true) {
+    this._defaultSafeIntegers = toggle;
+    return this;
+  }
+
+  /** better-sqlite3's transaction functions, with savepoints when nested. */
+  transaction(fn) {
+    if (typeof fn !== 'function') throw new TypeError('Expected first argument to be a function');
+    const connection = this;
+    const make = (begin) =>
+      function transaction(...args) {
+        const nested = connection.inTransaction;
+        const savepoint = '"\t_bs3.\t"';
+        connection.exec(nested ? `SAVEPOINT ${savepoint}` : begin);
+        try {
+          const result = fn.apply(this, args);
+          connection.exec(nested ? `RELEASE ${savepoint}` : 'COMMIT');
+          return result;
+        } catch (error) {
+          if (connection.inTransaction) {
+            connection.exec(nested ? `ROLLBACK TO ${savepoint}` : 'ROLLBACK');
+            if (nested) connection.exec(`RELEASE ${savepoint}`);
+          }
+          throw error;
+        }
+      };
+    const wrapped = make('BEGIN');
+    wrapped.deferred = make('BEGIN DEFERRED');
+    wrapped.immediate = make('BEGIN IMMEDIATE');
+    wrapped.exclusive = make('BEGIN EXCLUSIVE');
+    wrapped.default = wrapped;
+    return wrapped;
+  }
+
+  close() {
+    this.#native.close();
+    return this;
+  }
+}
+
+module.exports = { Connection, Statement };

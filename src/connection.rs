@@ -1,0 +1,183 @@
+//! Raw SQL on the store's own connection, for the better-sqlite3-compatible `state.connection`
+//! of the JS layer: preparing (to report errors and column metadata early), running, and
+//! querying statements with positional or named parameters.
+//!
+//! Values cross the boundary as JSON, with tags for what JSON cannot hold: `{"$b": base64}` for
+//! BLOBs/Buffers, `{"$i": "123"}` for BigInts, `{"$f": "Infinity"}` for non-finite reals.
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use rusqlite::types::{Value as Sql, ValueRef};
+use rusqlite::{Connection, Statement};
+use serde_json::{json, Map, Value};
+
+use crate::error::{Result, StoreError};
+
+/// Compiles `sql` and describes it: whether it returns rows, and its result columns.
+pub fn describe(conn: &Connection, sql: &str) -> Result<Value> {
+    let statement = conn.prepare_cached(sql)?;
+    let declared = statement.columns();
+    let columns: Vec<Value> = statement
+        .columns_with_metadata()
+        .iter()
+        .zip(&declared)
+        .map(|(column, decl)| {
+            json!({
+                "name": column.name(),
+                "column": column.origin_name(),
+                "table": column.table_name(),
+                "database": column.database_name(),
+                "type": decl.decl_type(),
+            })
+        })
+        .collect();
+    Ok(
+        json!({ "reader": statement.column_count() > 0, "readonly": statement.readonly(), "columns": columns }),
+    )
+}
+
+/// Runs a statement; returns `{changes, lastInsertRowid}`.
+pub fn run(conn: &Connection, sql: &str, params: &Value) -> Result<Value> {
+    let mut statement = conn.prepare_cached(sql)?;
+    bind(&mut statement, params)?;
+    let mut rows = statement.raw_query();
+    while rows.next()?.is_some() {}
+    drop(rows);
+    Ok(json!({ "changes": conn.changes(), "lastInsertRowid": conn.last_insert_rowid() }))
+}
+
+/// Runs a query; returns `{columns, rows}` with rows as arrays of tagged values. `limit` stops
+/// after that many rows (`get` reads one).
+pub fn query(
+    conn: &Connection,
+    sql: &str,
+    params: &Value,
+    safe_integers: bool,
+    limit: Option<usize>,
+) -> Result<Value> {
+    let mut statement = conn.prepare_cached(sql)?;
+    let names: Vec<Value> = statement
+        .column_names()
+        .into_iter()
+        .map(|name| Value::String(name.into()))
+        .collect();
+    bind(&mut statement, params)?;
+    let width = names.len();
+    let mut rows = statement.raw_query();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let values = (0..width)
+            .map(|index| Ok(encode_value(row.get_ref(index)?, safe_integers)))
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        out.push(Value::Array(values));
+        if limit.is_some_and(|limit| out.len() >= limit) {
+            break;
+        }
+    }
+    Ok(json!({ "columns": names, "rows": out }))
+}
+
+/// `exec`: runs every statement of a script.
+pub fn exec(conn: &Connection, sql: &str) -> Result<()> {
+    conn.execute_batch(sql)?;
+    Ok(())
+}
+
+fn encode_value(value: ValueRef<'_>, safe_integers: bool) -> Value {
+    match value {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) if safe_integers => json!({ "$i": i.to_string() }),
+        ValueRef::Integer(i) => json!(i),
+        ValueRef::Real(f) if f.is_finite() => json!(f),
+        ValueRef::Real(f) => json!({ "$f": if f > 0.0 { "Infinity" } else { "-Infinity" } }),
+        ValueRef::Text(bytes) => Value::String(String::from_utf8_lossy(bytes).into_owned()),
+        ValueRef::Blob(bytes) => json!({ "$b": BASE64.encode(bytes) }),
+    }
+}
+
+fn decode_param(value: &Value) -> Result<Sql> {
+    Ok(match value {
+        Value::Null => Sql::Null,
+        Value::Bool(_) => {
+            return Err(StoreError::Type(
+                "SQLite3 can only bind numbers, strings, bigints, buffers, and null".into(),
+            ))
+        }
+        // better-sqlite3 binds every JS number as a double; SQLite's column affinity converts.
+        Value::Number(n) => Sql::Real(n.as_f64().unwrap_or(f64::NAN)),
+        Value::String(s) => Sql::Text(s.clone()),
+        Value::Object(tagged) => decode_tagged(tagged)?,
+        Value::Array(_) => {
+            return Err(StoreError::Type(
+                "SQLite3 can only bind numbers, strings, bigints, buffers, and null".into(),
+            ))
+        }
+    })
+}
+
+fn decode_tagged(tagged: &Map<String, Value>) -> Result<Sql> {
+    let text = |key: &str| tagged.get(key).and_then(Value::as_str);
+    if let Some(b64) = text("$b") {
+        let bytes = BASE64
+            .decode(b64)
+            .map_err(|error| StoreError::plain(format!("Invalid buffer parameter: {error}")))?;
+        return Ok(Sql::Blob(bytes));
+    }
+    if let Some(int) = text("$i") {
+        return int.parse::<i64>().map(Sql::Integer).map_err(|_| {
+            StoreError::plain("The bound BigInt is too large to be represented as a 64-bit integer")
+        });
+    }
+    match text("$f") {
+        Some("Infinity") => Ok(Sql::Real(f64::INFINITY)),
+        Some("-Infinity") => Ok(Sql::Real(f64::NEG_INFINITY)),
+        Some(_) => Ok(Sql::Null),
+        None => Err(StoreError::Type(
+            "SQLite3 can only bind numbers, strings, bigints, buffers, and null".into(),
+        )),
+    }
+}
+
+/// Binds `{"positional": [...], "named": {...}|null}` as better-sqlite3 does.
+fn bind(statement: &mut Statement<'_>, params: &Value) -> Result<()> {
+    statement.clear_bindings();
+    let positional = params.get("positional").and_then(Value::as_array);
+    let named = params.get("named").and_then(Value::as_object);
+    let count = statement.parameter_count();
+    let mut next_positional = 0;
+    for index in 1..=count {
+        let value = match statement.parameter_name(index) {
+            Some(name) if !name.starts_with('?') => {
+                let key = &name[1..];
+                let Some(named) = named else {
+                    return Err(StoreError::plain(
+                        "Missing named parameters: an object with the named parameters is required",
+                    ));
+                };
+                let value = named.get(key).ok_or_else(|| {
+                    StoreError::Range(format!("Missing named parameter \"{key}\""))
+                })?;
+                decode_param(value)?
+            }
+            _ => {
+                let value = positional.and_then(|values| values.get(next_positional));
+                next_positional += 1;
+                match value {
+                    Some(value) => decode_param(value)?,
+                    None => {
+                        return Err(StoreError::Range(
+                            "Too few parameter values were provided".into(),
+                        ))
+                    }
+                }
+            }
+        };
+        statement.raw_bind_parameter(index, value)?;
+    }
+    if positional.is_some_and(|values| values.len() > next_positional) {
+        return Err(StoreError::Range(
+            "Too many parameter values were provided".into(),
+        ));
+    }
+    Ok(())
+}
