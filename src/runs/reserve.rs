@@ -3,6 +3,7 @@
 //! and claim in one transaction, or adopt an identical existing run) and enqueue (reserve if
 //! missing, then claim in a second transaction).
 
+use rusqlite::types::Value as Sql;
 use rusqlite::{params, Connection};
 use serde_json::{json, Value};
 
@@ -10,7 +11,7 @@ use super::claims::{claim_run, claim_run_in_transaction, ClaimOptions, RunClaim}
 use super::records::{map_workflow_run, read_queued_run_sources};
 use super::row::{require_workflow_run_row, workflow_run_row, RunRow};
 use crate::error::{Result, StoreError};
-use crate::state::blobs::{put_json, read_json};
+use crate::state::blobs::{put_json, read_json, BlobHash};
 use crate::state::ids::resource_id_for;
 use crate::state::json::{canonical, js_number};
 use crate::state::revisions::{
@@ -115,6 +116,14 @@ struct Lineage<'a> {
     parent_terminal_fingerprint: Option<Vec<u8>>,
 }
 
+/// The blobs a reservation stores, and its validated source.
+struct Documents<'a> {
+    definition_hash: BlobHash,
+    source: QueuedSource<'a>,
+    input_hash: BlobHash,
+    launch_options_hash: BlobHash,
+}
+
 impl<'a> Reservation<'a> {
     /// Run id, then timestamp, then digest — the reference's order.
     fn validate(options: &'a Value) -> Result<Reservation<'a>> {
@@ -170,6 +179,7 @@ impl<'a> Reservation<'a> {
 
     fn reserve_in_transaction(&self, conn: &Connection, project_id: Option<&str>) -> Result<Value> {
         if let Some(existing) = workflow_run_row(conn, self.run_id)? {
+            // The reference's duplicate check reads the whole record, which can itself fail.
             map_workflow_run(conn, &existing)?;
             return Err(StoreError::plain(format!(
                 "Workflow run already reserved: {}",
@@ -311,15 +321,58 @@ impl<'a> Reservation<'a> {
         project_id: Option<&str>,
         lineage: &Lineage<'_>,
     ) -> Result<()> {
-        let now = self.now;
+        let documents = self.put_documents(conn)?;
         let resource_id = resource_id_for("run", self.run_id);
+        self.insert_definition(conn, &documents.definition_hash)?;
+        conn.prepare_cached(
+            "INSERT INTO resources(resource_id, resource_type, aggregate_key, revision, created_at, updated_at)
+             VALUES (?, 'run', ?, 1, ?, ?)",
+        )?
+        .execute(params![resource_id, self.run_id, self.now, self.now])?;
+        insert_lease(conn, &resource_id)?;
+        let project_id = project_id.ok_or_else(|| {
+            StoreError::plain("Controller project is not registered in the state database")
+        })?;
+        self.insert_run_row(conn, &resource_id, project_id, lineage, &documents)?;
+        initialize_viewer_run(conn, self.run_id, self.now)?;
+        documents.source.insert(conn, self.run_id)?;
+        self.insert_binding_and_queue(conn)?;
+        insert_event(
+            conn,
+            &EventDraft {
+                resource_id: &resource_id,
+                revision: 1,
+                event_type: "run.queued",
+                actor_type: "session",
+                actor_id: field(self.options, "originSessionId").as_str(),
+                payload: "{}",
+                now: self.now,
+                lease_generation: None,
+            },
+        )?;
+        Ok(())
+    }
+
+    /// The snapshot blob, the source check, then the input (`?? null`) and launch options
+    /// (`?? {}`) blobs — each step can fail, so the order is the reference's.
+    fn put_documents(&self, conn: &Connection) -> Result<Documents<'a>> {
         let snapshot = JsonArg::of(field(self.options, "definitionSnapshot")).text()?;
-        let definition_hash = put_json(conn, snapshot, now)?;
+        let definition_hash = put_json(conn, snapshot, self.now)?;
         let source = queued_workflow_source(field(self.options, "workflowSource"))?;
         let input = JsonArg::of(field(self.options, "input")).text_or("null")?;
-        let input_hash = put_json(conn, input, now)?;
+        let input_hash = put_json(conn, input, self.now)?;
         let launch_options = JsonArg::of(field(self.options, "launchOptions")).text_or("{}")?;
-        let launch_hash = put_json(conn, launch_options, now)?;
+        let launch_options_hash = put_json(conn, launch_options, self.now)?;
+        Ok(Documents {
+            definition_hash,
+            source,
+            input_hash,
+            launch_options_hash,
+        })
+    }
+
+    /// The first definition stored for a digest keeps its workflow name.
+    fn insert_definition(&self, conn: &Connection, definition_hash: &BlobHash) -> Result<()> {
         conn.prepare_cached(
             "INSERT INTO workflow_definitions(
                definition_digest, workflow_name, definition_hash, created_at
@@ -330,17 +383,19 @@ impl<'a> Reservation<'a> {
             self.definition_digest,
             sql_value(field(self.options, "workflowName")),
             &definition_hash[..],
-            now
+            self.now
         ])?;
-        conn.prepare_cached(
-            "INSERT INTO resources(resource_id, resource_type, aggregate_key, revision, created_at, updated_at)
-             VALUES (?, 'run', ?, 1, ?, ?)",
-        )?
-        .execute(params![resource_id, self.run_id, now, now])?;
-        insert_lease(conn, &resource_id)?;
-        let project_id = project_id.ok_or_else(|| {
-            StoreError::plain("Controller project is not registered in the state database")
-        })?;
+        Ok(())
+    }
+
+    fn insert_run_row(
+        &self,
+        conn: &Connection,
+        resource_id: &str,
+        project_id: &str,
+        lineage: &Lineage<'_>,
+        documents: &Documents<'_>,
+    ) -> Result<()> {
         conn.prepare_cached(
             "INSERT INTO runs(
                run_id, resource_id, project_id, parent_run_id, root_run_id, lineage_kind,
@@ -360,14 +415,21 @@ impl<'a> Reservation<'a> {
             lineage.parent_terminal_fingerprint,
             self.definition_digest,
             sql_value(field(self.options, "workflowSourceRef")),
-            &launch_hash[..],
-            &input_hash[..],
-            now,
-            now
+            &documents.launch_options_hash[..],
+            &documents.input_hash[..],
+            self.now,
+            self.now
         ])?;
-        initialize_viewer_run(conn, self.run_id, now)?;
-        source.insert(conn, self.run_id)?;
+        Ok(())
+    }
+
+    /// The binding (`executionMode ?? "interactive"`) and the queue row, whose affinity is the
+    /// reserving runner; the queue's partial index allows one active run per origin session.
+    fn insert_binding_and_queue(&self, conn: &Connection) -> Result<()> {
         let origin_session_id = sql_value(field(self.options, "originSessionId"));
+        let execution_mode = self
+            .given("executionMode")
+            .map_or_else(|| Sql::Text("interactive".into()), sql_value);
         conn.prepare_cached(
             "INSERT INTO run_bindings(run_id, origin_session_id, execution_mode, created_at)
              VALUES (?, ?, ?, ?)",
@@ -375,11 +437,8 @@ impl<'a> Reservation<'a> {
         .execute(params![
             self.run_id,
             origin_session_id,
-            self.given("executionMode").map_or(
-                rusqlite::types::Value::Text("interactive".into()),
-                sql_value
-            ),
-            now
+            execution_mode,
+            self.now
         ])?;
         conn.prepare_cached(
             "INSERT INTO run_queue(
@@ -389,25 +448,12 @@ impl<'a> Reservation<'a> {
         )?
         .execute(params![
             self.run_id,
-            now,
+            self.now,
             sql_value(field(self.options, "runnerId")),
             origin_session_id,
-            now,
-            now
+            self.now,
+            self.now
         ])?;
-        insert_event(
-            conn,
-            &EventDraft {
-                resource_id: &resource_id,
-                revision: 1,
-                event_type: "run.queued",
-                actor_type: "session",
-                actor_id: field(self.options, "originSessionId").as_str(),
-                payload: "{}",
-                now,
-                lease_generation: None,
-            },
-        )?;
         Ok(())
     }
 
@@ -515,8 +561,7 @@ fn js_string(value: &Value) -> String {
 }
 
 /// A caller value bound as better-sqlite3 binds it (numbers, text, null).
-pub(crate) fn sql_value(value: &Value) -> rusqlite::types::Value {
-    use rusqlite::types::Value as Sql;
+pub(crate) fn sql_value(value: &Value) -> Sql {
     match value {
         Value::Null => Sql::Null,
         Value::Bool(flag) => Sql::Integer(i64::from(*flag)),
