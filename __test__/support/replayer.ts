@@ -148,6 +148,23 @@ type Context = {
   now: number;
 };
 
+type SqlConnection = { open: boolean; prepare(sql: string): { run(...params: unknown[]): { changes: number } } };
+
+/**
+ * The open `state.connection` of a store on `file` (the step's own store first). Engine SQL must
+ * go through it while a store has the file open: a second SQLite library in the same process
+ * (better-sqlite3's) would release the store's POSIX locks and delete its WAL when it closes.
+ */
+function openConnectionOn(context: Context, file: string, storeId: string | undefined): SqlConnection | undefined {
+  const named = storeId === undefined ? undefined : context.stores.get(storeId);
+  const candidates = [named, ...context.opened].filter((store) => store !== undefined);
+  for (const store of candidates) {
+    const state = store.state as { filePath?: string; connection?: SqlConnection } | undefined;
+    if (state?.filePath === file && state.connection?.open === true) return state.connection;
+  }
+  return undefined;
+}
+
 /** Replays the whole trace; throws a TraceFailure at the first difference. */
 export function replayTrace(trace: Trace, options: ReplayOptions): void {
   const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'piw-conformance-')));
@@ -247,7 +264,9 @@ function runStep(context: Context, step: Step): void {
       const params = decode(step.params, bindings) as unknown[];
       let changes: number;
       try {
-        changes = runSql(file, bindings.substitute(step.sql), params);
+        const connection = openConnectionOn(context, file, step.store);
+        const sql = bindings.substitute(step.sql);
+        changes = connection === undefined ? runSql(file, sql, params) : connection.prepare(sql).run(...params).changes;
       } catch (error) {
         fail(`engine SQL failed: ${errorSummary(error)}\n  sql: ${step.sql}\n  params: ${show(params)}`);
       }

@@ -1,27 +1,369 @@
 //! Run claims and fencing: taking, renewing and verifying a run's lease. Every claim bumps the
 //! lease generation (the fencing token) and stores only the SHA-256 of the caller's token.
+//!
+//! Also the claim-guarded queue status change (`markWorkflowRunRunning`) and the small helpers
+//! the transitions share: the current claim check and the `lease.ownerType ?? "system"` event.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::records::{map_workflow_run, with_claim_token};
-use super::row::{require_workflow_run_row, workflow_run_row};
-use crate::error::Result;
+use super::row::{require_workflow_run_row, workflow_run_row, RunRow, RUN_SELECT};
+use crate::error::{Result, StoreError};
 use crate::state::ids::token_hash;
 use crate::state::json::canonical;
 use crate::state::revisions::{
-    bump_resource, insert_event, require_lease, resource_revision, EventDraft,
+    bump_resource, insert_event, require_lease, resource_revision, EventDraft, Lease,
 };
+use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
-use crate::wire::{Call, Reply};
+use crate::wire::{field, int, text, texts, time, Call, Reply};
 
 /// The claim methods implemented here.
-pub const METHODS: &[&str] = &[];
+pub const METHODS: &[&str] = &[
+    "claimWorkflowRun",
+    "claimWorkflowRunForInteractionValidation",
+    "claimWorkflowRunForControl",
+    "claimNextWorkflowRun",
+    "renewWorkflowRunClaim",
+    "verifyWorkflowRunClaim",
+    "workflowRunAuthority",
+    "markWorkflowRunRunning",
+];
 
-pub fn dispatch(_store: &Store, method: &str, _call: &Call) -> Option<Result<Reply>> {
-    match method {
-        _ => None,
+pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
+    let reply = match method {
+        "claimWorkflowRun" => claim_by_id(store, call, ClaimOptions::default()),
+        "claimWorkflowRunForInteractionValidation" => claim_by_id(
+            store,
+            call,
+            ClaimOptions {
+                allow_pending_interaction: true,
+                preserve_queue_status: false,
+            },
+        ),
+        "claimWorkflowRunForControl" => claim_by_id(
+            store,
+            call,
+            ClaimOptions {
+                allow_pending_interaction: true,
+                preserve_queue_status: true,
+            },
+        ),
+        "claimNextWorkflowRun" => claim_next(store, call),
+        "renewWorkflowRunClaim" => renew(store, call),
+        "verifyWorkflowRunClaim" => verify(store, call),
+        "workflowRunAuthority" => authority(store, call),
+        "markWorkflowRunRunning" => mark_running(store, call),
+        _ => return None,
+    };
+    Some(reply)
+}
+
+/// `epoch(validTimestamp(options.now))`, read from the first argument.
+pub fn options_now(call: &Call) -> Result<i64> {
+    time(field(call.arg(0), "now"))
+}
+
+fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<Reply> {
+    let now = options_now(call)?;
+    let args = call.arg(0);
+    let claim = RunClaim {
+        run_id: text(field(args, "runId"), "runId")?,
+        runner_id: text(field(args, "runnerId"), "runnerId")?,
+        claim_token: text(field(args, "claimToken"), "claimToken")?,
+        lease_ms: int(field(args, "leaseMs"), "leaseMs")?,
+    };
+    Ok(Reply::maybe(claim_run(store, &claim, now, options)?))
+}
+
+/// The selection rules of `claimNextWorkflowRun`, in the reference's order, with their
+/// parameters.
+fn next_run_selection(
+    store: &Store,
+    args: &Value,
+    runner_id: &str,
+    now: i64,
+) -> Result<(String, Vec<SqlValue>)> {
+    let mut clauses = vec![
+        "q.status IN ('queued', 'parked', 'starting', 'running')",
+        "q.available_at <= ?",
+        "(l.owner_id IS NULL OR l.expires_at <= ? OR l.owner_id = ?)",
+        "(q.affinity_runner_id IS NULL OR q.affinity_runner_id = ? \
+         OR q.status IN ('parked', 'starting', 'running'))",
+        "NOT (q.status = 'parked' AND (r.status = 'waiting' OR r.paused = 1))",
+        "NOT EXISTS (SELECT 1 FROM interactive_requests i \
+         WHERE i.run_id = r.run_id AND i.status = 'pending')",
+        "(q.error_code IS NULL OR q.error_code <> 'workflowSourceChanged')",
+    ];
+    let mut params = vec![
+        SqlValue::Integer(now),
+        SqlValue::Integer(now),
+        SqlValue::Text(runner_id.into()),
+        SqlValue::Text(runner_id.into()),
+    ];
+    if let Some(project_id) = store.project_id() {
+        clauses.insert(0, "r.project_id = ?");
+        params.insert(0, SqlValue::Text(project_id.into()));
     }
+    // A present `sessionId` (even null) selects by origin session; only an absent one means
+    // "headless or already started".
+    match args.get("sessionId") {
+        Some(session_id) => {
+            clauses.push("b.origin_session_id = ?");
+            params.push(match session_id {
+                Value::Null => SqlValue::Null,
+                other => SqlValue::Text(text(other, "sessionId")?.into()),
+            });
+        }
+        None => clauses.push("(b.execution_mode = 'headless' OR q.status <> 'queued')"),
+    }
+    let excluded = texts(field(args, "excludeRunIds"), "excludeRunIds")?;
+    let exclusion;
+    if !excluded.is_empty() {
+        exclusion = format!("r.run_id NOT IN ({})", vec!["?"; excluded.len()].join(", "));
+        clauses.push(&exclusion);
+        params.extend(excluded.iter().map(|id| SqlValue::Text((*id).into())));
+    }
+    let sql = format!(
+        "{RUN_SELECT} WHERE {} ORDER BY q.available_at, q.created_at LIMIT 1",
+        clauses.join(" AND ")
+    );
+    Ok((sql, params))
+}
+
+/// Picks the next claimable run (outside a transaction, as the reference does), then claims it.
+fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
+    let now = options_now(call)?;
+    let args = call.arg(0);
+    let runner_id = text(field(args, "runnerId"), "runnerId")?;
+    let (sql, params) = next_run_selection(store, args, runner_id, now)?;
+    let run_id: Option<String> = store
+        .conn()?
+        .prepare(&sql)?
+        .query_row(params_from_iter(params), |row| row.get(0))
+        .optional()?;
+    let Some(run_id) = run_id else {
+        return Ok(Reply::undefined());
+    };
+    let claim = RunClaim {
+        run_id: &run_id,
+        runner_id,
+        claim_token: text(field(args, "claimToken"), "claimToken")?,
+        lease_ms: int(field(args, "leaseMs"), "leaseMs")?,
+    };
+    Ok(Reply::maybe(claim_run(
+        store,
+        &claim,
+        now,
+        ClaimOptions::default(),
+    )?))
+}
+
+/// Extends an unexpired exact claim; a renewal is a presentation change (summary, replay).
+fn renew(store: &Store, call: &Call) -> Result<Reply> {
+    let now = options_now(call)?;
+    let args = call.arg(0);
+    let run_id = text(field(args, "runId"), "runId")?;
+    let claim_token = text(field(args, "claimToken"), "claimToken")?;
+    let lease_ms = int(field(args, "leaseMs"), "leaseMs")?;
+    let renewed = store.write(|conn| {
+        let Some(row) = workflow_run_row(conn, run_id)? else {
+            return Ok(false);
+        };
+        let Some(owner_id) = row.owner_id.as_deref() else {
+            return Ok(false);
+        };
+        let lease = require_lease(conn, &row.resource_id)?;
+        let changed = conn
+            .prepare_cached(
+                "UPDATE leases SET heartbeat_at = ?, expires_at = ?
+                 WHERE resource_id = ? AND owner_type = ? AND owner_id = ?
+                   AND token_hash = ? AND generation = ? AND expires_at > ?",
+            )?
+            .execute(params![
+                now,
+                now + lease_ms,
+                row.resource_id,
+                lease.owner_type,
+                owner_id,
+                &token_hash(claim_token)[..],
+                lease.generation,
+                now
+            ])?;
+        if changed != 1 {
+            return Ok(false);
+        }
+        record_viewer_deltas(conn, run_id, SUMMARY_REPLAY, now)?;
+        Ok(true)
+    })?;
+    Ok(Reply::value(renewed))
+}
+
+/// Whether `claim_token` is the run's current, unexpired claim at `now`.
+pub fn holds_live_claim(
+    conn: &Connection,
+    run_id: &str,
+    claim_token: &str,
+    now: i64,
+) -> Result<bool> {
+    let Some(row) = workflow_run_row(conn, run_id)? else {
+        return Ok(false);
+    };
+    let (Some(_), Some(expires_at)) = (&row.owner_id, row.claim_expires_at) else {
+        return Ok(false);
+    };
+    let lease = require_lease(conn, &row.resource_id)?;
+    Ok(lease.token_matches(&token_hash(claim_token)) && expires_at > now)
+}
+
+fn verify(store: &Store, call: &Call) -> Result<Reply> {
+    let now = options_now(call)?;
+    let args = call.arg(0);
+    let run_id = text(field(args, "runId"), "runId")?;
+    let claim_token = text(field(args, "claimToken"), "claimToken")?;
+    Ok(Reply::value(holds_live_claim(
+        store.conn()?,
+        run_id,
+        claim_token,
+        now,
+    )?))
+}
+
+/// The fencing authority of a claim token (expired or not); `leaseMs` is always 30 s.
+fn authority(store: &Store, call: &Call) -> Result<Reply> {
+    let run_id = text(call.arg(0), "runId")?;
+    let claim_token = text(call.arg(1), "claimToken")?;
+    let conn = store.conn()?;
+    let Some(row) = workflow_run_row(conn, run_id)? else {
+        return Ok(Reply::undefined());
+    };
+    let (Some(owner_id), Some(_)) = (row.owner_id.as_deref(), row.claim_expires_at) else {
+        return Ok(Reply::undefined());
+    };
+    let lease = require_lease(conn, &row.resource_id)?;
+    if !lease.token_matches(&token_hash(claim_token)) {
+        return Ok(Reply::undefined());
+    }
+    let owner_type = runner_owner_type(owner_id);
+    Ok(Reply::value(json!({
+        "actor": { "type": owner_type, "id": owner_id },
+        "ownerType": owner_type,
+        "ownerId": owner_id,
+        "token": claim_token,
+        "generation": row.lease_generation,
+        "leaseMs": 30_000,
+    })))
+}
+
+fn mark_running(store: &Store, call: &Call) -> Result<Reply> {
+    let now = options_now(call)?;
+    let args = call.arg(0);
+    let run_id = text(field(args, "runId"), "runId")?;
+    let claim_token = text(field(args, "claimToken"), "claimToken")?;
+    Ok(Reply::value(update_claimed_run_status(
+        store,
+        run_id,
+        claim_token,
+        "running",
+        now,
+    )?))
+}
+
+/// Sets the queue status under a live claim (the lease is kept), recording `run.queue_<status>`.
+pub fn update_claimed_run_status(
+    store: &Store,
+    run_id: &str,
+    claim_token: &str,
+    status: &str,
+    now: i64,
+) -> Result<bool> {
+    store.write(|conn| {
+        if !holds_live_claim(conn, run_id, claim_token, now)? {
+            return Ok(false);
+        }
+        let row = require_workflow_run_row(conn, run_id)?;
+        let changed = conn
+            .prepare_cached(
+                "UPDATE run_queue SET status = ?, started_at = COALESCE(started_at, ?),
+                        updated_at = ? WHERE run_id = ?",
+            )?
+            .execute(params![status, now, now, run_id])?;
+        if changed != 1 {
+            return Ok(false);
+        }
+        let revision = resource_revision(conn, &row.resource_id)?;
+        let lease = require_lease(conn, &row.resource_id)?;
+        bump_resource(conn, &row.resource_id, revision, now)?;
+        insert_lease_holder_event(
+            conn,
+            &row,
+            revision + 1,
+            &format!("run.queue_{status}"),
+            &lease,
+            &json!({ "status": status }),
+            now,
+        )?;
+        Ok(true)
+    })
+}
+
+/// A run event attributed to the lease holder read before the change: actor
+/// `lease.ownerType ?? "system"`, generation `lease.generation || undefined`.
+pub fn insert_lease_holder_event(
+    conn: &Connection,
+    row: &RunRow,
+    revision: i64,
+    event_type: &str,
+    lease: &Lease,
+    payload: &Value,
+    now: i64,
+) -> Result<()> {
+    insert_event(
+        conn,
+        &EventDraft {
+            resource_id: &row.resource_id,
+            revision,
+            event_type,
+            actor_type: lease.owner_type.as_deref().unwrap_or("system"),
+            actor_id: lease.owner_id.as_deref(),
+            payload: &canonical(payload),
+            now,
+            lease_generation: lease.event_generation(),
+        },
+    )?;
+    Ok(())
+}
+
+/// Clears the lease when `claim_token` still holds it at `generation` and is unexpired at `now`;
+/// false when it did not.
+pub fn release_live_lease(
+    conn: &Connection,
+    resource_id: &str,
+    claim_token: &str,
+    generation: i64,
+    now: i64,
+) -> Result<bool> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE leases
+             SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
+                 acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
+             WHERE resource_id = ? AND token_hash = ? AND generation = ? AND expires_at > ?",
+        )?
+        .execute(params![
+            resource_id,
+            &token_hash(claim_token)[..],
+            generation,
+            now
+        ])?;
+    Ok(changed == 1)
+}
+
+/// `Workflow run <id> <what>`: an internal-consistency failure the reference throws.
+pub fn inconsistent(run_id: &str, what: &str) -> StoreError {
+    StoreError::plain(format!("Workflow run {run_id} {what}"))
 }
 
 /// Which checks a claim skips.

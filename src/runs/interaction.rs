@@ -1,14 +1,147 @@
-//! (to be written)
+//! Interaction deadlines (0.16.1): when the model turn answering a parked run's interactive
+//! request has outlived its node attempt's deadline, the claimed run gives up on the request
+//! and resumes, so the engine can finish the expired attempt.
 
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::json;
+
+use super::claims::{holds_live_claim, inconsistent, insert_lease_holder_event, options_now};
+use super::row::require_workflow_run_row;
 use crate::error::Result;
+use crate::state::blobs::put_json;
+use crate::state::json::canonical;
+use crate::state::revisions::{bump_resource, require_lease, resource_revision};
+use crate::state::viewer::{record_viewer_deltas, ViewerDraft};
 use crate::store::Store;
-use crate::wire::{Call, Reply};
+use crate::wire::{field, text, Call, Reply};
 
-/// The methods implemented here.
-pub const METHODS: &[&str] = &[];
+/// The interaction methods implemented here.
+pub const METHODS: &[&str] = &["beginWorkflowRunInteractionTimeout"];
 
-pub fn dispatch(_store: &Store, method: &str, _call: &Call) -> Option<Result<Reply>> {
+pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     match method {
+        "beginWorkflowRunInteractionTimeout" => Some(begin_timeout(store, call).map(Reply::value)),
         _ => None,
     }
+}
+
+const TIMEOUT_VIEWS: &[ViewerDraft] = &[("summary", ""), ("replay", ""), ("conversation", "")];
+
+const DEADLINE_EXPIRED: &str = "Workflow node model-turn deadline expired";
+
+/// The request (and its attempt) whose deadline passed while its model turn was running.
+struct ExpiredInteraction {
+    request_id: String,
+    attempt_id: String,
+}
+
+/// The earliest-deadline pending request of an unpaused run, aimed at `target_session_id`,
+/// whose attempt deadline is due and whose step message has a started turn.
+fn expired_interaction(
+    conn: &Connection,
+    run_id: &str,
+    target_session_id: &str,
+    now: i64,
+) -> Result<Option<ExpiredInteraction>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT i.request_id, i.attempt_id
+             FROM interactive_requests i
+             JOIN node_attempts a ON a.attempt_id = i.attempt_id
+             JOIN runs r ON r.run_id = i.run_id
+             WHERE i.run_id = ? AND i.target_session_id = ?
+               AND i.status = 'pending' AND r.paused = 0
+               AND a.deadline_at IS NOT NULL AND a.deadline_at <= ?
+               AND EXISTS (
+                 SELECT 1 FROM workflow_messages m
+                 JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id
+                 WHERE m.source_id = i.request_id AND m.kind = 'step' AND t.state = 'started'
+               )
+             ORDER BY a.deadline_at, i.request_id LIMIT 1",
+        )?
+        .query_row(params![run_id, target_session_id, now], |row| {
+            Ok(ExpiredInteraction {
+                request_id: row.get(0)?,
+                attempt_id: row.get(1)?,
+            })
+        })
+        .optional()?)
+}
+
+/// Cancels the request and moves the waiting run and its parked queue entry back to work.
+fn resume_from_expired(
+    conn: &Connection,
+    run_id: &str,
+    interaction: &ExpiredInteraction,
+    now: i64,
+) -> Result<()> {
+    let request = conn
+        .prepare_cached(
+            "UPDATE interactive_requests
+             SET status = 'cancelled', revision = revision + 1, updated_at = ?
+             WHERE request_id = ? AND run_id = ? AND status = 'pending'",
+        )?
+        .execute(params![now, interaction.request_id, run_id])?;
+    let run = conn
+        .prepare_cached(
+            "UPDATE runs
+             SET status = 'running', status_detail = 'finishing expired interaction deadline',
+                 updated_at = ?, finished_at = NULL
+             WHERE run_id = ? AND status = 'waiting'",
+        )?
+        .execute(params![now, run_id])?;
+    let queue = conn
+        .prepare_cached(
+            "UPDATE run_queue SET status = 'starting', error_code = NULL, error_hash = NULL,
+                    updated_at = ?, finished_at = NULL
+             WHERE run_id = ? AND status = 'parked'",
+        )?
+        .execute(params![now, run_id])?;
+    if request != 1 || run != 1 || queue != 1 {
+        return Err(inconsistent(run_id, "changed during interaction timeout"));
+    }
+    Ok(())
+}
+
+fn begin_timeout(store: &Store, call: &Call) -> Result<bool> {
+    let now = options_now(call)?;
+    let args = call.arg(0);
+    let run_id = text(field(args, "runId"), "runId")?;
+    let target_session_id = text(field(args, "targetSessionId"), "targetSessionId")?;
+    let claim_token = text(field(args, "claimToken"), "claimToken")?;
+    store.write(|conn| {
+        if !holds_live_claim(conn, run_id, claim_token, now)? {
+            return Ok(false);
+        }
+        let row = require_workflow_run_row(conn, run_id)?;
+        let Some(interaction) = expired_interaction(conn, run_id, target_session_id, now)? else {
+            return Ok(false);
+        };
+        resume_from_expired(conn, run_id, &interaction, now)?;
+        let receipt = canonical(&json!({ "status": "rejected", "error": DEADLINE_EXPIRED }));
+        let receipt_hash = put_json(conn, &receipt, now)?;
+        conn.prepare_cached(
+            "UPDATE interactive_submissions SET outcome = 'rejected', receipt_hash = ?
+             WHERE request_id = ? AND outcome = 'validating'",
+        )?
+        .execute(params![&receipt_hash[..], interaction.request_id])?;
+        let revision = resource_revision(conn, &row.resource_id)?;
+        let lease = require_lease(conn, &row.resource_id)?;
+        bump_resource(conn, &row.resource_id, revision, now)?;
+        let payload = json!({
+            "requestId": interaction.request_id,
+            "attemptId": interaction.attempt_id,
+        });
+        insert_lease_holder_event(
+            conn,
+            &row,
+            revision + 1,
+            "run.interaction_timeout_started",
+            &lease,
+            &payload,
+            now,
+        )?;
+        record_viewer_deltas(conn, run_id, TIMEOUT_VIEWS, now)?;
+        Ok(true)
+    })
 }

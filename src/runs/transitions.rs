@@ -1,14 +1,802 @@
-//! (to be written)
+//! Run state transitions: parking, pausing and resuming, the recovery parks (source change,
+//! ambiguous effect), the terminal transitions (complete, fail, cancel — with the cancellation
+//! of a run's dependents), deletion and the origin-session binding.
 
-use crate::error::Result;
+use rusqlite::{params, Connection};
+use serde_json::{json, Value};
+
+use super::claims::{
+    has_pending_interaction, holds_live_claim, inconsistent, insert_lease_holder_event,
+    options_now, release_live_lease,
+};
+use super::row::{workflow_run_row, RunRow};
+use crate::error::{Result, StoreError};
+use crate::state::blobs::{put_json, put_text, BlobHash};
+use crate::state::ids::{random_uuid, token_hash};
+use crate::state::json::canonical;
+use crate::state::revisions::{
+    bump_resource, insert_event, require_lease, resource_revision, EventDraft, Lease,
+};
+use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
-use crate::wire::{Call, Reply};
+use crate::wire::{field, opt_text, text, Call, Reply};
 
-/// The methods implemented here.
-pub const METHODS: &[&str] = &[];
+/// The transition methods implemented here.
+pub const METHODS: &[&str] = &[
+    "parkWorkflowRun",
+    "pauseParkedWorkflowRun",
+    "resumePausedInteraction",
+    "parkWorkflowRunForSourceChange",
+    "parkWorkflowRunForAmbiguousEffect",
+    "failWorkflowRun",
+    "cancelWorkflowRun",
+    "cancelStaleWorkflowRun",
+    "deleteWorkflowRun",
+    "completeWorkflowRun",
+    "setWorkflowRunOriginSession",
+];
 
-pub fn dispatch(_store: &Store, method: &str, _call: &Call) -> Option<Result<Reply>> {
-    match method {
-        _ => None,
+pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
+    let outcome = match method {
+        "parkWorkflowRun" => release_by_call(store, call, "parked"),
+        "completeWorkflowRun" => release_by_call(store, call, "done"),
+        "pauseParkedWorkflowRun" => pause_parked(store, call),
+        "resumePausedInteraction" => resume_paused(store, call),
+        "parkWorkflowRunForSourceChange" => park_for_source_change(store, call),
+        "parkWorkflowRunForAmbiguousEffect" => park_for_ambiguous_effect(store, call),
+        "failWorkflowRun" => fail(store, call),
+        "cancelWorkflowRun" => cancel(store, call),
+        "cancelStaleWorkflowRun" => cancel_stale_by_call(store, call),
+        "deleteWorkflowRun" => delete(store, call),
+        "setWorkflowRunOriginSession" => set_origin_session(store, call),
+        _ => return None,
+    };
+    Some(outcome.map(Reply::value))
+}
+
+fn run_id_of(call: &Call) -> Result<&str> {
+    text(field(call.arg(0), "runId"), "runId")
+}
+
+fn claim_token_of(call: &Call) -> Result<&str> {
+    text(field(call.arg(0), "claimToken"), "claimToken")
+}
+
+/// Whether the lease is held by someone and not yet expired at `now`.
+fn lease_is_live(lease: &Lease, now: i64) -> bool {
+    lease.owner_id.is_some() && lease.expires_at.is_some_and(|expires| expires > now)
+}
+
+/// The `events` row and viewer deltas every transition ends with: bump, event, then the
+/// explicit summary/replay deltas.
+fn record_transition(
+    conn: &Connection,
+    row: &RunRow,
+    event: (&str, &Value),
+    lease: &Lease,
+    now: i64,
+) -> Result<()> {
+    let revision = resource_revision(conn, &row.resource_id)?;
+    bump_resource(conn, &row.resource_id, revision, now)?;
+    insert_lease_holder_event(conn, row, revision + 1, event.0, lease, event.1, now)?;
+    record_viewer_deltas(conn, &row.run_id, SUMMARY_REPLAY, now)?;
+    Ok(())
+}
+
+fn release_by_call(store: &Store, call: &Call, status: &str) -> Result<bool> {
+    let now = options_now(call)?;
+    release_run_claim(store, run_id_of(call)?, claim_token_of(call)?, status, now)
+}
+
+/// Sets the queue status (`parked`, or `done` with `finished_at`) and releases the caller's live
+/// claim.
+fn release_run_claim(
+    store: &Store,
+    run_id: &str,
+    claim_token: &str,
+    status: &str,
+    now: i64,
+) -> Result<bool> {
+    store.write(|conn| {
+        let Some(row) = workflow_run_row(conn, run_id)? else {
+            return Ok(false);
+        };
+        if !holds_live_claim(conn, run_id, claim_token, now)? {
+            return Ok(false);
+        }
+        let finished_at = (status == "done").then_some(now);
+        conn.prepare_cached(
+            "UPDATE run_queue SET status = ?, updated_at = ?, finished_at = ? WHERE run_id = ?",
+        )?
+        .execute(params![status, now, finished_at, run_id])?;
+        let lease = require_lease(conn, &row.resource_id)?;
+        let released = conn
+            .prepare_cached(
+                "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
+                        acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
+                 WHERE resource_id = ? AND token_hash = ? AND generation = ?",
+            )?
+            .execute(params![
+                row.resource_id,
+                &token_hash(claim_token)[..],
+                lease.generation
+            ])?;
+        if released != 1 {
+            return Ok(false);
+        }
+        let event_type = format!("run.queue_{status}");
+        record_transition(
+            conn,
+            &row,
+            (&event_type, &json!({ "status": status })),
+            &lease,
+            now,
+        )?;
+        Ok(true)
+    })
+}
+
+/// Records a control action on the run (`run.paused`, `run.resumed`), attributed to `control`.
+fn record_control_event(
+    conn: &Connection,
+    row: &RunRow,
+    event_type: &str,
+    payload: &Value,
+    now: i64,
+) -> Result<()> {
+    let revision = resource_revision(conn, &row.resource_id)?;
+    bump_resource(conn, &row.resource_id, revision, now)?;
+    insert_event(
+        conn,
+        &EventDraft {
+            resource_id: &row.resource_id,
+            revision: revision + 1,
+            event_type,
+            actor_type: "control",
+            actor_id: None,
+            payload: &canonical(payload),
+            now,
+            lease_generation: None,
+        },
+    )?;
+    record_viewer_deltas(conn, &row.run_id, SUMMARY_REPLAY, now)?;
+    Ok(())
+}
+
+/// Pauses a parked, ownerless run that waits on a pending interaction (idempotent).
+fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
+    let now = options_now(call)?;
+    let run_id = run_id_of(call)?;
+    store.write(|conn| {
+        let Some(row) = workflow_run_row(conn, run_id)? else {
+            return Ok(false);
+        };
+        if row.status != "parked" {
+            return Ok(false);
+        }
+        let lease = require_lease(conn, &row.resource_id)?;
+        if lease_is_live(&lease, now) || !has_pending_interaction(conn, run_id)? {
+            return Ok(false);
+        }
+        if row.paused == 1 {
+            return Ok(true);
+        }
+        if !matches!(row.run_status.as_str(), "running" | "waiting") {
+            return Ok(false);
+        }
+        let changed = conn
+            .prepare_cached(
+                "UPDATE runs SET paused = 1, status_detail = 'paused', updated_at = ?
+                 WHERE run_id = ? AND paused = 0 AND status IN ('running', 'waiting')",
+            )?
+            .execute(params![now, run_id])?;
+        if changed != 1 {
+            return Ok(false);
+        }
+        record_control_event(
+            conn,
+            &row,
+            "run.paused",
+            &json!({ "status": "parked" }),
+            now,
+        )?;
+        Ok(true)
+    })
+}
+
+/// Lifts the pause of a parked, waiting, ownerless run that still has a pending interaction.
+fn resume_paused(store: &Store, call: &Call) -> Result<bool> {
+    let now = options_now(call)?;
+    let run_id = run_id_of(call)?;
+    store.write(|conn| {
+        let Some(row) = workflow_run_row(conn, run_id)? else {
+            return Ok(false);
+        };
+        if row.status != "parked" || row.run_status != "waiting" || row.paused != 1 {
+            return Ok(false);
+        }
+        let lease = require_lease(conn, &row.resource_id)?;
+        if lease_is_live(&lease, now) || !has_pending_interaction(conn, run_id)? {
+            return Ok(false);
+        }
+        let changed = conn
+            .prepare_cached(
+                "UPDATE runs
+                 SET paused = 0, status_detail = 'waiting for origin-session input', updated_at = ?
+                 WHERE run_id = ? AND status = 'waiting' AND paused = 1",
+            )?
+            .execute(params![now, run_id])?;
+        if changed != 1 {
+            return Ok(false);
+        }
+        record_control_event(
+            conn,
+            &row,
+            "run.resumed",
+            &json!({ "status": "waiting" }),
+            now,
+        )?;
+        Ok(true)
+    })
+}
+
+/// The first 8,192 UTF-16 code units, as `String.prototype.slice(0, 8192)` gives them (a split
+/// surrogate pair leaves a lone surrogate, which becomes U+FFFD when stored as UTF-8).
+fn truncate_detail(detail: &str) -> String {
+    const LIMIT: usize = 8_192;
+    if detail.len() <= LIMIT {
+        return detail.to_owned();
+    }
+    let units: Vec<u16> = detail.encode_utf16().take(LIMIT).collect();
+    String::from_utf16_lossy(&units)
+}
+
+/// `options.detail` as `.slice` reads it: only a string has the method here.
+fn detail_text(detail: Option<&Value>) -> Result<&str> {
+    match detail {
+        Some(Value::String(text)) => Ok(text),
+        None => Err(StoreError::Type(
+            "Cannot read properties of undefined (reading 'slice')".into(),
+        )),
+        Some(Value::Null) => Err(StoreError::Type(
+            "Cannot read properties of null (reading 'slice')".into(),
+        )),
+        Some(_) => Err(StoreError::Type(
+            "options.detail.slice is not a function".into(),
+        )),
+    }
+}
+
+/// The live claim's row, read inside the transaction; `None` when the claim is not live.
+fn claimed_row(
+    conn: &Connection,
+    run_id: &str,
+    claim_token: &str,
+    now: i64,
+) -> Result<Option<RunRow>> {
+    let Some(row) = workflow_run_row(conn, run_id)? else {
+        return Ok(None);
+    };
+    if !holds_live_claim(conn, run_id, claim_token, now)? {
+        return Ok(None);
+    }
+    Ok(Some(row))
+}
+
+/// Parks a claimed run whose workflow source changed, keeping the detail as the queue error.
+fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
+    let now = options_now(call)?;
+    let run_id = run_id_of(call)?;
+    let claim_token = claim_token_of(call)?;
+    let detail = call.arg(0).get("detail");
+    store.write(|conn| {
+        let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
+            return Ok(false);
+        };
+        let lease = require_lease(conn, &row.resource_id)?;
+        let detail = truncate_detail(detail_text(detail)?);
+        let error_hash = put_text(conn, &detail, now)?;
+        let run = conn
+            .prepare_cached(
+                "UPDATE runs SET status_detail = ?, updated_at = ?, finished_at = NULL
+                 WHERE run_id = ? AND status NOT IN ('completed', 'failed', 'timed_out', 'cancelled')",
+            )?
+            .execute(params![detail, now, run_id])?;
+        let queue = conn
+            .prepare_cached(
+                "UPDATE run_queue
+                 SET status = 'parked', error_code = 'workflowSourceChanged', error_hash = ?,
+                     available_at = ?, updated_at = ?, finished_at = NULL
+                 WHERE run_id = ? AND status IN ('queued', 'starting', 'running', 'parked')",
+            )?
+            .execute(params![&error_hash[..], now, now, run_id])?;
+        if run != 1 || queue != 1 {
+            return Err(inconsistent(run_id, "has inconsistent source-change state"));
+        }
+        if !release_live_lease(conn, &row.resource_id, claim_token, lease.generation, now)? {
+            return Err(inconsistent(run_id, "claim changed during source recovery"));
+        }
+        let payload = json!({ "status": "parked", "code": "workflowSourceChanged" });
+        record_transition(conn, &row, ("run.source_changed", &payload), &lease, now)?;
+        Ok(true)
+    })
+}
+
+const AMBIGUOUS_EFFECT_DETAIL: &str = "effect outcome is ambiguous; explicit recovery is required";
+
+/// Parks a claimed, running run whose effect outcome is unknown; its attempts wait too.
+fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
+    let now = options_now(call)?;
+    let run_id = run_id_of(call)?;
+    let claim_token = claim_token_of(call)?;
+    store.write(|conn| {
+        let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
+            return Ok(false);
+        };
+        let lease = require_lease(conn, &row.resource_id)?;
+        let error_hash = put_text(conn, AMBIGUOUS_EFFECT_DETAIL, now)?;
+        conn.prepare_cached(
+            "UPDATE node_attempts SET status = 'waiting', updated_at = ?
+             WHERE run_id = ? AND status IN ('pending', 'running')",
+        )?
+        .execute(params![now, run_id])?;
+        let run = conn
+            .prepare_cached(
+                "UPDATE runs SET status = 'waiting', status_detail = ?, updated_at = ?,
+                        finished_at = ?
+                 WHERE run_id = ? AND status = 'running'",
+            )?
+            .execute(params![AMBIGUOUS_EFFECT_DETAIL, now, now, run_id])?;
+        let queue = conn
+            .prepare_cached(
+                "UPDATE run_queue
+                 SET status = 'parked', error_code = 'effectAmbiguous', error_hash = ?,
+                     updated_at = ?
+                 WHERE run_id = ? AND status IN ('starting', 'running', 'parked')",
+            )?
+            .execute(params![&error_hash[..], now, run_id])?;
+        if run != 1 || queue != 1 {
+            return Err(inconsistent(
+                run_id,
+                "has inconsistent ambiguous-effect state",
+            ));
+        }
+        if !release_live_lease(conn, &row.resource_id, claim_token, lease.generation, now)? {
+            return Err(inconsistent(run_id, "claim changed during effect recovery"));
+        }
+        let payload = json!({ "status": "waiting", "code": "effectAmbiguous" });
+        record_transition(conn, &row, ("run.effect_ambiguous", &payload), &lease, now)?;
+        Ok(true)
+    })
+}
+
+/// What a terminal transition records.
+struct Terminal<'a> {
+    status: &'a str,
+    code: &'a str,
+    error: &'a str,
+}
+
+fn fail(store: &Store, call: &Call) -> Result<bool> {
+    let now = options_now(call)?;
+    let args = call.arg(0);
+    let terminal = Terminal {
+        status: "failed",
+        code: text(field(args, "errorCode"), "errorCode")?,
+        error: text(field(args, "errorMessage"), "errorMessage")?,
+    };
+    let claim_token = opt_text(field(args, "claimToken"), "claimToken")?;
+    terminal_run(store, run_id_of(call)?, claim_token, &terminal, now)
+}
+
+const CANCELLED: Terminal<'static> = Terminal {
+    status: "cancelled",
+    code: "cancelled",
+    error: "Workflow run cancelled",
+};
+
+/// Cancels through the claim (or an unclaimed queued/starting run); without a token, falls
+/// back to the stale-claim cancellation.
+fn cancel(store: &Store, call: &Call) -> Result<bool> {
+    let now = options_now(call)?;
+    let run_id = run_id_of(call)?;
+    let claim_token = opt_text(field(call.arg(0), "claimToken"), "claimToken")?;
+    let cancelled = terminal_run(store, run_id, claim_token, &CANCELLED, now)?;
+    if cancelled || claim_token.is_some() {
+        return Ok(cancelled);
+    }
+    cancel_stale(store, run_id, "workflow-control", &random_uuid(), now)
+}
+
+/// Ends a nonterminal run as `failed` or `cancelled`. Without a token only an ownerless queued
+/// or starting run qualifies; with one, the claim must be live.
+fn terminal_run(
+    store: &Store,
+    run_id: &str,
+    claim_token: Option<&str>,
+    terminal: &Terminal<'_>,
+    now: i64,
+) -> Result<bool> {
+    store.write(|conn| {
+        let Some(row) = workflow_run_row(conn, run_id)? else {
+            return Ok(false);
+        };
+        if row.is_queue_terminal() {
+            return Ok(false);
+        }
+        let lease = require_lease(conn, &row.resource_id)?;
+        let allowed = match claim_token {
+            None => {
+                matches!(row.status.as_str(), "queued" | "starting") && lease.owner_id.is_none()
+            }
+            Some(token) => {
+                lease.owner_id.is_some()
+                    && lease.token_matches(&token_hash(token))
+                    && lease.expires_at.is_some_and(|expires| expires > now)
+            }
+        };
+        if !allowed {
+            return Ok(false);
+        }
+        let revision = resource_revision(conn, &row.resource_id)?;
+        let error_hash = put_text(conn, terminal.error, now)?;
+        let queue = conn
+            .prepare_cached(
+                "UPDATE run_queue
+                 SET status = ?, error_code = ?, error_hash = ?, updated_at = ?, finished_at = ?
+                 WHERE run_id = ? AND status NOT IN ('done', 'failed', 'cancelled')",
+            )?
+            .execute(params![
+                terminal.status,
+                terminal.code,
+                &error_hash[..],
+                now,
+                now,
+                run_id
+            ])?;
+        if queue != 1 {
+            return Ok(false);
+        }
+        if let Some(token) = claim_token {
+            if !release_live_lease(conn, &row.resource_id, token, lease.generation, now)? {
+                return Err(inconsistent(
+                    run_id,
+                    "claim changed during terminal transition",
+                ));
+            }
+        }
+        conn.prepare_cached(
+            "UPDATE runs
+             SET status = ?, paused = 0, status_detail = NULL, error_hash = ?,
+                 updated_at = ?, finished_at = ?
+             WHERE run_id = ?",
+        )?
+        .execute(params![terminal.status, &error_hash[..], now, now, run_id])?;
+        if terminal.status == "cancelled" {
+            let actor_id = lease.owner_id.as_deref().unwrap_or("workflow-control");
+            cancel_dependents(conn, run_id, actor_id, &error_hash, now)?;
+        }
+        bump_resource(conn, &row.resource_id, revision, now)?;
+        let event_type = format!("run.queue_{}", terminal.status);
+        let payload = json!({
+            "status": terminal.status,
+            "code": terminal.code,
+            "error": terminal.error,
+        });
+        insert_lease_holder_event(conn, &row, revision + 1, &event_type, &lease, &payload, now)?;
+        record_viewer_deltas(conn, run_id, SUMMARY_REPLAY, now)?;
+        Ok(true)
+    })
+}
+
+/// A run-scoped effect still pending or applying when its run is cancelled.
+struct OpenEffect {
+    effect_id: String,
+    resource_id: String,
+    status: String,
+    attempt_count: i64,
+}
+
+fn open_run_effects(conn: &Connection, run_id: &str) -> Result<Vec<OpenEffect>> {
+    let effects = conn
+        .prepare_cached(
+            "SELECT e.effect_id, e.resource_id, e.status, e.attempt_count
+             FROM effects e JOIN runs r ON r.resource_id = e.source_resource_id
+             WHERE r.run_id = ? AND e.owner_scope = 'run' AND e.status IN ('pending', 'applying')
+             ORDER BY e.effect_id",
+        )?
+        .query_map([run_id], |row| {
+            Ok(OpenEffect {
+                effect_id: row.get(0)?,
+                resource_id: row.get(1)?,
+                status: row.get(2)?,
+                attempt_count: row.get(3)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(effects)
+}
+
+/// Settles one open effect of a cancelled run: `applying` becomes `ambiguous` (its open attempt
+/// is interrupted), `pending` becomes `cancelled`.
+fn cancel_effect(
+    conn: &Connection,
+    run_id: &str,
+    effect: &OpenEffect,
+    actor_id: &str,
+    error_hash: &BlobHash,
+    now: i64,
+) -> Result<()> {
+    let applying = effect.status == "applying";
+    let status = if applying { "ambiguous" } else { "cancelled" };
+    let revision = resource_revision(conn, &effect.resource_id)?;
+    let changed = conn
+        .prepare_cached(
+            "UPDATE effects
+             SET status = ?, next_attempt_at = NULL, error_hash = ?, updated_at = ?, settled_at = ?
+             WHERE effect_id = ? AND status = ? AND attempt_count = ?",
+        )?
+        .execute(params![
+            status,
+            &error_hash[..],
+            now,
+            now,
+            effect.effect_id,
+            effect.status,
+            effect.attempt_count
+        ])?;
+    if changed != 1 {
+        return Err(StoreError::plain(format!(
+            "Workflow effect {} changed during cancellation",
+            effect.effect_id
+        )));
+    }
+    if applying {
+        conn.prepare_cached(
+            "UPDATE effect_attempts
+             SET finished_at = ?, outcome = 'interrupted', error_hash = ?
+             WHERE effect_id = ? AND attempt_number = ? AND finished_at IS NULL",
+        )?
+        .execute(params![
+            now,
+            &error_hash[..],
+            effect.effect_id,
+            effect.attempt_count
+        ])?;
+    }
+    bump_resource(conn, &effect.resource_id, revision, now)?;
+    insert_event(
+        conn,
+        &EventDraft {
+            resource_id: &effect.resource_id,
+            revision: revision + 1,
+            event_type: &format!("effect.{status}"),
+            actor_type: "control",
+            actor_id: Some(actor_id),
+            payload: &canonical(&json!({ "runId": run_id, "reason": "workflowCancelled" })),
+            now,
+            lease_generation: None,
+        },
+    )?;
+    Ok(())
+}
+
+/// Everything a cancelled run leaves open: attempts, run-scoped effects, unresolved decisions,
+/// validating submissions and pending interactive requests.
+fn cancel_dependents(
+    conn: &Connection,
+    run_id: &str,
+    actor_id: &str,
+    error_hash: &BlobHash,
+    now: i64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE node_attempts
+         SET status = 'cancelled', error_hash = COALESCE(error_hash, ?),
+             updated_at = ?, finished_at = COALESCE(finished_at, ?)
+         WHERE run_id = ? AND status IN ('pending', 'running', 'waiting', 'interrupted')",
+    )?
+    .execute(params![&error_hash[..], now, now, run_id])?;
+    for effect in open_run_effects(conn, run_id)? {
+        cancel_effect(conn, run_id, &effect, actor_id, error_hash, now)?;
+    }
+    conn.prepare_cached(
+        "INSERT INTO human_decision_resolutions(
+           decision_id, outcome, provenance, response_hash, reason, channel,
+           actor_id, request_digest, resolved_at
+         )
+         SELECT d.decision_id, 'cancelled', 'explicit_cancel', NULL,
+                'Workflow run cancelled', NULL, ?, d.request_digest, ?
+         FROM human_decisions d
+         LEFT JOIN human_decision_resolutions r ON r.decision_id = d.decision_id
+         WHERE d.run_id = ? AND r.decision_id IS NULL",
+    )?
+    .execute(params![actor_id, now, run_id])?;
+    let receipt = canonical(&json!({ "status": "rejected", "error": "Workflow run cancelled" }));
+    let receipt_hash = put_json(conn, &receipt, now)?;
+    conn.prepare_cached(
+        "UPDATE interactive_submissions SET outcome = 'rejected', receipt_hash = ?
+         WHERE outcome = 'validating'
+           AND request_id IN (SELECT request_id FROM interactive_requests WHERE run_id = ?)",
+    )?
+    .execute(params![&receipt_hash[..], run_id])?;
+    conn.prepare_cached(
+        "UPDATE interactive_requests
+         SET status = 'cancelled', revision = revision + 1, updated_at = ?
+         WHERE run_id = ? AND status = 'pending'",
+    )?
+    .execute(params![now, run_id])?;
+    Ok(())
+}
+
+fn cancel_stale_by_call(store: &Store, call: &Call) -> Result<bool> {
+    let now = options_now(call)?;
+    let args = call.arg(0);
+    let control_id = opt_text(field(args, "controlId"), "controlId")?.unwrap_or("workflow-control");
+    let claim_token = match opt_text(field(args, "claimToken"), "claimToken")? {
+        Some(token) => token.to_owned(),
+        None => random_uuid(),
+    };
+    cancel_stale(store, run_id_of(call)?, control_id, &claim_token, now)
+}
+
+/// Cancels a nonterminal run whose claim is absent or expired, under a short system lease
+/// taken (and released) for the purpose.
+fn cancel_stale(
+    store: &Store,
+    run_id: &str,
+    control_id: &str,
+    claim_token: &str,
+    now: i64,
+) -> Result<bool> {
+    store.write(|conn| {
+        let Some(row) = workflow_run_row(conn, run_id)? else {
+            return Ok(false);
+        };
+        if row.is_queue_terminal() {
+            return Ok(false);
+        }
+        let lease = require_lease(conn, &row.resource_id)?;
+        if lease_is_live(&lease, now) {
+            return Ok(false);
+        }
+        let generation = lease.generation + 1;
+        let hash = token_hash(claim_token);
+        let claimed = conn
+            .prepare_cached(
+                "UPDATE leases
+                 SET generation = ?, owner_type = 'system', owner_id = ?, token_hash = ?,
+                     acquired_at = ?, heartbeat_at = ?, expires_at = ?
+                 WHERE resource_id = ? AND generation = ?
+                   AND (owner_id IS NULL OR expires_at IS NULL OR expires_at <= ?)",
+            )?
+            .execute(params![
+                generation,
+                control_id,
+                &hash[..],
+                now,
+                now,
+                now + 30_000,
+                row.resource_id,
+                lease.generation,
+                now
+            ])?;
+        if claimed != 1 {
+            return Ok(false);
+        }
+        let error_hash = put_text(conn, CANCELLED.error, now)?;
+        let queue = conn
+            .prepare_cached(
+                "UPDATE run_queue
+                 SET status = 'cancelled', error_code = 'cancelled', error_hash = ?,
+                     updated_at = ?, finished_at = ?
+                 WHERE run_id = ? AND status NOT IN ('done', 'failed', 'cancelled')",
+            )?
+            .execute(params![&error_hash[..], now, now, run_id])?;
+        if queue != 1 {
+            return Err(inconsistent(run_id, "has inconsistent queue state"));
+        }
+        let run = conn
+            .prepare_cached(
+                "UPDATE runs
+                 SET status = 'cancelled', paused = 0, status_detail = NULL, error_hash = ?,
+                     updated_at = ?, finished_at = ?
+                 WHERE run_id = ? AND status NOT IN ('completed', 'failed', 'timed_out', 'cancelled')",
+            )?
+            .execute(params![&error_hash[..], now, now, run_id])?;
+        if run != 1 {
+            return Err(inconsistent(run_id, "has inconsistent durable state"));
+        }
+        cancel_dependents(conn, run_id, control_id, &error_hash, now)?;
+        let released = conn
+            .prepare_cached(
+                "UPDATE leases
+                 SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
+                     acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
+                 WHERE resource_id = ? AND owner_type = 'system' AND owner_id = ?
+                   AND token_hash = ? AND generation = ? AND expires_at > ?",
+            )?
+            .execute(params![row.resource_id, control_id, &hash[..], generation, now])?;
+        if released != 1 {
+            return Err(inconsistent(run_id, "control claim changed during cancellation"));
+        }
+        let revision = resource_revision(conn, &row.resource_id)?;
+        bump_resource(conn, &row.resource_id, revision, now)?;
+        let payload = json!({ "status": "cancelled", "code": "cancelled", "staleControl": true });
+        insert_event(
+            conn,
+            &EventDraft {
+                resource_id: &row.resource_id,
+                revision: revision + 1,
+                event_type: "run.queue_cancelled",
+                actor_type: "control",
+                actor_id: Some(control_id),
+                payload: &canonical(&payload),
+                now,
+                lease_generation: Some(generation),
+            },
+        )?;
+        record_viewer_deltas(conn, run_id, SUMMARY_REPLAY, now)?;
+        Ok(true)
+    })
+}
+
+/// Deletes the run's resource (the schema cascades the rest) under a live exact claim, judged
+/// at the call's `Date.now()`.
+fn delete(store: &Store, call: &Call) -> Result<bool> {
+    let now = call.clock;
+    let run_id = run_id_of(call)?;
+    let claim_token = claim_token_of(call)?;
+    store.write(|conn| {
+        let Some(row) = workflow_run_row(conn, run_id)? else {
+            return Ok(false);
+        };
+        let lease = require_lease(conn, &row.resource_id)?;
+        let live = lease.owner_id.is_some()
+            && lease.expires_at.is_some_and(|expires| expires > now)
+            && lease.token_matches(&token_hash(claim_token));
+        if !live {
+            return Ok(false);
+        }
+        let deleted = conn
+            .prepare_cached("DELETE FROM resources WHERE resource_id = ?")?
+            .execute([&row.resource_id])?;
+        Ok(deleted == 1)
+    })
+}
+
+/// Binds the run to an origin session (interactive), outside any transaction, as the
+/// reference does.
+fn set_origin_session(store: &Store, call: &Call) -> Result<bool> {
+    let run_id = text(call.arg(0), "runId")?;
+    let origin_session_id = text(call.arg(1), "originSessionId")?;
+    let changed = store
+        .conn()?
+        .prepare_cached(
+            "INSERT INTO run_bindings(run_id, origin_session_id, execution_mode, created_at)
+             VALUES (?, ?, 'interactive', ?)
+             ON CONFLICT(run_id) DO UPDATE SET origin_session_id = excluded.origin_session_id",
+        )?
+        .execute(params![run_id, origin_session_id, call.clock])?;
+    Ok(changed == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate_detail;
+
+    #[test]
+    fn truncates_by_utf16_code_units() {
+        assert_eq!(truncate_detail("short"), "short");
+        let ascii = "a".repeat(9_000);
+        assert_eq!(truncate_detail(&ascii).len(), 8_192);
+        // 8,191 units, then an astral character split in half: the lone surrogate is replaced.
+        let split = format!("{}{}", "a".repeat(8_191), "😀");
+        assert_eq!(
+            truncate_detail(&split),
+            format!("{}\u{FFFD}", "a".repeat(8_191))
+        );
+        let wide = "é".repeat(8_192);
+        assert_eq!(truncate_detail(&wide), wide);
     }
 }
