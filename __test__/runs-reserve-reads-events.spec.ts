@@ -5,7 +5,6 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 
 // eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore } = require('../index.js');
@@ -39,17 +38,9 @@ afterEach(() => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** better-sqlite3 only while the store is closed (two SQLite libraries must not share the file). */
-function withDb<T>(operation: (db: Database.Database) => T): T {
-  store.close();
-  const db = new Database(file, { timeout: 5000 });
-  try {
-    db.pragma('foreign_keys = ON');
-    return operation(db);
-  } finally {
-    db.close();
-    store = open();
-  }
+/** Raw SQL on the store's own connection (`state.connection`, better-sqlite3-compatible). */
+function withDb<T>(operation: (db: any) => T): T {
+  return operation(store.state.connection);
 }
 
 const exec = (sql: string, ...params: unknown[]) => withDb((db) => db.prepare(sql).run(...params).changes);

@@ -5,7 +5,6 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 
 // eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore } = require('../index.js');
@@ -41,21 +40,9 @@ afterEach(() => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/**
- * Runs `operation` on a better-sqlite3 connection while the store is closed: two SQLite libraries
- * in one process must not hold the file at once (POSIX locks are per process, so one library's
- * close deletes the WAL the other still writes to).
- */
-function withDb<T>(operation: (db: Database.Database) => T): T {
-  store.close();
-  const db = new Database(file, { timeout: 5000 });
-  try {
-    db.pragma('foreign_keys = ON');
-    return operation(db);
-  } finally {
-    db.close();
-    store = open();
-  }
+/** Raw SQL on the store's own connection (`state.connection`, better-sqlite3-compatible). */
+function withDb<T>(operation: (db: any) => T): T {
+  return operation(store.state.connection);
 }
 
 const rows = (sql: string, ...params: unknown[]) => withDb((db) => db.prepare(sql).all(...params) as Row[]);
