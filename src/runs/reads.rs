@@ -1,14 +1,195 @@
-//! (to be written)
+//! Workflow run reads and views (methods 31–39): single runs and views, the run list and its
+//! revision, the open reservation of a session, and the paused flag. Nothing here writes.
 
+use rusqlite::types::Value as Sql;
+use rusqlite::{params_from_iter, Connection, OptionalExtension};
+use serde_json::{json, Value};
+
+use super::records::{map_workflow_run, view_rows};
+use super::reserve::sql_value;
+use super::row::{workflow_run_row, RunRow, RUN_SELECT};
 use crate::error::Result;
 use crate::store::Store;
-use crate::wire::{Call, Reply};
+use crate::wire::{field, text, Call, Reply};
 
-/// The methods implemented here.
-pub const METHODS: &[&str] = &[];
+/// The read methods implemented here.
+pub const METHODS: &[&str] = &[
+    "getWorkflowRun",
+    "getWorkflowRunView",
+    "workflowRunListRevision",
+    "listWorkflowRunViews",
+    "workflowRunProjectPath",
+    "listWorkflowRuns",
+    "findSessionReservation",
+    "findSessionReservationView",
+    "isWorkflowRunPaused",
+];
 
-pub fn dispatch(_store: &Store, method: &str, _call: &Call) -> Option<Result<Reply>> {
-    match method {
-        _ => None,
+pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
+    let reply = match method {
+        "getWorkflowRun" => get_workflow_run(store, call.arg(0)).map(Reply::maybe),
+        "getWorkflowRunView" => get_workflow_run_view(store, call.arg(0)).map(Reply::maybe),
+        "workflowRunListRevision" => store
+            .conn()
+            .and_then(list_revision)
+            .map(|revision| Reply::value(revision.to_json())),
+        "listWorkflowRunViews" => list_workflow_run_views(store, call.arg(0)).map(Reply::value),
+        "workflowRunProjectPath" => workflow_run_project_path(store, call.arg(0))
+            .map(|path| Reply::maybe(path.map(Value::String))),
+        "listWorkflowRuns" => list_workflow_runs(store, call.arg(0)).map(Reply::value),
+        "findSessionReservation" => find_session_reservation(store, call.arg(0)).map(Reply::maybe),
+        "findSessionReservationView" => {
+            find_session_reservation_view(store, call.arg(0)).map(Reply::maybe)
+        }
+        "isWorkflowRunPaused" => is_workflow_run_paused(store, call.arg(0)).map(Reply::value),
+        _ => return None,
+    };
+    Some(reply)
+}
+
+/// Open reservations: the queue is not terminal.
+const OPEN_SESSION_RESERVATION: &str = "WHERE b.origin_session_id = ?
+    AND q.status NOT IN ('done', 'failed', 'cancelled') ORDER BY q.created_at DESC LIMIT 1";
+
+fn get_workflow_run(store: &Store, run_id: &Value) -> Result<Option<Value>> {
+    let conn = store.conn()?;
+    match workflow_run_row(conn, text(run_id, "runId")?)? {
+        Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
+        None => Ok(None),
     }
+}
+
+fn get_workflow_run_view(store: &Store, run_id: &Value) -> Result<Option<Value>> {
+    let views = view_rows(store.conn()?, "WHERE r.run_id = ?", [sql_value(run_id)])?;
+    Ok(views.into_iter().next())
+}
+
+/// `{total, revision}` of every run (not project-scoped).
+struct ListRevision {
+    count: i64,
+    revision_sum: i64,
+    updated_at: i64,
+}
+
+impl ListRevision {
+    fn to_json(&self) -> Value {
+        json!({
+            "total": self.count,
+            "revision": format!("{}:{}:{}", self.count, self.revision_sum, self.updated_at),
+        })
+    }
+}
+
+fn list_revision(conn: &Connection) -> Result<ListRevision> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT count(*), COALESCE(sum(res.revision), 0), COALESCE(max(q.updated_at), 0)
+             FROM runs r JOIN run_queue q ON q.run_id = r.run_id
+             JOIN resources res ON res.resource_id = r.resource_id",
+        )?
+        .query_row([], |row| {
+            Ok(ListRevision {
+                count: row.get(0)?,
+                revision_sum: row.get(1)?,
+                updated_at: row.get(2)?,
+            })
+        })?)
+}
+
+fn list_workflow_run_views(store: &Store, options: &Value) -> Result<Value> {
+    let conn = store.conn()?;
+    let current = list_revision(conn)?;
+    let runs = view_rows(
+        conn,
+        "ORDER BY q.created_at DESC LIMIT ? OFFSET ?",
+        [
+            sql_value(field(options, "limit")),
+            sql_value(field(options, "offset")),
+        ],
+    )?;
+    let mut result = current.to_json();
+    result["runs"] = Value::Array(runs);
+    Ok(result)
+}
+
+fn workflow_run_project_path(store: &Store, run_id: &Value) -> Result<Option<String>> {
+    Ok(store
+        .conn()?
+        .prepare_cached(
+            "SELECT p.canonical_path
+             FROM runs r JOIN projects p ON p.project_id = r.project_id WHERE r.run_id = ?",
+        )?
+        .query_row([sql_value(run_id)], |row| row.get::<_, Option<String>>(0))
+        .optional()?
+        .flatten())
+}
+
+/// Project-scoped (unless the store has no project), newest first.
+fn list_workflow_runs(store: &Store, options: &Value) -> Result<Value> {
+    let mut clauses: Vec<String> = Vec::new();
+    let mut params: Vec<Sql> = Vec::new();
+    if let Some(project_id) = store.project_id() {
+        clauses.push("r.project_id = ?".into());
+        params.push(Sql::Text(project_id.into()));
+    }
+    let mut add_list = |name: &str, column_test: &str| {
+        if let Some(items) = field(options, name)
+            .as_array()
+            .filter(|items| !items.is_empty())
+        {
+            let marks = vec!["?"; items.len()].join(", ");
+            clauses.push(format!("{column_test} ({marks})"));
+            params.extend(items.iter().map(sql_value));
+        }
+    };
+    add_list("statuses", "q.status IN");
+    add_list("excludeRunIds", "r.run_id NOT IN");
+    let limit = options.get("limit");
+    if let Some(limit) = limit {
+        params.push(sql_value(limit));
+    }
+    let mut clause = String::new();
+    if !clauses.is_empty() {
+        clause.push_str(&format!("WHERE {}", clauses.join(" AND ")));
+    }
+    clause.push_str(" ORDER BY q.created_at DESC");
+    if limit.is_some() {
+        clause.push_str(" LIMIT ?");
+    }
+    let conn = store.conn()?;
+    let rows: Vec<RunRow> = conn
+        .prepare_cached(&format!("{RUN_SELECT} {clause}"))?
+        .query_map(params_from_iter(params), RunRow::from_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    let runs = rows
+        .iter()
+        .map(|row| map_workflow_run(conn, row))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Value::Array(runs))
+}
+
+fn find_session_reservation(store: &Store, session_id: &Value) -> Result<Option<Value>> {
+    let conn = store.conn()?;
+    let row = conn
+        .prepare_cached(&format!("{RUN_SELECT} {OPEN_SESSION_RESERVATION}"))?
+        .query_row([sql_value(session_id)], RunRow::from_row)
+        .optional()?;
+    match row {
+        Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
+        None => Ok(None),
+    }
+}
+
+fn find_session_reservation_view(store: &Store, session_id: &Value) -> Result<Option<Value>> {
+    let views = view_rows(
+        store.conn()?,
+        OPEN_SESSION_RESERVATION,
+        [sql_value(session_id)],
+    )?;
+    Ok(views.into_iter().next())
+}
+
+fn is_workflow_run_paused(store: &Store, run_id: &Value) -> Result<bool> {
+    let row = workflow_run_row(store.conn()?, text(run_id, "runId")?)?;
+    Ok(row.is_some_and(|row| row.paused == 1))
 }

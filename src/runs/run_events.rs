@@ -1,14 +1,124 @@
-//! (to be written)
+//! Run events (methods 60–61): appending a caller's event to a run's log, and paging through
+//! the events of every run in sequence order.
 
-use crate::error::Result;
+use rusqlite::Connection;
+use serde_json::{json, Value};
+
+use super::claims::runner_owner_type;
+use super::reserve::sql_value;
+use super::row::require_workflow_run_row;
+use crate::error::{Result, StoreError};
+use crate::state::blobs::read_json;
+use crate::state::revisions::{
+    bump_resource, event_seq, insert_event, resource_revision, EventDraft,
+};
 use crate::store::Store;
-use crate::wire::{Call, Reply};
+use crate::time::iso;
+use crate::wire::{field, opt_text, text, time, Call, JsonArg, Reply};
 
-/// The methods implemented here.
-pub const METHODS: &[&str] = &[];
+/// The run-event methods implemented here.
+pub const METHODS: &[&str] = &["recordRunEvent", "listRunEventsAfter"];
 
-pub fn dispatch(_store: &Store, method: &str, _call: &Call) -> Option<Result<Reply>> {
-    match method {
-        _ => None,
-    }
+pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
+    let reply = match method {
+        "recordRunEvent" => store
+            .write(|conn| record_run_event(conn, call.arg(0)))
+            .map(Reply::value),
+        "listRunEventsAfter" => list_run_events_after(store, call.arg(0), call.arg(1)),
+        _ => return None,
+    };
+    Some(reply)
+}
+
+/// Records the event; the run must exist before the timestamp is even looked at. `payload`
+/// comes back as `{}`: the JS layer puts the caller's own object there.
+fn record_run_event(conn: &Connection, options: &Value) -> Result<Value> {
+    let run_id = text(field(options, "runId"), "runId")?;
+    let row = require_workflow_run_row(conn, run_id)?;
+    let now = time(field(options, "now"))?;
+    let runner_id = opt_text(field(options, "runnerId"), "runnerId")?;
+    let event_type = text(field(options, "type"), "type")?;
+    let revision = resource_revision(conn, &row.resource_id)? + 1;
+    bump_resource(conn, &row.resource_id, revision - 1, now)?;
+    let event_id = insert_event(
+        conn,
+        &EventDraft {
+            resource_id: &row.resource_id,
+            revision,
+            event_type,
+            actor_type: runner_id.map_or("session", runner_owner_type),
+            actor_id: runner_id,
+            payload: JsonArg::of(field(options, "payload")).text_or("{}")?,
+            now,
+            lease_generation: (row.lease_generation != 0).then_some(row.lease_generation),
+        },
+    )?;
+    let seq = event_seq(conn, &event_id)?
+        .ok_or_else(|| StoreError::plain("Run event was not recorded"))?;
+    Ok(json!({
+        "seq": seq,
+        "recordedAt": iso(now),
+        "runId": run_id,
+        "workflowRef": field(options, "workflowRef"),
+        "type": event_type,
+        "runnerId": runner_id,
+        "payload": {},
+    }))
+}
+
+struct RunEventRow {
+    seq: i64,
+    recorded_at: i64,
+    run_id: String,
+    workflow_ref: String,
+    event_type: String,
+    runner_id: Option<String>,
+    payload_hash: Option<Vec<u8>>,
+}
+
+/// Events of run resources after `seq`, oldest first, `options.limit ?? 100` of them.
+fn list_run_events_after(store: &Store, seq: &Value, options: &Value) -> Result<Reply> {
+    let conn = store.conn()?;
+    let limit = match field(options, "limit") {
+        Value::Null => Value::from(100),
+        limit => limit.clone(),
+    };
+    let rows: Vec<RunEventRow> = conn
+        .prepare_cached(
+            "SELECT e.event_seq, e.recorded_at, r.run_id, r.workflow_ref, e.event_type,
+                    e.actor_id, e.payload_hash
+             FROM events e JOIN runs r ON r.resource_id = e.resource_id
+             WHERE e.event_seq > ? ORDER BY e.event_seq LIMIT ?",
+        )?
+        .query_map([sql_value(seq), sql_value(&limit)], |row| {
+            Ok(RunEventRow {
+                seq: row.get(0)?,
+                recorded_at: row.get(1)?,
+                run_id: row.get(2)?,
+                workflow_ref: row.get(3)?,
+                event_type: row.get(4)?,
+                runner_id: row.get(5)?,
+                payload_hash: row.get(6)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let events = rows
+        .into_iter()
+        .map(|row| {
+            let payload = match &row.payload_hash {
+                Some(hash) => read_json(conn, hash)?,
+                None => json!({}),
+            };
+            Ok(json!({
+                "seq": row.seq,
+                "recordedAt": iso(row.recorded_at),
+                "runId": row.run_id,
+                "workflowRef": row.workflow_ref,
+                "type": row.event_type,
+                "runnerId": row.runner_id,
+                "payload": payload,
+            }))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Reply::value(Value::Array(events)))
 }
