@@ -78,6 +78,7 @@ impl StateDb {
             if let Some(parent) = file_path.parent() {
                 create_private_dir(parent)?;
             }
+            create_private_file(&file_path)?;
         }
         let flags = match mode {
             Mode::ReadWrite => {
@@ -254,6 +255,21 @@ fn create_private_dir(dir: &Path) -> Result<()> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)
 }
 
+/// Creates the empty database file as 0600 before SQLite opens it: SQLite gives the WAL and
+/// shared-memory files it creates next to it the main file's mode, so they start out private
+/// too (chmod after opening, as the reference does, leaves them 0644 under the usual umask).
+fn create_private_file(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map(drop)
+        .map_err(|error| StoreError::plain(error.to_string()))
+}
+
 trait DirBuilderMode {
     fn mode_0700(&mut self) -> &mut Self;
 }
@@ -294,6 +310,7 @@ impl StateDb {
                 .map_err(io)?;
         }
         self.integrity_check()?;
+        create_private_file(&absolute)?;
         {
             let mut target = Connection::open(&absolute)?;
             let backup = rusqlite::backup::Backup::new(self.conn()?, &mut target)?;
