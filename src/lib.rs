@@ -284,7 +284,7 @@ pub fn implemented_methods() -> Vec<String> {
 }
 
 fn parse_json(text: &str) -> Result<Value> {
-    serde_json::from_str(text)
+    state::json::parse(text)
         .map_err(|error| StoreError::plain(format!("Invalid JSON from the JS layer: {error}")))
 }
 

@@ -96,7 +96,7 @@ pub fn read_json_text(conn: &Connection, hash: &[u8]) -> Result<String> {
 /// A JSON blob parsed, with object keys sorted as the reference's `parseJson` sorts them.
 pub fn read_json(conn: &Connection, hash: &[u8]) -> Result<Value> {
     let text = read_json_text(conn, hash)?;
-    let value: Value = serde_json::from_str(&text)
+    let value = super::json::parse(&text)
         .map_err(|error| StoreError::plain(format!("Stored JSON is invalid: {error}")))?;
     Ok(sort_keys(value))
 }
