@@ -222,4 +222,4 @@ function checkAcknowledged(history, logs) {
   return problems.slice(0, 20);
 }
 
-module.exports = { runContention };
+module.exports = { runContention, checkFencing, checkRevisions, checkAcknowledged };
