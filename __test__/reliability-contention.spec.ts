@@ -59,3 +59,56 @@ describe('the fencing checker is not vacuous', () => {
     expect(checkRevisions({ events, revisions: new Map([['res-1', 3]]) })).toEqual([expect.stringMatching(/has revision 3, expected 2/)]);
   });
 });
+
+describe('SQLITE_BUSY', () => {
+  // eslint-disable-next-line @typescript-eslint/no-var-requires
+  const { openStore, runNode, tableDigests, tempDir } = require('./reliability/common.js');
+  // eslint-disable-next-line @typescript-eslint/no-var-requires
+  const path = require('node:path');
+  // eslint-disable-next-line @typescript-eslint/no-var-requires
+  const fs = require('node:fs');
+
+  /** Runs `attempt` while another process holds the write lock for `holdMs`. */
+  async function whileLocked(holdMs: number, attempt: (store: any) => unknown) {
+    const dir = tempDir('busy');
+    const file = path.join(dir, 'state.sqlite');
+    const projectPath = path.join(dir, 'project');
+    fs.mkdirSync(projectPath);
+    const store = openStore(file, projectPath);
+    store.putResource({ controller: 'c', key: 'k', spec: {}, initialStatus: {} });
+    let outcome: { value?: unknown; error?: any; waitedMs: number; unchanged: boolean } | undefined;
+    const holder = runNode(path.join(__dirname, 'reliability', 'hold-lock.js'), [file, projectPath, String(holdMs)], {
+      onLine(line: string) {
+        if (line !== 'LOCKED') return;
+        const before = tableDigests(store);
+        const started = Date.now();
+        try {
+          outcome = { value: attempt(store), waitedMs: Date.now() - started, unchanged: false };
+        } catch (error) {
+          outcome = { error, waitedMs: Date.now() - started, unchanged: false };
+        }
+        outcome.unchanged = JSON.stringify(tableDigests(store)) === JSON.stringify(before);
+      },
+    });
+    const exit = await holder;
+    store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+    expect(exit.code).toBe(0);
+    return outcome!;
+  }
+
+  test('a lock shorter than the 5 s busy timeout is waited out and the call succeeds', async () => {
+    const outcome = await whileLocked(1_200, (store) => store.claimNext({ controllers: ['c'], ownerId: 'o', leaseMs: 60_000 }));
+    expect(outcome.error).toBeUndefined();
+    expect(outcome.value).toMatchObject({ key: 'k', generation: 1 });
+    expect(outcome.waitedMs).toBeGreaterThanOrEqual(1_000);
+  }, 30_000);
+
+  test('a lock longer than the busy timeout surfaces as SqliteError SQLITE_BUSY and changes nothing', async () => {
+    const outcome = await whileLocked(6_500, (store) => store.claimNext({ controllers: ['c'], ownerId: 'o', leaseMs: 60_000 }));
+    expect(outcome.error).toBeInstanceOf(Error);
+    expect(outcome.error).toMatchObject({ name: 'SqliteError', code: 'SQLITE_BUSY', message: 'database is locked' });
+    expect(outcome.waitedMs).toBeGreaterThanOrEqual(4_900);
+    expect(outcome.unchanged).toBe(true);
+  }, 30_000);
+});
