@@ -20,6 +20,9 @@ pub mod store;
 pub mod time;
 pub mod wire;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
