@@ -19,12 +19,24 @@ const path = require('node:path');
 const { TARGETS, platformTriple } = require('../lib/loader.js');
 
 const ROOT = path.join(__dirname, '..');
-const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+
+/**
+ * Runs npm with `args`: through the npm-cli.js that started us when there is one (no shell, so
+ * it also works on Windows, where Node refuses to spawn npm.cmd without a shell), else `npm`.
+ */
+function npm(args, options = {}) {
+  const cli = process.env.npm_execpath;
+  if (cli !== undefined && /npm-cli\.c?js$/.test(cli)) {
+    return execFileSync(process.execPath, [cli, ...args], options);
+  }
+  const windows = process.platform === 'win32';
+  return execFileSync(windows ? 'npm.cmd' : 'npm', args, { ...options, shell: windows });
+}
 
 function npmPack(cwd, destination, dryRun = false) {
   const args = ['pack', '--json', '--ignore-scripts', '--pack-destination', destination];
   if (dryRun) args.push('--dry-run');
-  const output = execFileSync(NPM, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const output = npm(args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   return JSON.parse(output)[0];
 }
 
@@ -91,4 +103,6 @@ function main() {
   }
 }
 
-main();
+if (require.main === module) main();
+
+module.exports = { npm };
