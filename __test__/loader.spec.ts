@@ -169,3 +169,12 @@ test('an unsupported platform lists the supported ones and how to build from sou
   expect(error.message).toContain('run npm ci && npm run build, and set');
   expect(error.message).not.toContain('npm install pi-workflows-native-freebsd-x64');
 });
+
+test('the CI workflow builds and tests every published triple', () => {
+  const workflow = fs.readFileSync(path.join(ROOT, '.github', 'workflows', 'CI.yml'), 'utf8');
+  for (const target of manifest.napi.targets) {
+    expect(workflow).toContain(`target: ${target}\n            build: npm run build -- --target ${target}`);
+    // …and once more in a test job (a matrix entry or a list item).
+    expect(workflow.split(target).length - 1).toBeGreaterThanOrEqual(3);
+  }
+});
