@@ -8,16 +8,20 @@ use crate::state::ids::project_id_for;
 use crate::state::{Mode, StateDb};
 use crate::wire::{Call, Reply};
 
+/// A store method's view: the locked state database and the project it is bound to.
 pub struct Store<'a> {
+    /// The state database, locked for the duration of the call.
     pub state: &'a StateDb,
     project_id: Option<&'a str>,
 }
 
 impl<'a> Store<'a> {
+    /// Binds `state` to `project_id` (`None` for the global view).
     pub fn new(state: &'a StateDb, project_id: Option<&'a str>) -> Store<'a> {
         Store { state, project_id }
     }
 
+    /// The open connection, or the closed-connection TypeError.
     pub fn conn(&self) -> Result<&'a Connection> {
         self.state.conn()
     }
@@ -27,6 +31,7 @@ impl<'a> Store<'a> {
         self.state.write(operation)
     }
 
+    /// Whether the state database was opened read-only.
     pub fn is_read_only(&self) -> bool {
         self.state.mode == Mode::ReadOnly
     }
@@ -70,6 +75,7 @@ pub fn implemented_methods() -> Vec<&'static str> {
     methods
 }
 
+/// Runs one public method; `Unknown store method` for any other name.
 pub fn dispatch(store: &Store<'_>, method: &str, call: &Call) -> Result<Reply> {
     if let Some(reply) = crate::controller::dispatch(store, method, call) {
         return reply;

@@ -38,6 +38,7 @@ pub fn methods() -> Vec<&'static str> {
         .collect()
 }
 
+/// Routes `method` to the submodule that implements it; `None` when none does.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     MODULES
         .iter()

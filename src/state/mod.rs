@@ -25,13 +25,17 @@ const BUSY_TIMEOUT_MS: u64 = 5_000;
 const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 const STATEMENT_CACHE_CAPACITY: usize = 256;
 
+/// How a state database is opened (`StateDatabaseMode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// `read-write`: creates and prunes; every store method may write.
     ReadWrite,
+    /// `read-only`: the file must exist; `query_only` is on.
     ReadOnly,
 }
 
 impl Mode {
+    /// The reference's spelling: `read-write` / `read-only`.
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::ReadWrite => "read-write",
@@ -43,9 +47,13 @@ impl Mode {
 /// How to open a state file. `file_path` is already absolute (the JS layer resolves it with
 /// `path.resolve`, so relative paths behave exactly as in Node).
 pub struct OpenOptions {
+    /// Absolute path of the state file.
     pub file_path: PathBuf,
+    /// Read-write or read-only.
     pub mode: Mode,
+    /// Refuse to create a new file next to pre-SQLite state (the reference's legacy check).
     pub check_legacy_state: bool,
+    /// The home directory the legacy check looks in.
     pub home_dir: PathBuf,
     /// `Date.now()` of the opening call, stored in `schema_meta` of a new file.
     pub now: i64,
@@ -54,13 +62,18 @@ pub struct OpenOptions {
 /// A state database shared by a `StateDatabase` object and the stores built on it.
 pub type SharedState = std::sync::Arc<std::sync::Mutex<StateDb>>;
 
+/// One open state database: the connection, verified against the reference's schema.
 pub struct StateDb {
+    /// Absolute path of the state file.
     pub file_path: PathBuf,
+    /// Read-write or read-only.
     pub mode: Mode,
     connection: Option<Connection>,
 }
 
 impl StateDb {
+    /// Opens the file as the reference's `StateDatabase` constructor does: pragmas, schema
+    /// creation on a new file, verification, and (read-write) pruning of unreferenced blobs.
     pub fn open(options: OpenOptions) -> Result<StateDb> {
         let file_path = options.file_path;
         let mode = options.mode;
@@ -181,10 +194,12 @@ impl StateDb {
         self.connection.as_ref().ok_or_else(StoreError::closed)
     }
 
+    /// Whether [`StateDb::close`] has not been called.
     pub fn is_open(&self) -> bool {
         self.connection.is_some()
     }
 
+    /// Closes the connection (idempotent); later calls fail with the closed-connection TypeError.
     pub fn close(&mut self) {
         self.connection = None;
     }
@@ -214,6 +229,7 @@ impl StateDb {
         outcome
     }
 
+    /// Deletes blobs that no foreign key references, in one transaction; returns how many.
     pub fn prune_unreferenced_blobs(&self) -> Result<usize> {
         if self.mode == Mode::ReadOnly {
             return Err(StoreError::plain(
@@ -223,6 +239,7 @@ impl StateDb {
         self.write(blobs::prune_unreferenced)
     }
 
+    /// `PRAGMA integrity_check` and `PRAGMA foreign_key_check`, with the reference's errors.
     pub fn integrity_check(&self) -> Result<()> {
         let conn = self.conn()?;
         let result: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
