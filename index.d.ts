@@ -317,33 +317,66 @@ export type OpenStateDatabaseOptions = {
 
 export type BlobRecord = { hash: Buffer; mediaType: string; byteLength: number; content: Buffer };
 
+/** A result column, as better-sqlite3's `Statement.columns()` describes it. */
+export type StateColumnDefinition = {
+  name: string;
+  column: string | null;
+  table: string | null;
+  database: string | null;
+  type: string | null;
+};
+
 /** The subset of better-sqlite3's `Statement` that `StateDatabase.connection` offers. */
 export interface StateStatement<BindParameters extends unknown[] = unknown[], Result = unknown> {
-  readonly source: string;
-  readonly reader: boolean;
-  readonly readonly: boolean;
+  database: StateConnection;
+  source: string;
+  reader: boolean;
+  readonly: boolean;
+  /** Always false: results are read completely before a call returns. */
+  busy: boolean;
   run(...params: BindParameters): { changes: number; lastInsertRowid: number | bigint };
   get(...params: BindParameters): Result | undefined;
   all(...params: BindParameters): Result[];
   iterate(...params: BindParameters): IterableIterator<Result>;
-  pluck(toggle?: boolean): this;
-  raw(toggle?: boolean): this;
-  safeIntegers(toggle?: boolean): this;
-  columns(): Array<{ name: string; column: string | null; table: string | null; database: string | null; type: string | null }>;
+  pluck(toggleState?: boolean): this;
+  expand(toggleState?: boolean): this;
+  raw(toggleState?: boolean): this;
+  bind(...params: BindParameters): this;
+  columns(): StateColumnDefinition[];
+  safeIntegers(toggleState?: boolean): this;
 }
 
-/** The subset of better-sqlite3's `Database` over the store's own connection. */
+/** The parameters of `F`, spelled as better-sqlite3 spells them so the two types relate. */
+export type StateArgumentTypes<F extends (...params: any[]) => unknown> = F extends (...args: infer A) => unknown ? A : never;
+
+/** better-sqlite3's transaction function shape. */
+export interface StateTransaction<F extends (...params: any[]) => unknown> {
+  (...params: StateArgumentTypes<F>): ReturnType<F>;
+  default(...params: StateArgumentTypes<F>): ReturnType<F>;
+  deferred(...params: StateArgumentTypes<F>): ReturnType<F>;
+  immediate(...params: StateArgumentTypes<F>): ReturnType<F>;
+  exclusive(...params: StateArgumentTypes<F>): ReturnType<F>;
+}
+
+/**
+ * The subset of better-sqlite3's `Database` over the store's own SQLite connection. Left out:
+ * `function`, `aggregate`, `table`, `loadExtension`, `serialize`, `unsafeMode` and `backup`
+ * (use `StateDatabase.backup`).
+ */
 export interface StateConnection {
-  readonly name: string;
-  readonly open: boolean;
-  readonly readonly: boolean;
-  readonly memory: boolean;
-  readonly inTransaction: boolean;
-  prepare<BindParameters extends unknown[] = unknown[], Result = unknown>(source: string): StateStatement<BindParameters, Result>;
+  memory: boolean;
+  readonly: boolean;
+  name: string;
+  open: boolean;
+  inTransaction: boolean;
+  /** Named parameters are typed as a one-element tuple: `prepare<[{ id: string }]>(sql)`. */
+  prepare<BindParameters extends unknown[] = unknown[], Result = unknown>(
+    source: string,
+  ): StateStatement<BindParameters, Result>;
+  transaction<F extends (...params: any[]) => unknown>(fn: F): StateTransaction<F>;
   exec(source: string): this;
   pragma(source: string, options?: { simple?: boolean }): unknown;
-  transaction<F extends (...args: any[]) => unknown>(fn: F): F & { deferred: F; immediate: F; exclusive: F; default: F };
-  defaultSafeIntegers(toggle?: boolean): this;
+  defaultSafeIntegers(toggleState?: boolean): this;
   close(): this;
 }
 
