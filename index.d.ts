@@ -407,7 +407,7 @@ export type BlobRecord = { hash: Buffer; mediaType: string; byteLength: number; 
 /** better-sqlite3's `RunResult`. */
 export type StateRunResult = { changes: number; lastInsertRowid: number | bigint };
 
-/** better-sqlite3's `ColumnDefinition`. */
+/** A result column, as better-sqlite3's `Statement.columns()` describes it. */
 export type StateColumnDefinition = {
   name: string;
   column: string | null;
@@ -421,51 +421,63 @@ export type StateColumnDefinition = {
  * `Statement` this package implements, with the same signatures.
  */
 export interface StateStatement<BindParameters extends unknown[] = unknown[], Result = unknown> {
-  readonly database: StateConnection;
-  readonly source: string;
+  database: StateConnection;
+  source: string;
   /** True when the statement returns rows (use `get`/`all`/`iterate`, not `run`). */
-  readonly reader: boolean;
-  readonly readonly: boolean;
+  reader: boolean;
+  readonly: boolean;
+  /** Always false: results are read completely before a call returns. */
+  busy: boolean;
   run(...params: BindParameters): StateRunResult;
   get(...params: BindParameters): Result | undefined;
   all(...params: BindParameters): Result[];
   iterate(...params: BindParameters): IterableIterator<Result>;
   /** Return only the first column of each row. */
   pluck(toggleState?: boolean): this;
+  /** Return rows keyed by table name (expressions under `$`). */
+  expand(toggleState?: boolean): this;
   /** Return rows as arrays. */
   raw(toggleState?: boolean): this;
+  /** Bind parameters once for every later execution. */
+  bind(...params: BindParameters): this;
+  columns(): StateColumnDefinition[];
   /** Return INTEGER columns as `bigint`. */
   safeIntegers(toggleState?: boolean): this;
-  columns(): StateColumnDefinition[];
 }
+
+/** The parameters of `F`, spelled as better-sqlite3 spells them so the two types relate. */
+export type StateArgumentTypes<F extends (...params: any[]) => unknown> = F extends (...args: infer A) => unknown ? A : never;
 
 /** better-sqlite3's `Transaction`: call it to run `F` in `BEGIN`…`COMMIT` (a savepoint when nested). */
 export interface StateTransaction<F extends (...params: any[]) => unknown> {
-  (...params: F extends (...args: infer A) => unknown ? A : never): ReturnType<F>;
-  default(...params: F extends (...args: infer A) => unknown ? A : never): ReturnType<F>;
-  deferred(...params: F extends (...args: infer A) => unknown ? A : never): ReturnType<F>;
-  immediate(...params: F extends (...args: infer A) => unknown ? A : never): ReturnType<F>;
-  exclusive(...params: F extends (...args: infer A) => unknown ? A : never): ReturnType<F>;
+  (...params: StateArgumentTypes<F>): ReturnType<F>;
+  default(...params: StateArgumentTypes<F>): ReturnType<F>;
+  deferred(...params: StateArgumentTypes<F>): ReturnType<F>;
+  immediate(...params: StateArgumentTypes<F>): ReturnType<F>;
+  exclusive(...params: StateArgumentTypes<F>): ReturnType<F>;
 }
 
 /**
  * The subset of better-sqlite3's `Database` that code around the store uses, over the store's
  * own SQLite connection: rows written here are seen by the next store call and the reverse.
- * Missing compared with better-sqlite3: `function`, `aggregate`, `table`, `loadExtension`,
- * `backup` (use {@link StateDatabase.backup}), `serialize`, `unsafeMode`, `Statement.bind`,
- * `Statement.expand` and `Statement.busy`.
+ * Left out: `function`, `aggregate`, `table`, `loadExtension`, `serialize`, `unsafeMode` and
+ * `backup` (use {@link StateDatabase.backup}).
  */
 export interface StateConnection {
-  /** The database file's absolute path. */
-  readonly name: string;
-  readonly open: boolean;
-  readonly readonly: boolean;
   /** Always false: state databases are files. */
-  readonly memory: boolean;
-  readonly inTransaction: boolean;
-  prepare<BindParameters extends unknown[] | {} = unknown[], Result = unknown>(
+  memory: boolean;
+  readonly: boolean;
+  /** The database file's absolute path. */
+  name: string;
+  open: boolean;
+  inTransaction: boolean;
+  /**
+   * Positional parameters as a tuple (`prepare<[string, number]>(sql)`); named parameters as a
+   * one-element tuple: `prepare<[{ id: string }]>(sql)`.
+   */
+  prepare<BindParameters extends unknown[] = unknown[], Result = unknown>(
     source: string,
-  ): BindParameters extends unknown[] ? StateStatement<BindParameters, Result> : StateStatement<[BindParameters], Result>;
+  ): StateStatement<BindParameters, Result>;
   transaction<F extends (...params: any[]) => unknown>(fn: F): StateTransaction<F>;
   exec(source: string): this;
   pragma(source: string, options?: { simple?: boolean }): unknown;
