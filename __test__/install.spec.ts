@@ -59,6 +59,14 @@ function freshProject(name: string, tarballs: string[]): string {
   return project;
 }
 
+let installed: string | undefined;
+
+/** The project with both tarballs installed (made once, by whichever test needs it first). */
+function installedProject(): string {
+  installed ??= freshProject('consumer', [packages.root.tarball, packages.platform.tarball]);
+  return installed;
+}
+
 beforeAll(() => {
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-workflows-native-install-'));
   const output = execFileSync(process.execPath, [path.join(ROOT, 'scripts', 'pack.js'), '--out', work], {
@@ -105,9 +113,8 @@ test('the JS package holds only JavaScript and types; the binary is in the platf
 test('npm install of the tarballs, then a TypeScript consumer compiles and runs a store', () => {
   // The install below runs where no Rust toolchain can be found.
   expect(spawnSync('cargo', ['--version'], { env: installEnv() }).error).toMatchObject({ code: 'ENOENT' });
-  const project = freshProject('consumer', [packages.root.tarball, packages.platform.tarball]);
-  const installed = path.join(project, 'node_modules');
-  expect(fs.readdirSync(installed).filter((name) => !name.startsWith('.')).sort()).toEqual([
+  const project = installedProject();
+  expect(fs.readdirSync(path.join(project, 'node_modules')).filter((name) => !name.startsWith('.')).sort()).toEqual([
     'pi-workflows-native',
     `pi-workflows-native-${packages.triple}`,
   ]);
@@ -155,6 +162,31 @@ test('npm install of the tarballs, then a TypeScript consumer compiles and runs 
     run: { reserved: 'queued', claimed: 'starting', running: true, completed: true, finished: 'done' },
     events: ['run.queued', 'lease.claimed', 'run.queue_running', 'run.queue_done'],
   });
+});
+
+test('ES modules get every named export of the installed package', () => {
+  const project = installedProject();
+  const names = [
+    'SqliteControllerStore',
+    'StateDatabase',
+    'workflowStatePath',
+    'ResourceConflictError',
+    'ResourceNotFoundError',
+    'EffectRequestConflictError',
+    'WorkflowRequestConflictError',
+  ];
+  const source = `import { ${names.join(', ')} } from 'pi-workflows-native';
+const store = new SqliteControllerStore(workflowStatePath(process.argv[1]), { projectPath: process.argv[1] });
+const created = store.putResource({ controller: 'esm', key: 'k', spec: {}, initialStatus: {} });
+store.close();
+console.log(JSON.stringify({ generation: created.metadata.generation, classes: [${names.slice(3).join(', ')}].map((c) => c.name) }));`;
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', source, path.join(project, 'esm-home')], {
+    cwd: project,
+    encoding: 'utf8',
+    env: installEnv(),
+  });
+  expect(run.stderr).toBe('');
+  expect(JSON.parse(run.stdout)).toEqual({ generation: 1, classes: names.slice(3) });
 });
 
 test('without the platform package, loading names the triple, the package and the fix', () => {
