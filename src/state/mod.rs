@@ -4,13 +4,12 @@
 pub mod blobs;
 pub mod ids;
 pub mod json;
+mod private_fs;
 pub mod revisions;
 pub mod schema;
 pub mod verify;
 pub mod viewer;
 
-use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
@@ -140,7 +139,7 @@ impl StateDb {
             Mode::ReadOnly => conn.pragma_update(None, "query_only", "ON")?,
             Mode::ReadWrite => {
                 self.prune_unreferenced_blobs()?;
-                fs::set_permissions(&self.file_path, fs::Permissions::from_mode(0o600))
+                private_fs::set_mode(&self.file_path, 0o600)
                     .map_err(|error| StoreError::plain(error.to_string()))?;
             }
         }
@@ -263,23 +262,8 @@ impl StateDb {
 
 fn create_private_dir(dir: &Path) -> Result<()> {
     let io = |error: std::io::Error| StoreError::plain(error.to_string());
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode_0700()
-        .create(dir)
-        .map_err(io)?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)
-}
-
-trait DirBuilderMode {
-    fn mode_0700(&mut self) -> &mut Self;
-}
-
-impl DirBuilderMode for fs::DirBuilder {
-    fn mode_0700(&mut self) -> &mut Self {
-        use std::os::unix::fs::DirBuilderExt;
-        self.mode(0o700)
-    }
+    private_fs::create_dirs(dir).map_err(io)?;
+    private_fs::set_mode(dir, 0o700).map_err(io)
 }
 
 fn assert_no_legacy_state(database_path: &Path, home_dir: &Path) -> Result<()> {
@@ -304,11 +288,7 @@ impl StateDb {
             ));
         }
         if let Some(parent) = absolute.parent() {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode_0700()
-                .create(parent)
-                .map_err(io)?;
+            private_fs::create_dirs(parent).map_err(io)?;
         }
         self.integrity_check()?;
         {
@@ -316,7 +296,7 @@ impl StateDb {
             let backup = rusqlite::backup::Backup::new(self.conn()?, &mut target)?;
             backup.run_to_completion(256, std::time::Duration::from_millis(0), None)?;
         }
-        fs::set_permissions(&absolute, fs::Permissions::from_mode(0o600)).map_err(io)?;
+        private_fs::set_mode(&absolute, 0o600).map_err(io)?;
         let copy = StateDb::open(OpenOptions {
             file_path: absolute,
             mode: Mode::ReadOnly,
