@@ -74,10 +74,16 @@ type Dispatch = fn(&Store<'_>, &str, &Call) -> Option<Result<Reply>>;
 const MODULES: &[(&[&str], Dispatch)] = {
     use crate::{controller, runs};
     &[
-        (controller::resources::METHODS, controller::resources::dispatch),
+        (
+            controller::resources::METHODS,
+            controller::resources::dispatch,
+        ),
         (controller::queue::METHODS, controller::queue::dispatch),
         (controller::effects::METHODS, controller::effects::dispatch),
-        (controller::workflows::METHODS, controller::workflows::dispatch),
+        (
+            controller::workflows::METHODS,
+            controller::workflows::dispatch,
+        ),
         (controller::events::METHODS, controller::events::dispatch),
         (runs::reserve::METHODS, runs::reserve::dispatch),
         (runs::reads::METHODS, runs::reads::dispatch),
@@ -92,7 +98,10 @@ const MODULES: &[(&[&str], Dispatch)] = {
 
 /// Every public method the core implements, for the JS layer to expose.
 pub fn implemented_methods() -> Vec<&'static str> {
-    MODULES.iter().flat_map(|(methods, _)| methods.iter().copied()).collect()
+    MODULES
+        .iter()
+        .flat_map(|(methods, _)| methods.iter().copied())
+        .collect()
 }
 
 /// Runs one public method; `Unknown store method` for any other name.
