@@ -97,16 +97,19 @@ impl NativeState {
             .expect("NativeState is always opened by its factory")
     }
 
+    /// Closes the connection; every store built on this state sees it closed (TypeError on use).
     #[napi(catch_unwind)]
     pub fn close(&self) {
         lock(self.shared()).close();
     }
 
+    /// Whether the connection is still open (`connection.open`).
     #[napi(getter)]
     pub fn is_open(&self) -> bool {
         lock(self.shared()).is_open()
     }
 
+    /// Whether a transaction is open on the connection (`connection.inTransaction`).
     #[napi(getter)]
     pub fn in_transaction(&self) -> bool {
         lock(self.shared())
@@ -115,6 +118,7 @@ impl NativeState {
             .unwrap_or(false)
     }
 
+    /// `connection.exec(sql)`: runs every statement of `sql`.
     #[napi(catch_unwind)]
     pub fn exec(&self, sql: String) -> String {
         guarded(self.shared(), |state| {
@@ -123,6 +127,7 @@ impl NativeState {
         })
     }
 
+    /// What `connection.prepare(sql)` needs to know: `{reader, readonly, columns}`.
     #[napi(catch_unwind)]
     pub fn describe(&self, sql: String) -> String {
         guarded(self.shared(), |state| {
@@ -130,6 +135,7 @@ impl NativeState {
         })
     }
 
+    /// `statement.run(...params)` with the JS layer's encoded parameters: `{changes, lastInsertRowid}`.
     #[napi(catch_unwind)]
     pub fn run(&self, sql: String, params_json: String) -> String {
         guarded(self.shared(), |state| {
@@ -141,6 +147,7 @@ impl NativeState {
         })
     }
 
+    /// `statement.get/all/iterate(...params)`: `{columns, rows}` with encoded values (`first` stops after one row).
     #[napi(catch_unwind)]
     pub fn query(
         &self,
@@ -201,6 +208,7 @@ impl NativeState {
         })
     }
 
+    /// `StateDatabase.integrityCheck()`: `PRAGMA integrity_check` and `foreign_key_check`.
     #[napi(catch_unwind)]
     pub fn integrity_check(&self) -> String {
         guarded(self.shared(), |state| {
@@ -208,6 +216,7 @@ impl NativeState {
         })
     }
 
+    /// `StateDatabase.pruneUnreferencedBlobs()`: the number of blobs deleted.
     #[napi(catch_unwind)]
     pub fn prune_unreferenced_blobs(&self) -> String {
         guarded(self.shared(), |state| {

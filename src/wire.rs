@@ -14,11 +14,14 @@ static NULL: Value = Value::Null;
 
 /// One method call: its arguments and `Date.now()` at the call.
 pub struct Call {
+    /// The positional arguments, as the JS layer encoded them.
     pub args: Vec<Value>,
+    /// `Date.now()` when the call was made (for paths where the reference reads the clock).
     pub clock: i64,
 }
 
 impl Call {
+    /// A call with these arguments at `clock`.
     pub fn new(args: Vec<Value>, clock: i64) -> Call {
         Call { args, clock }
     }
@@ -34,6 +37,7 @@ pub fn field<'a>(object: &'a Value, name: &str) -> &'a Value {
     object.get(name).unwrap_or(&NULL)
 }
 
+/// Whether property `name` is present and not `null`/`undefined`.
 pub fn has(object: &Value, name: &str) -> bool {
     !field(object, name).is_null()
 }
@@ -67,6 +71,7 @@ pub fn int(value: &Value, what: &str) -> Result<i64> {
         .ok_or_else(|| StoreError::plain(format!("{what} must be an integer")))
 }
 
+/// An optional integer (`undefined`/`null` → `None`).
 pub fn opt_int(value: &Value, what: &str) -> Result<Option<i64>> {
     if value.is_null() {
         Ok(None)
@@ -94,12 +99,16 @@ pub fn texts<'a>(value: &'a Value, what: &str) -> Result<Vec<&'a str>> {
 /// A caller-supplied JSON document, canonicalised by the JS layer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum JsonArg<'a> {
+    /// The canonical JSON text.
     Canonical(&'a str),
+    /// The argument was `undefined`.
     Undefined,
+    /// Canonicalisation failed with this message (thrown where the reference stores it).
     Invalid(&'a str),
 }
 
 impl<'a> JsonArg<'a> {
+    /// Decodes the JS layer's envelope: `{$c: text}`, `{$e: message}` or `{$u: true}`.
     pub fn of(value: &'a Value) -> JsonArg<'a> {
         if let Some(text) = value.get("$c").and_then(Value::as_str) {
             JsonArg::Canonical(text)
@@ -128,6 +137,7 @@ impl<'a> JsonArg<'a> {
         }
     }
 
+    /// Whether the argument was `undefined`.
     pub fn is_undefined(self) -> bool {
         self == JsonArg::Undefined
     }
@@ -137,15 +147,19 @@ impl<'a> JsonArg<'a> {
 /// claim object in place.
 #[derive(Debug, Default)]
 pub struct Reply {
+    /// The return value; `None` for `undefined`.
     pub value: Option<Value>,
+    /// Properties to set on the caller's claim object.
     pub claim_updates: Option<Map<String, Value>>,
 }
 
 impl Reply {
+    /// Returns `undefined`.
     pub fn undefined() -> Reply {
         Reply::default()
     }
 
+    /// Returns `value`.
     pub fn value(value: impl Into<Value>) -> Reply {
         Reply {
             value: Some(value.into()),
@@ -153,6 +167,7 @@ impl Reply {
         }
     }
 
+    /// Returns `value`, or `undefined` for `None`.
     pub fn maybe(value: Option<Value>) -> Reply {
         Reply {
             value,
@@ -186,6 +201,7 @@ impl Reply {
     }
 }
 
+/// The error wire text: `!` followed by [`StoreError::to_wire`].
 pub fn encode_error(error: &StoreError) -> String {
     format!("!{}", error.to_wire())
 }

@@ -30,6 +30,7 @@ pub const METHODS: &[&str] = &[
     "listQueue",
 ];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     Some(match method {
         "enqueue" => enqueue(store, call),

@@ -31,6 +31,7 @@ pub const METHODS: &[&str] = &[
     "deleteResource",
 ];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     Some(match method {
         "putResource" => put_resource(store, call),

@@ -18,15 +18,25 @@ use crate::time::iso;
 /// A `controller_resources` row joined with its resource revision.
 #[derive(Debug, Clone)]
 pub struct ControllerRow {
+    /// `controller_resources.controller_resource_id` (`controller-resource-<uuid>`).
     pub controller_resource_id: String,
+    /// The `resources` row the controller resource belongs to.
     pub resource_id: String,
+    /// `resources.revision`, returned as `metadata.resourceVersion`.
     pub resource_version: i64,
+    /// `controller_name`.
     pub controller_name: String,
+    /// `resource_key`.
     pub resource_key: String,
+    /// The public `uid` (a random UUID).
     pub uid: String,
+    /// Bumped on every spec change.
     pub generation: i64,
+    /// Blob hash of the canonical spec JSON.
     pub spec_hash: Vec<u8>,
+    /// Blob hash of the canonical status JSON.
     pub status_hash: Vec<u8>,
+    /// Epoch ms of `requestDeletion`, or `None`.
     pub deletion_requested_at: Option<i64>,
 }
 
@@ -41,6 +51,7 @@ pub fn controller_select(clause: &str) -> String {
 }
 
 impl ControllerRow {
+    /// Reads a row selected by [`controller_select`].
     pub fn from_row(row: &Row<'_>) -> rusqlite::Result<ControllerRow> {
         Ok(ControllerRow {
             controller_resource_id: row.get(0)?,
@@ -60,11 +71,14 @@ impl ControllerRow {
 /// A `{controller, key}` reference as the caller gave it.
 #[derive(Debug, Clone, Copy)]
 pub struct ResourceRef<'a> {
+    /// The `controller` property, `None` when absent.
     pub controller: Option<&'a Value>,
+    /// The `key` property, `None` when absent.
     pub key: Option<&'a Value>,
 }
 
 impl<'a> ResourceRef<'a> {
+    /// Reads `{controller, key}` from the caller's object (missing properties stay `None`).
     pub fn of(object: &'a Value) -> ResourceRef<'a> {
         ResourceRef {
             controller: prop(object, "controller"),
@@ -72,6 +86,7 @@ impl<'a> ResourceRef<'a> {
         }
     }
 
+    /// `ResourceNotFoundError` for this reference, with the values as the caller gave them.
     pub fn not_found(self) -> StoreError {
         StoreError::ResourceNotFound {
             controller: self.controller.cloned().unwrap_or(Value::Null),
@@ -79,6 +94,7 @@ impl<'a> ResourceRef<'a> {
         }
     }
 
+    /// `ResourceConflictError` for this reference, with the values as the caller gave them.
     pub fn conflict(self) -> StoreError {
         StoreError::ResourceConflict {
             controller: self.controller.cloned().unwrap_or(Value::Null),
@@ -143,6 +159,7 @@ pub fn controller_row_by_uid(
         .optional()?)
 }
 
+/// The row of a uid in any project, or `Controller resource not found: <uid>`.
 pub fn require_controller_row_by_uid(
     conn: &Connection,
     uid: Option<&Value>,
@@ -182,6 +199,7 @@ pub fn map_controller_resource(conn: &Connection, row: &ControllerRow) -> Result
     Ok(json!({ "metadata": metadata, "spec": spec, "status": status }))
 }
 
+/// The resource's finalizers in `position` order.
 pub fn finalizers(conn: &Connection, controller_resource_id: &str) -> Result<Vec<String>> {
     let mut statement = conn.prepare_cached(
         "SELECT finalizer FROM controller_finalizers
@@ -255,6 +273,7 @@ pub fn queue_errors(conn: &Connection, controller_resource_id: &str) -> Result<i
         .unwrap_or(0))
 }
 
+/// The queue item's `queue_version` (bumped by every enqueue).
 pub fn queue_version(conn: &Connection, controller_resource_id: &str) -> Result<i64> {
     conn.prepare_cached(
         "SELECT queue_version FROM controller_queue WHERE controller_resource_id = ?",

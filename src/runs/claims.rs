@@ -33,6 +33,7 @@ pub const METHODS: &[&str] = &[
     "markWorkflowRunRunning",
 ];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     let reply = match method {
         "claimWorkflowRun" => claim_by_id(store, call, ClaimOptions::default()),
@@ -404,6 +405,7 @@ pub fn runner_owner_type(runner_id: &str) -> &'static str {
     }
 }
 
+/// Whether the run has an `interactive_requests` row in `pending`.
 pub fn has_pending_interaction(conn: &Connection, run_id: &str) -> Result<bool> {
     Ok(conn
         .prepare_cached(
@@ -427,9 +429,13 @@ pub fn claim_run(
 /// Who claims a run, with which token, for how long.
 #[derive(Debug, Clone, Copy)]
 pub struct RunClaim<'a> {
+    /// The run to claim.
     pub run_id: &'a str,
+    /// The claimant; `host-…` runners get owner type `host`, others `session`.
     pub runner_id: &'a str,
+    /// The caller's token; only its SHA-256 is stored.
     pub claim_token: &'a str,
+    /// Lease duration from `now`.
     pub lease_ms: i64,
 }
 

@@ -7,16 +7,24 @@ use serde_json::Value;
 use super::ids::sha256;
 use crate::error::{Result, StoreError};
 
+/// Media type of JSON blobs.
 pub const MEDIA_JSON: &str = "application/json";
+/// Media type of text blobs.
 pub const MEDIA_TEXT: &str = "text/plain";
 
+/// A blob's key: the SHA-256 of its content.
 pub type BlobHash = [u8; 32];
 
+/// A `blobs` row (`BlobRecord`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Blob {
+    /// SHA-256 of `content`.
     pub hash: Vec<u8>,
+    /// `application/json` or `text/plain` for what the store writes.
     pub media_type: String,
+    /// Length of `content` in bytes.
     pub byte_length: i64,
+    /// The stored bytes.
     pub content: Vec<u8>,
 }
 
@@ -55,10 +63,12 @@ pub fn put_json(conn: &Connection, canonical_text: &str, now: i64) -> Result<Blo
     put_blob(conn, canonical_text.as_bytes(), MEDIA_JSON, now)
 }
 
+/// Stores UTF-8 text (`text/plain`).
 pub fn put_text(conn: &Connection, text: &str, now: i64) -> Result<BlobHash> {
     put_blob(conn, text.as_bytes(), MEDIA_TEXT, now)
 }
 
+/// The blob with this hash, or `None`.
 pub fn read_blob(conn: &Connection, hash: &[u8]) -> Result<Option<Blob>> {
     let blob = conn
         .prepare_cached(

@@ -8,6 +8,7 @@
 
 use serde_json::{Number, Value};
 
+/// The reference's canonical JSON text of `value` (sorted keys, JavaScript number format).
 pub fn canonical(value: &Value) -> String {
     let mut out = String::new();
     write_value(&mut out, value);
