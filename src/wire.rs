@@ -104,7 +104,9 @@ pub enum JsonArg<'a> {
     /// The argument was `undefined`.
     Undefined,
     /// Canonicalisation failed with this message (thrown where the reference stores it).
-    Invalid(&'a str),
+    /// Canonicalisation failed with this message; `range` when it was a `RangeError` (a
+    /// document too deep for the JavaScript stack).
+    Invalid { message: &'a str, range: bool },
 }
 
 impl<'a> JsonArg<'a> {
@@ -113,7 +115,10 @@ impl<'a> JsonArg<'a> {
         if let Some(text) = value.get("$c").and_then(Value::as_str) {
             JsonArg::Canonical(text)
         } else if let Some(message) = value.get("$e").and_then(Value::as_str) {
-            JsonArg::Invalid(message)
+            JsonArg::Invalid {
+                message,
+                range: value.get("$r").is_some_and(|r| r == true),
+            }
         } else {
             JsonArg::Undefined
         }
@@ -125,7 +130,14 @@ impl<'a> JsonArg<'a> {
         match self {
             JsonArg::Canonical(text) => Ok(text),
             JsonArg::Undefined => Err(StoreError::plain("Unsupported JSON value type: undefined")),
-            JsonArg::Invalid(message) => Err(StoreError::plain(message)),
+            JsonArg::Invalid {
+                message,
+                range: false,
+            } => Err(StoreError::plain(message)),
+            JsonArg::Invalid {
+                message,
+                range: true,
+            } => Err(StoreError::Range(message.into())),
         }
     }
 
