@@ -90,8 +90,21 @@ impl StateDb {
             if let Some(parent) = file_path.parent() {
                 create_private_dir(parent)?;
             }
-            create_private_file(&file_path)?;
+            create_initialized_file(&file_path, options.now)?;
         }
+        let state = StateDb::connect(file_path, mode)?;
+        // A new file was initialised before it appeared under its name, so it counts as existing.
+        match state.prepare(true, options.now) {
+            Ok(()) => Ok(state),
+            Err(error) => {
+                drop(state);
+                Err(error)
+            }
+        }
+    }
+
+    /// Opens the connection without touching the file's contents.
+    fn connect(file_path: PathBuf, mode: Mode) -> Result<StateDb> {
         let flags = match mode {
             Mode::ReadWrite => {
                 OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -102,18 +115,24 @@ impl StateDb {
         };
         let connection = Connection::open_with_flags(&file_path, flags)?;
         connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
-        let state = StateDb {
+        Ok(StateDb {
             file_path,
             mode,
             connection: Some(connection),
-        };
-        match state.prepare(existed, options.now) {
-            Ok(()) => Ok(state),
-            Err(error) => {
-                drop(state);
-                Err(error)
-            }
-        }
+        })
+    }
+
+    fn configure_read_write(&self) -> Result<()> {
+        let conn = self.conn()?;
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.query_row("PRAGMA wal_autocheckpoint = 1000", [], |_| Ok(()))?;
+        conn.query_row(
+            &format!("PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}"),
+            [],
+            |_| Ok(()),
+        )?;
+        Ok(())
     }
 
     fn prepare(&self, existed: bool, now: i64) -> Result<()> {
@@ -122,14 +141,7 @@ impl StateDb {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         match self.mode {
             Mode::ReadWrite => {
-                conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
-                conn.pragma_update(None, "synchronous", "FULL")?;
-                conn.query_row("PRAGMA wal_autocheckpoint = 1000", [], |_| Ok(()))?;
-                conn.query_row(
-                    &format!("PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}"),
-                    [],
-                    |_| Ok(()),
-                )?;
+                self.configure_read_write()?;
                 self.prepare_schema(!existed, now)?;
             }
             Mode::ReadOnly if existed => conn.pragma_update(None, "synchronous", "FULL")?,
@@ -272,6 +284,45 @@ fn create_private_dir(dir: &Path) -> Result<()> {
 /// too (chmod after opening, as the reference does, leaves them 0644 under the usual umask).
 fn create_private_file(path: &Path) -> Result<()> {
     private_fs::create_file(path).map_err(|error| StoreError::plain(error.to_string()))
+}
+
+/// Creates a new state file complete with its schema, so that a crash can never leave a file
+/// behind that every later open refuses as incompatible (an empty or half-created one). The
+/// schema is written to a hidden file next to it, which is then hard-linked into place: the
+/// name appears only once the file is whole, and if another process created it first, its file
+/// wins and this one is discarded.
+fn create_initialized_file(path: &Path, now: i64) -> Result<()> {
+    let io = |error: std::io::Error| StoreError::plain(error.to_string());
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy())
+        .unwrap_or_default();
+    let staging = path.with_file_name(format!(
+        ".{name}.{}-{}.creating",
+        std::process::id(),
+        &ids::random_token()[..12]
+    ));
+    let created = (|| {
+        create_private_file(&staging)?;
+        {
+            let state = StateDb::connect(staging.clone(), Mode::ReadWrite)?;
+            state.configure_read_write()?;
+            state.prepare_schema(true, now)?;
+        }
+        match std::fs::hard_link(&staging, path) {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            // A file system without hard links: a rename, which only loses a same-instant race.
+            Err(_) if !path.exists() => std::fs::rename(&staging, path).map_err(io),
+            Err(error) => Err(io(error)),
+        }
+    })();
+    for leftover in ["", "-wal", "-shm", "-journal"] {
+        let mut file = staging.clone().into_os_string();
+        file.push(leftover);
+        let _ = std::fs::remove_file(file);
+    }
+    created
 }
 
 fn assert_no_legacy_state(database_path: &Path, home_dir: &Path) -> Result<()> {
