@@ -18,6 +18,7 @@ pub mod runs;
 pub mod state;
 pub mod store;
 pub mod time;
+pub mod trace;
 pub mod wire;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -272,6 +273,19 @@ impl NativeStore {
             Ok(reply.encode())
         })
     }
+}
+
+/// Bench only: records every statement of connections opened from now on into `path`, or
+/// stops recording with `null` (see src/trace.rs).
+#[napi]
+pub fn record_statements(path: Option<String>) -> napi::Result<()> {
+    trace::record_to(path.as_deref()).map_err(|error| napi::Error::from_reason(error.to_string()))
+}
+
+/// Bench only: labels the statements recorded from now on (`""`: untimed).
+#[napi]
+pub fn record_mark(label: String) {
+    trace::mark(&label);
 }
 
 /// The names of the store methods the core implements.

@@ -58,6 +58,8 @@ pub struct StateDb {
     pub file_path: PathBuf,
     pub mode: Mode,
     connection: Option<Connection>,
+    /// The connection's number in the bench's statement trace, when recording (see `trace`).
+    trace_id: Option<u64>,
 }
 
 impl StateDb {
@@ -89,10 +91,12 @@ impl StateDb {
         };
         let connection = Connection::open_with_flags(&file_path, flags)?;
         connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+        let trace_id = crate::trace::attach(&connection, mode == Mode::ReadOnly);
         let state = StateDb {
             file_path,
             mode,
             connection: Some(connection),
+            trace_id,
         };
         match state.prepare(existed, options.now) {
             Ok(()) => Ok(state),
@@ -186,7 +190,11 @@ impl StateDb {
     }
 
     pub fn close(&mut self) {
-        self.connection = None;
+        if self.connection.take().is_some() {
+            if let Some(id) = self.trace_id {
+                crate::trace::detach(id);
+            }
+        }
     }
 
     /// Runs `operation` in one `BEGIN IMMEDIATE` transaction: committed when it succeeds, rolled
