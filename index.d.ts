@@ -380,6 +380,11 @@ export declare class SqliteControllerStore implements ControllerStore {
     },
   );
   close(): void;
+  /**
+   * Every store method as a Promise whose work runs on a libuv worker thread, with the same
+   * result or error as the synchronous method. Calls on one database run in call order.
+   */
+  readonly async: AsyncStore;
   putResource<TSpec, TStatus>(options: {
     controller: string;
     key: string;
@@ -534,6 +539,15 @@ export declare class SqliteControllerStore implements ControllerStore {
   settleRunEffect(runId: string, effectType: 'run.park_queue' | 'run.settle_queue'): void;
   setWorkflowRunOriginSession(runId: string, originSessionId: string): boolean;
 }
+
+type StoreMethodName = Exclude<keyof SqliteControllerStore, 'filePath' | 'state' | 'close' | 'async'>;
+
+/** `store.async`: each store method, returning a Promise of its result. */
+export type AsyncStore = {
+  readonly [K in StoreMethodName]: SqliteControllerStore[K] extends (...args: infer A) => infer R
+    ? (...args: A) => Promise<R>
+    : never;
+};
 
 export declare class ResourceConflictError extends Error {
   constructor(controller: string, key: string);

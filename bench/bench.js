@@ -370,4 +370,6 @@ function main() {
   process.stdout.write(`\npeak RSS: ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB\n`);
 }
 
-main();
+if (require.main === module) main();
+
+module.exports = { runLifecycle, controllerLoop, reads, openClose, oneCommit, populatedDatabase, floorOf };
