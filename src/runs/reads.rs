@@ -99,17 +99,53 @@ fn list_revision(conn: &Connection) -> Result<ListRevision> {
 fn list_workflow_run_views(store: &Store, options: &Value) -> Result<Value> {
     let conn = store.conn()?;
     let current = list_revision(conn)?;
-    let runs = view_rows(
-        conn,
-        "ORDER BY q.created_at DESC LIMIT ? OFFSET ?",
-        [
-            sql_value(field(options, "limit")),
-            sql_value(field(options, "offset")),
-        ],
-    )?;
+    let page = [
+        sql_value(field(options, "limit")),
+        sql_value(field(options, "offset")),
+    ];
+    let runs = in_read_transaction(conn, || view_page(conn, &page))?;
     let mut result = current.to_json();
     result["runs"] = Value::Array(runs);
     Ok(result)
+}
+
+/// The views of `RUN_VIEW_SELECT ORDER BY q.created_at DESC LIMIT ? OFFSET ?`, found in two
+/// steps: the page's runs first, sorting only their row ids (the left joins never add or drop
+/// a row), then each view. Sorting the whole joined select to keep fifty rows dominated the
+/// call. Ties keep the single statement's order: it scans `runs` and its sort is stable, so
+/// equal `created_at` come in rowid order.
+fn view_page(conn: &Connection, page: &[Sql; 2]) -> Result<Vec<Value>> {
+    let rowids: Vec<i64> = conn
+        .prepare_cached(
+            "SELECT r.rowid FROM runs r
+             JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
+             JOIN run_queue q ON q.run_id = r.run_id
+             ORDER BY q.created_at DESC, r.rowid LIMIT ? OFFSET ?",
+        )?
+        .query_map(params_from_iter(page), |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut views = Vec::with_capacity(rowids.len());
+    for rowid in rowids {
+        views.extend(view_rows(conn, "WHERE r.rowid = ?", [rowid])?);
+    }
+    Ok(views)
+}
+
+/// Runs `read` in one read transaction (one snapshot for its statements) unless the caller's
+/// own transaction is open.
+fn in_read_transaction<T>(conn: &Connection, read: impl FnOnce() -> Result<T>) -> Result<T> {
+    if !conn.is_autocommit() {
+        return read();
+    }
+    conn.prepare_cached("BEGIN")?.execute([])?;
+    let outcome = read();
+    let end = if outcome.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
+    conn.prepare_cached(end)?.execute([])?;
+    outcome
 }
 
 fn workflow_run_project_path(store: &Store, run_id: &Value) -> Result<Option<String>> {
