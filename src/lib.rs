@@ -68,7 +68,7 @@ fn lock(state: &SharedState) -> MutexGuard<'_, StateDb> {
 }
 
 fn json_reply(value: Value) -> Result<String> {
-    Ok(value.to_string())
+    Ok(wire::json_text(&value))
 }
 
 /// One state database connection (`StateDatabase` in the JS layer).
