@@ -105,8 +105,12 @@ pub fn read_json(conn: &Connection, hash: &[u8]) -> Result<Value> {
     Ok(sort_keys(value))
 }
 
-/// Object keys in JavaScript's default sort order, recursively.
+/// Object keys in JavaScript's default sort order, recursively. Stored JSON is canonical, so
+/// its keys are nearly always sorted already: checked first, without rebuilding anything.
 pub fn sort_keys(value: Value) -> Value {
+    if keys_sorted(&value) {
+        return value;
+    }
     match value {
         Value::Array(items) => Value::Array(items.into_iter().map(sort_keys).collect()),
         Value::Object(map) => {
@@ -120,6 +124,25 @@ pub fn sort_keys(value: Value) -> Value {
             )
         }
         other => other,
+    }
+}
+
+fn keys_sorted(value: &Value) -> bool {
+    match value {
+        Value::Array(items) => items.iter().all(keys_sorted),
+        Value::Object(map) => {
+            let mut keys = map.keys();
+            let ordered = match keys.next() {
+                None => true,
+                Some(first) => keys
+                    .try_fold(first, |previous, key| {
+                        (previous.encode_utf16().cmp(key.encode_utf16()).is_lt()).then_some(key)
+                    })
+                    .is_some(),
+            };
+            ordered && map.values().all(keys_sorted)
+        }
+        _ => true,
     }
 }
 
@@ -229,4 +252,32 @@ fn blob_references(conn: &Connection) -> Result<Vec<(String, Vec<String>)>> {
 
 fn quote_identifier(value: &str) -> String {
     format!("\"{}\"", value.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sort_keys;
+    use serde_json::json;
+
+    fn keys(value: &serde_json::Value) -> Vec<String> {
+        value.as_object().unwrap().keys().cloned().collect()
+    }
+
+    #[test]
+    fn sorts_keys_by_utf16_code_units_at_every_level() {
+        // U+1F600 is a surrogate pair (0xD83D …), below U+FF61 in UTF-16 but not in UTF-8.
+        let value = sort_keys(
+            json!({"\u{ff61}": 1, "b": {"z": 1, "a": [{"y": 1, "x": 2}]}, "\u{1f600}": 2}),
+        );
+        assert_eq!(keys(&value), ["b", "\u{1f600}", "\u{ff61}"]);
+        assert_eq!(keys(&value["b"]), ["a", "z"]);
+        assert_eq!(keys(&value["b"]["a"][0]), ["x", "y"]);
+    }
+
+    #[test]
+    fn leaves_sorted_values_as_they_are() {
+        let sorted = json!({"a": [1, {"b": null, "c": "d"}], "e": {}});
+        assert_eq!(sort_keys(sorted.clone()), sorted);
+        assert_eq!(keys(&sort_keys(json!({"b": 1, "a": 2}))), ["a", "b"]);
+    }
 }
