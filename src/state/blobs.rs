@@ -82,19 +82,37 @@ pub fn read_blob(conn: &Connection, hash: &[u8]) -> Result<Option<Blob>> {
 
 /// The UTF-8 text of a blob (any media type), as `content.toString("utf8")` would give it.
 pub fn read_text(conn: &Connection, hash: &[u8]) -> Result<Option<String>> {
-    Ok(read_blob(conn, hash)?.map(|blob| String::from_utf8_lossy(&blob.content).into_owned()))
+    Ok(read_content(conn, hash)?.map(|(_, text)| text))
 }
 
 /// The stored JSON text of a JSON blob, exactly as stored.
 pub fn read_json_text(conn: &Connection, hash: &[u8]) -> Result<String> {
-    match read_blob(conn, hash)? {
-        Some(blob) if blob.media_type == MEDIA_JSON => {
-            Ok(String::from_utf8_lossy(&blob.content).into_owned())
-        }
+    match read_content(conn, hash)? {
+        Some((true, text)) => Ok(text),
         _ => Err(StoreError::plain(
             "JSON blob is missing or has the wrong media type",
         )),
     }
+}
+
+/// Whether a blob is JSON, and its content as text: read straight from the row, without the
+/// copies `read_blob` makes of every column.
+fn read_content(conn: &Connection, hash: &[u8]) -> Result<Option<(bool, String)>> {
+    let content = conn
+        .prepare_cached("SELECT media_type, content FROM blobs WHERE blob_hash = ?")?
+        .query_row([hash], |row| {
+            let is_json =
+                matches!(row.get_ref(0)?, ValueRef::Text(media) if media == MEDIA_JSON.as_bytes());
+            let text = match row.get_ref(1)? {
+                ValueRef::Blob(bytes) | ValueRef::Text(bytes) => {
+                    String::from_utf8_lossy(bytes).into_owned()
+                }
+                _ => String::new(),
+            };
+            Ok((is_json, text))
+        })
+        .optional()?;
+    Ok(content)
 }
 
 /// A JSON blob parsed, with object keys sorted as the reference's `parseJson` sorts them.
