@@ -72,8 +72,9 @@ function freshFolder(root) {
   return fs.mkdtempSync(path.join(root, 'piw-bench-'));
 }
 
-function openStore(folder) {
-  return new SqliteControllerStore(path.join(folder, 'state.sqlite'), { projectPath: folder });
+/** A store on `folder`'s database, for the project at `projectPath` (default: the folder). */
+function openStore(folder, projectPath = folder) {
+  return new SqliteControllerStore(path.join(folder, 'state.sqlite'), { projectPath });
 }
 
 function reservation(runId, session) {
@@ -186,7 +187,8 @@ function copyDatabase(source, root) {
 
 function reads(source, root) {
   const folder = copyDatabase(source, root);
-  const store = openStore(folder);
+  // The copy's project is the populated one, so project-scoped reads find its runs and resources.
+  const store = openStore(folder, source.folder);
   const timer = new Timer();
   const n = scaled(2000);
   const runId = (i) => `run-${(i * 7919) % source.runs}`;
@@ -213,7 +215,7 @@ function openClose(source, root) {
   const folder = copyDatabase(source, root);
   const timer = new Timer();
   try {
-    for (let i = 0; i < 20; i += 1) timer.time('openClose', () => openStore(folder).close());
+    for (let i = 0; i < 20; i += 1) timer.time('openClose', () => openStore(folder, source.folder).close());
   } finally {
     fs.rmSync(folder, { recursive: true, force: true });
   }
