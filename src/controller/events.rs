@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::js::{bind, is_nullish, prop, template};
 use super::rows::{assert_controller_claim, require_controller_row, ResourceRef};
 use crate::error::{Result, StoreError};
-use crate::state::blobs::read_json;
+use crate::state::blobs::JsonReads;
 use crate::state::revisions::{
     bump_resource, event_seq, insert_event, resource_revision, EventDraft,
 };
@@ -131,12 +131,13 @@ fn list_events(store: &Store, call: &Call) -> Result<Reply> {
             ))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut payloads = JsonReads::new(conn);
     let events = rows
         .into_iter()
         .map(
             |(seq, recorded_at, controller, key, event_type, payload_hash)| {
                 let payload = match payload_hash {
-                    Some(hash) => read_json(conn, &hash)?,
+                    Some(hash) => payloads.get(&hash)?,
                     None => json!({}),
                 };
                 Ok(json!({

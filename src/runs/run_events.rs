@@ -8,7 +8,7 @@ use super::claims::runner_owner_type;
 use super::reserve::sql_value;
 use super::row::require_workflow_run_row;
 use crate::error::{Result, StoreError};
-use crate::state::blobs::read_json;
+use crate::state::blobs::JsonReads;
 use crate::state::revisions::{
     bump_resource, event_seq, insert_event, resource_revision, EventDraft,
 };
@@ -102,11 +102,12 @@ fn list_run_events_after(store: &Store, seq: &Value, options: &Value) -> Result<
             })
         })?
         .collect::<rusqlite::Result<_>>()?;
+    let mut payloads = JsonReads::new(conn);
     let events = rows
         .into_iter()
         .map(|row| {
             let payload = match &row.payload_hash {
-                Some(hash) => read_json(conn, hash)?,
+                Some(hash) => payloads.get(hash)?,
                 None => json!({}),
             };
             Ok(json!({

@@ -1,7 +1,7 @@
 //! Content-addressed blobs: every JSON document and text the store keeps lives in `blobs`,
 //! keyed by the SHA-256 of its bytes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
 
 use rusqlite::types::ValueRef;
@@ -121,6 +121,31 @@ pub fn read_json(conn: &Connection, hash: &[u8]) -> Result<Value> {
     let value: Value = serde_json::from_str(&text)
         .map_err(|error| StoreError::plain(format!("Stored JSON is invalid: {error}")))?;
     Ok(sort_keys(value))
+}
+
+/// `read_json` for a list of records whose documents repeat (event payloads such as `{}`):
+/// each distinct hash is read and parsed once per list.
+pub struct JsonReads<'c> {
+    conn: &'c Connection,
+    read: HashMap<Vec<u8>, Value>,
+}
+
+impl<'c> JsonReads<'c> {
+    pub fn new(conn: &'c Connection) -> JsonReads<'c> {
+        JsonReads {
+            conn,
+            read: HashMap::new(),
+        }
+    }
+
+    pub fn get(&mut self, hash: &[u8]) -> Result<Value> {
+        if let Some(value) = self.read.get(hash) {
+            return Ok(value.clone());
+        }
+        let value = read_json(self.conn, hash)?;
+        self.read.insert(hash.to_vec(), value.clone());
+        Ok(value)
+    }
 }
 
 /// Object keys in JavaScript's default sort order, recursively. Stored JSON is canonical, so
