@@ -24,6 +24,9 @@ use schema::{
 const BUSY_TIMEOUT_MS: u64 = 5_000;
 const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 const STATEMENT_CACHE_CAPACITY: usize = 256;
+/// SQLite's page cache (negative: KiB). With the default 2 MiB, a database of a few thousand
+/// runs no longer fits, and every read fetches its pages from the OS again.
+const CACHE_SIZE_KIB: i64 = -32 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -111,6 +114,7 @@ impl StateDb {
         let conn = self.conn()?;
         conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.pragma_update(None, "cache_size", CACHE_SIZE_KIB)?;
         match self.mode {
             Mode::ReadWrite => {
                 conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
