@@ -67,6 +67,50 @@ describe('listWorkflowRunViews', () => {
   });
 });
 
+const RUN_SELECT = `SELECT r.run_id, r.resource_id, d.workflow_name, r.workflow_ref, r.status, r.paused, r.definition_digest,
+  d.definition_hash, r.input_hash, r.launch_options_hash, q.status, q.available_at, q.affinity_runner_id,
+  q.consecutive_errors, q.error_code, q.error_hash, b.origin_session_id, b.execution_mode, r.parent_run_id,
+  r.root_run_id, r.lineage_kind, r.restart_number, r.parent_terminal_fingerprint, q.created_at, q.updated_at,
+  q.started_at, q.finished_at, l.generation, l.owner_id, l.expires_at
+  FROM runs r JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
+  JOIN run_queue q ON q.run_id = r.run_id
+  LEFT JOIN run_bindings b ON b.run_id = r.run_id
+  JOIN leases l ON l.resource_id = r.resource_id`;
+
+describe('listWorkflowRuns', () => {
+  it('orders exactly like the single sorted statement, ties included, with and without a project', () => {
+    for (let index = 0; index < 60; index += 1) reserve(index, T0 + ((index * 37) % 5) * 1000);
+    // Another project's runs in the same file, and runs.created_at apart from the queue's.
+    const other = new SqliteControllerStore(path.join(dir, 'state.sqlite'), { state: store.state, projectPath: path.join(dir, 'other') });
+    const global = new SqliteControllerStore(path.join(dir, 'state.sqlite'), { state: store.state, global: true });
+    const before = store;
+    store = other;
+    for (let index = 60; index < 80; index += 1) reserve(index, T0 + ((index * 37) % 5) * 1000);
+    store = before;
+    const connection = store.state.connection;
+    connection.prepare('UPDATE runs SET created_at = created_at + (rowid % 3) WHERE rowid % 4 = 0').run();
+    const projectId = connection.prepare('SELECT project_id FROM projects WHERE canonical_path = ?').get(dir).project_id;
+    const single = (where: string, ...params: unknown[]) =>
+      connection
+        .prepare(`${RUN_SELECT} ${where} ORDER BY q.created_at DESC LIMIT 1000`)
+        .all(...params)
+        .map((row: { run_id: string }) => row.run_id);
+    const ids = (runs: { runId: string }[]) => runs.map((run) => run.runId);
+    const cases: [any, Record<string, unknown>, string, unknown[]][] = [
+      [store, {}, 'WHERE r.project_id = ?', [projectId]],
+      [store, { statuses: ['queued'] }, 'WHERE r.project_id = ? AND q.status IN (?)', [projectId, 'queued']],
+      [store, { excludeRunIds: ['run-003-86'] }, 'WHERE r.project_id = ? AND r.run_id NOT IN (?)', [projectId, 'run-003-86']],
+      [global, {}, '', []],
+    ];
+    for (const [which, options, where, params] of cases) {
+      const expected = single(where, ...params);
+      expect(expected.length).toBeGreaterThan(0);
+      expect(ids(which.listWorkflowRuns(options))).toEqual(expected);
+      expect(ids(which.listWorkflowRuns({ ...options, limit: 7 }))).toEqual(expected.slice(0, 7));
+    }
+  });
+});
+
 describe('pruneUnreferencedBlobs', () => {
   it('deletes exactly the blobs no foreign-key column refers to', () => {
     for (let index = 0; index < 5; index += 1) reserve(index, T0);

@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 
 use super::row::RunRow;
 use crate::error::{Result, StoreError};
-use crate::state::blobs::{read_json, read_text};
+use crate::state::blobs::{read_text, JsonReads};
 use crate::time::iso;
 
 fn opt_iso(ms: Option<i64>) -> Value {
@@ -19,6 +19,13 @@ fn digest_text(digest: &[u8]) -> String {
 
 /// `WorkflowRunQueueRecord` for a run row (`claimToken` is always null here).
 pub fn map_workflow_run(conn: &Connection, row: &RunRow) -> Result<Value> {
+    map_workflow_run_with(&mut JsonReads::new(conn), row)
+}
+
+/// [`map_workflow_run`] reading JSON documents through `json`, which a list shares: its runs
+/// mostly have the same definition snapshot and launch options.
+pub fn map_workflow_run_with(json: &mut JsonReads<'_>, row: &RunRow) -> Result<Value> {
+    let conn = json.conn();
     let headless = row.execution_mode.as_deref() == Some("headless");
     let error_message = match &row.error_hash {
         Some(hash) => read_text(conn, hash)?.map_or(Value::Null, Value::String),
@@ -28,11 +35,11 @@ pub fn map_workflow_run(conn: &Connection, row: &RunRow) -> Result<Value> {
         "runId": row.run_id,
         "workflowName": row.workflow_name,
         "workflowSourceRef": row.workflow_ref,
-        "workflowSource": read_queued_run_sources(conn, row)?,
+        "workflowSource": read_queued_run_sources_with(json, row)?,
         "initialized": row.run_status != "queued",
         "definitionDigest": digest_text(&row.definition_digest),
-        "input": read_json(conn, &row.input_hash)?,
-        "launchOptions": read_json(conn, &row.launch_options_hash)?,
+        "input": json.get(&row.input_hash)?,
+        "launchOptions": json.get(&row.launch_options_hash)?,
         "status": row.status,
         "runnerId": row.owner_id,
         "claimToken": Value::Null,
@@ -90,6 +97,11 @@ pub fn source_json(source_type: &str, source_ref: &str, source_revision: &str) -
 /// `{root, mounted[]}` rebuilt from `run_sources`; mounted names come from the definition
 /// snapshot's `composition.mounts`.
 pub fn read_queued_run_sources(conn: &Connection, run: &RunRow) -> Result<Value> {
+    read_queued_run_sources_with(&mut JsonReads::new(conn), run)
+}
+
+fn read_queued_run_sources_with(json: &mut JsonReads<'_>, run: &RunRow) -> Result<Value> {
+    let conn = json.conn();
     let rows: Vec<SourceRow> = conn
         .prepare_cached(
             "SELECT mount_path, source_type, source_ref, source_revision
@@ -110,7 +122,7 @@ pub fn read_queued_run_sources(conn: &Connection, run: &RunRow) -> Result<Value>
         .ok_or_else(|| {
             StoreError::plain(format!("Workflow run source is missing: {}", run.run_id))
         })?;
-    let snapshot = read_json(conn, &run.definition_hash)?;
+    let snapshot = json.get(&run.definition_hash)?;
     let names = mount_names(&snapshot);
     let mounted: Vec<Value> = rows
         .iter()

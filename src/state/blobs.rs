@@ -138,6 +138,10 @@ impl<'c> JsonReads<'c> {
         }
     }
 
+    pub fn conn(&self) -> &'c Connection {
+        self.conn
+    }
+
     pub fn get(&mut self, hash: &[u8]) -> Result<Value> {
         if let Some(value) = self.read.get(hash) {
             return Ok(value.clone());
