@@ -243,6 +243,39 @@ function oneCommit(root, factor) {
   return timer;
 }
 
+/**
+ * The same commit straight through better-sqlite3 (what the reference runs on): this machine
+ * against the machine of the reference figures. No store involved; skipped without the package.
+ */
+function betterSqliteCommit(root, factor) {
+  let Database;
+  try {
+    Database = require('better-sqlite3');
+  } catch {
+    return undefined;
+  }
+  const folder = freshFolder(root);
+  const db = new Database(path.join(folder, 'plain.sqlite'));
+  const timer = new Timer();
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.exec('CREATE TABLE projects(project_id TEXT PRIMARY KEY, canonical_path TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL) STRICT');
+    const insert = db.prepare('INSERT INTO projects(project_id, canonical_path, created_at) VALUES (?, ?, ?)');
+    for (let i = 0; i < scaled(1000, factor); i += 1) {
+      timer.time('commit', () => {
+        db.exec('BEGIN IMMEDIATE');
+        insert.run(`bench-${i}`, `/bench/${i}`, i);
+        db.exec('COMMIT');
+      });
+    }
+  } finally {
+    db.close();
+    fs.rmSync(folder, { recursive: true, force: true });
+  }
+  return timer;
+}
+
 /** Per-operation µs, median over repetitions of a workload that returns its Timer. */
 function repeat(measure) {
   const timers = Array.from({ length: REPETITIONS }, () => measure());
@@ -298,6 +331,7 @@ function rows(root, source, factor) {
   const read = measure((where) => reads(source, where), root, source.file);
   const open = measure((where) => openClose(source, where), root, source.file);
   const commit = measure((where) => oneCommit(where, factor), root);
+  const plain = betterSqliteCommit(root, factor) === undefined ? undefined : repeat(() => betterSqliteCommit(root, factor));
   const pick = (result, names) => ({
     measured: names.map((name) => result.measured[name]),
     floor: names.map((name) => result.floor[name]),
@@ -317,6 +351,7 @@ function rows(root, source, factor) {
     'listEvents(100) / listRunEventsAfter(0, 100)': pick(read, ['listEvents', 'listRunEventsAfter']),
     'open + close, populated database': pick(open, ['openClose']),
     'one commit (BEGIN IMMEDIATE, 1 INSERT, COMMIT)': pick(commit, ['commit']),
+    'machine check: that commit through better-sqlite3': { measured: [plain?.commit ?? NaN], floor: [NaN] },
   };
 }
 
