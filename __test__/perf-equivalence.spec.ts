@@ -111,6 +111,41 @@ describe('listWorkflowRuns', () => {
   });
 });
 
+describe('listEvents', () => {
+  it('lists exactly what the single statement lists, when the newest events are runs\' too', () => {
+    const put = (key: string) => store.putResource({ controller: key.startsWith('a') ? 'alpha' : 'beta', key, spec: { key }, initialStatus: {} });
+    const note = (key: string, n: number) =>
+      store.recordEvent({ controller: key.startsWith('a') ? 'alpha' : 'beta', key, type: 'note', payload: { n } });
+    for (const key of ['a1', 'a2', 'b1']) put(key);
+    for (let n = 0; n < 30; n += 1) note(['a1', 'a2', 'b1'][n % 3], n);
+    // Then many run events: the controller events are no longer among the newest.
+    for (let index = 0; index < 40; index += 1) reserve(index, T0);
+    note('b1', 99);
+    const projectId = store.state.connection.prepare('SELECT project_id FROM projects WHERE canonical_path = ?').get(dir).project_id;
+    const single = (extra: string, params: unknown[], limit: number) =>
+      store.state.connection
+        .prepare(
+          `SELECT e.event_seq FROM events e JOIN resources r ON r.resource_id = e.resource_id
+           JOIN controller_resources c ON c.resource_id = r.resource_id
+           WHERE r.resource_type = 'controller' AND c.project_id = ? ${extra} ORDER BY e.event_seq DESC LIMIT ?`,
+        )
+        .all(projectId, ...params, limit)
+        .map((row: { event_seq: number }) => row.event_seq);
+    const seqs = (events: { seq: number }[]) => events.map((event) => event.seq);
+    for (const limit of [1, 2, 5, 20, 33, 100, 1000]) {
+      expect([limit, seqs(store.listEvents({ limit }))]).toEqual([limit, single('', [], limit)]);
+      expect([limit, seqs(store.listEvents({ controller: 'alpha', limit }))]).toEqual([limit, single('AND c.controller_name = ?', ['alpha'], limit)]);
+      expect([limit, seqs(store.listEvents({ controller: 'alpha', key: 'a2', limit }))]).toEqual([
+        limit,
+        single('AND c.controller_name = ? AND c.resource_key = ?', ['alpha', 'a2'], limit),
+      ]);
+    }
+    expect(seqs(store.listEvents({}))).toEqual(single('', [], 100));
+    expect(seqs(store.listEvents({ limit: -1 }))).toEqual(single('', [], -1));
+    expect(() => store.listEvents({ limit: 2.5 })).toThrow('datatype mismatch');
+  });
+});
+
 describe('pruneUnreferencedBlobs', () => {
   it('deletes exactly the blobs no foreign-key column refers to', () => {
     for (let index = 0; index < 5; index += 1) reserve(index, T0);
