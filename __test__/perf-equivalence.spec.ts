@@ -146,6 +146,31 @@ describe('listEvents', () => {
   });
 });
 
+describe('event payloads written straight as text', () => {
+  it('come back as parsed and key-sorted values, whatever the stored text looks like', () => {
+    store.putResource({ controller: 'alpha', key: 'a1', spec: {}, initialStatus: {} });
+    store.recordEvent({ controller: 'alpha', key: 'a1', type: 'note', payload: { z: [1, { y: 2, x: 'é\u2028' }], a: null } });
+    store.recordEvent({ controller: 'alpha', key: 'a1', type: 'note', payload: { only: 1 } });
+    reserve(0, T0);
+    store.recordRunEvent({ runId: 'run-000-0', type: 'run.note', payload: { b: 1, a: [] } });
+    const connection = store.state.connection;
+    // Stored text that is valid JSON but not canonical: keys out of order, escapes, spacing.
+    const rewrite = (match: string, text: string) => {
+      const hash = connection.prepare('SELECT blob_hash FROM blobs WHERE CAST(content AS TEXT) = ?').get(match).blob_hash;
+      const bytes = Buffer.from(text);
+      connection.prepare('UPDATE blobs SET content = ?, byte_length = ? WHERE blob_hash = ?').run(bytes, bytes.length, hash);
+    };
+    rewrite('{"only":1}', '{ "only" : 1.0, "\u0062": "\u00e9" }');
+    rewrite('{"a":[],"b":1}', '{"b":1,"a":[],"b":2}');
+    const controllerPayloads = store.listEvents({ controller: 'alpha', limit: 10 }).map((event: { payload: unknown }) => event.payload);
+    expect(JSON.stringify(controllerPayloads)).toBe(
+      JSON.stringify([{ b: 'é', only: 1 }, { a: null, z: [1, { x: 'é\u2028', y: 2 }] }, { generation: 1 }]),
+    );
+    const runPayloads = store.listRunEventsAfter(0, { limit: 100 }).map((event: { payload: unknown }) => event.payload);
+    expect(JSON.stringify(runPayloads[runPayloads.length - 1])).toBe(JSON.stringify({ a: [], b: 2 }));
+  });
+});
+
 describe('pruneUnreferencedBlobs', () => {
   it('deletes exactly the blobs no foreign-key column refers to', () => {
     for (let index = 0; index < 5; index += 1) reserve(index, T0);

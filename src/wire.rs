@@ -138,6 +138,8 @@ impl<'a> JsonArg<'a> {
 #[derive(Debug, Default)]
 pub struct Reply {
     pub value: Option<Value>,
+    /// The value already written as JSON text (see [`Reply::json_text`]); wins over `value`.
+    pub text: Option<String>,
     pub claim_updates: Option<Map<String, Value>>,
 }
 
@@ -147,16 +149,21 @@ impl Reply {
     }
 
     pub fn value(value: impl Into<Value>) -> Reply {
-        Reply {
-            value: Some(value.into()),
-            claim_updates: None,
-        }
+        Reply::maybe(Some(value.into()))
     }
 
     pub fn maybe(value: Option<Value>) -> Reply {
         Reply {
             value,
-            claim_updates: None,
+            ..Reply::default()
+        }
+    }
+
+    /// A value a hot list wrote straight as JSON text (no `Value` built and serialized).
+    pub fn json_text(text: String) -> Reply {
+        Reply {
+            text: Some(text),
+            ..Reply::default()
         }
     }
 
@@ -171,7 +178,14 @@ impl Reply {
     /// The wire text: `""` for `undefined`, `~{value, claim}` when the claim changed, else the
     /// value's JSON.
     pub fn encode(self) -> String {
-        match (self.value, self.claim_updates) {
+        if let (Some(text), None) = (&self.text, &self.claim_updates) {
+            return text.clone();
+        }
+        let value = match self.text {
+            Some(text) => Some(serde_json::from_str(&text).expect("replies write valid JSON")),
+            None => self.value,
+        };
+        match (value, self.claim_updates) {
             (None, None) => String::new(),
             (Some(value), None) => json_text(&value),
             (value, Some(claim)) => {
@@ -184,6 +198,63 @@ impl Reply {
             }
         }
     }
+}
+
+/// Writes one JSON object field by field into `out` (for records built straight into text).
+pub struct ObjectWriter<'a> {
+    out: &'a mut String,
+    empty: bool,
+}
+
+impl<'a> ObjectWriter<'a> {
+    pub fn new(out: &'a mut String) -> ObjectWriter<'a> {
+        out.push('{');
+        ObjectWriter { out, empty: true }
+    }
+
+    fn key(&mut self, key: &str) -> &mut String {
+        if !self.empty {
+            self.out.push(',');
+        }
+        self.empty = false;
+        push_json_string(self.out, key);
+        self.out.push(':');
+        self.out
+    }
+
+    pub fn int(&mut self, key: &str, value: i64) -> &mut Self {
+        let out = self.key(key);
+        out.push_str(&value.to_string());
+        self
+    }
+
+    pub fn str(&mut self, key: &str, value: &str) -> &mut Self {
+        let out = self.key(key);
+        push_json_string(out, value);
+        self
+    }
+
+    pub fn opt_str(&mut self, key: &str, value: Option<&str>) -> &mut Self {
+        match value {
+            Some(value) => self.str(key, value),
+            None => self.raw(key, "null"),
+        }
+    }
+
+    /// A value that is already JSON text.
+    pub fn raw(&mut self, key: &str, json: &str) -> &mut Self {
+        let out = self.key(key);
+        out.push_str(json);
+        self
+    }
+
+    pub fn finish(&mut self) {
+        self.out.push('}');
+    }
+}
+
+fn push_json_string(out: &mut String, text: &str) {
+    out.push_str(&serde_json::to_string(text).expect("a string always serializes"));
 }
 
 /// JSON text of a value. `serde_json::to_string` writes straight into a buffer; `to_string`

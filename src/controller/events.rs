@@ -14,7 +14,7 @@ use crate::state::revisions::{
 };
 use crate::store::Store;
 use crate::time::iso;
-use crate::wire::{field, time, Call, JsonArg, Reply};
+use crate::wire::{field, time, Call, JsonArg, ObjectWriter, Reply};
 
 /// The methods implemented here.
 pub const METHODS: &[&str] = &["recordEvent", "listEvents"];
@@ -179,25 +179,29 @@ fn list_events(store: &Store, call: &Call) -> Result<Reply> {
         }
         None => event_rows(conn, "events", "JOIN", &filter, bound)?,
     };
+    // Written straight as text, as the run events are.
     let mut payloads = JsonReads::new(conn);
-    let events = rows
-        .into_iter()
-        .map(
-            |(seq, recorded_at, controller, key, event_type, payload_hash)| {
-                let payload = match payload_hash {
-                    Some(hash) => payloads.get(&hash)?,
-                    None => json!({}),
-                };
-                Ok(json!({
-                    "seq": seq,
-                    "recordedAt": iso(recorded_at),
-                    "controller": controller,
-                    "key": key,
-                    "type": event_type,
-                    "payload": payload,
-                }))
-            },
-        )
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Reply::value(events))
+    let mut out = String::with_capacity(rows.len() * 200 + 2);
+    out.push('[');
+    for (index, (seq, recorded_at, controller, key, event_type, payload_hash)) in
+        rows.iter().enumerate()
+    {
+        if index > 0 {
+            out.push(',');
+        }
+        let payload = match payload_hash {
+            Some(hash) => payloads.get_text(hash)?,
+            None => "{}".to_string(),
+        };
+        ObjectWriter::new(&mut out)
+            .int("seq", *seq)
+            .str("recordedAt", &iso(*recorded_at))
+            .str("controller", controller)
+            .str("key", key)
+            .str("type", event_type)
+            .raw("payload", &payload)
+            .finish();
+    }
+    out.push(']');
+    Ok(Reply::json_text(out))
 }

@@ -128,6 +128,7 @@ pub fn read_json(conn: &Connection, hash: &[u8]) -> Result<Value> {
 pub struct JsonReads<'c> {
     conn: &'c Connection,
     read: HashMap<Vec<u8>, Value>,
+    texts: HashMap<Vec<u8>, String>,
 }
 
 impl<'c> JsonReads<'c> {
@@ -135,6 +136,7 @@ impl<'c> JsonReads<'c> {
         JsonReads {
             conn,
             read: HashMap::new(),
+            texts: HashMap::new(),
         }
     }
 
@@ -149,6 +151,25 @@ impl<'c> JsonReads<'c> {
         let value = read_json(self.conn, hash)?;
         self.read.insert(hash.to_vec(), value.clone());
         Ok(value)
+    }
+
+    /// `read_json` as JSON text, for records written straight into text: the stored text
+    /// itself when its keys are already in order (JSON.parse makes the same value of it),
+    /// else the sorted value. Parsed all the same, so invalid JSON fails as `read_json` does.
+    pub fn get_text(&mut self, hash: &[u8]) -> Result<String> {
+        if let Some(text) = self.texts.get(hash) {
+            return Ok(text.clone());
+        }
+        let text = read_json_text(self.conn, hash)?;
+        let value: Value = serde_json::from_str(&text)
+            .map_err(|error| StoreError::plain(format!("Stored JSON is invalid: {error}")))?;
+        let text = if keys_sorted(&value) {
+            text
+        } else {
+            serde_json::to_string(&sort_keys(value)).expect("a JSON value always serializes")
+        };
+        self.texts.insert(hash.to_vec(), text.clone());
+        Ok(text)
     }
 }
 
