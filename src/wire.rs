@@ -228,6 +228,10 @@ impl<'a> ObjectWriter<'a> {
         self
     }
 
+    pub fn bool(&mut self, key: &str, value: bool) -> &mut Self {
+        self.raw(key, if value { "true" } else { "false" })
+    }
+
     pub fn str(&mut self, key: &str, value: &str) -> &mut Self {
         let out = self.key(key);
         push_json_string(out, value);

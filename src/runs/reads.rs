@@ -11,7 +11,7 @@ use super::row::{workflow_run_row, RunRow, RUN_SELECT};
 use crate::error::Result;
 use crate::state::blobs::JsonReads;
 use crate::store::Store;
-use crate::wire::{field, text, Call, Reply};
+use crate::wire::{field, json_text, text, Call, Reply};
 
 /// The read methods implemented here.
 pub const METHODS: &[&str] = &[
@@ -29,18 +29,18 @@ pub const METHODS: &[&str] = &[
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     let reply = match method {
         "getWorkflowRun" => get_workflow_run(store, call.arg(0)).map(Reply::maybe),
-        "getWorkflowRunView" => get_workflow_run_view(store, call.arg(0)).map(Reply::maybe),
+        "getWorkflowRunView" => get_workflow_run_view(store, call.arg(0)).map(maybe_text),
         "workflowRunListRevision" => store
             .conn()
             .and_then(list_revision)
             .map(|revision| Reply::value(revision.to_json())),
-        "listWorkflowRunViews" => list_workflow_run_views(store, call.arg(0)).map(Reply::value),
+        "listWorkflowRunViews" => list_workflow_run_views(store, call.arg(0)).map(Reply::json_text),
         "workflowRunProjectPath" => workflow_run_project_path(store, call.arg(0))
             .map(|path| Reply::maybe(path.map(Value::String))),
         "listWorkflowRuns" => list_workflow_runs(store, call.arg(0)).map(Reply::value),
         "findSessionReservation" => find_session_reservation(store, call.arg(0)).map(Reply::maybe),
         "findSessionReservationView" => {
-            find_session_reservation_view(store, call.arg(0)).map(Reply::maybe)
+            find_session_reservation_view(store, call.arg(0)).map(maybe_text)
         }
         "isWorkflowRunPaused" => is_workflow_run_paused(store, call.arg(0)).map(Reply::value),
         _ => return None,
@@ -60,7 +60,12 @@ fn get_workflow_run(store: &Store, run_id: &Value) -> Result<Option<Value>> {
     }
 }
 
-fn get_workflow_run_view(store: &Store, run_id: &Value) -> Result<Option<Value>> {
+/// A record written as JSON text, or `undefined`.
+fn maybe_text(text: Option<String>) -> Reply {
+    text.map_or_else(Reply::undefined, Reply::json_text)
+}
+
+fn get_workflow_run_view(store: &Store, run_id: &Value) -> Result<Option<String>> {
     let views = view_rows(store.conn()?, "WHERE r.run_id = ?", [sql_value(run_id)])?;
     Ok(views.into_iter().next())
 }
@@ -97,7 +102,7 @@ fn list_revision(conn: &Connection) -> Result<ListRevision> {
         })?)
 }
 
-fn list_workflow_run_views(store: &Store, options: &Value) -> Result<Value> {
+fn list_workflow_run_views(store: &Store, options: &Value) -> Result<String> {
     let conn = store.conn()?;
     let current = list_revision(conn)?;
     let page = [
@@ -105,9 +110,12 @@ fn list_workflow_run_views(store: &Store, options: &Value) -> Result<Value> {
         sql_value(field(options, "offset")),
     ];
     let runs = in_read_transaction(conn, || view_page(conn, &page))?;
-    let mut result = current.to_json();
-    result["runs"] = Value::Array(runs);
-    Ok(result)
+    let mut out = json_text(&current.to_json());
+    out.pop(); // `}`: the runs follow the total and revision
+    out.push_str(",\"runs\":[");
+    out.push_str(&runs.join(","));
+    out.push_str("]}");
+    Ok(out)
 }
 
 /// The views of `RUN_VIEW_SELECT ORDER BY q.created_at DESC LIMIT ? OFFSET ?`, found in two
@@ -115,7 +123,7 @@ fn list_workflow_run_views(store: &Store, options: &Value) -> Result<Value> {
 /// a row), then each view. Sorting the whole joined select to keep fifty rows dominated the
 /// call. Ties keep the single statement's order: it scans `runs` and its sort is stable, so
 /// equal `created_at` come in rowid order.
-fn view_page(conn: &Connection, page: &[Sql; 2]) -> Result<Vec<Value>> {
+fn view_page(conn: &Connection, page: &[Sql; 2]) -> Result<Vec<String>> {
     let rowids: Vec<i64> = conn
         .prepare_cached(
             "SELECT r.rowid FROM runs r
@@ -235,7 +243,7 @@ fn find_session_reservation(store: &Store, session_id: &Value) -> Result<Option<
     }
 }
 
-fn find_session_reservation_view(store: &Store, session_id: &Value) -> Result<Option<Value>> {
+fn find_session_reservation_view(store: &Store, session_id: &Value) -> Result<Option<String>> {
     let views = view_rows(
         store.conn()?,
         OPEN_SESSION_RESERVATION,
