@@ -1,25 +1,54 @@
+/// <reference types="node" />
 /**
- * pi-workflows-native: a native drop-in replacement for the `SqliteControllerStore` of
- * `@osolmaz/pi-workflows` 0.16.1. Types mirror the reference's exported declarations.
+ * pi-workflows-native: a native (Rust, napi-rs) drop-in replacement for the
+ * `SqliteControllerStore` of `@osolmaz/pi-workflows` 0.16.1.
+ *
+ * These declarations are the reference's public types, unchanged (checked by
+ * `__test__/types/assignments.ts`), with one documented difference: `StateDatabase.connection`
+ * is a subset of better-sqlite3's `Database` over the store's own SQLite connection.
+ *
+ * Conventions used throughout:
+ * - A `now?: string` (or `nowValue?: string`) option is any value `new Date(value)` accepts; it
+ *   defaults to the current time, and an invalid one throws `Error("Invalid timestamp")`.
+ * - Timestamps in records are ISO strings (`Date.prototype.toISOString()`).
+ * - Optional record fields are absent (not `undefined`) when unset; fields typed `| null` are
+ *   `null`.
+ * - A "claim" is the {@link ControllerQueueClaim} returned by
+ *   {@link SqliteControllerStore.claimNext}; methods that take one check it is still the live
+ *   lease and throw `Error("Controller claim is stale")` otherwise.
+ *
+ * @packageDocumentation
  */
 
+// ---- JSON ---------------------------------------------------------------------------------
+
+/** A JSON scalar. */
 export type JsonPrimitive = string | number | boolean | null;
+/** Any JSON value. Values read back from the store have their object keys sorted. */
 export type JsonValue = JsonPrimitive | JsonValue[] | { [key: string]: JsonValue };
+/** A JSON object (event payloads). */
 export type JsonObject = { [key: string]: JsonValue };
 
+// ---- controller resources (the reference's src/controllers/types.ts) -----------------------
+
+/** The status of a {@link ControllerCondition}, as in Kubernetes. */
 export type ControllerConditionStatus = true | false | 'unknown';
 
+/** One condition in a controller resource's status. */
 export type ControllerCondition = {
   type: string;
   status: ControllerConditionStatus;
   reason: string;
   message?: string;
+  /** The resource generation the condition was computed for. */
   observedGeneration: number;
   lastTransitionTime: string;
 };
 
+/** The state of a child workflow a controller started. */
 export type ChildWorkflowState = 'pending' | 'running' | 'waiting' | 'succeeded' | 'failed' | 'interrupted';
 
+/** A controller resource's pointer to the child workflow it waits on. */
 export type ChildWorkflowReference = {
   requestId: string;
   runId?: string;
@@ -27,6 +56,7 @@ export type ChildWorkflowReference = {
   attempt: number;
 };
 
+/** The status part of a controller resource; `controllerStatus` is the controller's own data. */
 export type ControllerResourceStatus<TStatus> = {
   observedGeneration: number;
   conditions: ControllerCondition[];
@@ -34,13 +64,18 @@ export type ControllerResourceStatus<TStatus> = {
   workflowRun?: ChildWorkflowReference;
 };
 
+/** A controller resource: Kubernetes-style metadata, the desired `spec` and the observed `status`. */
 export type ControllerResource<TSpec = unknown, TStatus = unknown> = {
   metadata: {
+    /** A random UUID given when the resource is created; never reused. */
     uid: string;
     controller: string;
     key: string;
+    /** Bumped by every change to the resource, its queue item, lease or events. */
     resourceVersion: number;
+    /** Bumped when the spec changes. */
     generation: number;
+    /** Present once {@link SqliteControllerStore.requestDeletion} was called. */
     deletionTimestamp?: string;
     finalizers: string[];
   };
@@ -48,10 +83,13 @@ export type ControllerResource<TSpec = unknown, TStatus = unknown> = {
   status: ControllerResourceStatus<TStatus>;
 };
 
+/** Names a controller resource within the store's project. */
 export type ControllerResourceRef = { controller: string; key: string };
 
+/** The state of an idempotent effect; `indeterminate` means the outcome is unknown. */
 export type EffectState = 'pending' | 'applied' | 'rejected' | 'indeterminate';
 
+/** An idempotent side effect of a controller resource, keyed by `resourceUid` and `key`. */
 export type EffectRecord = {
   key: string;
   resourceUid: string;
@@ -60,24 +98,33 @@ export type EffectRecord = {
   state: EffectState;
   requestFingerprint: string;
   startedAt: string;
+  /** Present once the effect left `pending`. */
   completedAt?: string;
   externalRef?: string;
   error?: string;
 };
 
+/** A child workflow a controller resource requested. */
 export type ChildWorkflowRecord = ChildWorkflowReference & {
   resourceUid: string;
   requestKey: string;
+  /** Lowercase hex of the 32-byte input fingerprint. */
   inputFingerprint: string;
   workflow: string;
   error?: string;
 };
 
+/**
+ * A claim on a controller resource's queue item: a lease with a fencing token. Methods that take
+ * a claim may update `resourceVersion` and `expiresAt` in place, as the reference does.
+ */
 export type ControllerQueueClaim = {
   controller: string;
   key: string;
   ownerId: string;
+  /** A random base64url token; only its SHA-256 is stored. */
   token: string;
+  /** The lease generation, incremented by every claim (the fencing number). */
   generation: number;
   queueVersion: number;
   resourceVersion: number;
@@ -85,6 +132,7 @@ export type ControllerQueueClaim = {
   expiresAt: string;
 };
 
+/** An event recorded against a controller resource. */
 export type ControllerEvent = {
   seq: number;
   recordedAt: string;
@@ -94,19 +142,33 @@ export type ControllerEvent = {
   payload: JsonObject;
 };
 
-export type QueueRequeueOptions = { availableAt: string; error?: string };
+// ---- the store interface (the reference's src/controllers/store.ts) ------------------------
 
+/** Options of {@link SqliteControllerStore.requeueClaim}. */
+export type QueueRequeueOptions = {
+  /** When the item becomes due again. */
+  availableAt: string;
+  /** Stored as the item's last error. */
+  error?: string;
+};
+
+/** One item of the controller work queue ({@link SqliteControllerStore.listQueue}). */
 export type QueueItem = {
   controller: string;
   key: string;
   availableAt: string;
   consecutiveErrors: number;
+  /** Present while a claim holds the item. */
   claimExpiresAt?: string;
 };
 
+/** The result of {@link SqliteControllerStore.reserveEffect}; `created` is false on reuse. */
 export type EffectReservation = { record: EffectRecord; created: boolean };
+
+/** The result of {@link SqliteControllerStore.reserveWorkflow}; `created` is false on reuse. */
 export type WorkflowReservation = { record: ChildWorkflowRecord; created: boolean };
 
+/** A child workflow's new state, for {@link SqliteControllerStore.updateWorkflow} and `completeWorkflow`. */
 export type WorkflowRecordUpdate = {
   runId?: string | null;
   state: ChildWorkflowRecord['state'];
@@ -114,115 +176,10 @@ export type WorkflowRecordUpdate = {
   error?: string | null;
 };
 
-export type WorkflowRunLaunchStatus = 'queued' | 'starting' | 'running' | 'parked' | 'done' | 'failed' | 'cancelled';
-
-export type WorkflowRunReservationOptions = {
-  runId: string;
-  workflowName: string;
-  workflowSourceRef: string;
-  workflowSource: unknown;
-  definitionDigest: string;
-  definitionSnapshot: unknown;
-  input: unknown;
-  launchOptions?: unknown;
-  runnerId: string;
-  originSessionId: string;
-  executionMode?: 'interactive' | 'headless';
-  parentRunId?: string;
-  lineageKind?: 'continuation' | 'restart';
-  restartNumber?: number;
-  parentTerminalFingerprint?: string;
-  now?: string;
-};
-
-export type WorkflowRunClaimOptions = WorkflowRunReservationOptions & { claimToken: string; leaseMs: number };
-
-export type WorkflowRunQueueViewRecord = {
-  runId: string;
-  workflowName: string;
-  workflowSourceRef: string;
-  workflowSource: unknown;
-  initialized: boolean;
-  definitionDigest: string;
-  runStateStatus: string;
-  paused: boolean;
-  status: WorkflowRunLaunchStatus;
-  originSessionId: string | null;
-  executionMode: 'interactive' | 'headless';
-  parentRunId: string | null;
-  rootRunId: string;
-  lineageKind: 'continuation' | 'restart' | null;
-  restartNumber: number;
-  parentTerminalFingerprint: string | null;
-  errorCode: string | null;
-  errorMessage: string | null;
-  createdAt: string;
-  updatedAt: string;
-  startedAt: string | null;
-  finishedAt: string | null;
-};
-
-export type WorkflowRunQueueRecord = {
-  runId: string;
-  workflowName: string;
-  workflowSourceRef: string;
-  workflowSource: unknown;
-  initialized: boolean;
-  definitionDigest: string;
-  input: unknown;
-  launchOptions: unknown;
-  status: WorkflowRunLaunchStatus;
-  runnerId: string | null;
-  claimToken: string | null;
-  claimGeneration: number | null;
-  claimExpiresAt: string | null;
-  affinityRunnerId: string | null;
-  originSessionId: string | null;
-  executionMode: 'interactive' | 'headless';
-  parentRunId: string | null;
-  rootRunId: string;
-  lineageKind: 'continuation' | 'restart' | null;
-  restartNumber: number;
-  parentTerminalFingerprint: string | null;
-  errorCode: string | null;
-  errorMessage: string | null;
-  createdAt: string;
-  updatedAt: string;
-  startedAt: string | null;
-  finishedAt: string | null;
-};
-
-export type WorkflowRunPreparationResult =
-  | { state: 'claimed'; run: WorkflowRunQueueRecord & { claimToken: string } }
-  | { state: 'adopted'; run: WorkflowRunQueueRecord };
-
-export type RunEventRecord = {
-  seq: number;
-  recordedAt: string;
-  runId: string;
-  workflowRef: string;
-  type: string;
-  runnerId: string | null;
-  payload: JsonObject;
-};
-
-export type WorkflowRunClaimRequest = {
-  runId: string;
-  runnerId: string;
-  claimToken: string;
-  leaseMs: number;
-  now?: string;
-};
-
-export type WorkflowRunAuthority = {
-  actor: { type: 'session' | 'host'; id: string };
-  ownerType: 'session' | 'host';
-  ownerId: string;
-  token: string;
-  generation: number;
-  leaseMs: number;
-};
-
+/**
+ * The controller-runtime part of the store (the reference's `ControllerStore`). Every method is
+ * documented on {@link SqliteControllerStore}, which implements it.
+ */
 export interface ControllerStore {
   close(): void;
   putResource<TSpec, TStatus>(options: {
@@ -243,7 +200,7 @@ export interface ControllerStore {
     finalizers?: string[];
     now?: string;
   }): ControllerResource<unknown, TStatus>;
-  requestDeletion(ref: ControllerResourceRef, nowValue?: string): ControllerResource;
+  requestDeletion(ref: ControllerResourceRef, now?: string): ControllerResource;
   updateFinalizers(options: {
     ref: ControllerResourceRef;
     expectedResourceVersion: number;
@@ -259,9 +216,9 @@ export interface ControllerStore {
     now?: string;
     exclude?: ControllerResourceRef[];
   }): ControllerQueueClaim | undefined;
-  renewClaim(claim: ControllerQueueClaim, leaseMs: number, nowValue?: string): boolean;
-  settleClaim(claim: ControllerQueueClaim, nowValue?: string): boolean;
-  requeueClaim(claim: ControllerQueueClaim, options: QueueRequeueOptions, nowValue?: string): boolean;
+  renewClaim(claim: ControllerQueueClaim, leaseMs: number, now?: string): boolean;
+  settleClaim(claim: ControllerQueueClaim, now?: string): boolean;
+  requeueClaim(claim: ControllerQueueClaim, options: QueueRequeueOptions, now?: string): boolean;
   listQueue(): QueueItem[];
   reserveEffect(options: {
     key: string;
@@ -306,69 +263,298 @@ export interface ControllerStore {
   listEvents(options?: { controller?: string; key?: string; limit?: number }): ControllerEvent[];
 }
 
+// ---- workflow runs (the reference's src/controllers/sqlite.ts) -----------------------------
+
+/** The queue status of a workflow run. `done`, `failed` and `cancelled` are terminal. */
+export type WorkflowRunLaunchStatus = 'queued' | 'starting' | 'running' | 'parked' | 'done' | 'failed' | 'cancelled';
+
+/** Options of {@link SqliteControllerStore.reserveWorkflowRun}. */
+export type WorkflowRunReservationOptions = {
+  /** `^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`. */
+  runId: string;
+  workflowName: string;
+  workflowSourceRef: string;
+  /** `{ kind: 'builtin' | 'file', id, revision }` or `{ root, mounted: [...] }`. */
+  workflowSource: unknown;
+  /** 64 hex digits, optionally prefixed with `sha256:`. */
+  definitionDigest: string;
+  definitionSnapshot: unknown;
+  input: unknown;
+  launchOptions?: unknown;
+  /** The runner the queued run has affinity to. */
+  runnerId: string;
+  /** The Pi session that owns the run; at most one active run per session. */
+  originSessionId: string;
+  /** Defaults to `interactive`. */
+  executionMode?: 'interactive' | 'headless';
+  /** Makes this run a continuation or restart of `parentRunId` (same origin session). */
+  parentRunId?: string;
+  /** Defaults to `continuation` when `parentRunId` is given; not allowed without it. */
+  lineageKind?: 'continuation' | 'restart';
+  /** A restart's number: the parent's plus one (the default). */
+  restartNumber?: number;
+  /** Required for a restart: the terminal parent's fingerprint (64 hex, optional `sha256:`). */
+  parentTerminalFingerprint?: string;
+  now?: string;
+};
+
+/** Reservation options plus the claim to take ({@link SqliteControllerStore.prepareOrAdoptWorkflowRun}). */
+export type WorkflowRunClaimOptions = WorkflowRunReservationOptions & { claimToken: string; leaseMs: number };
+
+/** A workflow run as the run list shows it (no input, no claim). */
+export type WorkflowRunQueueViewRecord = {
+  runId: string;
+  workflowName: string;
+  workflowSourceRef: string;
+  /** `{ root, mounted: [] }`. */
+  workflowSource: unknown;
+  /** False until the run's durable state left `queued`. */
+  initialized: boolean;
+  /** `sha256:<hex>`. */
+  definitionDigest: string;
+  runStateStatus: string;
+  paused: boolean;
+  status: WorkflowRunLaunchStatus;
+  /** Null for headless runs. */
+  originSessionId: string | null;
+  executionMode: 'interactive' | 'headless';
+  parentRunId: string | null;
+  rootRunId: string;
+  lineageKind: 'continuation' | 'restart' | null;
+  restartNumber: number;
+  /** Lowercase hex without prefix. */
+  parentTerminalFingerprint: string | null;
+  errorCode: string | null;
+  errorMessage: string | null;
+  createdAt: string;
+  updatedAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+};
+
+/** A workflow run with its queue state, input and current claim. */
+export type WorkflowRunQueueRecord = {
+  runId: string;
+  workflowName: string;
+  workflowSourceRef: string;
+  /** `{ root, mounted: [...] }`, rebuilt from the stored sources. */
+  workflowSource: unknown;
+  initialized: boolean;
+  /** `sha256:<hex>`. */
+  definitionDigest: string;
+  input: unknown;
+  launchOptions: unknown;
+  status: WorkflowRunLaunchStatus;
+  /** The owner of the current lease. */
+  runnerId: string | null;
+  /** Set only on the record a claim returns. */
+  claimToken: string | null;
+  claimGeneration: number | null;
+  claimExpiresAt: string | null;
+  affinityRunnerId: string | null;
+  /** Null for headless runs. */
+  originSessionId: string | null;
+  executionMode: 'interactive' | 'headless';
+  parentRunId: string | null;
+  rootRunId: string;
+  lineageKind: 'continuation' | 'restart' | null;
+  restartNumber: number;
+  /** Lowercase hex without prefix. */
+  parentTerminalFingerprint: string | null;
+  errorCode: string | null;
+  errorMessage: string | null;
+  createdAt: string;
+  updatedAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+};
+
+/** The result of {@link SqliteControllerStore.prepareOrAdoptWorkflowRun}. */
+export type WorkflowRunPreparationResult =
+  | { state: 'claimed'; run: WorkflowRunQueueRecord & { claimToken: string } }
+  | { state: 'adopted'; run: WorkflowRunQueueRecord };
+
+/** An event recorded against a workflow run. */
+export type RunEventRecord = {
+  seq: number;
+  recordedAt: string;
+  runId: string;
+  workflowRef: string;
+  type: string;
+  runnerId: string | null;
+  payload: JsonObject;
+};
+
+// ---- the state database (the reference's src/state/database.ts) ----------------------------
+
+/** How a {@link StateDatabase} is opened. */
 export type StateDatabaseMode = 'read-write' | 'read-only';
 
+/** Options of the {@link StateDatabase} constructor. */
 export type OpenStateDatabaseOptions = {
+  /** Defaults to {@link workflowStatePath}(homeDir). */
   filePath?: string;
   homeDir?: string;
+  /** Defaults to `read-write`. Read-only requires the file to exist. */
   mode?: StateDatabaseMode;
+  /** Refuse to create a new file next to pre-SQLite workflow state. Defaults to `filePath === undefined`. */
   checkLegacyState?: boolean;
 };
 
+/** A content-addressed blob; `hash` is the SHA-256 of `content`. */
 export type BlobRecord = { hash: Buffer; mediaType: string; byteLength: number; content: Buffer };
 
-/** The subset of better-sqlite3's `Statement` that `StateDatabase.connection` offers. */
+/** better-sqlite3's `RunResult`. */
+export type StateRunResult = { changes: number; lastInsertRowid: number | bigint };
+
+/** A result column, as better-sqlite3's `Statement.columns()` describes it. */
+export type StateColumnDefinition = {
+  name: string;
+  column: string | null;
+  table: string | null;
+  database: string | null;
+  type: string | null;
+};
+
+/**
+ * A prepared statement on {@link StateDatabase.connection}: the subset of better-sqlite3's
+ * `Statement` this package implements, with the same signatures.
+ */
 export interface StateStatement<BindParameters extends unknown[] = unknown[], Result = unknown> {
-  readonly source: string;
-  readonly reader: boolean;
-  readonly readonly: boolean;
-  run(...params: BindParameters): { changes: number; lastInsertRowid: number | bigint };
+  database: StateConnection;
+  source: string;
+  /** True when the statement returns rows (use `get`/`all`/`iterate`, not `run`). */
+  reader: boolean;
+  readonly: boolean;
+  /** Always false: results are read completely before a call returns. */
+  busy: boolean;
+  run(...params: BindParameters): StateRunResult;
   get(...params: BindParameters): Result | undefined;
   all(...params: BindParameters): Result[];
   iterate(...params: BindParameters): IterableIterator<Result>;
-  pluck(toggle?: boolean): this;
-  raw(toggle?: boolean): this;
-  safeIntegers(toggle?: boolean): this;
-  columns(): Array<{ name: string; column: string | null; table: string | null; database: string | null; type: string | null }>;
+  /** Return only the first column of each row. */
+  pluck(toggleState?: boolean): this;
+  /** Return rows keyed by table name (expressions under `$`). */
+  expand(toggleState?: boolean): this;
+  /** Return rows as arrays. */
+  raw(toggleState?: boolean): this;
+  /** Bind parameters once for every later execution. */
+  bind(...params: BindParameters): this;
+  columns(): StateColumnDefinition[];
+  /** Return INTEGER columns as `bigint`. */
+  safeIntegers(toggleState?: boolean): this;
 }
 
-/** The subset of better-sqlite3's `Database` over the store's own connection. */
+/** The parameters of `F`, spelled as better-sqlite3 spells them so the two types relate. */
+export type StateArgumentTypes<F extends (...params: any[]) => unknown> = F extends (...args: infer A) => unknown ? A : never;
+
+/** better-sqlite3's `Transaction`: call it to run `F` in `BEGIN`…`COMMIT` (a savepoint when nested). */
+export interface StateTransaction<F extends (...params: any[]) => unknown> {
+  (...params: StateArgumentTypes<F>): ReturnType<F>;
+  default(...params: StateArgumentTypes<F>): ReturnType<F>;
+  deferred(...params: StateArgumentTypes<F>): ReturnType<F>;
+  immediate(...params: StateArgumentTypes<F>): ReturnType<F>;
+  exclusive(...params: StateArgumentTypes<F>): ReturnType<F>;
+}
+
+/**
+ * The subset of better-sqlite3's `Database` that code around the store uses, over the store's
+ * own SQLite connection: rows written here are seen by the next store call and the reverse.
+ * Left out: `function`, `aggregate`, `table`, `loadExtension`, `serialize`, `unsafeMode` and
+ * `backup` (use {@link StateDatabase.backup}).
+ */
 export interface StateConnection {
-  readonly name: string;
-  readonly open: boolean;
-  readonly readonly: boolean;
-  readonly memory: boolean;
-  readonly inTransaction: boolean;
-  prepare<BindParameters extends unknown[] = unknown[], Result = unknown>(source: string): StateStatement<BindParameters, Result>;
+  /** Always false: state databases are files. */
+  memory: boolean;
+  readonly: boolean;
+  /** The database file's absolute path. */
+  name: string;
+  open: boolean;
+  inTransaction: boolean;
+  /**
+   * Positional parameters as a tuple (`prepare<[string, number]>(sql)`); named parameters as a
+   * one-element tuple: `prepare<[{ id: string }]>(sql)`.
+   */
+  prepare<BindParameters extends unknown[] = unknown[], Result = unknown>(
+    source: string,
+  ): StateStatement<BindParameters, Result>;
+  transaction<F extends (...params: any[]) => unknown>(fn: F): StateTransaction<F>;
   exec(source: string): this;
   pragma(source: string, options?: { simple?: boolean }): unknown;
-  transaction<F extends (...args: any[]) => unknown>(fn: F): F & { deferred: F; immediate: F; exclusive: F; default: F };
-  defaultSafeIntegers(toggle?: boolean): this;
+  defaultSafeIntegers(toggleState?: boolean): this;
+  /** Closes the connection, and with it every store built on this state database. */
   close(): this;
 }
 
+/**
+ * The reference's state database: one SQLite connection to a Pi Workflows `state.sqlite` file
+ * (WAL, `synchronous=FULL`, foreign keys on, 5 s busy timeout). Opening creates the schema on a
+ * new file, verifies it on every open (throwing the reference's "durable state is incompatible"
+ * error on any difference) and, in read-write mode, prunes unreferenced blobs.
+ */
 export declare class StateDatabase {
+  /** The resolved absolute path. */
   readonly filePath: string;
   readonly mode: StateDatabaseMode;
+  /** The store's own connection; see {@link StateConnection}. */
   readonly connection: StateConnection;
   constructor(options?: OpenStateDatabaseOptions);
   close(): void;
+  /** Runs `operation` in `BEGIN IMMEDIATE` … `COMMIT`, rolling back when it throws. Not re-entrant. */
   transaction<T>(operation: () => T): T;
+  /** Stores `value` as canonical JSON (sorted keys); returns its SHA-256. */
   putJson(value: unknown, now?: number): Buffer;
+  /** Stores UTF-8 text; returns its SHA-256. */
   putText(value: string, now?: number): Buffer;
+  /** Stores a blob (idempotent); returns its SHA-256. */
   putBlob(content: Buffer, mediaType: string, now?: number): Buffer;
   readBlob(hash: Buffer): BlobRecord | undefined;
+  /** Reads a JSON blob; objects come back with sorted keys. */
   readJson(hash: Buffer): JsonValue;
+  /** `PRAGMA integrity_check` and `foreign_key_check`; throws when either finds a problem. */
   integrityCheck(): void;
+  /** Deletes blobs no row references; returns how many. */
   pruneUnreferencedBlobs(): number;
+  /** Copies the live database to `destination` with SQLite's online backup. */
   backup(destination: string): Promise<void>;
 }
 
+/** `<homeDir>/.pi/agent/workflows/state.sqlite`, the default state file (`homeDir` defaults to `os.homedir()`). */
 export declare function workflowStatePath(homeDir?: string): string;
 
+// ---- the store -----------------------------------------------------------------------------
+
+/**
+ * The durable store of Pi Workflows: controller resources with a work queue, leases and fencing
+ * tokens, idempotent effects, child workflows and events; and the workflow-run queue with
+ * continuation/restart lineage, claims, parking, cancellation and interaction timeouts.
+ *
+ * Every write is one `BEGIN IMMEDIATE` transaction and leaves the file exactly as the reference
+ * leaves it, so this store and the TypeScript one can share a state file.
+ *
+ * @example
+ * ```ts
+ * import { SqliteControllerStore } from 'pi-workflows-native';
+ * const store = new SqliteControllerStore('/tmp/state.sqlite', { projectPath: process.cwd() });
+ * const resource = store.putResource({ controller: 'deployments', key: 'web', spec: { image: 'web:1' }, initialStatus: {} });
+ * store.close();
+ * ```
+ */
 export declare class SqliteControllerStore implements ControllerStore {
+  /** The state file's absolute path (`state.filePath`). */
   readonly filePath: string;
+  /** The state database this store works on (shared when passed as `options.state`). */
   readonly state: StateDatabase;
+  /**
+   * Opens (creating if needed) the state file and registers the project.
+   *
+   * @param filePath Defaults to {@link workflowStatePath}(); ignored when `options.state` is given.
+   * @param options.readOnly Open read-only; the project is looked up instead of registered.
+   * @param options.projectPath The project resources and runs belong to; defaults to
+   *   `process.cwd()`, canonicalised with `fs.realpathSync.native`.
+   * @param options.state Reuse an open {@link StateDatabase} of this package; `close()` then
+   *   leaves it open.
+   */
   constructor(
     filePath?: string,
     options?: {
@@ -379,12 +565,23 @@ export declare class SqliteControllerStore implements ControllerStore {
       global?: boolean;
     },
   );
+  /** Closes the state database when this store opened it. Idempotent. */
   close(): void;
+
   /**
-   * Every store method as a Promise whose work runs on a libuv worker thread, with the same
-   * result or error as the synchronous method. Calls on one database run in call order.
+   * Every store method as a Promise whose work (SQLite, fsync) runs on a libuv worker thread,
+   * with the same result or error as the synchronous method. Arguments are read at the call;
+   * calls on one database run one at a time, in call order.
    */
   readonly async: AsyncStore;
+
+  /**
+   * Creates a controller resource (queued for reconciliation, event `resource.created`), or
+   * updates its spec (generation + 1, requeued, event `resource.spec_updated`); an identical
+   * spec changes nothing.
+   *
+   * @throws Error `"controller is invalid"` / `"resource key is invalid"` (1–512 characters).
+   */
   putResource<TSpec, TStatus>(options: {
     controller: string;
     key: string;
@@ -392,9 +589,19 @@ export declare class SqliteControllerStore implements ControllerStore {
     initialStatus: TStatus;
     now?: string;
   }): ControllerResource<TSpec, TStatus>;
+  /** A resource of this store's project, or undefined (always undefined in the global view). */
   getResource<TSpec = unknown, TStatus = unknown>(ref: ControllerResourceRef): ControllerResource<TSpec, TStatus> | undefined;
+  /** A resource by uid, in any project. */
   getResourceByUid(uid: string): ControllerResource | undefined;
+  /** Resources ordered by controller and key; of this project unless global. */
   listResources<TSpec = unknown, TStatus = unknown>(options?: { controller?: string }): ControllerResource<TSpec, TStatus>[];
+  /**
+   * Replaces the status (and optionally the finalizers) under a live claim; sets
+   * `options.claim.resourceVersion` to the new version.
+   *
+   * @throws {@link ResourceConflictError} when `expectedResourceVersion` is not the current version.
+   * @throws {@link ResourceNotFoundError} when the resource does not exist.
+   */
   updateStatus<TStatus>(options: {
     ref: ControllerResourceRef;
     expectedResourceVersion: number;
@@ -403,15 +610,30 @@ export declare class SqliteControllerStore implements ControllerStore {
     finalizers?: string[];
     now?: string;
   }): ControllerResource<unknown, TStatus>;
+  /** Marks the resource for deletion (once) and requeues it. */
   requestDeletion(ref: ControllerResourceRef, nowValue?: string): ControllerResource;
+  /**
+   * Replaces the finalizers.
+   *
+   * @throws {@link ResourceConflictError} on a version mismatch; Error `"Controller finalizers must be unique"`.
+   */
   updateFinalizers(options: {
     ref: ControllerResourceRef;
     expectedResourceVersion: number;
     finalizers: string[];
     now?: string;
   }): ControllerResource;
+  /**
+   * Deletes a resource whose deletion was requested and that has no finalizers left; returns
+   * false otherwise.
+   */
   deleteResource(ref: ControllerResourceRef, expectedResourceVersion: number, claim: ControllerQueueClaim): boolean;
+  /** Queues the resource for reconciliation at `availableAt` (default now; an earlier time wins). */
   enqueue(ref: ControllerResourceRef, availableAt?: string): void;
+  /**
+   * Claims the earliest due, unclaimed (or expired) item of the given controllers; undefined
+   * when none is due or `controllers` is empty.
+   */
   claimNext(options: {
     controllers: string[];
     ownerId: string;
@@ -419,10 +641,23 @@ export declare class SqliteControllerStore implements ControllerStore {
     now?: string;
     exclude?: ControllerResourceRef[];
   }): ControllerQueueClaim | undefined;
+  /** Extends a live claim by `leaseMs`; updates `claim.expiresAt`. False when the claim is gone. */
   renewClaim(claim: ControllerQueueClaim, leaseMs: number, nowValue?: string): boolean;
+  /**
+   * Finishes a claim: removes the queue item unless it was requeued meanwhile, releases the
+   * lease, and updates `claim.resourceVersion`. False for a stale claim.
+   */
   settleClaim(claim: ControllerQueueClaim, nowValue?: string): boolean;
+  /** Releases a claim and requeues the item at `options.availableAt`, counting an error. */
   requeueClaim(claim: ControllerQueueClaim, options: QueueRequeueOptions, nowValue?: string): boolean;
+  /** The project's queue, earliest first. */
   listQueue(): QueueItem[];
+
+  /**
+   * Reserves an idempotent effect (`pending`) under a live claim, or returns the existing one.
+   *
+   * @throws {@link EffectRequestConflictError} when `key` was used with another generation, kind or fingerprint.
+   */
   reserveEffect(options: {
     key: string;
     resourceUid: string;
@@ -433,6 +668,7 @@ export declare class SqliteControllerStore implements ControllerStore {
     now?: string;
   }): EffectReservation;
   getEffect(resourceUid: string, key: string): EffectRecord | undefined;
+  /** Records an effect's outcome under a live claim (event `effect.<state>`). */
   updateEffect(options: {
     resourceUid: string;
     key: string;
@@ -442,7 +678,15 @@ export declare class SqliteControllerStore implements ControllerStore {
     error?: string;
     now?: string;
   }): EffectRecord;
+  /** A resource's effects, oldest first. */
   listEffects(resourceUid: string): EffectRecord[];
+
+  /**
+   * Reserves a child workflow request (`pending`) under a live claim, or returns the existing one.
+   *
+   * @param options.inputFingerprint 64 hex digits.
+   * @throws {@link WorkflowRequestConflictError} when `requestKey` was used with another workflow or input.
+   */
   reserveWorkflow(options: {
     resourceUid: string;
     claim: ControllerQueueClaim;
@@ -452,9 +696,21 @@ export declare class SqliteControllerStore implements ControllerStore {
   }): WorkflowReservation;
   getWorkflow(resourceUid: string, requestKey: string): ChildWorkflowRecord | undefined;
   getWorkflowByRequestId(requestId: string): ChildWorkflowRecord | undefined;
+  /** Updates a child workflow under a live claim (no event). */
   updateWorkflow(requestId: string, update: WorkflowRecordUpdate, claim: ControllerQueueClaim): ChildWorkflowRecord;
+  /**
+   * Settles a child workflow without a claim (the scheduler's report) and bumps its resource
+   * (event `workflow_state_changed`).
+   *
+   * @throws Error `"Scheduler completion must report a settled child state"` for `pending`/`running`.
+   */
   completeWorkflow(requestId: string, update: WorkflowRecordUpdate): ChildWorkflowRecord;
   listWorkflows(resourceUid: string): ChildWorkflowRecord[];
+
+  /**
+   * Records a custom event on a resource; with a claim it must be live and
+   * `claim.resourceVersion` is updated.
+   */
   recordEvent(options: {
     controller: string;
     key: string;
@@ -463,40 +719,95 @@ export declare class SqliteControllerStore implements ControllerStore {
     payload?: JsonObject;
     now?: string;
   }): ControllerEvent;
+  /** Controller events, newest first (`limit` defaults to 100). */
   listEvents(options?: { controller?: string; key?: string; limit?: number }): ControllerEvent[];
 
+  /**
+   * Queues a new workflow run (status `queued`, event `run.queued`), applying the lineage rules
+   * for continuations and restarts.
+   *
+   * @throws Error `"Workflow run already reserved: <id>"`, `"Invalid workflow run id: <id>"`, the
+   *   lineage errors, or SQLite's `UNIQUE constraint failed` when the origin session already has
+   *   an active run.
+   */
   reserveWorkflowRun(options: WorkflowRunReservationOptions): WorkflowRunQueueRecord;
+  /**
+   * Reserves and claims a run in one transaction (`claimed`), or adopts the existing run when it
+   * matches the options (`adopted`).
+   *
+   * @throws Error `"Workflow run preparation conflicts: <id>"` when it exists with other options.
+   */
   prepareOrAdoptWorkflowRun(options: WorkflowRunClaimOptions): WorkflowRunPreparationResult;
+  /**
+   * Reserves the run if it is missing, then claims it. Like the reference, the execution mode
+   * is not forwarded: the run is interactive.
+   *
+   * @throws Error `"Workflow run could not be claimed: <id>"`.
+   */
   enqueueWorkflowRun(options: WorkflowRunClaimOptions): WorkflowRunQueueRecord;
   getWorkflowRun(runId: string): WorkflowRunQueueRecord | undefined;
   getWorkflowRunView(runId: string): WorkflowRunQueueViewRecord | undefined;
+  /** A cheap change detector for the run list (all projects). */
   workflowRunListRevision(): { total: number; revision: string };
+  /** A page of the run list, newest first (all projects). */
   listWorkflowRunViews(options: { offset: number; limit: number }): {
     total: number;
     revision: string;
     runs: WorkflowRunQueueViewRecord[];
   };
+  /** The canonical path of the project a run belongs to. */
   workflowRunProjectPath(runId: string): string | undefined;
+  /** Runs newest first; of this project unless global. */
   listWorkflowRuns(options?: {
     statuses?: WorkflowRunLaunchStatus[];
     excludeRunIds?: string[];
     limit?: number;
   }): WorkflowRunQueueRecord[];
+  /** The newest non-terminal run of an origin session. */
   findSessionReservation(sessionId: string): WorkflowRunQueueRecord | undefined;
   findSessionReservationView(sessionId: string): WorkflowRunQueueViewRecord | undefined;
   isWorkflowRunPaused(runId: string): boolean;
-  claimWorkflowRun(options: WorkflowRunClaimRequest): WorkflowRunQueueRecord | undefined;
+  /**
+   * Claims a run for `runnerId` (queue `starting`, event `lease.claimed`); undefined when it is
+   * terminal, waits for a pending interaction, or another owner's lease is live. The returned
+   * record carries `claimToken`.
+   */
+  claimWorkflowRun(options: {
+    runId: string;
+    runnerId: string;
+    claimToken: string;
+    leaseMs: number;
+    now?: string;
+  }): WorkflowRunQueueRecord | undefined;
   /** Schedule a worker that validates one pending interactive submission. */
-  claimWorkflowRunForInteractionValidation(options: WorkflowRunClaimRequest): WorkflowRunQueueRecord | undefined;
+  claimWorkflowRunForInteractionValidation(options: {
+    runId: string;
+    runnerId: string;
+    claimToken: string;
+    leaseMs: number;
+    now?: string;
+  }): WorkflowRunQueueRecord | undefined;
   /** Take a short host claim without scheduling a parked interactive run. */
-  claimWorkflowRunForControl(options: WorkflowRunClaimRequest): WorkflowRunQueueRecord | undefined;
+  claimWorkflowRunForControl(options: {
+    runId: string;
+    runnerId: string;
+    claimToken: string;
+    leaseMs: number;
+    now?: string;
+  }): WorkflowRunQueueRecord | undefined;
+  /**
+   * Under a live claim, cancels the earliest expired pending interaction for
+   * `targetSessionId` and resumes the run to finish it; false when there is none.
+   */
   beginWorkflowRunInteractionTimeout(options: {
     runId: string;
     targetSessionId: string;
     claimToken: string;
     now?: string;
   }): boolean;
+  /** Queue `running` under a live claim (event `run.queue_running`). */
   markWorkflowRunRunning(options: { runId: string; claimToken: string; now?: string }): boolean;
+  /** Claims the next due run this runner (or session) may take. */
   claimNextWorkflowRun(options: {
     runnerId: string;
     sessionId?: string;
@@ -506,12 +817,30 @@ export declare class SqliteControllerStore implements ControllerStore {
     excludeRunIds?: string[];
   }): WorkflowRunQueueRecord | undefined;
   renewWorkflowRunClaim(options: { runId: string; claimToken: string; leaseMs: number; now?: string }): boolean;
+  /** True while `claimToken` holds the run's unexpired lease. */
   verifyWorkflowRunClaim(options: { runId: string; claimToken: string; now?: string }): boolean;
-  workflowRunAuthority(runId: string, claimToken: string): WorkflowRunAuthority | undefined;
+  /** The actor and lease a claim token stands for (`leaseMs` is always 30000). */
+  workflowRunAuthority(
+    runId: string,
+    claimToken: string,
+  ):
+    | {
+        actor: { type: 'session' | 'host'; id: string };
+        ownerType: 'session' | 'host';
+        ownerId: string;
+        token: string;
+        generation: number;
+        leaseMs: number;
+      }
+    | undefined;
+  /** Queue `parked` and the lease released (event `run.queue_parked`). */
   parkWorkflowRun(options: { runId: string; claimToken: string; now?: string }): boolean;
+  /** Pauses a parked, unclaimed run that waits for an interaction. */
   pauseParkedWorkflowRun(options: { runId: string; now?: string }): boolean;
   resumePausedInteraction(options: { runId: string; now?: string }): boolean;
+  /** Parks the run with error `workflowSourceChanged` (detail cut to 8192 characters). */
   parkWorkflowRunForSourceChange(options: { runId: string; claimToken: string; detail: string; now?: string }): boolean;
+  /** Parks the run with error `effectAmbiguous`; its attempts wait for explicit recovery. */
   parkWorkflowRunForAmbiguousEffect(options: { runId: string; claimToken: string; now?: string }): boolean;
   failWorkflowRun(options: {
     runId: string;
@@ -520,13 +849,19 @@ export declare class SqliteControllerStore implements ControllerStore {
     errorMessage: string;
     now?: string;
   }): boolean;
+  /** Cancels a run; without a token, falls back to {@link SqliteControllerStore.cancelStaleWorkflowRun}. */
   cancelWorkflowRun(options: { runId: string; claimToken?: string; now?: string }): boolean;
   /** Cancel a nonterminal run only when its claim is absent or expired. */
   cancelStaleWorkflowRun(options: { runId: string; controlId?: string; claimToken?: string; now?: string }): boolean;
+  /** Deletes a run and everything that belongs to it, under a live claim. */
   deleteWorkflowRun(options: { runId: string; claimToken: string }): boolean;
+  /** Queue `done` and the lease released. */
   completeWorkflowRun(options: { runId: string; claimToken: string; now?: string }): boolean;
+  /** Always throws, as in the reference (removed with the SQLite cutover). */
   repairCanonicalWorkflowSourceRun(): never;
+  /** Always throws, as in the reference (removed with the SQLite cutover). */
   claimLegacyWorkflowSourceRun(): never;
+  /** Records an event on a run (actor `host` for `host-…` runners, else `session`). */
   recordRunEvent(options: {
     runId: string;
     workflowRef: string;
@@ -535,8 +870,11 @@ export declare class SqliteControllerStore implements ControllerStore {
     runnerId?: string;
     now?: string;
   }): RunEventRecord;
+  /** Run events after `seq`, oldest first (`limit` defaults to 100). */
   listRunEventsAfter(seq: number, options?: { limit?: number }): RunEventRecord[];
+  /** Applies the run's pending effects of this type, each in its own transaction. */
   settleRunEffect(runId: string, effectType: 'run.park_queue' | 'run.settle_queue'): void;
+  /** Sets the run's origin session (upsert). */
   setWorkflowRunOriginSession(runId: string, originSessionId: string): boolean;
 }
 
@@ -549,15 +887,24 @@ export type AsyncStore = {
     : never;
 };
 
+// ---- errors (the reference's src/controllers/errors.ts) ------------------------------------
+// Created in the caller's realm, so `instanceof` works (also inside Jest). Every other failure
+// is a plain `Error` with the reference's message, or better-sqlite3's `SqliteError` shape
+// (`name` "SqliteError", `code` such as "SQLITE_CONSTRAINT_UNIQUE") for SQLite errors.
+
+/** `Controller resource <controller>/<key> changed during reconciliation`. */
 export declare class ResourceConflictError extends Error {
   constructor(controller: string, key: string);
 }
+/** `Controller resource not found: <controller>/<key>`. */
 export declare class ResourceNotFoundError extends Error {
   constructor(controller: string, key: string);
 }
+/** `Effect key "<key>" was reused with a different request`. */
 export declare class EffectRequestConflictError extends Error {
   constructor(key: string);
 }
+/** `Workflow request key "<key>" was reused with different input`. */
 export declare class WorkflowRequestConflictError extends Error {
   constructor(key: string);
 }

@@ -190,12 +190,17 @@ for (const method of implementedMethods) {
   });
 }
 
+const { ResourceConflictError, ResourceNotFoundError, EffectRequestConflictError, WorkflowRequestConflictError } =
+  errors;
+
+// Shorthand properties only: Node's ESM loader finds a CommonJS module's named exports by
+// reading this literal, and stops at the first value that is not a plain identifier.
 module.exports = {
   SqliteControllerStore,
   StateDatabase,
   workflowStatePath,
-  ResourceConflictError: errors.ResourceConflictError,
-  ResourceNotFoundError: errors.ResourceNotFoundError,
-  EffectRequestConflictError: errors.EffectRequestConflictError,
-  WorkflowRequestConflictError: errors.WorkflowRequestConflictError,
+  ResourceConflictError,
+  ResourceNotFoundError,
+  EffectRequestConflictError,
+  WorkflowRequestConflictError,
 };

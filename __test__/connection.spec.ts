@@ -104,6 +104,16 @@ describe('state.connection behaves like better-sqlite3', () => {
     same((db) => db.prepare('INSERT INTO items(name) VALUES (?)').run(true as unknown as string));
   });
 
+  test('expand, bind and busy', () => {
+    const expanded = same((db) => db.prepare('SELECT id, name, 1 + 1 AS two FROM items WHERE id = 1').expand().get());
+    expect(expanded.value).toEqual({ items: { id: 1, name: 'a' }, $: { two: 2 } });
+    const bound = same((db) => db.prepare('SELECT name FROM items WHERE id = ?').bind(2).pluck().get());
+    expect(bound.value).toBe('b');
+    same((db) => db.prepare('SELECT name FROM items WHERE id = ?').bind(2).get(3));
+    same((db) => db.prepare('SELECT name FROM items WHERE id = ?').bind(2).bind(3));
+    expect(same((db) => db.prepare('SELECT 1').busy).value).toBe(false);
+  });
+
   test('columns() describes result columns', () => {
     const result = same((db) => db.prepare('SELECT id, name AS label, 1 + 1 AS two FROM items').columns());
     expect((result.value as Array<{ name: string }>).map((column) => column.name)).toEqual(['id', 'label', 'two']);

@@ -16,7 +16,7 @@ const os = require('node:os');
 const path = require('node:path');
 
 const { SqliteControllerStore } = require('..');
-const binding = require('../binding.js');
+const { binding } = require('../lib/native.js');
 const { REFERENCE } = require('./reference.js');
 
 const SCALE = Number(process.env.PIW_BENCH_SCALE ?? 1);

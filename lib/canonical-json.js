@@ -40,7 +40,8 @@ function jsonEnvelope(value) {
   try {
     return { $c: canonicalJson(value) };
   } catch (error) {
-    return { $e: error instanceof Error ? error.message : String(error) };
+    const message = typeof error?.message === 'string' ? error.message : String(error);
+    return error instanceof RangeError ? { $e: message, $r: true } : { $e: message };
   }
 }
 

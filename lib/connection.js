@@ -52,7 +52,9 @@ class Statement {
   #native;
   #pluck = false;
   #raw = false;
+  #expand = false;
   #safeIntegers;
+  #bound;
 
   constructor(connection, native, source, info) {
     this.#connection = connection;
@@ -70,9 +72,30 @@ class Statement {
     return this.#connection;
   }
 
+  /** Always false: results are read completely before a call returns. */
+  get busy() {
+    return false;
+  }
+
+  /** Binds parameters for every later execution, as better-sqlite3 does. */
+  bind(...parameters) {
+    if (this.#bound !== undefined) {
+      throw new TypeError('The bind() method can only be invoked once per statement object');
+    }
+    encodeParameters(parameters);
+    this.#bound = parameters;
+    return this;
+  }
+
+  #parameters(parameters) {
+    if (this.#bound === undefined) return parameters;
+    if (parameters.length > 0) throw new TypeError('This statement already has bound parameters');
+    return this.#bound;
+  }
+
   run(...parameters) {
     this.#connection._assertOpen();
-    const result = parsed(this.#native.run(this.source, encodeParameters(parameters)));
+    const result = parsed(this.#native.run(this.source, encodeParameters(this.#parameters(parameters))));
     return {
       changes: result.changes,
       lastInsertRowid: this.#safeIntegers ? BigInt(result.lastInsertRowid) : result.lastInsertRowid,
@@ -94,13 +117,20 @@ class Statement {
 
   pluck(toggle = true) {
     this.#pluck = toggle;
-    if (toggle) this.#raw = false;
+    if (toggle) this.#raw = this.#expand = false;
     return this;
   }
 
   raw(toggle = true) {
     this.#raw = toggle;
-    if (toggle) this.#pluck = false;
+    if (toggle) this.#pluck = this.#expand = false;
+    return this;
+  }
+
+  /** Rows keyed by table name, expressions under `$`. */
+  expand(toggle = true) {
+    this.#expand = toggle;
+    if (toggle) this.#pluck = this.#raw = false;
     return this;
   }
 
@@ -122,7 +152,7 @@ class Statement {
       throw new TypeError('This statement does not return data. Use run() instead');
     }
     const reply = parsed(
-      this.#native.query(this.source, encodeParameters(parameters), this.#safeIntegers, first),
+      this.#native.query(this.source, encodeParameters(this.#parameters(parameters)), this.#safeIntegers, first),
     );
     const { columns, rows } = reply;
     return rows.map((values) => {
@@ -131,7 +161,13 @@ class Statement {
       if (this.#raw) return decoded;
       const row = {};
       columns.forEach((name, index) => {
-        row[name] = decoded[index];
+        if (this.#expand) {
+          const table = this._columns[index]?.table ?? '$';
+          row[table] = row[table] ?? {};
+          row[table][name] = decoded[index];
+        } else {
+          row[name] = decoded[index];
+        }
       });
       return row;
     });

@@ -1,7 +1,7 @@
 'use strict';
-// The compiled addon and the decoding of its string replies (see src/lib.rs).
+// The compiled addon (found by ./loader.js) and the decoding of its string replies (see src/lib.rs).
 
-const binding = require('../binding.js');
+const binding = require('./loader.js').loadBinding();
 const { errorFromWire } = require('./errors.js');
 
 /** Throws the error an encoded reply (`!{…}`) carries; returns other replies unchanged. */

@@ -5,8 +5,10 @@
 
 use serde_json::{json, Value};
 
+/// The core's result type: errors are always [`StoreError`].
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
+/// Every failure a store or connection method reports, as the JS error it becomes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreError {
     /// A plain `Error` with this message.
@@ -17,30 +19,44 @@ pub enum StoreError {
     Range(String),
     /// An SQLite failure: better-sqlite3's `SqliteError` with SQLite's message and code name.
     Sqlite {
+        /// SQLite's extended result code name, e.g. `SQLITE_CONSTRAINT_UNIQUE`.
         code: String,
+        /// SQLite's message.
         message: String,
     },
+    /// `ResourceConflictError(controller, key)`.
     ResourceConflict {
+        /// The `controller` value the caller gave (interpolated as JavaScript would).
         controller: Value,
+        /// The `key` value the caller gave.
         key: Value,
     },
+    /// `ResourceNotFoundError(controller, key)`.
     ResourceNotFound {
+        /// The `controller` value the caller gave (interpolated as JavaScript would).
         controller: Value,
+        /// The `key` value the caller gave.
         key: Value,
     },
+    /// `EffectRequestConflictError(key)`.
     EffectRequestConflict {
+        /// The effect key, `JSON.stringify`-ed in the message.
         key: Value,
     },
+    /// `WorkflowRequestConflictError(key)`.
     WorkflowRequestConflict {
+        /// The request key, `JSON.stringify`-ed in the message.
         key: Value,
     },
 }
 
 impl StoreError {
+    /// A plain `Error(message)`.
     pub fn plain(message: impl Into<String>) -> Self {
         StoreError::Plain(message.into())
     }
 
+    /// better-sqlite3's `TypeError` for a closed connection.
     pub fn closed() -> Self {
         StoreError::Type("The database connection is not open".into())
     }

@@ -21,6 +21,9 @@ pub mod time;
 pub mod trace;
 pub mod wire;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -96,16 +99,19 @@ impl NativeState {
             .expect("NativeState is always opened by its factory")
     }
 
+    /// Closes the connection; every store built on this state sees it closed (TypeError on use).
     #[napi(catch_unwind)]
     pub fn close(&self) {
         lock(self.shared()).close();
     }
 
+    /// Whether the connection is still open (`connection.open`).
     #[napi(getter)]
     pub fn is_open(&self) -> bool {
         lock(self.shared()).is_open()
     }
 
+    /// Whether a transaction is open on the connection (`connection.inTransaction`).
     #[napi(getter)]
     pub fn in_transaction(&self) -> bool {
         lock(self.shared())
@@ -114,6 +120,7 @@ impl NativeState {
             .unwrap_or(false)
     }
 
+    /// `connection.exec(sql)`: runs every statement of `sql`.
     #[napi(catch_unwind)]
     pub fn exec(&self, sql: String) -> String {
         guarded(self.shared(), |state| {
@@ -122,6 +129,7 @@ impl NativeState {
         })
     }
 
+    /// What `connection.prepare(sql)` needs to know: `{reader, readonly, columns}`.
     #[napi(catch_unwind)]
     pub fn describe(&self, sql: String) -> String {
         guarded(self.shared(), |state| {
@@ -129,6 +137,7 @@ impl NativeState {
         })
     }
 
+    /// `statement.run(...params)` with the JS layer's encoded parameters: `{changes, lastInsertRowid}`.
     #[napi(catch_unwind)]
     pub fn run(&self, sql: String, params_json: String) -> String {
         guarded(self.shared(), |state| {
@@ -140,6 +149,7 @@ impl NativeState {
         })
     }
 
+    /// `statement.get/all/iterate(...params)`: `{columns, rows}` with encoded values (`first` stops after one row).
     #[napi(catch_unwind)]
     pub fn query(
         &self,
@@ -200,6 +210,7 @@ impl NativeState {
         })
     }
 
+    /// `StateDatabase.integrityCheck()`: `PRAGMA integrity_check` and `foreign_key_check`.
     #[napi(catch_unwind)]
     pub fn integrity_check(&self) -> String {
         guarded(self.shared(), |state| {
@@ -207,6 +218,7 @@ impl NativeState {
         })
     }
 
+    /// `StateDatabase.pruneUnreferencedBlobs()`: the number of blobs deleted.
     #[napi(catch_unwind)]
     pub fn prune_unreferenced_blobs(&self) -> String {
         guarded(self.shared(), |state| {
@@ -362,7 +374,7 @@ pub fn implemented_methods() -> Vec<String> {
 }
 
 fn parse_json(text: &str) -> Result<Value> {
-    serde_json::from_str(text)
+    state::json::parse(text)
         .map_err(|error| StoreError::plain(format!("Invalid JSON from the JS layer: {error}")))
 }
 

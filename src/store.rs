@@ -8,16 +8,20 @@ use crate::state::ids::project_id_for;
 use crate::state::{Mode, StateDb};
 use crate::wire::{Call, Reply};
 
+/// A store method's view: the locked state database and the project it is bound to.
 pub struct Store<'a> {
+    /// The state database, locked for the duration of the call.
     pub state: &'a StateDb,
     project_id: Option<&'a str>,
 }
 
 impl<'a> Store<'a> {
+    /// Binds `state` to `project_id` (`None` for the global view).
     pub fn new(state: &'a StateDb, project_id: Option<&'a str>) -> Store<'a> {
         Store { state, project_id }
     }
 
+    /// The open connection, or the closed-connection TypeError.
     pub fn conn(&self) -> Result<&'a Connection> {
         self.state.conn()
     }
@@ -27,6 +31,7 @@ impl<'a> Store<'a> {
         self.state.write(operation)
     }
 
+    /// Whether the state database was opened read-only.
     pub fn is_read_only(&self) -> bool {
         self.state.mode == Mode::ReadOnly
     }
@@ -63,19 +68,46 @@ pub fn resolve_project(state: &StateDb, canonical_path: &str, now: i64) -> Resul
     Ok(Some(project_id))
 }
 
+type Dispatch = fn(&Store<'_>, &str, &Call) -> Option<Result<Reply>>;
+
+/// Every module that implements public methods: its method names and its dispatcher.
+const MODULES: &[(&[&str], Dispatch)] = {
+    use crate::{controller, runs};
+    &[
+        (
+            controller::resources::METHODS,
+            controller::resources::dispatch,
+        ),
+        (controller::queue::METHODS, controller::queue::dispatch),
+        (controller::effects::METHODS, controller::effects::dispatch),
+        (
+            controller::workflows::METHODS,
+            controller::workflows::dispatch,
+        ),
+        (controller::events::METHODS, controller::events::dispatch),
+        (runs::reserve::METHODS, runs::reserve::dispatch),
+        (runs::reads::METHODS, runs::reads::dispatch),
+        (runs::claims::METHODS, runs::claims::dispatch),
+        (runs::transitions::METHODS, runs::transitions::dispatch),
+        (runs::interaction::METHODS, runs::interaction::dispatch),
+        (runs::run_events::METHODS, runs::run_events::dispatch),
+        (runs::settle::METHODS, runs::settle::dispatch),
+        (runs::legacy::METHODS, runs::legacy::dispatch),
+    ]
+};
+
 /// Every public method the core implements, for the JS layer to expose.
 pub fn implemented_methods() -> Vec<&'static str> {
-    let mut methods = crate::controller::methods();
-    methods.extend(crate::runs::methods());
-    methods
+    MODULES
+        .iter()
+        .flat_map(|(methods, _)| methods.iter().copied())
+        .collect()
 }
 
+/// Runs one public method; `Unknown store method` for any other name.
 pub fn dispatch(store: &Store<'_>, method: &str, call: &Call) -> Result<Reply> {
-    if let Some(reply) = crate::controller::dispatch(store, method, call) {
-        return reply;
-    }
-    if let Some(reply) = crate::runs::dispatch(store, method, call) {
-        return reply;
-    }
-    Err(StoreError::plain(format!("Unknown store method: {method}")))
+    MODULES
+        .iter()
+        .find_map(|(_, dispatch)| dispatch(store, method, call))
+        .unwrap_or_else(|| Err(StoreError::plain(format!("Unknown store method: {method}"))))
 }

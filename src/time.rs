@@ -45,6 +45,18 @@ fn push_digits(text: &mut Vec<u8>, mut value: u64, width: usize) {
     text.extend_from_slice(&digits[start..]);
 }
 
+/// The largest distance from the epoch a JavaScript `Date` holds (±100,000,000 days).
+pub const MAX_JS_TIME: f64 = 8.64e15;
+
+/// `new Date(ms).toISOString()` for a computed time such as `now + leaseMs`: JavaScript
+/// throws `RangeError: Invalid time value` outside its date range (and for NaN).
+pub fn js_iso(ms: f64) -> crate::error::Result<String> {
+    if ms.is_nan() || ms.abs() > MAX_JS_TIME {
+        return Err(crate::error::StoreError::Range("Invalid time value".into()));
+    }
+    Ok(iso(ms.trunc() as i64))
+}
+
 /// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
@@ -101,6 +113,24 @@ mod tests {
         while ms <= 8_640_000_000_000_000 {
             assert_eq!(iso(ms), formatted(ms));
             ms += 86_399_999_999_937;
+        }
+    }
+
+    #[test]
+    fn computed_times_outside_the_date_range_are_range_errors() {
+        use super::js_iso;
+        assert_eq!(js_iso(8.64e15).unwrap(), "+275760-09-13T00:00:00.000Z");
+        assert_eq!(js_iso(1.5).unwrap(), "1970-01-01T00:00:00.001Z");
+        for ms in [
+            8.64e15 + 1.0,
+            -8.64e15 - 1.0,
+            1e300,
+            f64::NAN,
+            f64::INFINITY,
+        ] {
+            assert!(
+                matches!(js_iso(ms), Err(crate::error::StoreError::Range(m)) if m == "Invalid time value")
+            );
         }
     }
 }

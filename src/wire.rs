@@ -14,11 +14,14 @@ static NULL: Value = Value::Null;
 
 /// One method call: its arguments and `Date.now()` at the call.
 pub struct Call {
+    /// The positional arguments, as the JS layer encoded them.
     pub args: Vec<Value>,
+    /// `Date.now()` when the call was made (for paths where the reference reads the clock).
     pub clock: i64,
 }
 
 impl Call {
+    /// A call with these arguments at `clock`.
     pub fn new(args: Vec<Value>, clock: i64) -> Call {
         Call { args, clock }
     }
@@ -34,6 +37,7 @@ pub fn field<'a>(object: &'a Value, name: &str) -> &'a Value {
     object.get(name).unwrap_or(&NULL)
 }
 
+/// Whether property `name` is present and not `null`/`undefined`.
 pub fn has(object: &Value, name: &str) -> bool {
     !field(object, name).is_null()
 }
@@ -67,6 +71,7 @@ pub fn int(value: &Value, what: &str) -> Result<i64> {
         .ok_or_else(|| StoreError::plain(format!("{what} must be an integer")))
 }
 
+/// An optional integer (`undefined`/`null` → `None`).
 pub fn opt_int(value: &Value, what: &str) -> Result<Option<i64>> {
     if value.is_null() {
         Ok(None)
@@ -94,17 +99,31 @@ pub fn texts<'a>(value: &'a Value, what: &str) -> Result<Vec<&'a str>> {
 /// A caller-supplied JSON document, canonicalised by the JS layer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum JsonArg<'a> {
+    /// The canonical JSON text.
     Canonical(&'a str),
+    /// The argument was `undefined`.
     Undefined,
-    Invalid(&'a str),
+    /// Canonicalisation failed with this message (thrown where the reference stores it).
+    /// Canonicalisation failed with this message; `range` when it was a `RangeError` (a
+    /// document too deep for the JavaScript stack).
+    Invalid {
+        /// The error's message.
+        message: &'a str,
+        /// Whether the error was a `RangeError`.
+        range: bool,
+    },
 }
 
 impl<'a> JsonArg<'a> {
+    /// Decodes the JS layer's envelope: `{$c: text}`, `{$e: message}` or `{$u: true}`.
     pub fn of(value: &'a Value) -> JsonArg<'a> {
         if let Some(text) = value.get("$c").and_then(Value::as_str) {
             JsonArg::Canonical(text)
         } else if let Some(message) = value.get("$e").and_then(Value::as_str) {
-            JsonArg::Invalid(message)
+            JsonArg::Invalid {
+                message,
+                range: value.get("$r").is_some_and(|r| r == true),
+            }
         } else {
             JsonArg::Undefined
         }
@@ -116,7 +135,14 @@ impl<'a> JsonArg<'a> {
         match self {
             JsonArg::Canonical(text) => Ok(text),
             JsonArg::Undefined => Err(StoreError::plain("Unsupported JSON value type: undefined")),
-            JsonArg::Invalid(message) => Err(StoreError::plain(message)),
+            JsonArg::Invalid {
+                message,
+                range: false,
+            } => Err(StoreError::plain(message)),
+            JsonArg::Invalid {
+                message,
+                range: true,
+            } => Err(StoreError::Range(message.into())),
         }
     }
 
@@ -128,6 +154,7 @@ impl<'a> JsonArg<'a> {
         }
     }
 
+    /// Whether the argument was `undefined`.
     pub fn is_undefined(self) -> bool {
         self == JsonArg::Undefined
     }
@@ -137,21 +164,26 @@ impl<'a> JsonArg<'a> {
 /// claim object in place.
 #[derive(Debug, Default)]
 pub struct Reply {
+    /// The return value; `None` for `undefined`.
     pub value: Option<Value>,
     /// The value already written as JSON text (see [`Reply::json_text`]); wins over `value`.
     pub text: Option<String>,
+    /// Properties to set on the caller's claim object.
     pub claim_updates: Option<Map<String, Value>>,
 }
 
 impl Reply {
+    /// Returns `undefined`.
     pub fn undefined() -> Reply {
         Reply::default()
     }
 
+    /// Returns `value`.
     pub fn value(value: impl Into<Value>) -> Reply {
         Reply::maybe(Some(value.into()))
     }
 
+    /// Returns `value`, or `undefined` for `None`.
     pub fn maybe(value: Option<Value>) -> Reply {
         Reply {
             value,
@@ -178,14 +210,16 @@ impl Reply {
     /// The wire text: `""` for `undefined`, `~{value, claim}` when the claim changed, else the
     /// value's JSON.
     pub fn encode(self) -> String {
-        if let (Some(text), None) = (&self.text, &self.claim_updates) {
-            return text.clone();
+        if let Some(text) = self.text {
+            return match self.claim_updates {
+                None => text,
+                Some(claim) => format!(
+                    "~{{\"value\":{text},\"claim\":{}}}",
+                    json_text(&Value::Object(claim))
+                ),
+            };
         }
-        let value = match self.text {
-            Some(text) => Some(serde_json::from_str(&text).expect("replies write valid JSON")),
-            None => self.value,
-        };
-        match (value, self.claim_updates) {
+        match (self.value, self.claim_updates) {
             (None, None) => String::new(),
             (Some(value), None) => json_text(&value),
             (value, Some(claim)) => {
@@ -207,6 +241,7 @@ pub struct ObjectWriter<'a> {
 }
 
 impl<'a> ObjectWriter<'a> {
+    /// Opens the object (`{`) at the end of `out`.
     pub fn new(out: &'a mut String) -> ObjectWriter<'a> {
         out.push('{');
         ObjectWriter { out, empty: true }
@@ -222,22 +257,26 @@ impl<'a> ObjectWriter<'a> {
         self.out
     }
 
+    /// An integer property.
     pub fn int(&mut self, key: &str, value: i64) -> &mut Self {
         let out = self.key(key);
         out.push_str(&value.to_string());
         self
     }
 
+    /// A boolean property.
     pub fn bool(&mut self, key: &str, value: bool) -> &mut Self {
         self.raw(key, if value { "true" } else { "false" })
     }
 
+    /// A string property.
     pub fn str(&mut self, key: &str, value: &str) -> &mut Self {
         let out = self.key(key);
         push_json_string(out, value);
         self
     }
 
+    /// A string property, `null` for `None`.
     pub fn opt_str(&mut self, key: &str, value: Option<&str>) -> &mut Self {
         match value {
             Some(value) => self.str(key, value),
@@ -252,6 +291,7 @@ impl<'a> ObjectWriter<'a> {
         self
     }
 
+    /// Closes the object (`}`).
     pub fn finish(&mut self) {
         self.out.push('}');
     }
@@ -267,6 +307,7 @@ pub fn json_text(value: &Value) -> String {
     serde_json::to_string(value).expect("a JSON value always serializes")
 }
 
+/// The error wire text: `!` followed by [`StoreError::to_wire`].
 pub fn encode_error(error: &StoreError) -> String {
     format!("!{}", error.to_wire())
 }

@@ -1,33 +1,43 @@
 'use strict';
-// Prints the closing line CI reads (`Summary: N passed, N failed[, N skipped]`) after Jest's own
-// summary, and the conformance tally the replayer leaves in its results.
+// Prints the closing line CI reads (`Summary: N passed, N failed[, N skipped]`) and the
+// conformance tally. Jest prints its own summary after every reporter has run, so the lines are
+// written when the process exits, which makes `Summary:` the very last line of the output.
 
 class SummaryReporter {
   onRunComplete(_contexts, results) {
-    let conformance = { passed: 0, failed: 0, skipped: 0 };
-    for (const file of results.testResults) {
-      for (const test of file.testResults) {
-        if (test.ancestorTitles[0] !== 'conformance') continue;
-        if (test.status === 'passed') conformance.passed += 1;
-        else if (test.status === 'failed') conformance.failed += 1;
-        else conformance.skipped += 1;
-      }
-    }
-    const total = conformance.passed + conformance.failed + conformance.skipped;
-    if (total > 0) {
-      process.stdout.write(
-        `conformance: ${conformance.passed} passed, ${conformance.failed} failed, ` +
-          `${conformance.skipped} skipped of ${total} traces\n`,
-      );
-    }
-    const skipped = results.numPendingTests + results.numTodoTests;
-    const failed = results.numFailedTests + results.numRuntimeErrorTestSuites;
-    process.stdout.write(
-      `Summary: ${results.numPassedTests} passed, ${failed} failed` +
-        (skipped > 0 ? `, ${skipped} skipped` : '') +
-        '\n',
-    );
+    const lines = summaryLines(results);
+    process.once('exit', () => process.stdout.write(lines));
   }
+}
+
+/** Tests under the top-level `conformance` describe, one per trace. */
+function conformanceTally(results) {
+  const tally = { passed: 0, failed: 0, skipped: 0 };
+  for (const file of results.testResults) {
+    for (const test of file.testResults) {
+      if (test.ancestorTitles[0] !== 'conformance') continue;
+      if (test.status === 'passed') tally.passed += 1;
+      else if (test.status === 'failed') tally.failed += 1;
+      else tally.skipped += 1;
+    }
+  }
+  return tally;
+}
+
+function summaryLines(results) {
+  let text = '';
+  const conformance = conformanceTally(results);
+  const traces = conformance.passed + conformance.failed + conformance.skipped;
+  if (traces > 0) {
+    text +=
+      `conformance: ${conformance.passed} passed, ${conformance.failed} failed, ` +
+      `${conformance.skipped} skipped of ${traces} traces\n`;
+  }
+  const skipped = results.numPendingTests + results.numTodoTests;
+  const failed = results.numFailedTests + results.numRuntimeErrorTestSuites;
+  text += `Summary: ${results.numPassedTests} passed, ${failed} failed`;
+  text += skipped > 0 ? `, ${skipped} skipped\n` : '\n';
+  return text;
 }
 
 module.exports = SummaryReporter;

@@ -21,6 +21,7 @@ use crate::wire::{field, time, Call, Reply};
 /// The methods implemented here.
 pub const METHODS: &[&str] = &["reserveEffect", "getEffect", "updateEffect", "listEffects"];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     Some(match method {
         "reserveEffect" => reserve_effect(store, call),

@@ -22,6 +22,7 @@ pub const METHODS: &[&str] = &["recordEvent", "listEvents"];
 /// `listEvents` without a `limit`.
 const DEFAULT_EVENT_LIMIT: i64 = 100;
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     Some(match method {
         "recordEvent" => record_event(store, call),

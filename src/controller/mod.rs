@@ -9,32 +9,3 @@ pub mod queue;
 pub mod resources;
 pub mod rows;
 pub mod workflows;
-
-use crate::error::Result;
-use crate::store::Store;
-use crate::wire::{Call, Reply};
-
-type Dispatch = fn(&Store, &str, &Call) -> Option<Result<Reply>>;
-
-/// Each submodule's method names and dispatcher.
-const MODULES: &[(&[&str], Dispatch)] = &[
-    (resources::METHODS, resources::dispatch),
-    (queue::METHODS, queue::dispatch),
-    (effects::METHODS, effects::dispatch),
-    (workflows::METHODS, workflows::dispatch),
-    (events::METHODS, events::dispatch),
-];
-
-/// The controller-side methods implemented so far.
-pub fn methods() -> Vec<&'static str> {
-    MODULES
-        .iter()
-        .flat_map(|(methods, _)| methods.iter().copied())
-        .collect()
-}
-
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
-    MODULES
-        .iter()
-        .find_map(|(_, dispatch)| dispatch(store, method, call))
-}

@@ -17,7 +17,7 @@ use crate::state::ids::{random_token, token_hash};
 use crate::state::json::canonical;
 use crate::state::revisions::{bump_resource, insert_event, require_lease, EventDraft};
 use crate::store::Store;
-use crate::time::iso;
+use crate::time::{iso, js_iso};
 use crate::wire::{field, time, Call, Reply};
 
 /// The methods implemented here.
@@ -30,6 +30,7 @@ pub const METHODS: &[&str] = &[
     "listQueue",
 ];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     Some(match method {
         "enqueue" => enqueue(store, call),
@@ -46,16 +47,18 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
 }
 
 /// `now + leaseMs` in JavaScript arithmetic, bound as better-sqlite3 binds the sum (NaN
-/// becomes NULL); the whole number of milliseconds when it is one.
-fn lease_expiry(now: i64, lease_ms: Option<&Value>) -> (SqlValue, Option<i64>) {
+/// becomes NULL); the whole number of milliseconds when it is one. Also returns the sum, which
+/// the reference turns into `expiresAt` with `new Date(sum).toISOString()`.
+fn lease_expiry(now: i64, lease_ms: Option<&Value>) -> (SqlValue, f64) {
     let sum = now as f64 + lease_ms.and_then(Value::as_f64).unwrap_or(f64::NAN);
-    if sum.is_nan() {
-        (SqlValue::Null, None)
+    let bound = if sum.is_nan() {
+        SqlValue::Null
     } else if sum.fract() == 0.0 && sum.abs() < 9.0e15 {
-        (SqlValue::Integer(sum as i64), Some(sum as i64))
+        SqlValue::Integer(sum as i64)
     } else {
-        (SqlValue::Real(sum), None)
-    }
+        SqlValue::Real(sum)
+    };
+    (bound, sum)
 }
 
 fn enqueue(store: &Store, call: &Call) -> Result<Reply> {
@@ -153,7 +156,7 @@ fn take_lease(
     let token = random_token();
     let generation = lease.generation + 1;
     let owner_id = prop(options, "ownerId");
-    let (expires_bound, expires_at) = lease_expiry(now, prop(options, "leaseMs"));
+    let (expires_bound, expires_sum) = lease_expiry(now, prop(options, "leaseMs"));
     let changed = conn
         .prepare_cached(
             "UPDATE leases
@@ -176,8 +179,10 @@ fn take_lease(
     if changed != 1 {
         return Ok(None);
     }
-    // A stored lease always has a whole-number expiry.
-    let expires_at = expires_at.unwrap_or_default();
+    // SQLite stored a whole number; one outside JavaScript's date range makes the reference's
+    // `toISOString()` throw inside the transaction, so nothing is claimed.
+    let expires_text = js_iso(expires_sum)?;
+    let expires_at = expires_sum as i64;
     bump_resource(conn, &row.resource_id, row.resource_version, now)?;
     let owner_text = owner_id.map(|value| template(Some(value)));
     insert_event(
@@ -202,7 +207,7 @@ fn take_lease(
         "queueVersion": queue_version(conn, &row.controller_resource_id)?,
         "resourceVersion": row.resource_version + 1,
         "consecutiveErrors": queue_errors(conn, &row.controller_resource_id)?,
-        "expiresAt": iso(expires_at),
+        "expiresAt": expires_text,
     })))
 }
 
@@ -210,7 +215,7 @@ fn take_lease(
 fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
     let claim = call.arg(0);
     let now = time(call.arg(2))?;
-    let (expires_bound, expires_at) = lease_expiry(now, call.args.get(1));
+    let (expires_bound, expires_sum) = lease_expiry(now, call.args.get(1));
     let Some(row) = lookup_controller_row(store, ResourceRef::of(claim))? else {
         return Ok(Reply::value(false));
     };
@@ -231,12 +236,12 @@ fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
             bind(prop(claim, "generation"))?,
             now
         ])?;
-    let renewed = changed == 1;
-    let reply = Reply::value(renewed);
-    Ok(match expires_at {
-        Some(expires_at) if renewed => reply.set_claim("expiresAt", iso(expires_at)),
-        _ => reply,
-    })
+    if changed != 1 {
+        return Ok(Reply::value(false));
+    }
+    // As in the reference, an expiry outside JavaScript's date range throws after the renewal
+    // was written (renewClaim has no transaction).
+    Ok(Reply::value(true).set_claim("expiresAt", js_iso(expires_sum)?))
 }
 
 /// `settleClaim` (no `requeue`) and `requeueClaim`: a claim that no longer holds the lease
@@ -310,18 +315,23 @@ fn list_queue(store: &Store, _call: &Call) -> Result<Reply> {
          JOIN leases l ON l.resource_id = c.resource_id
          WHERE c.project_id = ? ORDER BY q.available_at, c.controller_name, c.resource_key",
     )?;
-    let items = statement
+    let rows = statement
         .query_map([project_id], |row| {
             let mut item = serde_json::Map::new();
             item.insert("controller".into(), row.get::<_, String>(0)?.into());
             item.insert("key".into(), row.get::<_, String>(1)?.into());
             item.insert("availableAt".into(), iso(row.get(2)?).into());
             item.insert("consecutiveErrors".into(), row.get::<_, i64>(3)?.into());
-            if let Some(expires_at) = row.get::<_, Option<i64>>(4)? {
-                item.insert("claimExpiresAt".into(), iso(expires_at).into());
-            }
-            Ok(Value::Object(item))
+            Ok((item, row.get::<_, Option<i64>>(4)?))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut items = Vec::with_capacity(rows.len());
+    for (mut item, expires_at) in rows {
+        // A renewal may have stored an expiry beyond JavaScript's dates; toISOString() throws.
+        if let Some(expires_at) = expires_at {
+            item.insert("claimExpiresAt".into(), js_iso(expires_at as f64)?.into());
+        }
+        items.push(Value::Object(item));
+    }
     Ok(Reply::value(items))
 }

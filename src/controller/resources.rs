@@ -31,6 +31,7 @@ pub const METHODS: &[&str] = &[
     "deleteResource",
 ];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     Some(match method {
         "putResource" => put_resource(store, call),
@@ -86,15 +87,22 @@ fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
     let now = time(field(options, "now"))?;
     // Both blobs are stored before (and outside) the transaction, as the reference does.
     let conn = store.conn()?;
-    let spec_hash = put_json(conn, JsonArg::of(field(options, "spec")).text()?, now)?;
+    let spec_text = JsonArg::of(field(options, "spec")).text()?;
+    let spec_hash = put_json(conn, spec_text, now)?;
     let status_text = initial_status_text(JsonArg::of(field(options, "initialStatus")))?;
     let status_hash = put_json(conn, &status_text, now)?;
     let record = store.write(|conn| {
+        // Another process's read-write open may have pruned the blobs just stored (nothing
+        // referred to them yet); storing them again inside the transaction is a no-op unless
+        // that happened, where the reference would fail on the foreign key.
         match controller_row(conn, store.project_id(), reference)? {
             None => {
+                put_json(conn, spec_text, now)?;
+                put_json(conn, &status_text, now)?;
                 create_resource(store, conn, reference, &spec_hash, &status_hash, now)?;
             }
             Some(existing) if existing.spec_hash[..] != spec_hash[..] => {
+                put_json(conn, spec_text, now)?;
                 change_spec(conn, &existing, &spec_hash, now)?;
             }
             Some(_) => {}

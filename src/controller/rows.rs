@@ -18,15 +18,25 @@ use crate::time::iso;
 /// A `controller_resources` row joined with its resource revision.
 #[derive(Debug, Clone)]
 pub struct ControllerRow {
+    /// `controller_resources.controller_resource_id` (`controller-resource-<uuid>`).
     pub controller_resource_id: String,
+    /// The `resources` row the controller resource belongs to.
     pub resource_id: String,
+    /// `resources.revision`, returned as `metadata.resourceVersion`.
     pub resource_version: i64,
+    /// `controller_name`.
     pub controller_name: String,
+    /// `resource_key`.
     pub resource_key: String,
+    /// The public `uid` (a random UUID).
     pub uid: String,
+    /// Bumped on every spec change.
     pub generation: i64,
+    /// Blob hash of the canonical spec JSON.
     pub spec_hash: Vec<u8>,
+    /// Blob hash of the canonical status JSON.
     pub status_hash: Vec<u8>,
+    /// Epoch ms of `requestDeletion`, or `None`.
     pub deletion_requested_at: Option<i64>,
 }
 
@@ -37,6 +47,8 @@ pub const CONTROLLER_COLUMNS: &str = "c.controller_resource_id, c.resource_id, r
     c.controller_name, c.resource_key, c.uid, c.generation,
     c.spec_hash, c.status_hash, c.deletion_requested_at";
 
+/// `SELECT` of [`CONTROLLER_COLUMNS`] over `controller_resources c JOIN resources r`, then
+/// `clause`.
 pub fn controller_select(clause: &str) -> String {
     format!(
         "SELECT {CONTROLLER_COLUMNS}
@@ -45,6 +57,7 @@ pub fn controller_select(clause: &str) -> String {
 }
 
 impl ControllerRow {
+    /// Reads a row selected by [`controller_select`].
     pub fn from_row(row: &Row<'_>) -> rusqlite::Result<ControllerRow> {
         Ok(ControllerRow {
             controller_resource_id: row.get(0)?,
@@ -64,11 +77,14 @@ impl ControllerRow {
 /// A `{controller, key}` reference as the caller gave it.
 #[derive(Debug, Clone, Copy)]
 pub struct ResourceRef<'a> {
+    /// The `controller` property, `None` when absent.
     pub controller: Option<&'a Value>,
+    /// The `key` property, `None` when absent.
     pub key: Option<&'a Value>,
 }
 
 impl<'a> ResourceRef<'a> {
+    /// Reads `{controller, key}` from the caller's object (missing properties stay `None`).
     pub fn of(object: &'a Value) -> ResourceRef<'a> {
         ResourceRef {
             controller: prop(object, "controller"),
@@ -76,6 +92,7 @@ impl<'a> ResourceRef<'a> {
         }
     }
 
+    /// `ResourceNotFoundError` for this reference, with the values as the caller gave them.
     pub fn not_found(self) -> StoreError {
         StoreError::ResourceNotFound {
             controller: self.controller.cloned().unwrap_or(Value::Null),
@@ -83,6 +100,7 @@ impl<'a> ResourceRef<'a> {
         }
     }
 
+    /// `ResourceConflictError` for this reference, with the values as the caller gave them.
     pub fn conflict(self) -> StoreError {
         StoreError::ResourceConflict {
             controller: self.controller.cloned().unwrap_or(Value::Null),
@@ -147,6 +165,7 @@ pub fn controller_row_by_uid(
         .optional()?)
 }
 
+/// The row of a uid in any project, or `Controller resource not found: <uid>`.
 pub fn require_controller_row_by_uid(
     conn: &Connection,
     uid: Option<&Value>,
@@ -186,6 +205,7 @@ pub fn map_controller_resource(conn: &Connection, row: &ControllerRow) -> Result
     Ok(json!({ "metadata": metadata, "spec": spec, "status": status }))
 }
 
+/// The resource's finalizers in `position` order.
 pub fn finalizers(conn: &Connection, controller_resource_id: &str) -> Result<Vec<String>> {
     let mut statement = conn.prepare_cached(
         "SELECT finalizer FROM controller_finalizers
@@ -259,6 +279,7 @@ pub fn queue_errors(conn: &Connection, controller_resource_id: &str) -> Result<i
         .unwrap_or(0))
 }
 
+/// The queue item's `queue_version` (bumped by every enqueue).
 pub fn queue_version(conn: &Connection, controller_resource_id: &str) -> Result<i64> {
     conn.prepare_cached(
         "SELECT queue_version FROM controller_queue WHERE controller_resource_id = ?",

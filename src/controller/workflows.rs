@@ -27,6 +27,7 @@ pub const METHODS: &[&str] = &[
     "listWorkflows",
 ];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     Some(match method {
         "reserveWorkflow" => reserve_workflow(store, call),

@@ -18,6 +18,7 @@ use crate::state::revisions::{
 };
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
+use crate::time::js_iso;
 use crate::wire::{field, int, text, texts, time, Call, Reply};
 
 /// The claim methods implemented here.
@@ -32,6 +33,7 @@ pub const METHODS: &[&str] = &[
     "markWorkflowRunRunning",
 ];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     let reply = match method {
         "claimWorkflowRun" => claim_by_id(store, call, ClaimOptions::default()),
@@ -176,6 +178,7 @@ fn renew(store: &Store, call: &Call) -> Result<Reply> {
             return Ok(false);
         };
         let lease = require_lease(conn, &row.resource_id)?;
+        let expires_at = stored_expiry(now, lease_ms)?;
         let changed = conn
             .prepare_cached(
                 "UPDATE leases SET heartbeat_at = ?, expires_at = ?
@@ -184,7 +187,7 @@ fn renew(store: &Store, call: &Call) -> Result<Reply> {
             )?
             .execute(params![
                 now,
-                now + lease_ms,
+                expires_at,
                 row.resource_id,
                 lease.owner_type,
                 owner_id,
@@ -199,6 +202,24 @@ fn renew(store: &Store, call: &Call) -> Result<Reply> {
         Ok(true)
     })?;
     Ok(Reply::value(renewed))
+}
+
+/// `now + leaseMs` as the `leases.expires_at` integer; a sum beyond SQLite's integers fails as
+/// the reference's double fails in the STRICT column (never wraps around).
+fn stored_expiry(now: i64, lease_ms: i64) -> Result<i64> {
+    now.checked_add(lease_ms).ok_or_else(|| StoreError::Sqlite {
+        code: "SQLITE_CONSTRAINT_DATATYPE".into(),
+        message: "cannot store REAL value in INTEGER column leases.expires_at".into(),
+    })
+}
+
+/// The expiry of a new claim. The claim's record formats it with `toISOString()` inside the
+/// reference's transaction, so one outside JavaScript's date range is a `RangeError` and
+/// nothing is claimed.
+fn lease_expires_at(now: i64, lease_ms: i64) -> Result<i64> {
+    let expires_at = stored_expiry(now, lease_ms)?;
+    js_iso(expires_at as f64)?;
+    Ok(expires_at)
 }
 
 /// Whether `claim_token` is the run's current, unexpired claim at `now`.
@@ -384,6 +405,7 @@ pub fn runner_owner_type(runner_id: &str) -> &'static str {
     }
 }
 
+/// Whether the run has an `interactive_requests` row in `pending`.
 pub fn has_pending_interaction(conn: &Connection, run_id: &str) -> Result<bool> {
     Ok(conn
         .prepare_cached(
@@ -407,9 +429,13 @@ pub fn claim_run(
 /// Who claims a run, with which token, for how long.
 #[derive(Debug, Clone, Copy)]
 pub struct RunClaim<'a> {
+    /// The run to claim.
     pub run_id: &'a str,
+    /// The claimant; `host-…` runners get owner type `host`, others `session`.
     pub runner_id: &'a str,
+    /// The caller's token; only its SHA-256 is stored.
     pub claim_token: &'a str,
+    /// Lease duration from `now`.
     pub lease_ms: i64,
 }
 
@@ -440,7 +466,7 @@ pub fn claim_run_in_transaction(
         return Ok(None);
     }
     let generation = lease.generation + 1;
-    let expires_at = now + claim.lease_ms;
+    let expires_at = lease_expires_at(now, claim.lease_ms)?;
     let owner_type = runner_owner_type(claim.runner_id);
     let changed = conn
         .prepare_cached(

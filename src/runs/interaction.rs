@@ -18,6 +18,7 @@ use crate::wire::{field, text, Call, Reply};
 /// The interaction methods implemented here.
 pub const METHODS: &[&str] = &["beginWorkflowRunInteractionTimeout"];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     match method {
         "beginWorkflowRunInteractionTimeout" => Some(begin_timeout(store, call).map(Reply::value)),

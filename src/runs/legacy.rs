@@ -11,6 +11,7 @@ pub const METHODS: &[&str] = &[
     "claimLegacyWorkflowSourceRun",
 ];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(_store: &Store, method: &str, _call: &Call) -> Option<Result<Reply>> {
     let message = match method {
         "repairCanonicalWorkflowSourceRun" => {

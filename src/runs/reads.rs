@@ -26,6 +26,7 @@ pub const METHODS: &[&str] = &[
     "isWorkflowRunPaused",
 ];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     let reply = match method {
         "getWorkflowRun" => get_workflow_run(store, call.arg(0)).map(Reply::maybe),

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use super::row::RunRow;
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{read_text, JsonReads};
-use crate::time::iso;
+use crate::time::{iso, js_iso};
 use crate::wire::{json_text, ObjectWriter};
 
 fn opt_iso(ms: Option<i64>) -> Value {
@@ -45,7 +45,11 @@ pub fn map_workflow_run_with(json: &mut JsonReads<'_>, row: &RunRow) -> Result<V
         "runnerId": row.owner_id,
         "claimToken": Value::Null,
         "claimGeneration": row.owner_id.as_ref().map(|_| row.lease_generation),
-        "claimExpiresAt": opt_iso(row.claim_expires_at),
+        // A renewal may store an expiry beyond JavaScript's dates; toISOString() throws then.
+        "claimExpiresAt": match row.claim_expires_at {
+            Some(ms) => Value::String(js_iso(ms as f64)?),
+            None => Value::Null,
+        },
         "affinityRunnerId": row.affinity_runner_id,
         "originSessionId": if headless { None } else { row.origin_session_id.clone() },
         "executionMode": row.execution_mode,

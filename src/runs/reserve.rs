@@ -28,6 +28,7 @@ pub const METHODS: &[&str] = &[
     "enqueueWorkflowRun",
 ];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     let options = call.arg(0);
     let reply = match method {

@@ -24,44 +24,73 @@ pub const RUN_SELECT: &str = "SELECT r.run_id, r.resource_id,
     LEFT JOIN run_bindings b ON b.run_id = r.run_id
     JOIN leases l ON l.resource_id = r.resource_id";
 
+/// One workflow run as [`RUN_SELECT`] reads it: run, definition, queue, binding and lease.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRow {
+    /// `runs.run_id`.
     pub run_id: String,
+    /// The run's `resources` row.
     pub resource_id: String,
+    /// `workflow_definitions.workflow_name`.
     pub workflow_name: String,
+    /// `runs.workflow_ref` (the `workflowSourceRef`).
     pub workflow_ref: String,
     /// `runs.status` (the durable run state).
     pub run_status: String,
+    /// `runs.paused` (0 or 1).
     pub paused: i64,
+    /// The 32-byte definition digest.
     pub definition_digest: Vec<u8>,
+    /// Blob hash of the definition snapshot.
     pub definition_hash: Vec<u8>,
+    /// Blob hash of the input.
     pub input_hash: Vec<u8>,
+    /// Blob hash of the launch options.
     pub launch_options_hash: Vec<u8>,
     /// `run_queue.status` (the launch status).
     pub status: String,
+    /// `run_queue.available_at` (epoch ms).
     pub available_at: i64,
+    /// The runner a queued run waits for.
     pub affinity_runner_id: Option<String>,
+    /// `run_queue.consecutive_errors`.
     pub consecutive_errors: i64,
+    /// `run_queue.error_code`.
     pub error_code: Option<String>,
+    /// Blob hash of the queue's error message.
     pub error_hash: Option<Vec<u8>>,
     /// `NULL` when the run has no binding row (LEFT JOIN).
     pub origin_session_id: Option<String>,
+    /// `interactive` or `headless`; `NULL` without a binding row.
     pub execution_mode: Option<String>,
+    /// The parent of a continuation or restart.
     pub parent_run_id: Option<String>,
+    /// The first run of the lineage (the run itself for a root run).
     pub root_run_id: String,
+    /// `continuation`, `restart`, or `NULL` for a root run.
     pub lineage_kind: Option<String>,
+    /// 0 for a root run; a restart's is its parent's plus one.
     pub restart_number: i64,
+    /// A restart's 32-byte parent terminal fingerprint.
     pub parent_terminal_fingerprint: Option<Vec<u8>>,
+    /// `run_queue.created_at` (epoch ms).
     pub created_at: i64,
+    /// `run_queue.updated_at` (epoch ms).
     pub updated_at: i64,
+    /// `run_queue.started_at` (epoch ms).
     pub started_at: Option<i64>,
+    /// `run_queue.finished_at` (epoch ms).
     pub finished_at: Option<i64>,
+    /// `leases.generation` (the fencing number).
     pub lease_generation: i64,
+    /// The lease owner (`runnerId` in records).
     pub owner_id: Option<String>,
+    /// The lease expiry (epoch ms).
     pub claim_expires_at: Option<i64>,
 }
 
 impl RunRow {
+    /// Reads a row selected by [`RUN_SELECT`].
     pub fn from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         Ok(RunRow {
             run_id: row.get(0)?,
@@ -103,6 +132,7 @@ impl RunRow {
     }
 }
 
+/// The run's row, or `None`.
 pub fn workflow_run_row(conn: &Connection, run_id: &str) -> Result<Option<RunRow>> {
     Ok(conn
         .prepare_cached(&format!("{RUN_SELECT} WHERE r.run_id = ?"))?

@@ -19,6 +19,7 @@ use crate::wire::{field, opt_text, text, time, Call, JsonArg, ObjectWriter, Repl
 /// The run-event methods implemented here.
 pub const METHODS: &[&str] = &["recordRunEvent", "listRunEventsAfter"];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     let reply = match method {
         "recordRunEvent" => store

@@ -13,6 +13,7 @@ use crate::wire::{text, Call, Reply};
 /// The run-effect methods implemented here.
 pub const METHODS: &[&str] = &["settleRunEffect"];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     match method {
         "settleRunEffect" => Some(settle_run_effect(store, call).map(|()| Reply::undefined())),

@@ -36,6 +36,7 @@ pub const METHODS: &[&str] = &[
     "setWorkflowRunOriginSession",
 ];
 
+/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     let outcome = match method {
         "parkWorkflowRun" => release_by_call(store, call, "parked"),

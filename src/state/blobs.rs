@@ -11,16 +11,24 @@ use serde_json::Value;
 use super::ids::sha256;
 use crate::error::{Result, StoreError};
 
+/// Media type of JSON blobs.
 pub const MEDIA_JSON: &str = "application/json";
+/// Media type of text blobs.
 pub const MEDIA_TEXT: &str = "text/plain";
 
+/// A blob's key: the SHA-256 of its content.
 pub type BlobHash = [u8; 32];
 
+/// A `blobs` row (`BlobRecord`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Blob {
+    /// SHA-256 of `content`.
     pub hash: Vec<u8>,
+    /// `application/json` or `text/plain` for what the store writes.
     pub media_type: String,
+    /// Length of `content` in bytes.
     pub byte_length: i64,
+    /// The stored bytes.
     pub content: Vec<u8>,
 }
 
@@ -59,10 +67,12 @@ pub fn put_json(conn: &Connection, canonical_text: &str, now: i64) -> Result<Blo
     put_blob(conn, canonical_text.as_bytes(), MEDIA_JSON, now)
 }
 
+/// Stores UTF-8 text (`text/plain`).
 pub fn put_text(conn: &Connection, text: &str, now: i64) -> Result<BlobHash> {
     put_blob(conn, text.as_bytes(), MEDIA_TEXT, now)
 }
 
+/// The blob with this hash, or `None`.
 pub fn read_blob(conn: &Connection, hash: &[u8]) -> Result<Option<Blob>> {
     let blob = conn
         .prepare_cached(
@@ -118,7 +128,7 @@ fn read_content(conn: &Connection, hash: &[u8]) -> Result<Option<(bool, String)>
 /// A JSON blob parsed, with object keys sorted as the reference's `parseJson` sorts them.
 pub fn read_json(conn: &Connection, hash: &[u8]) -> Result<Value> {
     let text = read_json_text(conn, hash)?;
-    let value: Value = serde_json::from_str(&text)
+    let value = super::json::parse(&text)
         .map_err(|error| StoreError::plain(format!("Stored JSON is invalid: {error}")))?;
     Ok(sort_keys(value))
 }
@@ -132,6 +142,7 @@ pub struct JsonReads<'c> {
 }
 
 impl<'c> JsonReads<'c> {
+    /// Reads through `conn`, nothing read yet.
     pub fn new(conn: &'c Connection) -> JsonReads<'c> {
         JsonReads {
             conn,
@@ -140,10 +151,12 @@ impl<'c> JsonReads<'c> {
         }
     }
 
+    /// The connection it reads through.
     pub fn conn(&self) -> &'c Connection {
         self.conn
     }
 
+    /// `read_json(hash)`.
     pub fn get(&mut self, hash: &[u8]) -> Result<Value> {
         if let Some(value) = self.read.get(hash) {
             return Ok(value.clone());
@@ -161,12 +174,17 @@ impl<'c> JsonReads<'c> {
             return Ok(text.clone());
         }
         let text = read_json_text(self.conn, hash)?;
-        let value: Value = serde_json::from_str(&text)
-            .map_err(|error| StoreError::plain(format!("Stored JSON is invalid: {error}")))?;
-        let text = if keys_sorted(&value) {
-            text
-        } else {
-            serde_json::to_string(&sort_keys(value)).expect("a JSON value always serializes")
+        // The stored text serves as it is only when plain serde_json reads it (no lone
+        // surrogate to repair, no deep nesting) and its keys are in order; anything else goes
+        // through `read_json`'s own parse.
+        let text = match serde_json::from_str::<Value>(&text) {
+            Ok(value) if keys_sorted(&value) => text,
+            _ => {
+                let value = super::json::parse(&text).map_err(|error| {
+                    StoreError::plain(format!("Stored JSON is invalid: {error}"))
+                })?;
+                serde_json::to_string(&sort_keys(value)).expect("a JSON value always serializes")
+            }
         };
         self.texts.insert(hash.to_vec(), text.clone());
         Ok(text)

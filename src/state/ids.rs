@@ -4,6 +4,7 @@
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
+/// SHA-256 of `bytes`.
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
@@ -20,10 +21,12 @@ pub fn resource_id_for(resource_type: &str, aggregate_key: &str) -> String {
     format!("{resource_type}-{digest}")
 }
 
+/// `project-` + the first 40 hex digits of the SHA-256 of the canonical project path.
 pub fn project_id_for(canonical_path: &str) -> String {
     format!("project-{}", sha256_hex_prefix(canonical_path))
 }
 
+/// `effect-` + the first 40 hex digits of SHA-256(`<source resource id>\0<key>`).
 pub fn effect_id_for(source_resource_id: &str, key: &str) -> String {
     format!(
         "effect-{}",
@@ -36,6 +39,7 @@ pub fn token_hash(token: &str) -> [u8; 32] {
     sha256(token.as_bytes())
 }
 
+/// A random v4 UUID (`crypto.randomUUID()`).
 pub fn random_uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }

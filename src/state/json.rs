@@ -1,4 +1,5 @@
-//! Canonical JSON for values the core builds itself (event payloads, viewer patches).
+//! Canonical JSON for values the core builds itself (event payloads, viewer patches), and
+//! parsing JSON text the way JavaScript accepts it.
 //!
 //! The text must equal what the reference's `JSON.stringify(normalizeJson(v))` produces: object
 //! keys in JavaScript's default sort order (UTF-16 code units), numbers formatted as JavaScript
@@ -7,6 +8,7 @@
 
 use serde_json::{Number, Value};
 
+/// The reference's canonical JSON text of `value` (sorted keys, JavaScript number format).
 pub fn canonical(value: &Value) -> String {
     let mut out = String::new();
     write_value(&mut out, value);
@@ -75,9 +77,116 @@ fn write_string(out: &mut String, s: &str) {
     out.push_str(&serde_json::to_string(s).expect("strings always serialise"));
 }
 
+/// Deepest nesting [`parse`] accepts: beyond what the JS layer's canonicaliser can produce
+/// (its recursion ends near 3,000 levels).
+pub const MAX_JSON_DEPTH: usize = 4_096;
+
+/// Stack one nesting level may take in the recursive walks of a value (parse, sort, print,
+/// drop); measured at about 720 bytes in release builds and 2.6 KB in debug builds.
+const STACK_PER_LEVEL: usize = if cfg!(debug_assertions) { 3_072 } else { 1_024 };
+/// Stack kept free for the rest of the call around those walks.
+const STACK_MARGIN: usize = 256 * 1024;
+
+/// Parses JSON text that JavaScript's `JSON.parse` accepts: nesting deeper than serde_json's
+/// default limit of 128 (up to [`MAX_JSON_DEPTH`]), and `\uD800`-style escapes of lone
+/// surrogates, which a Rust string cannot hold; they become U+FFFD, the character
+/// better-sqlite3 and `Buffer.from` store for them.
+pub fn parse(text: &str) -> std::result::Result<Value, String> {
+    let first = match serde_json::from_str(text) {
+        Ok(value) => return Ok(value),
+        Err(error) => error,
+    };
+    let repaired = replace_lone_surrogates(text);
+    let text = repaired.as_deref().unwrap_or(text);
+    let depth = nesting_depth(text);
+    if depth > MAX_JSON_DEPTH {
+        return Err(format!("JSON nesting deeper than {MAX_JSON_DEPTH} levels"));
+    }
+    // Deep values are walked recursively (here and by every later use); refuse them cleanly
+    // rather than overflow the stack of the calling thread, which would abort the process.
+    let needed = depth * STACK_PER_LEVEL + STACK_MARGIN;
+    if depth > 128 && stacker::remaining_stack().is_none_or(|free| free < needed) {
+        return Err(format!(
+            "JSON nesting of {depth} levels needs more stack than this thread has"
+        ));
+    }
+    if repaired.is_none() && !first.is_syntax() {
+        return Err(first.to_string());
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    deserializer.disable_recursion_limit();
+    let mut values = deserializer.into_iter::<Value>();
+    match (values.next(), values.next()) {
+        (Some(Ok(value)), None) => Ok(value),
+        _ => Err(first.to_string()),
+    }
+}
+
+/// The deepest array/object nesting of JSON text (brackets inside strings do not count).
+fn nesting_depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for byte in text.bytes() {
+        match (in_string, escaped, byte) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (true, false, b'"') => in_string = false,
+            (true, false, _) => {}
+            (false, _, b'"') => in_string = true,
+            (false, _, b'[' | b'{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (false, _, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// `text` with every `\uXXXX` escape of an unpaired surrogate replaced by `\uFFFD`; `None`
+/// when there is none.
+fn replace_lone_surrogates(text: &str) -> Option<String> {
+    let unit_at = |at: usize| -> Option<u16> {
+        let hex = text.get(at..at + 6)?;
+        let digits = hex.strip_prefix("\\u")?;
+        u16::from_str_radix(digits, 16).ok()
+    };
+    let high = |unit: u16| (0xD800..0xDC00).contains(&unit);
+    let low = |unit: u16| (0xDC00..0xE000).contains(&unit);
+    let bytes = text.as_bytes();
+    let mut out: Option<String> = None;
+    let (mut at, mut copied) = (0, 0);
+    while at < bytes.len() {
+        if bytes[at] != b'\\' {
+            at += 1;
+            continue;
+        }
+        let Some(unit) = unit_at(at) else {
+            at += 2; // any other escape, `\\` included
+            continue;
+        };
+        let paired = high(unit) && unit_at(at + 6).is_some_and(low);
+        if paired {
+            at += 12;
+        } else if high(unit) || low(unit) {
+            let out = out.get_or_insert_with(|| String::with_capacity(text.len()));
+            out.push_str(&text[copied..at]);
+            out.push_str("\\uFFFD");
+            at += 6;
+            copied = at;
+        } else {
+            at += 6;
+        }
+    }
+    out.map(|mut out| {
+        out.push_str(&text[copied..]);
+        out
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::canonical;
+    use super::{canonical, parse, MAX_JSON_DEPTH};
     use serde_json::json;
 
     #[test]
@@ -88,5 +197,43 @@ mod tests {
             canonical(&value),
             r#"{"Z":null,"a":[1.5,0,1e+21,0.000001,1e-7],"b":1,"é":"x\u0001\""}"#
         );
+    }
+
+    #[test]
+    fn parses_lone_surrogates_as_replacement_characters() {
+        assert_eq!(
+            parse(r#"["\ud800","a\udc00b","\ud83d\ude00","\\ud800"]"#).unwrap(),
+            json!(["\u{FFFD}", "a\u{FFFD}b", "\u{1F600}", "\\ud800"])
+        );
+        assert_eq!(
+            parse(r#"{"\udfff\ud800":1}"#).unwrap(),
+            json!({"\u{FFFD}\u{FFFD}": 1})
+        );
+    }
+
+    fn nested(depth: usize) -> String {
+        format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn parses_nesting_javascript_accepts_and_refuses_the_absurd() {
+        // On a thread as large as Node's main thread, the deepest accepted value round-trips.
+        let big = std::thread::Builder::new().stack_size(16 << 20);
+        let deepest = big.spawn(|| canonical(&parse(&nested(MAX_JSON_DEPTH)).unwrap()));
+        assert_eq!(deepest.unwrap().join().unwrap(), nested(MAX_JSON_DEPTH));
+        assert!(parse(&nested(MAX_JSON_DEPTH + 1))
+            .unwrap_err()
+            .contains("nesting"));
+        assert!(parse(&format!("{}]", nested(200))).is_err());
+        assert!(parse("[1,").is_err());
+    }
+
+    #[test]
+    fn refuses_nesting_the_thread_cannot_hold_instead_of_overflowing() {
+        let small = std::thread::Builder::new().stack_size(512 << 10);
+        let outcome = small.spawn(|| parse(&nested(2_000)).map(|_| ()));
+        let error = outcome.unwrap().join().unwrap().unwrap_err();
+        assert!(error.contains("needs more stack"), "{error}");
+        assert_eq!(canonical(&parse(&nested(300)).unwrap()), nested(300));
     }
 }

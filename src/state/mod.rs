@@ -4,13 +4,12 @@
 pub mod blobs;
 pub mod ids;
 pub mod json;
+mod private_fs;
 pub mod revisions;
 pub mod schema;
 pub mod verify;
 pub mod viewer;
 
-use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
@@ -28,13 +27,17 @@ const STATEMENT_CACHE_CAPACITY: usize = 256;
 /// runs no longer fits, and every read fetches its pages from the OS again.
 const CACHE_SIZE_KIB: i64 = -32 * 1024;
 
+/// How a state database is opened (`StateDatabaseMode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// `read-write`: creates and prunes; every store method may write.
     ReadWrite,
+    /// `read-only`: the file must exist; `query_only` is on.
     ReadOnly,
 }
 
 impl Mode {
+    /// The reference's spelling: `read-write` / `read-only`.
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::ReadWrite => "read-write",
@@ -46,9 +49,13 @@ impl Mode {
 /// How to open a state file. `file_path` is already absolute (the JS layer resolves it with
 /// `path.resolve`, so relative paths behave exactly as in Node).
 pub struct OpenOptions {
+    /// Absolute path of the state file.
     pub file_path: PathBuf,
+    /// Read-write or read-only.
     pub mode: Mode,
+    /// Refuse to create a new file next to pre-SQLite state (the reference's legacy check).
     pub check_legacy_state: bool,
+    /// The home directory the legacy check looks in.
     pub home_dir: PathBuf,
     /// `Date.now()` of the opening call, stored in `schema_meta` of a new file.
     pub now: i64,
@@ -57,8 +64,11 @@ pub struct OpenOptions {
 /// A state database shared by a `StateDatabase` object and the stores built on it.
 pub type SharedState = std::sync::Arc<std::sync::Mutex<StateDb>>;
 
+/// One open state database: the connection, verified against the reference's schema.
 pub struct StateDb {
+    /// Absolute path of the state file.
     pub file_path: PathBuf,
+    /// Read-write or read-only.
     pub mode: Mode,
     connection: Option<Connection>,
     /// The connection's number in the bench's statement trace, when recording (see `trace`).
@@ -66,6 +76,8 @@ pub struct StateDb {
 }
 
 impl StateDb {
+    /// Opens the file as the reference's `StateDatabase` constructor does: pragmas, schema
+    /// creation on a new file, verification, and (read-write) pruning of unreferenced blobs.
     pub fn open(options: OpenOptions) -> Result<StateDb> {
         let file_path = options.file_path;
         let mode = options.mode;
@@ -83,6 +95,7 @@ impl StateDb {
             if let Some(parent) = file_path.parent() {
                 create_private_dir(parent)?;
             }
+            create_private_file(&file_path)?;
         }
         let flags = match mode {
             Mode::ReadWrite => {
@@ -135,7 +148,7 @@ impl StateDb {
             Mode::ReadOnly => conn.pragma_update(None, "query_only", "ON")?,
             Mode::ReadWrite => {
                 self.prune_unreferenced_blobs()?;
-                fs::set_permissions(&self.file_path, fs::Permissions::from_mode(0o600))
+                private_fs::set_mode(&self.file_path, 0o600)
                     .map_err(|error| StoreError::plain(error.to_string()))?;
             }
         }
@@ -189,10 +202,12 @@ impl StateDb {
         self.connection.as_ref().ok_or_else(StoreError::closed)
     }
 
+    /// Whether [`StateDb::close`] has not been called.
     pub fn is_open(&self) -> bool {
         self.connection.is_some()
     }
 
+    /// Closes the connection (idempotent); later calls fail with the closed-connection TypeError.
     pub fn close(&mut self) {
         if self.connection.take().is_some() {
             if let Some(id) = self.trace_id {
@@ -226,6 +241,7 @@ impl StateDb {
         outcome
     }
 
+    /// Deletes blobs that no foreign key references, in one transaction; returns how many.
     pub fn prune_unreferenced_blobs(&self) -> Result<usize> {
         if self.mode == Mode::ReadOnly {
             return Err(StoreError::plain(
@@ -235,6 +251,7 @@ impl StateDb {
         self.write(blobs::prune_unreferenced)
     }
 
+    /// `PRAGMA integrity_check` and `PRAGMA foreign_key_check`, with the reference's errors.
     pub fn integrity_check(&self) -> Result<()> {
         let conn = self.conn()?;
         let result: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
@@ -258,23 +275,15 @@ impl StateDb {
 
 fn create_private_dir(dir: &Path) -> Result<()> {
     let io = |error: std::io::Error| StoreError::plain(error.to_string());
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode_0700()
-        .create(dir)
-        .map_err(io)?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)
+    private_fs::create_dirs(dir).map_err(io)?;
+    private_fs::set_mode(dir, 0o700).map_err(io)
 }
 
-trait DirBuilderMode {
-    fn mode_0700(&mut self) -> &mut Self;
-}
-
-impl DirBuilderMode for fs::DirBuilder {
-    fn mode_0700(&mut self) -> &mut Self {
-        use std::os::unix::fs::DirBuilderExt;
-        self.mode(0o700)
-    }
+/// Creates the empty database file owner-only before SQLite opens it: SQLite gives the WAL and
+/// shared-memory files it creates next to it the main file's mode, so they start out private
+/// too (chmod after opening, as the reference does, leaves them 0644 under the usual umask).
+fn create_private_file(path: &Path) -> Result<()> {
+    private_fs::create_file(path).map_err(|error| StoreError::plain(error.to_string()))
 }
 
 fn assert_no_legacy_state(database_path: &Path, home_dir: &Path) -> Result<()> {
@@ -299,19 +308,16 @@ impl StateDb {
             ));
         }
         if let Some(parent) = absolute.parent() {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode_0700()
-                .create(parent)
-                .map_err(io)?;
+            private_fs::create_dirs(parent).map_err(io)?;
         }
         self.integrity_check()?;
+        create_private_file(&absolute)?;
         {
             let mut target = Connection::open(&absolute)?;
             let backup = rusqlite::backup::Backup::new(self.conn()?, &mut target)?;
             backup.run_to_completion(256, std::time::Duration::from_millis(0), None)?;
         }
-        fs::set_permissions(&absolute, fs::Permissions::from_mode(0o600)).map_err(io)?;
+        private_fs::set_mode(&absolute, 0o600).map_err(io)?;
         let copy = StateDb::open(OpenOptions {
             file_path: absolute,
             mode: Mode::ReadOnly,

@@ -13,10 +13,15 @@ use crate::error::{Result, StoreError};
 /// The `leases` row of a resource.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lease {
+    /// Incremented by every claim; the fencing number.
     pub generation: i64,
+    /// `session`, `host`, `controller` or `system`; `None` when unowned.
     pub owner_type: Option<String>,
+    /// The owner's id; `None` when unowned.
     pub owner_id: Option<String>,
+    /// SHA-256 of the owner's token.
     pub token_hash: Option<Vec<u8>>,
+    /// Lease expiry (epoch ms).
     pub expires_at: Option<i64>,
 }
 
@@ -32,6 +37,7 @@ impl Lease {
     }
 }
 
+/// The resource's lease, or `Lease is missing: <id>`.
 pub fn require_lease(conn: &Connection, resource_id: &str) -> Result<Lease> {
     conn.prepare_cached(
         "SELECT generation, owner_type, owner_id, token_hash, expires_at
@@ -57,6 +63,7 @@ pub fn insert_lease(conn: &Connection, resource_id: &str) -> Result<()> {
     Ok(())
 }
 
+/// The resource's revision, or `Resource is missing: <id>`.
 pub fn resource_revision(conn: &Connection, resource_id: &str) -> Result<i64> {
     conn.prepare_cached("SELECT revision FROM resources WHERE resource_id = ?")?
         .query_row([resource_id], |row| row.get(0))
@@ -91,14 +98,21 @@ pub fn bump_resource(conn: &Connection, resource_id: &str, expected: i64, now: i
 
 /// One `events` row.
 pub struct EventDraft<'a> {
+    /// The resource the event belongs to.
     pub resource_id: &'a str,
+    /// The resource revision after the change.
     pub revision: i64,
+    /// `events.event_type`, e.g. `resource.created`.
     pub event_type: &'a str,
+    /// One of `session|host|controller|channel|human|policy|control|system`.
     pub actor_type: &'a str,
+    /// The actor's id, when there is one.
     pub actor_id: Option<&'a str>,
     /// Canonical JSON text of the payload (`{}` when there is none).
     pub payload: &'a str,
+    /// `recorded_at` (epoch ms).
     pub now: i64,
+    /// The lease generation the actor held, when it acted under a lease.
     pub lease_generation: Option<i64>,
 }
 

@@ -2,16 +2,22 @@
 
 use sha2::{Digest, Sha256};
 
+/// `PRAGMA application_id` of a state file (`PIWF`).
 pub const STATE_APPLICATION_ID: i64 = 0x5049_5746;
+/// `schema_meta.schema_name`.
 pub const STATE_SCHEMA_NAME: &str = "pi-workflows-state";
+/// `PRAGMA user_version` and `schema_meta.schema_version`.
 pub const STATE_SCHEMA_VERSION: i64 = 1;
+/// `schema_meta.app_version` (the reference's, unchanged since the schema was cut).
 pub const STATE_APP_VERSION: &str = "0.14.0";
 
 /// The DDL text. Its SHA-256 is stored in `schema_meta`, so not one byte may differ.
 pub const STATE_SCHEMA_SQL: &str = include_str!("schema.sql");
 
+/// The message of every schema mismatch, as in the reference.
 pub const RESET_INSTRUCTION: &str = "Pi Workflows durable state is incompatible. Move or remove the old workflow state, then create a new state.sqlite database.";
 
+/// SHA-256 of [`STATE_SCHEMA_SQL`], stored as `schema_meta.schema_digest`.
 pub fn schema_digest() -> [u8; 32] {
     Sha256::digest(STATE_SCHEMA_SQL.as_bytes()).into()
 }

@@ -15,6 +15,7 @@ fn reset() -> StoreError {
     StoreError::plain(RESET_INSTRUCTION)
 }
 
+/// The reference's `verifySchema`: ids, `schema_meta` and the shape of every schema object.
 pub fn verify_schema(conn: &Connection) -> Result<()> {
     let application_id: i64 = conn.query_row("PRAGMA application_id", [], |row| row.get(0))?;
     let user_version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;

@@ -6,12 +6,15 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::blobs::put_json;
 use crate::error::{Result, StoreError};
 
+/// How many presentation revisions of deltas are kept per run.
 pub const VIEWER_DELTA_RETENTION: i64 = 256;
 
 /// One view a change touches: `(target_type, target_key)`.
 pub type ViewerDraft = (&'static str, &'static str);
 
+/// The views most run changes touch: summary and replay.
 pub const SUMMARY_REPLAY: &[ViewerDraft] = &[("summary", ""), ("replay", "")];
+/// The views every bump of a run resource touches.
 pub const RUN_RESOURCE_BUMP: &[ViewerDraft] = &[
     ("summary", ""),
     ("graph", ""),
@@ -19,6 +22,7 @@ pub const RUN_RESOURCE_BUMP: &[ViewerDraft] = &[
     ("inspector", "run"),
 ];
 
+/// Inserts the run's `viewer_runs` row (revision 1); returns its presentation revision.
 pub fn initialize_viewer_run(conn: &Connection, run_id: &str, now: i64) -> Result<i64> {
     conn.prepare_cached(
         "INSERT INTO viewer_runs(run_id, presentation_revision, retained_from_revision, updated_at)
