@@ -83,10 +83,26 @@ function readReply(spec, args, reply) {
   return value;
 }
 
+/** Per state database: the tail of its queue of asynchronous calls (they run in call order). */
+const asyncQueues = new WeakMap();
+
+function asyncQueueOf(nativeState) {
+  let queue = asyncQueues.get(nativeState);
+  if (queue === undefined) {
+    queue = { tail: Promise.resolve() };
+    asyncQueues.set(nativeState, queue);
+  }
+  return queue;
+}
+
+const ignore = () => undefined;
+
 class SqliteControllerStore {
   #native;
   #ownsState;
   #closed = false;
+  #asyncQueue;
+  #async;
 
   constructor(filePath = workflowStatePath(), options = {}) {
     this.#ownsState = options.state === undefined;
@@ -105,9 +121,28 @@ class SqliteControllerStore {
       options.global === true
         ? null
         : canonicalProjectPath(options.projectPath === undefined ? process.cwd() : options.projectPath);
-    this.#native = created(() =>
-      binding.NativeStore.open(nativeStateOf(state), projectPath, Date.now()),
-    );
+    const nativeState = nativeStateOf(state);
+    this.#native = created(() => binding.NativeStore.open(nativeState, projectPath, Date.now()));
+    this.#asyncQueue = asyncQueueOf(nativeState);
+  }
+
+  /**
+   * Every store method as a Promise whose work (SQLite, fsync) runs on a libuv worker thread:
+   * `await store.async.putResource(…)` resolves to what `store.putResource(…)` returns, or
+   * rejects with what it throws. Arguments are read when the method is called (a default `now`
+   * is the time of the call), the result is decoded and a claim updated in place on the main
+   * thread. Asynchronous calls on one database run one at a time, in call order; a synchronous
+   * call made meanwhile waits for the running one.
+   */
+  get async() {
+    if (this.#async === undefined) {
+      const methods = {};
+      for (const method of implementedMethods) {
+        methods[method] = (...args) => this._invokeAsync(method, args);
+      }
+      this.#async = Object.freeze(methods);
+    }
+    return this.#async;
   }
 
   close() {
@@ -121,11 +156,29 @@ class SqliteControllerStore {
     const spec = METHODS[method];
     return readReply(spec, args, this.#native.call(method, wireArguments(spec, args), Date.now()));
   }
+
+  /** `_invoke` on a worker thread, queued behind this database's earlier asynchronous calls. */
+  _invokeAsync(method, args) {
+    const spec = METHODS[method];
+    let wire;
+    try {
+      wire = wireArguments(spec, args);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const clock = Date.now();
+    const native = this.#native;
+    const run = () => native.callAsync(method, wire, clock).then((reply) => readReply(spec, args, reply));
+    const queue = this.#asyncQueue;
+    const result = queue.tail.then(run);
+    queue.tail = result.then(ignore, ignore);
+    return result;
+  }
 }
 
 const implemented = new Set(binding.implementedMethods());
-for (const method of Object.keys(METHODS)) {
-  if (!implemented.has(method)) continue;
+const implementedMethods = Object.keys(METHODS).filter((method) => implemented.has(method));
+for (const method of implementedMethods) {
   Object.defineProperty(SqliteControllerStore.prototype, method, {
     value: {
       [method](...args) {

@@ -24,8 +24,9 @@ test('the methods the type test lists are exactly the public methods of the clas
   const union = source.split('type Methods =')[1].split(';')[0];
   const typed = [...union.matchAll(/'(\w+)'/g)].map((match) => match[1]);
   expect(typed).toHaveLength(64);
+  // `async` (every method as a Promise) is this package's addition, typed on its own.
   const runtime = Object.getOwnPropertyNames(SqliteControllerStore.prototype).filter(
-    (name) => name !== 'constructor' && !name.startsWith('_'),
+    (name) => name !== 'constructor' && name !== 'async' && !name.startsWith('_'),
   );
   expect([...runtime].sort()).toEqual([...typed].sort());
 });

@@ -1,19 +1,34 @@
 'use strict';
 // `npm run bench`: the store's public API under the workloads of the performance issue, on the
 // normal temp folder (fsync-bound) and on /dev/shm (CPU-bound), median of 5 repetitions.
-// Prints a table with µs/op, ops/s, the reference's figures for the same workload and the
-// speedup, plus peak RSS. Scale down with PIW_BENCH_SCALE=0.1 for a quick look.
+// Prints, per folder, a table with µs/op, ops/s, the floor (pure SQLite doing the same work:
+// see bench/floor) and how far above it the store is, the reference's figures and the speedup,
+// plus peak RSS. Scale down with PIW_BENCH_SCALE=0.1 for a quick look; the write workloads on
+// the temp folder (one fsync per transaction) run at PIW_BENCH_DISK_SCALE (default 0.1) of it.
+//
+// The floor: each workload runs once more with statement recording on (src/trace.rs), and
+// bench/floor replays the recorded statements through rusqlite on a fresh copy of the same
+// starting database, timing the same labelled operations.
 
+const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
 const { SqliteControllerStore } = require('..');
+const { binding } = require('../lib/native.js');
 const { REFERENCE } = require('./reference.js');
 
 const SCALE = Number(process.env.PIW_BENCH_SCALE ?? 1);
+const DISK_SCALE = Number(process.env.PIW_BENCH_DISK_SCALE ?? 0.1);
 const REPETITIONS = Number(process.env.PIW_BENCH_REPETITIONS ?? 5);
-const scaled = (n) => Math.max(1, Math.round(n * SCALE));
+const FLOOR = path.join(__dirname, '..', 'target', 'release', 'piw-floor');
+const SHM = '/dev/shm';
+const scaled = (n, factor = 1) => Math.max(1, Math.round(n * SCALE * factor));
+
+/** Whether the running workload's statements are being recorded (marks label them). */
+let recording = false;
+const mark = (label) => recording && binding.recordMark(label);
 
 const DIGEST = `sha256:${'ab'.repeat(32)}`;
 const SOURCE = { kind: 'builtin', id: 'echo', revision: 'r1' };
@@ -29,13 +44,16 @@ class Timer {
     this.totals = new Map();
   }
 
-  time(name, operation) {
+  /** Times `operation` under `name`; `counted: false` adds time to an operation already counted. */
+  time(name, operation, counted = true) {
+    mark(name);
     const start = process.hrtime.bigint();
     const result = operation();
     const elapsed = Number(process.hrtime.bigint() - start) / 1000;
+    mark('');
     const entry = this.totals.get(name) ?? { micros: 0, count: 0 };
     entry.micros += elapsed;
-    entry.count += 1;
+    if (counted) entry.count += 1;
     this.totals.set(name, entry);
     return result;
   }
@@ -44,14 +62,19 @@ class Timer {
     const entry = this.totals.get(name);
     return entry === undefined ? NaN : entry.micros / entry.count;
   }
+
+  counts() {
+    return Object.fromEntries([...this.totals].map(([name, entry]) => [name, entry.count]));
+  }
 }
 
 function freshFolder(root) {
   return fs.mkdtempSync(path.join(root, 'piw-bench-'));
 }
 
-function openStore(folder) {
-  return new SqliteControllerStore(path.join(folder, 'state.sqlite'), { projectPath: folder });
+/** A store on `folder`'s database, for the project at `projectPath` (default: the folder). */
+function openStore(folder, projectPath = folder) {
+  return new SqliteControllerStore(path.join(folder, 'state.sqlite'), { projectPath });
 }
 
 function reservation(runId, session) {
@@ -68,12 +91,12 @@ function reservation(runId, session) {
   };
 }
 
-function runLifecycle(root) {
+function runLifecycle(root, factor) {
   const folder = freshFolder(root);
   const store = openStore(folder);
   const timer = new Timer();
   try {
-    for (let index = 0; index < scaled(2000); index += 1) {
+    for (let index = 0; index < scaled(2000, factor); index += 1) {
       const runId = `run-${index}`;
       const session = `session-${index}`;
       const claim = { runId, runnerId: session, claimToken: `token-${index}`, leaseMs: 30_000 };
@@ -87,44 +110,44 @@ function runLifecycle(root) {
     store.close();
     fs.rmSync(folder, { recursive: true, force: true });
   }
-  const parts = ['reserve', 'claim', 'markRunning', 'renew', 'complete'].map((name) => timer.perOp(name));
-  return { lifecycle: parts.reduce((a, b) => a + b, 0), parts };
+  return timer;
 }
 
-function controllerLoop(root) {
+const LIFECYCLE = ['reserve', 'claim', 'markRunning', 'renew', 'complete'];
+
+function controllerLoop(root, factor) {
   const folder = freshFolder(root);
   const store = openStore(folder);
   const timer = new Timer();
-  let loops = 0;
   try {
-    for (let index = 0; index < scaled(500); index += 1) {
+    for (let index = 0; index < scaled(500, factor); index += 1) {
       timer.time('putResource', () =>
         store.putResource({ controller: 'jobs', key: `job-${index}`, spec: { n: index }, initialStatus: { phase: 'new' } }),
       );
     }
-    const start = process.hrtime.bigint();
-    for (;;) {
-      const claim = store.claimNext({ controllers: ['jobs'], ownerId: 'worker', leaseMs: 30_000 });
+    for (let loops = 0; ; loops += 1) {
+      // One loop: claimNext, updateStatus, recordEvent, settleClaim (effects are timed apart).
+      const claim = timer.time('loop', () => store.claimNext({ controllers: ['jobs'], ownerId: 'worker', leaseMs: 30_000 }), false);
       if (claim === undefined) break;
       const ref = { controller: claim.controller, key: claim.key };
-      const resource = store.updateStatus({
-        ref,
-        expectedResourceVersion: claim.resourceVersion,
-        claim,
-        status: { observedGeneration: 1, conditions: [], controllerStatus: { phase: 'ready' } },
+      const resource = timer.time('loop', () => {
+        const updated = store.updateStatus({
+          ref,
+          expectedResourceVersion: claim.resourceVersion,
+          claim,
+          status: { observedGeneration: 1, conditions: [], controllerStatus: { phase: 'ready' } },
+        });
+        store.recordEvent({ controller: ref.controller, key: ref.key, claim, type: 'bench.reconciled', payload: { n: loops } });
+        return updated;
       });
-      store.recordEvent({ controller: ref.controller, key: ref.key, claim, type: 'bench.reconciled', payload: { n: loops } });
       if (loops % 10 === 0) {
         const effect = { key: `effect-${loops}`, resourceUid: resource.metadata.uid, claim, generation: 1, kind: 'bench', requestFingerprint: 'f' };
         timer.time('reserveEffect', () => store.reserveEffect(effect));
         timer.time('updateEffect', () => store.updateEffect({ ...effect, state: 'applied' }));
       }
-      store.settleClaim(claim);
-      loops += 1;
+      timer.time('loop', () => store.settleClaim(claim), false);
     }
-    const micros = Number(process.hrtime.bigint() - start) / 1000;
-    const effectMicros = (timer.totals.get('reserveEffect')?.micros ?? 0) + (timer.totals.get('updateEffect')?.micros ?? 0);
-    return { loop: (micros - effectMicros) / loops, putResource: timer.perOp('putResource'), reserveEffect: timer.perOp('reserveEffect'), updateEffect: timer.perOp('updateEffect') };
+    return timer;
   } finally {
     store.close();
     fs.rmSync(folder, { recursive: true, force: true });
@@ -164,7 +187,8 @@ function copyDatabase(source, root) {
 
 function reads(source, root) {
   const folder = copyDatabase(source, root);
-  const store = openStore(folder);
+  // The copy's project is the populated one, so project-scoped reads find its runs and resources.
+  const store = openStore(folder, source.folder);
   const timer = new Timer();
   const n = scaled(2000);
   const runId = (i) => `run-${(i * 7919) % source.runs}`;
@@ -184,29 +208,28 @@ function reads(source, root) {
     store.close();
     fs.rmSync(folder, { recursive: true, force: true });
   }
-  const names = ['getWorkflowRun', 'getWorkflowRunView', 'getResource', 'listWorkflowRunViews', 'listWorkflowRuns', 'listEvents', 'listRunEventsAfter'];
-  return Object.fromEntries(names.map((name) => [name, timer.perOp(name)]));
+  return timer;
 }
 
 function openClose(source, root) {
   const folder = copyDatabase(source, root);
   const timer = new Timer();
   try {
-    for (let i = 0; i < 20; i += 1) timer.time('openClose', () => openStore(folder).close());
+    for (let i = 0; i < 20; i += 1) timer.time('openClose', () => openStore(folder, source.folder).close());
   } finally {
     fs.rmSync(folder, { recursive: true, force: true });
   }
-  return { openClose: timer.perOp('openClose') };
+  return timer;
 }
 
-function oneCommit(root) {
+function oneCommit(root, factor) {
   const folder = freshFolder(root);
   const store = openStore(folder);
   const timer = new Timer();
   try {
     const connection = store.state.connection;
     const insert = connection.prepare('INSERT INTO projects(project_id, canonical_path, created_at) VALUES (?, ?, ?)');
-    for (let i = 0; i < scaled(1000); i += 1) {
+    for (let i = 0; i < scaled(1000, factor); i += 1) {
       timer.time('commit', () => {
         connection.exec('BEGIN IMMEDIATE');
         insert.run(`bench-${i}`, `/bench/${i}`, i);
@@ -217,73 +240,173 @@ function oneCommit(root) {
     store.close();
     fs.rmSync(folder, { recursive: true, force: true });
   }
-  return { commit: timer.perOp('commit') };
+  return timer;
 }
 
-/** Median over repetitions of each field of the measurement objects. */
-function repeat(measure) {
-  const samples = Array.from({ length: REPETITIONS }, () => measure());
-  const result = {};
-  for (const key of Object.keys(samples[0])) {
-    const first = samples[0][key];
-    result[key] = Array.isArray(first)
-      ? first.map((_, index) => median(samples.map((sample) => sample[key][index])))
-      : median(samples.map((sample) => sample[key]));
+/**
+ * The same commit straight through better-sqlite3 (what the reference runs on): this machine
+ * against the machine of the reference figures. No store involved; skipped without the package.
+ */
+function betterSqliteCommit(root, factor) {
+  let Database;
+  try {
+    Database = require('better-sqlite3');
+  } catch {
+    return undefined;
   }
+  const folder = freshFolder(root);
+  const db = new Database(path.join(folder, 'plain.sqlite'));
+  const timer = new Timer();
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.exec('CREATE TABLE projects(project_id TEXT PRIMARY KEY, canonical_path TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL) STRICT');
+    const insert = db.prepare('INSERT INTO projects(project_id, canonical_path, created_at) VALUES (?, ?, ?)');
+    for (let i = 0; i < scaled(1000, factor); i += 1) {
+      timer.time('commit', () => {
+        db.exec('BEGIN IMMEDIATE');
+        insert.run(`bench-${i}`, `/bench/${i}`, i);
+        db.exec('COMMIT');
+      });
+    }
+  } finally {
+    db.close();
+    fs.rmSync(folder, { recursive: true, force: true });
+  }
+  return timer;
+}
+
+/** Per-operation µs, median over repetitions of a workload that returns its Timer. */
+function repeat(measure) {
+  const timers = Array.from({ length: REPETITIONS }, () => measure());
+  const result = {};
+  for (const name of timers[0].totals.keys()) result[name] = median(timers.map((timer) => timer.perOp(name)));
   return result;
 }
 
-function measureAll(root, source) {
-  const lifecycle = repeat(() => runLifecycle(root));
-  const loop = repeat(() => controllerLoop(root));
-  const read = repeat(() => reads(source, root));
-  const open = repeat(() => openClose(source, root));
-  const commit = repeat(() => oneCommit(root));
+/**
+ * The floor of a workload: records its statements in one extra run on /dev/shm, then replays
+ * them on `root` with bench/floor; per-operation µs with the same operation counts.
+ */
+function floorOf(workload, root, seed) {
+  if (!fs.existsSync(FLOOR)) return {};
+  const traceFolder = freshFolder(fs.existsSync(SHM) ? SHM : os.tmpdir());
+  const trace = path.join(traceFolder, 'statements.trace');
+  let timer;
+  binding.recordStatements(trace);
+  recording = true;
+  try {
+    timer = workload(path.dirname(traceFolder));
+  } finally {
+    recording = false;
+    binding.recordStatements(null);
+  }
+  const replayFolder = freshFolder(root);
+  try {
+    const args = ['--trace', trace, '--db', path.join(replayFolder, 'state.sqlite'), '--repetitions', String(REPETITIONS)];
+    if (seed !== undefined) args.push('--seed', seed);
+    const replay = spawnSync(FLOOR, args, { encoding: 'utf8', maxBuffer: 1 << 26 });
+    if (replay.status !== 0) throw new Error(`piw-floor failed: ${replay.stderr}`);
+    const { labels, errors } = JSON.parse(replay.stdout);
+    if (errors > 0) process.stderr.write(`floor: ${errors} statements failed to replay\n`);
+    const counts = timer.counts();
+    return Object.fromEntries(Object.entries(labels).map(([name, { micros }]) => [name, micros / counts[name]]));
+  } finally {
+    fs.rmSync(traceFolder, { recursive: true, force: true });
+    fs.rmSync(replayFolder, { recursive: true, force: true });
+  }
+}
+
+/** Measured and floor µs per operation of one workload on `root`. */
+function measure(workload, root, seed) {
+  return { measured: repeat(() => workload(root)), floor: floorOf(workload, root, seed) };
+}
+
+const sum = (values) => values.reduce((a, b) => a + b, 0);
+
+/** The table rows: a label and, per row, the operation names whose µs it shows. */
+function rows(root, source, factor) {
+  const lifecycle = measure((where) => runLifecycle(where, factor), root);
+  const loop = measure((where) => controllerLoop(where, factor), root);
+  const read = measure((where) => reads(source, where), root, source.file);
+  const open = measure((where) => openClose(source, where), root, source.file);
+  const commit = measure((where) => oneCommit(where, factor), root);
+  const plain = betterSqliteCommit(root, factor) === undefined ? undefined : repeat(() => betterSqliteCommit(root, factor));
+  const pick = (result, names) => ({
+    measured: names.map((name) => result.measured[name]),
+    floor: names.map((name) => result.floor[name]),
+  });
+  const whole = (result, names) => ({
+    measured: sum(names.map((name) => result.measured[name])),
+    floor: sum(names.map((name) => result.floor[name] ?? NaN)),
+  });
   return {
-    'run lifecycle, 5 calls': lifecycle.lifecycle,
-    'reserve / claim / markRunning / renew / complete': lifecycle.parts,
-    'controller loop: claimNext+updateStatus+recordEvent+settleClaim': loop.loop,
-    putResource: loop.putResource,
-    'reserveEffect / updateEffect': [loop.reserveEffect, loop.updateEffect],
-    'getWorkflowRun / getWorkflowRunView / getResource': [read.getWorkflowRun, read.getWorkflowRunView, read.getResource],
-    'listWorkflowRunViews(50) / listWorkflowRuns(100)': [read.listWorkflowRunViews, read.listWorkflowRuns],
-    'listEvents(100) / listRunEventsAfter(0, 100)': [read.listEvents, read.listRunEventsAfter],
-    'open + close, populated database': open.openClose,
-    'one commit (BEGIN IMMEDIATE, 1 INSERT, COMMIT)': commit.commit,
+    'run lifecycle, 5 calls': whole(lifecycle, LIFECYCLE),
+    'reserve / claim / markRunning / renew / complete': pick(lifecycle, LIFECYCLE),
+    'controller loop: claimNext+updateStatus+recordEvent+settleClaim': pick(loop, ['loop']),
+    putResource: pick(loop, ['putResource']),
+    'reserveEffect / updateEffect': pick(loop, ['reserveEffect', 'updateEffect']),
+    'getWorkflowRun / getWorkflowRunView / getResource': pick(read, ['getWorkflowRun', 'getWorkflowRunView', 'getResource']),
+    'listWorkflowRunViews(50) / listWorkflowRuns(100)': pick(read, ['listWorkflowRunViews', 'listWorkflowRuns']),
+    'listEvents(100) / listRunEventsAfter(0, 100)': pick(read, ['listEvents', 'listRunEventsAfter']),
+    'open + close, populated database': pick(open, ['openClose']),
+    'one commit (BEGIN IMMEDIATE, 1 INSERT, COMMIT)': pick(commit, ['commit']),
+    'machine check: that commit through better-sqlite3': { measured: [plain?.commit ?? NaN], floor: [NaN] },
   };
 }
 
-const format = (value) => (Array.isArray(value) ? value.map(format).join(' / ') : Number.isFinite(value) ? value.toFixed(value < 100 ? 1 : 0) : '–');
+const list = (value) => (Array.isArray(value) ? value : [value]);
+const joined = (values, formatOne) => list(values).map(formatOne).join(' / ');
+const micros = (value) => (Number.isFinite(value) ? value.toFixed(value < 100 ? 1 : 0) : '–');
+const perSecond = (value) => (Number.isFinite(value) && value > 0 ? Math.round(1e6 / value).toLocaleString('en-US') : '–');
+const ratio = (numerator, denominator) => {
+  const value = numerator / denominator;
+  return Number.isFinite(value) ? `${value.toFixed(value < 10 ? 2 : 1)}×` : '–';
+};
 
-function speedup(reference, measured) {
-  if (reference === undefined) return '–';
-  const ours = Array.isArray(measured) ? measured : [measured];
-  const theirs = Array.isArray(reference) ? reference : [reference];
-  return ours.map((value, index) => (Number.isFinite(value) ? `${(theirs[index] / value).toFixed(1)}×` : '–')).join(' / ');
+function table(label, results) {
+  const header = ['workload', 'µs/op', 'ops/s', 'floor µs/op', '× floor', 'reference µs/op', 'speedup vs reference'];
+  const lines = [`| ${header.join(' | ')} |`, `|${header.map((_, i) => (i === 0 ? '---' : '---:')).join('|')}|`];
+  for (const [workload, { measured, floor }] of Object.entries(results)) {
+    const reference = REFERENCE[workload]?.[label];
+    const ours = list(measured);
+    const floors = list(floor);
+    lines.push(
+      `| ${[
+        workload,
+        joined(ours, micros),
+        joined(ours, perSecond),
+        joined(floors, micros),
+        ours.map((value, i) => ratio(value, floors[i])).join(' / '),
+        reference === undefined ? '–' : joined(reference, micros),
+        reference === undefined ? '–' : ours.map((value, i) => ratio(list(reference)[i], value)).join(' / '),
+      ].join(' | ')} |`,
+    );
+  }
+  return lines.join('\n');
 }
 
 function main() {
-  const roots = [['temp folder', os.tmpdir()]];
-  if (fs.existsSync('/dev/shm')) roots.push(['/dev/shm', '/dev/shm']);
+  const roots = [['temp folder', os.tmpdir(), DISK_SCALE]];
+  if (fs.existsSync(SHM)) roots.push(['/dev/shm', SHM, 1]);
   const source = populatedDatabase();
   const sizeMiB = fs.statSync(source.file).size / 1024 / 1024;
-  process.stdout.write(`scale ${SCALE}, ${REPETITIONS} repetitions, populated database ${sizeMiB.toFixed(1)} MiB (${source.runs} runs)\n\n`);
-  const results = roots.map(([label, root]) => [label, measureAll(root, source)]);
-  fs.rmSync(source.folder, { recursive: true, force: true });
-
-  const header = ['workload'];
-  for (const [label] of results) header.push(`µs/op (${label})`, `reference`, `speedup`);
-  const lines = [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`];
-  for (const workload of Object.keys(results[0][1])) {
-    const row = [workload];
-    for (const [label, measured] of results) {
-      const reference = REFERENCE[workload]?.[label];
-      row.push(format(measured[workload]), reference === undefined ? '–' : format(reference), speedup(reference, measured[workload]));
+  process.stdout.write(
+    `scale ${SCALE} (write workloads on the temp folder ×${DISK_SCALE}), ${REPETITIONS} repetitions, ` +
+      `populated database ${sizeMiB.toFixed(1)} MiB (${source.runs} runs)` +
+      `${fs.existsSync(FLOOR) ? '' : '; floor not built (cargo build --release -p piw-floor)'}\n`,
+  );
+  try {
+    for (const [label, root, factor] of roots) {
+      const results = rows(root, source, factor);
+      process.stdout.write(`\n${label} (${root}):\n\n${table(label, results)}\n`);
     }
-    lines.push(`| ${row.join(' | ')} |`);
+  } finally {
+    fs.rmSync(source.folder, { recursive: true, force: true });
   }
-  process.stdout.write(`${lines.join('\n')}\n\n`);
-  process.stdout.write(`peak RSS: ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB\n`);
+  process.stdout.write(`\npeak RSS: ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB\n`);
 }
 
-main();
+if (require.main === module) main();
+
+module.exports = { runLifecycle, controllerLoop, reads, openClose, oneCommit, populatedDatabase, floorOf };

@@ -18,6 +18,7 @@ pub mod runs;
 pub mod state;
 pub mod store;
 pub mod time;
+pub mod trace;
 pub mod wire;
 
 #[cfg(test)]
@@ -27,7 +28,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use napi::bindgen_prelude::Buffer;
+use napi::bindgen_prelude::{AsyncTask, Buffer};
+use napi::{Env, Task};
 use napi_derive::napi;
 use serde_json::{json, Value};
 
@@ -69,7 +71,7 @@ fn lock(state: &SharedState) -> MutexGuard<'_, StateDb> {
 }
 
 fn json_reply(value: Value) -> Result<String> {
-    Ok(value.to_string())
+    Ok(wire::json_text(&value))
 }
 
 /// One state database connection (`StateDatabase` in the JS layer).
@@ -274,16 +276,92 @@ impl NativeStore {
     /// Runs one public store method; see the module header for the reply encoding.
     #[napi(catch_unwind)]
     pub fn call(&self, method: String, args_json: String, clock: f64) -> String {
-        guarded(&self.state, |state| {
-            let args = match parse_json(&args_json)? {
-                Value::Array(args) => args,
-                _ => return Err(StoreError::plain("Store arguments are not a JSON array")),
-            };
-            let store = Store::new(state, self.project_id.as_deref());
-            let reply = store::dispatch(&store, &method, &Call::new(args, clock as i64))?;
-            Ok(reply.encode())
+        run_store_call(
+            &self.state,
+            self.project_id.as_deref(),
+            &method,
+            &args_json,
+            clock,
+        )
+    }
+
+    /// `call` on a libuv worker thread: resolves to the same reply string. The JS layer
+    /// prepares the arguments and decodes the reply on the main thread.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn call_async(
+        &self,
+        method: String,
+        args_json: String,
+        clock: f64,
+    ) -> AsyncTask<StoreCall> {
+        AsyncTask::new(StoreCall {
+            state: self.state.clone(),
+            project_id: self.project_id.clone(),
+            method,
+            args_json,
+            clock,
         })
     }
+}
+
+fn run_store_call(
+    state: &SharedState,
+    project_id: Option<&str>,
+    method: &str,
+    args_json: &str,
+    clock: f64,
+) -> String {
+    guarded(state, |state| {
+        let args = match parse_json(args_json)? {
+            Value::Array(args) => args,
+            _ => return Err(StoreError::plain("Store arguments are not a JSON array")),
+        };
+        let store = Store::new(state, project_id);
+        let reply = store::dispatch(&store, method, &Call::new(args, clock as i64))?;
+        Ok(reply.encode())
+    })
+}
+
+/// One store call for the libuv thread pool; it holds the state mutex while it runs, so calls
+/// on one database never overlap.
+pub struct StoreCall {
+    state: SharedState,
+    project_id: Option<String>,
+    method: String,
+    args_json: String,
+    clock: f64,
+}
+
+impl Task for StoreCall {
+    type Output = String;
+    type JsValue = String;
+
+    fn compute(&mut self) -> napi::Result<String> {
+        Ok(run_store_call(
+            &self.state,
+            self.project_id.as_deref(),
+            &self.method,
+            &self.args_json,
+            self.clock,
+        ))
+    }
+
+    fn resolve(&mut self, _env: Env, reply: String) -> napi::Result<String> {
+        Ok(reply)
+    }
+}
+
+/// Bench only: records every statement of connections opened from now on into `path`, or
+/// stops recording with `null` (see src/trace.rs).
+#[napi]
+pub fn record_statements(path: Option<String>) -> napi::Result<()> {
+    trace::record_to(path.as_deref()).map_err(|error| napi::Error::from_reason(error.to_string()))
+}
+
+/// Bench only: labels the statements recorded from now on (`""`: untimed).
+#[napi]
+pub fn record_mark(label: String) {
+    trace::mark(&label);
 }
 
 /// The names of the store methods the core implements.

@@ -8,18 +8,41 @@ pub fn iso(ms: i64) -> String {
     let days = ms.div_euclid(86_400_000);
     let ms_of_day = ms.rem_euclid(86_400_000);
     let (year, month, day) = civil_from_days(days);
-    let hours = ms_of_day / 3_600_000;
-    let minutes = ms_of_day / 60_000 % 60;
-    let seconds = ms_of_day / 1000 % 60;
-    let millis = ms_of_day % 1000;
-    let year_text = if (0..=9999).contains(&year) {
-        format!("{year:04}")
-    } else if year < 0 {
-        format!("-{:06}", -year)
+    // Written digit by digit: `format!` cost more than the rest of a typical record.
+    let mut text = Vec::with_capacity(27);
+    if (0..=9999).contains(&year) {
+        push_digits(&mut text, year as u64, 4);
     } else {
-        format!("+{year:06}")
-    };
-    format!("{year_text}-{month:02}-{day:02}T{hours:02}:{minutes:02}:{seconds:02}.{millis:03}Z")
+        text.push(if year < 0 { b'-' } else { b'+' });
+        push_digits(&mut text, year.unsigned_abs(), 6);
+    }
+    let fields = [
+        (b'-', u64::from(month), 2),
+        (b'-', u64::from(day), 2),
+        (b'T', (ms_of_day / 3_600_000) as u64, 2),
+        (b':', (ms_of_day / 60_000 % 60) as u64, 2),
+        (b':', (ms_of_day / 1000 % 60) as u64, 2),
+        (b'.', (ms_of_day % 1000) as u64, 3),
+    ];
+    for (separator, value, width) in fields {
+        text.push(separator);
+        push_digits(&mut text, value, width);
+    }
+    text.push(b'Z');
+    String::from_utf8(text).expect("ASCII digits and separators")
+}
+
+/// `value` in decimal, zero-padded to `width` digits (wider values keep all their digits).
+fn push_digits(text: &mut Vec<u8>, mut value: u64, width: usize) {
+    let mut digits = [b'0'; 20];
+    let mut start = digits.len();
+    while value > 0 {
+        start -= 1;
+        digits[start] = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
+    start = start.min(digits.len() - width);
+    text.extend_from_slice(&digits[start..]);
 }
 
 /// The largest distance from the epoch a JavaScript `Date` holds (±100,000,000 days).
@@ -63,6 +86,34 @@ mod tests {
         assert_eq!(iso(-62_198_755_200_000), "-000001-01-01T00:00:00.000Z");
         assert_eq!(iso(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(iso(-62_167_219_200_000), "0000-01-01T00:00:00.000Z");
+    }
+
+    /// The digit-by-digit writer against `format!` over the whole date range.
+    #[test]
+    fn matches_format_everywhere() {
+        let formatted = |ms: i64| {
+            let (year, month, day) = super::civil_from_days(ms.div_euclid(86_400_000));
+            let t = ms.rem_euclid(86_400_000);
+            let year_text = if (0..=9999).contains(&year) {
+                format!("{year:04}")
+            } else if year < 0 {
+                format!("-{:06}", -year)
+            } else {
+                format!("+{year:06}")
+            };
+            format!(
+                "{year_text}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+                t / 3_600_000,
+                t / 60_000 % 60,
+                t / 1000 % 60,
+                t % 1000
+            )
+        };
+        let mut ms: i64 = -8_640_000_000_000_000;
+        while ms <= 8_640_000_000_000_000 {
+            assert_eq!(iso(ms), formatted(ms));
+            ms += 86_399_999_999_937;
+        }
     }
 
     #[test]

@@ -106,7 +106,12 @@ pub enum JsonArg<'a> {
     /// Canonicalisation failed with this message (thrown where the reference stores it).
     /// Canonicalisation failed with this message; `range` when it was a `RangeError` (a
     /// document too deep for the JavaScript stack).
-    Invalid { message: &'a str, range: bool },
+    Invalid {
+        /// The error's message.
+        message: &'a str,
+        /// Whether the error was a `RangeError`.
+        range: bool,
+    },
 }
 
 impl<'a> JsonArg<'a> {
@@ -161,6 +166,8 @@ impl<'a> JsonArg<'a> {
 pub struct Reply {
     /// The return value; `None` for `undefined`.
     pub value: Option<Value>,
+    /// The value already written as JSON text (see [`Reply::json_text`]); wins over `value`.
+    pub text: Option<String>,
     /// Properties to set on the caller's claim object.
     pub claim_updates: Option<Map<String, Value>>,
 }
@@ -173,17 +180,22 @@ impl Reply {
 
     /// Returns `value`.
     pub fn value(value: impl Into<Value>) -> Reply {
-        Reply {
-            value: Some(value.into()),
-            claim_updates: None,
-        }
+        Reply::maybe(Some(value.into()))
     }
 
     /// Returns `value`, or `undefined` for `None`.
     pub fn maybe(value: Option<Value>) -> Reply {
         Reply {
             value,
-            claim_updates: None,
+            ..Reply::default()
+        }
+    }
+
+    /// A value a hot list wrote straight as JSON text (no `Value` built and serialized).
+    pub fn json_text(text: String) -> Reply {
+        Reply {
+            text: Some(text),
+            ..Reply::default()
         }
     }
 
@@ -198,19 +210,101 @@ impl Reply {
     /// The wire text: `""` for `undefined`, `~{value, claim}` when the claim changed, else the
     /// value's JSON.
     pub fn encode(self) -> String {
+        if let Some(text) = self.text {
+            return match self.claim_updates {
+                None => text,
+                Some(claim) => format!(
+                    "~{{\"value\":{text},\"claim\":{}}}",
+                    json_text(&Value::Object(claim))
+                ),
+            };
+        }
         match (self.value, self.claim_updates) {
             (None, None) => String::new(),
-            (Some(value), None) => value.to_string(),
+            (Some(value), None) => json_text(&value),
             (value, Some(claim)) => {
                 let mut envelope = Map::new();
                 if let Some(value) = value {
                     envelope.insert("value".into(), value);
                 }
                 envelope.insert("claim".into(), Value::Object(claim));
-                format!("~{}", Value::Object(envelope))
+                format!("~{}", json_text(&Value::Object(envelope)))
             }
         }
     }
+}
+
+/// Writes one JSON object field by field into `out` (for records built straight into text).
+pub struct ObjectWriter<'a> {
+    out: &'a mut String,
+    empty: bool,
+}
+
+impl<'a> ObjectWriter<'a> {
+    /// Opens the object (`{`) at the end of `out`.
+    pub fn new(out: &'a mut String) -> ObjectWriter<'a> {
+        out.push('{');
+        ObjectWriter { out, empty: true }
+    }
+
+    fn key(&mut self, key: &str) -> &mut String {
+        if !self.empty {
+            self.out.push(',');
+        }
+        self.empty = false;
+        push_json_string(self.out, key);
+        self.out.push(':');
+        self.out
+    }
+
+    /// An integer property.
+    pub fn int(&mut self, key: &str, value: i64) -> &mut Self {
+        let out = self.key(key);
+        out.push_str(&value.to_string());
+        self
+    }
+
+    /// A boolean property.
+    pub fn bool(&mut self, key: &str, value: bool) -> &mut Self {
+        self.raw(key, if value { "true" } else { "false" })
+    }
+
+    /// A string property.
+    pub fn str(&mut self, key: &str, value: &str) -> &mut Self {
+        let out = self.key(key);
+        push_json_string(out, value);
+        self
+    }
+
+    /// A string property, `null` for `None`.
+    pub fn opt_str(&mut self, key: &str, value: Option<&str>) -> &mut Self {
+        match value {
+            Some(value) => self.str(key, value),
+            None => self.raw(key, "null"),
+        }
+    }
+
+    /// A value that is already JSON text.
+    pub fn raw(&mut self, key: &str, json: &str) -> &mut Self {
+        let out = self.key(key);
+        out.push_str(json);
+        self
+    }
+
+    /// Closes the object (`}`).
+    pub fn finish(&mut self) {
+        self.out.push('}');
+    }
+}
+
+fn push_json_string(out: &mut String, text: &str) {
+    out.push_str(&serde_json::to_string(text).expect("a string always serializes"));
+}
+
+/// JSON text of a value. `serde_json::to_string` writes straight into a buffer; `to_string`
+/// (Display) goes through `fmt::Write` a fragment at a time, at twice the cost.
+pub fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).expect("a JSON value always serializes")
 }
 
 /// The error wire text: `!` followed by [`StoreError::to_wire`].

@@ -151,7 +151,8 @@ type Methods =
 
 type OurStore = Ours.SqliteControllerStore;
 type RefStore = Ref.SqliteControllerStore;
-same<Same<keyof OurStore, Methods | 'filePath' | 'state'>>();
+// `async` is this package's addition: every method as a Promise (see AsyncStore).
+same<Same<keyof OurStore, Methods | 'filePath' | 'state' | 'async'>>();
 same<Same<keyof RefStore, Methods | 'filePath' | 'state'>>();
 // Every method, generics included, is the reference's method.
 same<Same<Pick<OurStore, Methods | 'filePath'>, Pick<RefStore, Methods | 'filePath'>>>();
@@ -164,9 +165,12 @@ same<Same<OurStore['updateStatus'], RefStore['updateStatus']>>();
 export const asControllerStore: Ref.ControllerStore = value<OurStore>();
 export const asOurControllerStore: Ours.ControllerStore = value<Ref.ControllerStore>();
 same<Same<Ours.ControllerStore, Ref.ControllerStore>>();
-// The public surface, both ways, apart from `state` (below).
+// The public surface, both ways, apart from `state` (below) and the added `async`.
 export const storeToRef: Omit<Public<RefStore>, 'state'> = value<OurStore>();
-export const storeFromRef: Omit<Public<OurStore>, 'state'> = value<RefStore>();
+export const storeFromRef: Omit<Public<OurStore>, 'state' | 'async'> = value<RefStore>();
+// `store.async.m(...)` takes m's arguments and resolves to m's result.
+same<Same<Parameters<OurStore['async']['listEvents']>, Parameters<RefStore['listEvents']>>>();
+same<Same<ReturnType<OurStore['async']['listEvents']>, Promise<ReturnType<RefStore['listEvents']>>>>();
 
 // Generic methods keep their inference.
 declare const store: OurStore;

@@ -1,20 +1,20 @@
 //! Controller events (methods 26–27): recording an event on a controller resource (by its
 //! claim holder or the control plane) and listing events newest first.
 
-use rusqlite::params_from_iter;
 use rusqlite::types::Value as SqlValue;
+use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
 use super::js::{bind, is_nullish, prop, template};
 use super::rows::{assert_controller_claim, require_controller_row, ResourceRef};
 use crate::error::{Result, StoreError};
-use crate::state::blobs::read_json;
+use crate::state::blobs::JsonReads;
 use crate::state::revisions::{
     bump_resource, event_seq, insert_event, resource_revision, EventDraft,
 };
 use crate::store::Store;
 use crate::time::iso;
-use crate::wire::{field, time, Call, JsonArg, Reply};
+use crate::wire::{field, time, Call, JsonArg, ObjectWriter, Reply};
 
 /// The methods implemented here.
 pub const METHODS: &[&str] = &["recordEvent", "listEvents"];
@@ -84,6 +84,63 @@ fn record_event(store: &Store, call: &Call) -> Result<Reply> {
     })
 }
 
+type EventRow = (i64, i64, String, String, String, Option<Vec<u8>>);
+
+/// The `limit` newest controller events of `events_source` (the table, or a window of it,
+/// which `CROSS JOIN` makes SQLite walk in order instead of indexing it to join backwards).
+fn event_rows(
+    conn: &Connection,
+    events_source: &str,
+    join: &str,
+    filter: &str,
+    bound: Vec<SqlValue>,
+) -> Result<Vec<EventRow>> {
+    let sql = format!(
+        "SELECT e.event_seq, e.recorded_at, c.controller_name, c.resource_key,
+                e.event_type, e.payload_hash
+         FROM {events_source} e
+         {join} resources r ON r.resource_id = e.resource_id
+         JOIN controller_resources c ON c.resource_id = r.resource_id
+         WHERE {filter}
+         ORDER BY e.event_seq DESC LIMIT ?"
+    );
+    let mut statement = conn.prepare_cached(&sql)?;
+    let rows = statement
+        .query_map(params_from_iter(bound), |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+/// For a plain positive `limit`: `(limit, window)`, where `window` newest events of every
+/// kind are searched first. Events are listed newest first, so when the window holds `limit`
+/// matching events they are the answer; otherwise the whole log is searched. SQLite's own plan
+/// collects every event of every controller resource and sorts them, whatever the limit.
+fn recent_window(limit: Option<&SqlValue>) -> Option<(i64, i64)> {
+    let limit = match limit? {
+        SqlValue::Integer(limit) => *limit,
+        SqlValue::Real(limit) if limit.fract() == 0.0 && limit.abs() < 1e9 => *limit as i64,
+        _ => return None,
+    };
+    (1..=EVENT_WINDOW_LIMIT)
+        .contains(&limit)
+        .then_some((limit, limit * 2))
+}
+
+/// The newest events of every kind; its row count is bound first.
+const RECENT_EVENTS: &str = "(SELECT * FROM events ORDER BY event_seq DESC LIMIT ?)";
+
+/// Above this limit the window is not worth trying.
+const EVENT_WINDOW_LIMIT: i64 = 10_000;
+
 /// Newest first; unscoped without a project. `limit` is bound as given (`-1` is unlimited, a
 /// fraction is SQLite's datatype mismatch).
 fn list_events(store: &Store, call: &Call) -> Result<Reply> {
@@ -109,47 +166,43 @@ fn list_events(store: &Store, call: &Call) -> Result<Reply> {
         bind(limit)?
     });
     let conn = store.conn()?;
-    let sql = format!(
-        "SELECT e.event_seq, e.recorded_at, c.controller_name, c.resource_key,
-                e.event_type, e.payload_hash
-         FROM events e
-         JOIN resources r ON r.resource_id = e.resource_id
-         JOIN controller_resources c ON c.resource_id = r.resource_id
-         WHERE {}
-         ORDER BY e.event_seq DESC LIMIT ?",
-        clauses.join(" AND ")
-    );
-    let mut statement = conn.prepare_cached(&sql)?;
-    let rows = statement
-        .query_map(params_from_iter(bound), |row| {
-            Ok((
-                row.get::<_, i64>(0)?,
-                row.get::<_, i64>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, String>(4)?,
-                row.get::<_, Option<Vec<u8>>>(5)?,
-            ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    let events = rows
-        .into_iter()
-        .map(
-            |(seq, recorded_at, controller, key, event_type, payload_hash)| {
-                let payload = match payload_hash {
-                    Some(hash) => read_json(conn, &hash)?,
-                    None => json!({}),
-                };
-                Ok(json!({
-                    "seq": seq,
-                    "recordedAt": iso(recorded_at),
-                    "controller": controller,
-                    "key": key,
-                    "type": event_type,
-                    "payload": payload,
-                }))
-            },
-        )
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Reply::value(events))
+    let filter = clauses.join(" AND ");
+    let rows = match recent_window(bound.last()) {
+        Some((limit, window)) => {
+            let mut windowed = bound.clone();
+            windowed.insert(0, SqlValue::Integer(window));
+            let rows = event_rows(conn, RECENT_EVENTS, "CROSS JOIN", &filter, windowed)?;
+            if rows.len() as i64 == limit {
+                rows
+            } else {
+                event_rows(conn, "events", "JOIN", &filter, bound)?
+            }
+        }
+        None => event_rows(conn, "events", "JOIN", &filter, bound)?,
+    };
+    // Written straight as text, as the run events are.
+    let mut payloads = JsonReads::new(conn);
+    let mut out = String::with_capacity(rows.len() * 200 + 2);
+    out.push('[');
+    for (index, (seq, recorded_at, controller, key, event_type, payload_hash)) in
+        rows.iter().enumerate()
+    {
+        if index > 0 {
+            out.push(',');
+        }
+        let payload = match payload_hash {
+            Some(hash) => payloads.get_text(hash)?,
+            None => "{}".to_string(),
+        };
+        ObjectWriter::new(&mut out)
+            .int("seq", *seq)
+            .str("recordedAt", &iso(*recorded_at))
+            .str("controller", controller)
+            .str("key", key)
+            .str("type", event_type)
+            .raw("payload", &payload)
+            .finish();
+    }
+    out.push(']');
+    Ok(Reply::json_text(out))
 }

@@ -41,11 +41,17 @@ pub struct ControllerRow {
 }
 
 /// The reference's `controllerSelect`; `clause` follows the join.
+/// The columns [`ControllerRow::from_row`] reads, over `controller_resources c` and
+/// `resources r`.
+pub const CONTROLLER_COLUMNS: &str = "c.controller_resource_id, c.resource_id, r.revision,
+    c.controller_name, c.resource_key, c.uid, c.generation,
+    c.spec_hash, c.status_hash, c.deletion_requested_at";
+
+/// `SELECT` of [`CONTROLLER_COLUMNS`] over `controller_resources c JOIN resources r`, then
+/// `clause`.
 pub fn controller_select(clause: &str) -> String {
     format!(
-        "SELECT c.controller_resource_id, c.resource_id, r.revision,
-                c.controller_name, c.resource_key, c.uid, c.generation,
-                c.spec_hash, c.status_hash, c.deletion_requested_at
+        "SELECT {CONTROLLER_COLUMNS}
          FROM controller_resources c JOIN resources r ON r.resource_id = c.resource_id {clause}"
     )
 }

@@ -5,12 +5,13 @@ use rusqlite::types::Value as Sql;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
-use super::records::{map_workflow_run, view_rows};
+use super::records::{map_workflow_run, map_workflow_run_with, view_rows};
 use super::reserve::sql_value;
 use super::row::{workflow_run_row, RunRow, RUN_SELECT};
 use crate::error::Result;
+use crate::state::blobs::JsonReads;
 use crate::store::Store;
-use crate::wire::{field, text, Call, Reply};
+use crate::wire::{field, json_text, text, Call, Reply};
 
 /// The read methods implemented here.
 pub const METHODS: &[&str] = &[
@@ -29,18 +30,18 @@ pub const METHODS: &[&str] = &[
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     let reply = match method {
         "getWorkflowRun" => get_workflow_run(store, call.arg(0)).map(Reply::maybe),
-        "getWorkflowRunView" => get_workflow_run_view(store, call.arg(0)).map(Reply::maybe),
+        "getWorkflowRunView" => get_workflow_run_view(store, call.arg(0)).map(maybe_text),
         "workflowRunListRevision" => store
             .conn()
             .and_then(list_revision)
             .map(|revision| Reply::value(revision.to_json())),
-        "listWorkflowRunViews" => list_workflow_run_views(store, call.arg(0)).map(Reply::value),
+        "listWorkflowRunViews" => list_workflow_run_views(store, call.arg(0)).map(Reply::json_text),
         "workflowRunProjectPath" => workflow_run_project_path(store, call.arg(0))
             .map(|path| Reply::maybe(path.map(Value::String))),
         "listWorkflowRuns" => list_workflow_runs(store, call.arg(0)).map(Reply::value),
         "findSessionReservation" => find_session_reservation(store, call.arg(0)).map(Reply::maybe),
         "findSessionReservationView" => {
-            find_session_reservation_view(store, call.arg(0)).map(Reply::maybe)
+            find_session_reservation_view(store, call.arg(0)).map(maybe_text)
         }
         "isWorkflowRunPaused" => is_workflow_run_paused(store, call.arg(0)).map(Reply::value),
         _ => return None,
@@ -60,7 +61,12 @@ fn get_workflow_run(store: &Store, run_id: &Value) -> Result<Option<Value>> {
     }
 }
 
-fn get_workflow_run_view(store: &Store, run_id: &Value) -> Result<Option<Value>> {
+/// A record written as JSON text, or `undefined`.
+fn maybe_text(text: Option<String>) -> Reply {
+    text.map_or_else(Reply::undefined, Reply::json_text)
+}
+
+fn get_workflow_run_view(store: &Store, run_id: &Value) -> Result<Option<String>> {
     let views = view_rows(store.conn()?, "WHERE r.run_id = ?", [sql_value(run_id)])?;
     Ok(views.into_iter().next())
 }
@@ -97,20 +103,59 @@ fn list_revision(conn: &Connection) -> Result<ListRevision> {
         })?)
 }
 
-fn list_workflow_run_views(store: &Store, options: &Value) -> Result<Value> {
+fn list_workflow_run_views(store: &Store, options: &Value) -> Result<String> {
     let conn = store.conn()?;
     let current = list_revision(conn)?;
-    let runs = view_rows(
-        conn,
-        "ORDER BY q.created_at DESC LIMIT ? OFFSET ?",
-        [
-            sql_value(field(options, "limit")),
-            sql_value(field(options, "offset")),
-        ],
-    )?;
-    let mut result = current.to_json();
-    result["runs"] = Value::Array(runs);
-    Ok(result)
+    let page = [
+        sql_value(field(options, "limit")),
+        sql_value(field(options, "offset")),
+    ];
+    let runs = in_read_transaction(conn, || view_page(conn, &page))?;
+    let mut out = json_text(&current.to_json());
+    out.pop(); // `}`: the runs follow the total and revision
+    out.push_str(",\"runs\":[");
+    out.push_str(&runs.join(","));
+    out.push_str("]}");
+    Ok(out)
+}
+
+/// The views of `RUN_VIEW_SELECT ORDER BY q.created_at DESC LIMIT ? OFFSET ?`, found in two
+/// steps: the page's runs first, sorting only their row ids (the left joins never add or drop
+/// a row), then each view. Sorting the whole joined select to keep fifty rows dominated the
+/// call. Ties keep the single statement's order: it scans `runs` and its sort is stable, so
+/// equal `created_at` come in rowid order.
+fn view_page(conn: &Connection, page: &[Sql; 2]) -> Result<Vec<String>> {
+    let rowids: Vec<i64> = conn
+        .prepare_cached(
+            "SELECT r.rowid FROM runs r
+             JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
+             JOIN run_queue q ON q.run_id = r.run_id
+             ORDER BY q.created_at DESC, r.rowid LIMIT ? OFFSET ?",
+        )?
+        .query_map(params_from_iter(page), |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut views = Vec::with_capacity(rowids.len());
+    for rowid in rowids {
+        views.extend(view_rows(conn, "WHERE r.rowid = ?", [rowid])?);
+    }
+    Ok(views)
+}
+
+/// Runs `read` in one read transaction (one snapshot for its statements) unless the caller's
+/// own transaction is open.
+fn in_read_transaction<T>(conn: &Connection, read: impl FnOnce() -> Result<T>) -> Result<T> {
+    if !conn.is_autocommit() {
+        return read();
+    }
+    conn.prepare_cached("BEGIN")?.execute([])?;
+    let outcome = read();
+    let end = if outcome.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
+    conn.prepare_cached(end)?.execute([])?;
+    outcome
 }
 
 fn workflow_run_project_path(store: &Store, run_id: &Value) -> Result<Option<String>> {
@@ -153,20 +198,38 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<Value> {
     if !clauses.is_empty() {
         clause.push_str(&format!("WHERE {}", clauses.join(" AND ")));
     }
-    clause.push_str(" ORDER BY q.created_at DESC");
+    // The single statement's order for equal created_at: it scans runs_project_idx
+    // (project_id, created_at DESC, then rowid) for a project, else runs in rowid order, and its
+    // sort keeps scan order (pinned by __test__/perf-equivalence.spec.ts).
+    clause.push_str(if store.project_id().is_some() {
+        " ORDER BY q.created_at DESC, r.created_at DESC, r.rowid"
+    } else {
+        " ORDER BY q.created_at DESC, r.rowid"
+    });
     if limit.is_some() {
         clause.push_str(" LIMIT ?");
     }
     let conn = store.conn()?;
-    let rows: Vec<RunRow> = conn
-        .prepare_cached(&format!("{RUN_SELECT} {clause}"))?
-        .query_map(params_from_iter(params), RunRow::from_row)?
-        .collect::<rusqlite::Result<_>>()?;
-    let runs = rows
-        .iter()
-        .map(|row| map_workflow_run(conn, row))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Value::Array(runs))
+    in_read_transaction(conn, || {
+        // The page's row ids first (sorting narrow rows), then each run: sorting every run of
+        // the project with all its columns dominated the call.
+        let from = &RUN_SELECT[RUN_SELECT
+            .find("FROM runs r")
+            .expect("RUN_SELECT has a FROM")..];
+        let rowids: Vec<i64> = conn
+            .prepare_cached(&format!("SELECT r.rowid {from} {clause}"))?
+            .query_map(params_from_iter(params), |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut json = JsonReads::new(conn);
+        let mut runs = Vec::with_capacity(rowids.len());
+        let mut by_rowid = conn.prepare_cached(&format!("{RUN_SELECT} WHERE r.rowid = ?"))?;
+        for rowid in rowids {
+            if let Some(row) = by_rowid.query_row([rowid], RunRow::from_row).optional()? {
+                runs.push(map_workflow_run_with(&mut json, &row)?);
+            }
+        }
+        Ok(Value::Array(runs))
+    })
 }
 
 fn find_session_reservation(store: &Store, session_id: &Value) -> Result<Option<Value>> {
@@ -181,7 +244,7 @@ fn find_session_reservation(store: &Store, session_id: &Value) -> Result<Option<
     }
 }
 
-fn find_session_reservation_view(store: &Store, session_id: &Value) -> Result<Option<Value>> {
+fn find_session_reservation_view(store: &Store, session_id: &Value) -> Result<Option<String>> {
     let views = view_rows(
         store.conn()?,
         OPEN_SESSION_RESERVATION,

@@ -6,8 +6,9 @@ use serde_json::{json, Map, Value};
 
 use super::row::RunRow;
 use crate::error::{Result, StoreError};
-use crate::state::blobs::{read_json, read_text};
+use crate::state::blobs::{read_text, JsonReads};
 use crate::time::{iso, js_iso};
+use crate::wire::{json_text, ObjectWriter};
 
 fn opt_iso(ms: Option<i64>) -> Value {
     ms.map_or(Value::Null, |ms| Value::String(iso(ms)))
@@ -19,6 +20,13 @@ fn digest_text(digest: &[u8]) -> String {
 
 /// `WorkflowRunQueueRecord` for a run row (`claimToken` is always null here).
 pub fn map_workflow_run(conn: &Connection, row: &RunRow) -> Result<Value> {
+    map_workflow_run_with(&mut JsonReads::new(conn), row)
+}
+
+/// [`map_workflow_run`] reading JSON documents through `json`, which a list shares: its runs
+/// mostly have the same definition snapshot and launch options.
+pub fn map_workflow_run_with(json: &mut JsonReads<'_>, row: &RunRow) -> Result<Value> {
+    let conn = json.conn();
     let headless = row.execution_mode.as_deref() == Some("headless");
     let error_message = match &row.error_hash {
         Some(hash) => read_text(conn, hash)?.map_or(Value::Null, Value::String),
@@ -28,11 +36,11 @@ pub fn map_workflow_run(conn: &Connection, row: &RunRow) -> Result<Value> {
         "runId": row.run_id,
         "workflowName": row.workflow_name,
         "workflowSourceRef": row.workflow_ref,
-        "workflowSource": read_queued_run_sources(conn, row)?,
+        "workflowSource": read_queued_run_sources_with(json, row)?,
         "initialized": row.run_status != "queued",
         "definitionDigest": digest_text(&row.definition_digest),
-        "input": read_json(conn, &row.input_hash)?,
-        "launchOptions": read_json(conn, &row.launch_options_hash)?,
+        "input": json.get(&row.input_hash)?,
+        "launchOptions": json.get(&row.launch_options_hash)?,
         "status": row.status,
         "runnerId": row.owner_id,
         "claimToken": Value::Null,
@@ -94,6 +102,11 @@ pub fn source_json(source_type: &str, source_ref: &str, source_revision: &str) -
 /// `{root, mounted[]}` rebuilt from `run_sources`; mounted names come from the definition
 /// snapshot's `composition.mounts`.
 pub fn read_queued_run_sources(conn: &Connection, run: &RunRow) -> Result<Value> {
+    read_queued_run_sources_with(&mut JsonReads::new(conn), run)
+}
+
+fn read_queued_run_sources_with(json: &mut JsonReads<'_>, run: &RunRow) -> Result<Value> {
+    let conn = json.conn();
     let rows: Vec<SourceRow> = conn
         .prepare_cached(
             "SELECT mount_path, source_type, source_ref, source_revision
@@ -114,7 +127,7 @@ pub fn read_queued_run_sources(conn: &Connection, run: &RunRow) -> Result<Value>
         .ok_or_else(|| {
             StoreError::plain(format!("Workflow run source is missing: {}", run.run_id))
         })?;
-    let snapshot = read_json(conn, &run.definition_hash)?;
+    let snapshot = json.get(&run.definition_hash)?;
     let names = mount_names(&snapshot);
     let mounted: Vec<Value> = rows
         .iter()
@@ -176,9 +189,10 @@ pub const RUN_VIEW_SELECT: &str = "SELECT r.run_id, d.workflow_name,
     LEFT JOIN run_sources source ON source.run_id = r.run_id AND source.mount_path = ''
     LEFT JOIN blobs error ON error.blob_hash = q.error_hash";
 
-/// Maps one row of [`RUN_VIEW_SELECT`] to a `WorkflowRunQueueViewRecord`; `None` for a row the
-/// reference filters out (no binding or no root source).
-pub fn map_view_row(row: &Row<'_>) -> rusqlite::Result<Option<Value>> {
+/// Maps one row of [`RUN_VIEW_SELECT`] to a `WorkflowRunQueueViewRecord`, written straight as
+/// JSON text (views are listed fifty at a time); `None` for a row the reference filters out
+/// (no binding or no root source).
+pub fn map_view_row(row: &Row<'_>) -> rusqlite::Result<Option<String>> {
     let execution_mode: Option<String> = row.get(8)?;
     let source_type: Option<String> = row.get(20)?;
     let source_ref: Option<String> = row.get(21)?;
@@ -195,41 +209,64 @@ pub fn map_view_row(row: &Row<'_>) -> rusqlite::Result<Option<Value>> {
     let origin: Option<String> = row.get(7)?;
     let fingerprint: Option<Vec<u8>> = row.get(13)?;
     let digest: Vec<u8> = row.get(5)?;
-    Ok(Some(json!({
-        "runId": row.get::<_, String>(0)?,
-        "workflowName": row.get::<_, String>(1)?,
-        "workflowSourceRef": row.get::<_, String>(2)?,
-        "workflowSource": {
-            "root": source_json(&source_type, &source_ref, &source_revision),
-            "mounted": [],
-        },
-        "initialized": run_status != "queued",
-        "definitionDigest": digest_text(&digest),
-        "runStateStatus": run_status,
-        "paused": row.get::<_, i64>(4)? == 1,
-        "status": row.get::<_, String>(6)?,
-        "originSessionId": if mode == "headless" { None } else { origin },
-        "executionMode": mode,
-        "parentRunId": row.get::<_, Option<String>>(9)?,
-        "rootRunId": row.get::<_, String>(10)?,
-        "lineageKind": row.get::<_, Option<String>>(11)?,
-        "restartNumber": row.get::<_, i64>(12)?,
-        "parentTerminalFingerprint": fingerprint.as_deref().map(hex::encode),
-        "errorCode": row.get::<_, Option<String>>(14)?,
-        "errorMessage": row.get::<_, Option<String>>(15)?,
-        "createdAt": iso(row.get(16)?),
-        "updatedAt": iso(row.get(17)?),
-        "startedAt": opt_iso(row.get(18)?),
-        "finishedAt": opt_iso(row.get(19)?),
-    })))
+    let mut source = String::new();
+    ObjectWriter::new(&mut source)
+        .raw(
+            "root",
+            &json_text(&source_json(&source_type, &source_ref, &source_revision)),
+        )
+        .raw("mounted", "[]")
+        .finish();
+    let mut out = String::with_capacity(700);
+    ObjectWriter::new(&mut out)
+        .str("runId", &row.get::<_, String>(0)?)
+        .str("workflowName", &row.get::<_, String>(1)?)
+        .str("workflowSourceRef", &row.get::<_, String>(2)?)
+        .raw("workflowSource", &source)
+        .bool("initialized", run_status != "queued")
+        .str("definitionDigest", &digest_text(&digest))
+        .str("runStateStatus", &run_status)
+        .bool("paused", row.get::<_, i64>(4)? == 1)
+        .str("status", &row.get::<_, String>(6)?)
+        .opt_str(
+            "originSessionId",
+            if mode == "headless" {
+                None
+            } else {
+                origin.as_deref()
+            },
+        )
+        .str("executionMode", &mode)
+        .opt_str("parentRunId", row.get::<_, Option<String>>(9)?.as_deref())
+        .str("rootRunId", &row.get::<_, String>(10)?)
+        .opt_str("lineageKind", row.get::<_, Option<String>>(11)?.as_deref())
+        .int("restartNumber", row.get::<_, i64>(12)?)
+        .opt_str(
+            "parentTerminalFingerprint",
+            fingerprint.as_deref().map(hex::encode).as_deref(),
+        )
+        .opt_str("errorCode", row.get::<_, Option<String>>(14)?.as_deref())
+        .opt_str("errorMessage", row.get::<_, Option<String>>(15)?.as_deref())
+        .str("createdAt", &iso(row.get(16)?))
+        .str("updatedAt", &iso(row.get(17)?))
+        .opt_str(
+            "startedAt",
+            row.get::<_, Option<i64>>(18)?.map(iso).as_deref(),
+        )
+        .opt_str(
+            "finishedAt",
+            row.get::<_, Option<i64>>(19)?.map(iso).as_deref(),
+        )
+        .finish();
+    Ok(Some(out))
 }
 
-/// View records for `RUN_VIEW_SELECT {clause}`.
+/// View records (JSON texts) for `RUN_VIEW_SELECT {clause}`.
 pub fn view_rows(
     conn: &Connection,
     clause: &str,
     params: impl rusqlite::Params,
-) -> Result<Vec<Value>> {
+) -> Result<Vec<String>> {
     let mut statement = conn.prepare_cached(&format!("{RUN_VIEW_SELECT} {clause}"))?;
     let rows = statement.query_map(params, map_view_row)?;
     let mut views = Vec::new();

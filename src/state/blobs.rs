@@ -1,6 +1,10 @@
 //! Content-addressed blobs: every JSON document and text the store keeps lives in `blobs`,
 //! keyed by the SHA-256 of its bytes.
 
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hasher};
+
+use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
@@ -88,19 +92,37 @@ pub fn read_blob(conn: &Connection, hash: &[u8]) -> Result<Option<Blob>> {
 
 /// The UTF-8 text of a blob (any media type), as `content.toString("utf8")` would give it.
 pub fn read_text(conn: &Connection, hash: &[u8]) -> Result<Option<String>> {
-    Ok(read_blob(conn, hash)?.map(|blob| String::from_utf8_lossy(&blob.content).into_owned()))
+    Ok(read_content(conn, hash)?.map(|(_, text)| text))
 }
 
 /// The stored JSON text of a JSON blob, exactly as stored.
 pub fn read_json_text(conn: &Connection, hash: &[u8]) -> Result<String> {
-    match read_blob(conn, hash)? {
-        Some(blob) if blob.media_type == MEDIA_JSON => {
-            Ok(String::from_utf8_lossy(&blob.content).into_owned())
-        }
+    match read_content(conn, hash)? {
+        Some((true, text)) => Ok(text),
         _ => Err(StoreError::plain(
             "JSON blob is missing or has the wrong media type",
         )),
     }
+}
+
+/// Whether a blob is JSON, and its content as text: read straight from the row, without the
+/// copies `read_blob` makes of every column.
+fn read_content(conn: &Connection, hash: &[u8]) -> Result<Option<(bool, String)>> {
+    let content = conn
+        .prepare_cached("SELECT media_type, content FROM blobs WHERE blob_hash = ?")?
+        .query_row([hash], |row| {
+            let is_json =
+                matches!(row.get_ref(0)?, ValueRef::Text(media) if media == MEDIA_JSON.as_bytes());
+            let text = match row.get_ref(1)? {
+                ValueRef::Blob(bytes) | ValueRef::Text(bytes) => {
+                    String::from_utf8_lossy(bytes).into_owned()
+                }
+                _ => String::new(),
+            };
+            Ok((is_json, text))
+        })
+        .optional()?;
+    Ok(content)
 }
 
 /// A JSON blob parsed, with object keys sorted as the reference's `parseJson` sorts them.
@@ -111,8 +133,70 @@ pub fn read_json(conn: &Connection, hash: &[u8]) -> Result<Value> {
     Ok(sort_keys(value))
 }
 
-/// Object keys in JavaScript's default sort order, recursively.
+/// `read_json` for a list of records whose documents repeat (event payloads such as `{}`):
+/// each distinct hash is read and parsed once per list.
+pub struct JsonReads<'c> {
+    conn: &'c Connection,
+    read: HashMap<Vec<u8>, Value>,
+    texts: HashMap<Vec<u8>, String>,
+}
+
+impl<'c> JsonReads<'c> {
+    /// Reads through `conn`, nothing read yet.
+    pub fn new(conn: &'c Connection) -> JsonReads<'c> {
+        JsonReads {
+            conn,
+            read: HashMap::new(),
+            texts: HashMap::new(),
+        }
+    }
+
+    /// The connection it reads through.
+    pub fn conn(&self) -> &'c Connection {
+        self.conn
+    }
+
+    /// `read_json(hash)`.
+    pub fn get(&mut self, hash: &[u8]) -> Result<Value> {
+        if let Some(value) = self.read.get(hash) {
+            return Ok(value.clone());
+        }
+        let value = read_json(self.conn, hash)?;
+        self.read.insert(hash.to_vec(), value.clone());
+        Ok(value)
+    }
+
+    /// `read_json` as JSON text, for records written straight into text: the stored text
+    /// itself when its keys are already in order (JSON.parse makes the same value of it),
+    /// else the sorted value. Parsed all the same, so invalid JSON fails as `read_json` does.
+    pub fn get_text(&mut self, hash: &[u8]) -> Result<String> {
+        if let Some(text) = self.texts.get(hash) {
+            return Ok(text.clone());
+        }
+        let text = read_json_text(self.conn, hash)?;
+        // The stored text serves as it is only when plain serde_json reads it (no lone
+        // surrogate to repair, no deep nesting) and its keys are in order; anything else goes
+        // through `read_json`'s own parse.
+        let text = match serde_json::from_str::<Value>(&text) {
+            Ok(value) if keys_sorted(&value) => text,
+            _ => {
+                let value = super::json::parse(&text).map_err(|error| {
+                    StoreError::plain(format!("Stored JSON is invalid: {error}"))
+                })?;
+                serde_json::to_string(&sort_keys(value)).expect("a JSON value always serializes")
+            }
+        };
+        self.texts.insert(hash.to_vec(), text.clone());
+        Ok(text)
+    }
+}
+
+/// Object keys in JavaScript's default sort order, recursively. Stored JSON is canonical, so
+/// its keys are nearly always sorted already: checked first, without rebuilding anything.
 pub fn sort_keys(value: Value) -> Value {
+    if keys_sorted(&value) {
+        return value;
+    }
     match value {
         Value::Array(items) => Value::Array(items.into_iter().map(sort_keys).collect()),
         Value::Object(map) => {
@@ -129,12 +213,106 @@ pub fn sort_keys(value: Value) -> Value {
     }
 }
 
+fn keys_sorted(value: &Value) -> bool {
+    match value {
+        Value::Array(items) => items.iter().all(keys_sorted),
+        Value::Object(map) => {
+            let mut keys = map.keys();
+            let ordered = match keys.next() {
+                None => true,
+                Some(first) => keys
+                    .try_fold(first, |previous, key| {
+                        (previous.encode_utf16().cmp(key.encode_utf16()).is_lt()).then_some(key)
+                    })
+                    .is_some(),
+            };
+            ordered && map.values().all(keys_sorted)
+        }
+        _ => true,
+    }
+}
+
 /// Deletes every blob no foreign-key column refers to; returns how many went. The caller holds
 /// the write transaction.
+///
+/// The referenced hashes are collected in memory, reading each referencing table once for all
+/// its blob columns, rather than inserted row by row into a temporary B-tree: the same blobs
+/// go, at a fraction of the cost (open prunes, and the referencing tables are the big ones).
 pub fn prune_unreferenced(conn: &Connection) -> Result<usize> {
-    conn.execute_batch(
-        "CREATE TEMP TABLE referenced_blobs(blob_hash BLOB PRIMARY KEY) WITHOUT ROWID",
-    )?;
+    let mut referenced: HashSet<Vec<u8>, BuildHashPrefix> = HashSet::default();
+    for (table, columns) in blob_references(conn)? {
+        let list = columns
+            .iter()
+            .map(|column| quote_identifier(column))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut statement =
+            conn.prepare(&format!("SELECT {list} FROM {}", quote_identifier(&table)))?;
+        let mut rows = statement.query([])?;
+        while let Some(row) = rows.next()? {
+            for index in 0..columns.len() {
+                // Only BLOB values equal a blob_hash (a STRICT BLOB column).
+                if let ValueRef::Blob(hash) = row.get_ref(index)? {
+                    if !referenced.contains(hash) {
+                        referenced.insert(hash.to_vec());
+                    }
+                }
+            }
+        }
+    }
+    let unreferenced: Vec<i64> = {
+        let mut statement = conn.prepare_cached("SELECT rowid, blob_hash FROM blobs")?;
+        let mut rows = statement.query([])?;
+        let mut unreferenced = Vec::new();
+        while let Some(row) = rows.next()? {
+            let is_referenced = match row.get_ref(1)? {
+                ValueRef::Blob(hash) => referenced.contains(hash),
+                _ => false,
+            };
+            if !is_referenced {
+                unreferenced.push(row.get(0)?);
+            }
+        }
+        unreferenced
+    };
+    let mut delete = conn.prepare_cached("DELETE FROM blobs WHERE rowid = ?")?;
+    for rowid in &unreferenced {
+        delete.execute([rowid])?;
+    }
+    Ok(unreferenced.len())
+}
+
+/// Hashes content hashes by their first bytes: they are SHA-256 digests, already uniform, so
+/// SipHash over every byte of every referencing row would only cost time.
+#[derive(Default)]
+struct BuildHashPrefix;
+
+#[derive(Default)]
+struct HashPrefix(u64);
+
+impl BuildHasher for BuildHashPrefix {
+    type Hasher = HashPrefix;
+
+    fn build_hasher(&self) -> HashPrefix {
+        HashPrefix::default()
+    }
+}
+
+impl Hasher for HashPrefix {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut prefix = [0u8; 8];
+        let length = bytes.len().min(8);
+        prefix[..length].copy_from_slice(&bytes[..length]);
+        self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(prefix);
+    }
+}
+
+/// Each table other than `blobs` with the columns whose foreign key targets `blobs.blob_hash`.
+fn blob_references(conn: &Connection) -> Result<Vec<(String, Vec<String>)>> {
     let tables: Vec<String> = conn
         .prepare(
             "SELECT name FROM sqlite_schema
@@ -142,35 +320,50 @@ pub fn prune_unreferenced(conn: &Connection) -> Result<usize> {
         )?
         .query_map([], |row| row.get(0))?
         .collect::<rusqlite::Result<_>>()?;
+    let mut references = Vec::new();
+    let mut columns_of = conn.prepare(
+        "SELECT \"from\" FROM pragma_foreign_key_list(?)
+         WHERE \"table\" = 'blobs' AND \"to\" = 'blob_hash'",
+    )?;
     for table in tables {
-        let columns: Vec<String> = conn
-            .prepare(
-                "SELECT \"from\" FROM pragma_foreign_key_list(?)
-                 WHERE \"table\" = 'blobs' AND \"to\" = 'blob_hash'",
-            )?
+        let columns: Vec<String> = columns_of
             .query_map([&table], |row| row.get(0))?
             .collect::<rusqlite::Result<_>>()?;
-        for column in columns {
-            let column = quote_identifier(&column);
-            conn.execute(
-                &format!(
-                    "INSERT OR IGNORE INTO referenced_blobs(blob_hash)
-                     SELECT {column} FROM {} WHERE {column} IS NOT NULL",
-                    quote_identifier(&table)
-                ),
-                [],
-            )?;
+        if !columns.is_empty() {
+            references.push((table, columns));
         }
     }
-    let deleted = conn.execute(
-        "DELETE FROM blobs
-         WHERE NOT EXISTS (SELECT 1 FROM referenced_blobs r WHERE r.blob_hash = blobs.blob_hash)",
-        [],
-    )?;
-    conn.execute_batch("DROP TABLE referenced_blobs")?;
-    Ok(deleted)
+    Ok(references)
 }
 
 fn quote_identifier(value: &str) -> String {
     format!("\"{}\"", value.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sort_keys;
+    use serde_json::json;
+
+    fn keys(value: &serde_json::Value) -> Vec<String> {
+        value.as_object().unwrap().keys().cloned().collect()
+    }
+
+    #[test]
+    fn sorts_keys_by_utf16_code_units_at_every_level() {
+        // U+1F600 is a surrogate pair (0xD83D …), below U+FF61 in UTF-16 but not in UTF-8.
+        let value = sort_keys(
+            json!({"\u{ff61}": 1, "b": {"z": 1, "a": [{"y": 1, "x": 2}]}, "\u{1f600}": 2}),
+        );
+        assert_eq!(keys(&value), ["b", "\u{1f600}", "\u{ff61}"]);
+        assert_eq!(keys(&value["b"]), ["a", "z"]);
+        assert_eq!(keys(&value["b"]["a"][0]), ["x", "y"]);
+    }
+
+    #[test]
+    fn leaves_sorted_values_as_they_are() {
+        let sorted = json!({"a": [1, {"b": null, "c": "d"}], "e": {}});
+        assert_eq!(sort_keys(sorted.clone()), sorted);
+        assert_eq!(keys(&sort_keys(json!({"b": 1, "a": 2}))), ["a", "b"]);
+    }
 }

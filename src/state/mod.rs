@@ -23,6 +23,9 @@ use schema::{
 const BUSY_TIMEOUT_MS: u64 = 5_000;
 const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 const STATEMENT_CACHE_CAPACITY: usize = 256;
+/// SQLite's page cache (negative: KiB). With the default 2 MiB, a database of a few thousand
+/// runs no longer fits, and every read fetches its pages from the OS again.
+const CACHE_SIZE_KIB: i64 = -32 * 1024;
 
 /// How a state database is opened (`StateDatabaseMode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +71,8 @@ pub struct StateDb {
     /// Read-write or read-only.
     pub mode: Mode,
     connection: Option<Connection>,
+    /// The connection's number in the bench's statement trace, when recording (see `trace`).
+    trace_id: Option<u64>,
 }
 
 impl StateDb {
@@ -115,10 +120,12 @@ impl StateDb {
         };
         let connection = Connection::open_with_flags(&file_path, flags)?;
         connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+        let trace_id = crate::trace::attach(&connection, mode == Mode::ReadOnly);
         Ok(StateDb {
             file_path,
             mode,
             connection: Some(connection),
+            trace_id,
         })
     }
 
@@ -139,6 +146,7 @@ impl StateDb {
         let conn = self.conn()?;
         conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.pragma_update(None, "cache_size", CACHE_SIZE_KIB)?;
         match self.mode {
             Mode::ReadWrite => {
                 self.configure_read_write()?;
@@ -213,7 +221,11 @@ impl StateDb {
 
     /// Closes the connection (idempotent); later calls fail with the closed-connection TypeError.
     pub fn close(&mut self) {
-        self.connection = None;
+        if self.connection.take().is_some() {
+            if let Some(id) = self.trace_id {
+                crate::trace::detach(id);
+            }
+        }
     }
 
     /// Runs `operation` in one `BEGIN IMMEDIATE` transaction: committed when it succeeds, rolled
@@ -304,11 +316,12 @@ fn create_initialized_file(path: &Path, now: i64) -> Result<()> {
     ));
     let created = (|| {
         create_private_file(&staging)?;
-        {
-            let state = StateDb::connect(staging.clone(), Mode::ReadWrite)?;
-            state.configure_read_write()?;
-            state.prepare_schema(true, now)?;
-        }
+        let mut state = StateDb::connect(staging.clone(), Mode::ReadWrite)?;
+        let initialized = state
+            .configure_read_write()
+            .and_then(|()| state.prepare_schema(true, now));
+        state.close();
+        initialized?;
         match std::fs::hard_link(&staging, path) {
             Ok(()) => Ok(()),
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),

@@ -3,17 +3,13 @@
 
 use std::sync::OnceLock;
 
-use rusqlite::types::Value as Sql;
-use rusqlite::{Connection, OptionalExtension};
-use serde_json::{json, Value};
-
-use super::ids::sha256;
-use super::json::canonical;
 use super::schema::{
     schema_digest, RESET_INSTRUCTION, STATE_APPLICATION_ID, STATE_APP_VERSION, STATE_SCHEMA_NAME,
     STATE_SCHEMA_SQL, STATE_SCHEMA_VERSION,
 };
 use crate::error::{Result, StoreError};
+use rusqlite::types::Value as Sql;
+use rusqlite::{Connection, OptionalExtension};
 
 fn reset() -> StoreError {
     StoreError::plain(RESET_INSTRUCTION)
@@ -53,31 +49,29 @@ pub fn verify_schema(conn: &Connection) -> Result<()> {
     if !valid {
         return Err(reset());
     }
-    if schema_shape(conn)? != expected_schema_shape()? {
+    // Equal objects have equal shape hashes (and, short of a SHA-256 collision, only they do),
+    // so the file's objects are compared with those of the exact schema text directly: hashing
+    // the canonical JSON of the whole schema on every open was a good part of opening.
+    if schema_objects(conn)? != *expected_schema_objects()? {
         return Err(reset());
     }
     Ok(())
 }
 
-/// SHA-256 hex of the canonical JSON of the schema objects, as the reference computes it.
-pub fn schema_shape(conn: &Connection) -> Result<String> {
-    let mut statement = conn.prepare(
+/// `(type, name, tbl_name, sql)` of each schema object, in the order the shape hashes them.
+type SchemaObjects = Vec<[String; 4]>;
+
+fn schema_objects(conn: &Connection) -> Result<SchemaObjects> {
+    let mut statement = conn.prepare_cached(
         "SELECT type, name, tbl_name, sql FROM sqlite_schema
          WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name",
     )?;
-    let rows = statement.query_map([], |row| {
-        Ok((
-            row.get::<_, Sql>(0)?,
-            row.get::<_, Sql>(1)?,
-            row.get::<_, Sql>(2)?,
-            row.get::<_, Sql>(3)?,
-        ))
-    })?;
+    let mut rows = statement.query([])?;
     let mut objects = Vec::new();
-    for row in rows {
-        match row? {
+    while let Some(row) = rows.next()? {
+        match (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?) {
             (Sql::Text(kind), Sql::Text(name), Sql::Text(table), Sql::Text(sql)) => {
-                objects.push(json!({ "type": kind, "name": name, "tableName": table, "sql": sql }))
+                objects.push([kind, name, table, sql])
             }
             _ => {
                 return Err(StoreError::plain(
@@ -86,29 +80,83 @@ pub fn schema_shape(conn: &Connection) -> Result<String> {
             }
         }
     }
-    Ok(hex::encode(sha256(
-        canonical(&Value::Array(objects)).as_bytes(),
-    )))
+    Ok(objects)
 }
 
-fn expected_schema_shape() -> Result<&'static str> {
-    static SHAPE: OnceLock<String> = OnceLock::new();
-    if let Some(shape) = SHAPE.get() {
-        return Ok(shape);
+fn expected_schema_objects() -> Result<&'static SchemaObjects> {
+    static OBJECTS: OnceLock<SchemaObjects> = OnceLock::new();
+    if let Some(objects) = OBJECTS.get() {
+        return Ok(objects);
     }
     let memory = Connection::open_in_memory()?;
     memory.pragma_update(None, "foreign_keys", "ON")?;
     memory.execute_batch(STATE_SCHEMA_SQL)?;
-    let shape = schema_shape(&memory)?;
-    Ok(SHAPE.get_or_init(|| shape))
+    let objects = schema_objects(&memory)?;
+    Ok(OBJECTS.get_or_init(|| objects))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::OnceLock;
+
+    use rusqlite::types::Value as Sql;
+    use rusqlite::Connection;
+    use serde_json::{json, Value};
+
+    use super::super::ids::sha256;
+    use super::super::json::canonical;
+    use super::STATE_SCHEMA_SQL;
+    use crate::error::{Result, StoreError};
+
+    /// SHA-256 hex of the canonical JSON of the schema objects, as the reference computes it.
+    fn schema_shape(conn: &Connection) -> Result<String> {
+        let mut statement = conn.prepare(
+            "SELECT type, name, tbl_name, sql FROM sqlite_schema
+             WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name",
+        )?;
+        let rows = statement.query_map([], |row| {
+            Ok((
+                row.get::<_, Sql>(0)?,
+                row.get::<_, Sql>(1)?,
+                row.get::<_, Sql>(2)?,
+                row.get::<_, Sql>(3)?,
+            ))
+        })?;
+        let mut objects = Vec::new();
+        for row in rows {
+            match row? {
+                (Sql::Text(kind), Sql::Text(name), Sql::Text(table), Sql::Text(sql)) => objects
+                    .push(json!({ "type": kind, "name": name, "tableName": table, "sql": sql })),
+                _ => {
+                    return Err(StoreError::plain(
+                        "Pi Workflows database contains an invalid schema object",
+                    ))
+                }
+            }
+        }
+        Ok(hex::encode(sha256(
+            canonical(&Value::Array(objects)).as_bytes(),
+        )))
+    }
+
+    fn expected_schema_shape() -> Result<&'static str> {
+        static SHAPE: OnceLock<String> = OnceLock::new();
+        if let Some(shape) = SHAPE.get() {
+            return Ok(shape);
+        }
+        let memory = Connection::open_in_memory()?;
+        memory.pragma_update(None, "foreign_keys", "ON")?;
+        memory.execute_batch(STATE_SCHEMA_SQL)?;
+        let shape = schema_shape(&memory)?;
+        Ok(SHAPE.get_or_init(|| shape))
+    }
+
+    /// The shape hash the reference compares (open compares the objects themselves): the
+    /// schema text here must make the reference's schema.
     #[test]
     fn fresh_schema_has_the_reference_shape() {
         assert_eq!(
-            super::expected_schema_shape().unwrap(),
+            expected_schema_shape().unwrap(),
             "b22ef4b058c406420324879c57f8d5fea011e89c337e1ef1bb4d32da7d2370af"
         );
     }

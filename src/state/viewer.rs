@@ -58,8 +58,15 @@ pub fn record_viewer_deltas(
     let revision = current + 1;
     let patch =
         format!(r#"[{{"op":"replace","path":"/presentationRevision","value":{revision}}}]"#);
+    // Every delta of a revision carries the same patch: stored (and hashed) once, since a
+    // second put of the same content in the same transaction changes nothing.
+    let patch_hash = if drafts.is_empty() {
+        None
+    } else {
+        Some(put_json(conn, &patch, now)?)
+    };
     for (index, (target_type, target_key)) in drafts.iter().enumerate() {
-        let patch_hash = put_json(conn, &patch, now)?;
+        let patch_hash = patch_hash.expect("stored when there are drafts");
         conn.prepare_cached(
             "INSERT INTO viewer_deltas(
                run_id, presentation_revision, delta_index, target_type,
