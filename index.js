@@ -97,6 +97,9 @@ function asyncQueueOf(nativeState) {
 
 const ignore = () => undefined;
 
+const implemented = new Set(binding.implementedMethods());
+const implementedMethods = Object.keys(METHODS).filter((method) => implemented.has(method));
+
 class SqliteControllerStore {
   #native;
   #ownsState;
@@ -138,7 +141,7 @@ class SqliteControllerStore {
     if (this.#async === undefined) {
       const methods = {};
       for (const method of implementedMethods) {
-        methods[method] = (...args) => this._invokeAsync(method, args);
+        methods[method] = (...args) => SqliteControllerStore.#invokeAsync(this, method, args);
       }
       this.#async = Object.freeze(methods);
     }
@@ -151,14 +154,14 @@ class SqliteControllerStore {
     if (this.#ownsState) this.state.close();
   }
 
-  /** Runs one core method; shared by every public method below. */
-  _invoke(method, args) {
+  /** Runs one core method; shared by every public method. */
+  static #invoke(store, method, args) {
     const spec = METHODS[method];
-    return readReply(spec, args, this.#native.call(method, wireArguments(spec, args), Date.now()));
+    return readReply(spec, args, store.#native.call(method, wireArguments(spec, args), Date.now()));
   }
 
-  /** `_invoke` on a worker thread, queued behind this database's earlier asynchronous calls. */
-  _invokeAsync(method, args) {
+  /** `#invoke` on a worker thread, queued behind this database's earlier asynchronous calls. */
+  static #invokeAsync(store, method, args) {
     const spec = METHODS[method];
     let wire;
     try {
@@ -167,27 +170,28 @@ class SqliteControllerStore {
       return Promise.reject(error);
     }
     const clock = Date.now();
-    const native = this.#native;
+    const native = store.#native;
     const run = () => native.callAsync(method, wire, clock).then((reply) => readReply(spec, args, reply));
-    const queue = this.#asyncQueue;
+    const queue = store.#asyncQueue;
     const result = queue.tail.then(run);
     queue.tail = result.then(ignore, ignore);
     return result;
   }
-}
 
-const implemented = new Set(binding.implementedMethods());
-const implementedMethods = Object.keys(METHODS).filter((method) => implemented.has(method));
-for (const method of implementedMethods) {
-  Object.defineProperty(SqliteControllerStore.prototype, method, {
-    value: {
-      [method](...args) {
-        return this._invoke(method, args);
-      },
-    }[method],
-    writable: true,
-    configurable: true,
-  });
+  // One prototype method per method the core implements; nothing else is exposed.
+  static {
+    for (const method of implementedMethods) {
+      Object.defineProperty(this.prototype, method, {
+        value: {
+          [method](...args) {
+            return SqliteControllerStore.#invoke(this, method, args);
+          },
+        }[method],
+        writable: true,
+        configurable: true,
+      });
+    }
+  }
 }
 
 const { ResourceConflictError, ResourceNotFoundError, EffectRequestConflictError, WorkflowRequestConflictError } =
