@@ -82,6 +82,7 @@ afterAll(() => {
 
 test('the JS package holds only JavaScript and types; the binary is in the platform package', () => {
   expect(packages.root.files).toEqual([
+    'LICENSE',
     'README.md',
     'index.d.ts',
     'index.js',

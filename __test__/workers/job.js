@@ -95,11 +95,9 @@ async function runJob({ entry, file, project, id, resources, runs, counter, tota
   const counters = new Int32Array(counter);
   const store = new SqliteControllerStore(file, { projectPath: project });
   try {
-    // Everyone opens before anyone writes. A read-write open prunes unreferenced blobs, as the
-    // reference's StateDatabase does, and putResource writes its blobs just before the
-    // transaction that references them (also as the reference does): an open in between
-    // deletes them and the insert fails its foreign key. Same race as between two processes
-    // running the TypeScript store; see the README's worker_threads section.
+    // Everyone opens before anyone writes, so that every thread's writes overlap with the
+    // others'. (Opening in the middle of other threads' writes is safe too: the prune-race test,
+    // reliability-prune-race.spec.ts, covers putResource against concurrent opens.)
     await barrier(counters, 0, total);
     const created = createResources(store, id, resources);
     await barrier(counters, 1, total);
