@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { failure } from './support/failure';
 
 // eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore, EffectRequestConflictError } = require('../index.js');
@@ -14,16 +15,6 @@ let dir: string;
 let store: any;
 let uid: string;
 let held: any;
-
-function failure(run: () => unknown): { name: string; message: string; code?: string } {
-  try {
-    run();
-  } catch (error) {
-    const e = error as Error & { code?: string };
-    return { name: e.constructor.name, message: e.message, ...(e.code === undefined ? {} : { code: e.code }) };
-  }
-  throw new Error('expected a throw');
-}
 
 function sql(text: string, ...params: unknown[]): any {
   return store.state.connection.prepare(text).all(...params);

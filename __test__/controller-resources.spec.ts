@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { failure } from './support/failure';
 
 // eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore, ResourceConflictError, ResourceNotFoundError } = require('../index.js');
@@ -16,16 +17,6 @@ let store: any;
 
 function open(options: Record<string, unknown> = {}): any {
   return new SqliteControllerStore(file, { projectPath: path.join(dir, 'project'), ...options });
-}
-
-function failure(run: () => unknown): { name: string; message: string; code?: string } {
-  try {
-    run();
-  } catch (error) {
-    const e = error as Error & { code?: string };
-    return { name: e.constructor.name, message: e.message, ...(e.code === undefined ? {} : { code: e.code }) };
-  }
-  throw new Error('expected a throw');
 }
 
 function count(table: string): number {
