@@ -199,6 +199,11 @@ impl Reply {
         }
     }
 
+    /// A record written as JSON text, or `undefined` for `None`.
+    pub fn maybe_text(text: Option<String>) -> Reply {
+        text.map_or_else(Reply::undefined, Reply::json_text)
+    }
+
     /// Records `claim[key] = value`, as the reference does on the caller's claim.
     pub fn set_claim(mut self, key: &str, value: impl Into<Value>) -> Reply {
         self.claim_updates

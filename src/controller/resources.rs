@@ -109,7 +109,7 @@ fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
         }
         require_resource(conn, store.project_id(), reference)
     })?;
-    Ok(Reply::value(record))
+    Ok(Reply::json_text(record))
 }
 
 fn create_resource(
@@ -198,7 +198,7 @@ fn get_resource(store: &Store, call: &Call) -> Result<Reply> {
     let record = row
         .map(|row| map_controller_resource(store.conn()?, &row))
         .transpose()?;
-    Ok(Reply::maybe(record))
+    Ok(Reply::maybe_text(record))
 }
 
 fn get_resource_by_uid(store: &Store, call: &Call) -> Result<Reply> {
@@ -207,7 +207,7 @@ fn get_resource_by_uid(store: &Store, call: &Call) -> Result<Reply> {
     let record = row
         .map(|row| map_controller_resource(conn, &row))
         .transpose()?;
-    Ok(Reply::maybe(record))
+    Ok(Reply::maybe_text(record))
 }
 
 fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
@@ -231,11 +231,15 @@ fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
     let rows = statement
         .query_map(params_from_iter(bound), ControllerRow::from_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let records = rows
-        .iter()
-        .map(|row| map_controller_resource(conn, row))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Reply::value(records))
+    let mut records = String::from("[");
+    for (index, row) in rows.iter().enumerate() {
+        if index > 0 {
+            records.push(',');
+        }
+        records.push_str(&map_controller_resource(conn, row)?);
+    }
+    records.push(']');
+    Ok(Reply::json_text(records))
 }
 
 /// `row.resourceVersion !== expectedResourceVersion` throws `ResourceConflictError`.
@@ -284,7 +288,7 @@ fn update_status(store: &Store, call: &Call) -> Result<Reply> {
             revision,
         ))
     })?;
-    Ok(Reply::value(record).set_claim("resourceVersion", resource_version))
+    Ok(Reply::json_text(record).set_claim("resourceVersion", resource_version))
 }
 
 fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
@@ -311,7 +315,7 @@ fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
         }
         require_resource(conn, store.project_id(), reference)
     })?;
-    Ok(Reply::value(record))
+    Ok(Reply::json_text(record))
 }
 
 fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
@@ -341,7 +345,7 @@ fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
         )?;
         require_resource(conn, store.project_id(), reference)
     })?;
-    Ok(Reply::value(record))
+    Ok(Reply::json_text(record))
 }
 
 /// Deletes the controller row once deletion was requested and no finalizers remain; the

@@ -139,6 +139,7 @@ pub struct JsonReads<'c> {
     conn: &'c Connection,
     read: HashMap<Vec<u8>, Value>,
     texts: HashMap<Vec<u8>, String>,
+    checked: HashSet<Vec<u8>>,
 }
 
 impl<'c> JsonReads<'c> {
@@ -148,6 +149,7 @@ impl<'c> JsonReads<'c> {
             conn,
             read: HashMap::new(),
             texts: HashMap::new(),
+            checked: HashSet::new(),
         }
     }
 
@@ -164,6 +166,26 @@ impl<'c> JsonReads<'c> {
         let value = read_json(self.conn, hash)?;
         self.read.insert(hash.to_vec(), value.clone());
         Ok(value)
+    }
+
+    /// Fails as `read_json(hash)` would, without building the value: for a document the
+    /// record does not show (a run's definition snapshot without mounts).
+    pub fn check(&mut self, hash: &[u8]) -> Result<()> {
+        if self.read.contains_key(hash)
+            || self.texts.contains_key(hash)
+            || self.checked.contains(hash)
+        {
+            return Ok(());
+        }
+        let text = read_json_text(self.conn, hash)?;
+        // Plain serde_json refuses a lone surrogate or deep nesting that `read_json`'s own
+        // parse accepts: only its verdict counts.
+        if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() {
+            super::json::parse(&text)
+                .map_err(|error| StoreError::plain(format!("Stored JSON is invalid: {error}")))?;
+        }
+        self.checked.insert(hash.to_vec());
+        Ok(())
     }
 
     /// `read_json` as JSON text, for records written straight into text: the stored text
