@@ -10,7 +10,7 @@ use super::reserve::sql_value;
 use super::row::{workflow_run_row, RunRow, RUN_SELECT};
 use crate::error::Result;
 use crate::state::blobs::JsonReads;
-use crate::store::Store;
+use crate::store::{in_read_transaction, Store};
 use crate::wire::{field, json_text, text, Call, Reply};
 
 /// The read methods implemented here.
@@ -55,10 +55,12 @@ const OPEN_SESSION_RESERVATION: &str = "WHERE b.origin_session_id = ?
 
 fn get_workflow_run(store: &Store, run_id: &Value) -> Result<Option<String>> {
     let conn = store.conn()?;
-    match workflow_run_row(conn, text(run_id, "runId")?)? {
-        Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
-        None => Ok(None),
-    }
+    in_read_transaction(conn, || {
+        match workflow_run_row(conn, text(run_id, "runId")?)? {
+            Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
+            None => Ok(None),
+        }
+    })
 }
 
 /// A record written as JSON text, or `undefined`.
@@ -141,23 +143,6 @@ fn view_page(conn: &Connection, page: &[Sql; 2]) -> Result<Vec<String>> {
     Ok(views)
 }
 
-/// Runs `read` in one read transaction (one snapshot for its statements) unless the caller's
-/// own transaction is open.
-fn in_read_transaction<T>(conn: &Connection, read: impl FnOnce() -> Result<T>) -> Result<T> {
-    if !conn.is_autocommit() {
-        return read();
-    }
-    conn.prepare_cached("BEGIN")?.execute([])?;
-    let outcome = read();
-    let end = if outcome.is_ok() {
-        "COMMIT"
-    } else {
-        "ROLLBACK"
-    };
-    conn.prepare_cached(end)?.execute([])?;
-    outcome
-}
-
 fn workflow_run_project_path(store: &Store, run_id: &Value) -> Result<Option<String>> {
     Ok(store
         .conn()?
@@ -238,14 +223,16 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
 
 fn find_session_reservation(store: &Store, session_id: &Value) -> Result<Option<String>> {
     let conn = store.conn()?;
-    let row = conn
-        .prepare_cached(&format!("{RUN_SELECT} {OPEN_SESSION_RESERVATION}"))?
-        .query_row([sql_value(session_id)], RunRow::from_row)
-        .optional()?;
-    match row {
-        Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
-        None => Ok(None),
-    }
+    in_read_transaction(conn, || {
+        let row = conn
+            .prepare_cached(&format!("{RUN_SELECT} {OPEN_SESSION_RESERVATION}"))?
+            .query_row([sql_value(session_id)], RunRow::from_row)
+            .optional()?;
+        match row {
+            Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
+            None => Ok(None),
+        }
+    })
 }
 
 fn find_session_reservation_view(store: &Store, session_id: &Value) -> Result<Option<String>> {
