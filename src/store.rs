@@ -111,3 +111,21 @@ pub fn dispatch(store: &Store<'_>, method: &str, call: &Call) -> Result<Reply> {
         .find_map(|(_, dispatch)| dispatch(store, method, call))
         .unwrap_or_else(|| Err(StoreError::plain(format!("Unknown store method: {method}"))))
 }
+
+/// Runs `read` in one read transaction (one snapshot for its statements) unless the caller's
+/// own transaction is open. A record read with several statements takes the file lock
+/// once instead of once per statement.
+pub fn in_read_transaction<T>(conn: &Connection, read: impl FnOnce() -> Result<T>) -> Result<T> {
+    if !conn.is_autocommit() {
+        return read();
+    }
+    conn.prepare_cached("BEGIN")?.execute([])?;
+    let outcome = read();
+    let end = if outcome.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
+    conn.prepare_cached(end)?.execute([])?;
+    outcome
+}

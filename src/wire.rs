@@ -199,6 +199,11 @@ impl Reply {
         }
     }
 
+    /// A record written as JSON text, or `undefined` for `None`.
+    pub fn maybe_text(text: Option<String>) -> Reply {
+        text.map_or_else(Reply::undefined, Reply::json_text)
+    }
+
     /// Records `claim[key] = value`, as the reference does on the caller's claim.
     pub fn set_claim(mut self, key: &str, value: impl Into<Value>) -> Reply {
         self.claim_updates
@@ -260,7 +265,8 @@ impl<'a> ObjectWriter<'a> {
     /// An integer property.
     pub fn int(&mut self, key: &str, value: i64) -> &mut Self {
         let out = self.key(key);
-        out.push_str(&value.to_string());
+        // Written in place: `fmt::Write` on a String cannot fail.
+        let _ = std::fmt::Write::write_fmt(out, format_args!("{value}"));
         self
     }
 
@@ -298,7 +304,19 @@ impl<'a> ObjectWriter<'a> {
 }
 
 fn push_json_string(out: &mut String, text: &str) {
-    out.push_str(&serde_json::to_string(text).expect("a string always serializes"));
+    // Most texts need no escape (no quote, backslash or control character): copied as they
+    // are, without the String serde_json would allocate; the others are escaped by serde_json.
+    if text
+        .bytes()
+        .all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\')
+    {
+        out.reserve(text.len() + 2);
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(text).expect("a string always serializes"));
+    }
 }
 
 /// JSON text of a value. `serde_json::to_string` writes straight into a buffer; `to_string`
@@ -310,4 +328,29 @@ pub fn json_text(value: &Value) -> String {
 /// The error wire text: `!` followed by [`StoreError::to_wire`].
 pub fn encode_error(error: &StoreError) -> String {
     format!("!{}", error.to_wire())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_json_string;
+
+    #[test]
+    fn strings_are_written_as_serde_json_writes_them() {
+        for text in [
+            "",
+            "plain",
+            "quote \"",
+            "back\\slash",
+            "tab\t",
+            "nul\0",
+            "del\u{7f}",
+            "line\u{2028}",
+            "\u{1f600} é",
+            "\u{1f}",
+        ] {
+            let mut out = String::new();
+            push_json_string(&mut out, text);
+            assert_eq!(out, serde_json::to_string(text).unwrap(), "{text:?}");
+        }
+    }
 }

@@ -12,7 +12,7 @@ use crate::state::blobs::JsonReads;
 use crate::state::revisions::{
     bump_resource, event_seq, insert_event, resource_revision, EventDraft,
 };
-use crate::store::Store;
+use crate::store::{in_read_transaction, Store};
 use crate::time::iso;
 use crate::wire::{field, time, Call, JsonArg, ObjectWriter, Reply};
 
@@ -167,18 +167,25 @@ fn list_events(store: &Store, call: &Call) -> Result<Reply> {
     });
     let conn = store.conn()?;
     let filter = clauses.join(" AND ");
+    // One read transaction: the rows and each payload blob under one file lock.
+    let out = in_read_transaction(conn, || event_list_text(conn, &filter, bound))?;
+    Ok(Reply::json_text(out))
+}
+
+/// The events matching `filter` (bound by `bound`, its last value the limit) as JSON text.
+fn event_list_text(conn: &Connection, filter: &str, bound: Vec<SqlValue>) -> Result<String> {
     let rows = match recent_window(bound.last()) {
         Some((limit, window)) => {
             let mut windowed = bound.clone();
             windowed.insert(0, SqlValue::Integer(window));
-            let rows = event_rows(conn, RECENT_EVENTS, "CROSS JOIN", &filter, windowed)?;
+            let rows = event_rows(conn, RECENT_EVENTS, "CROSS JOIN", filter, windowed)?;
             if rows.len() as i64 == limit {
                 rows
             } else {
-                event_rows(conn, "events", "JOIN", &filter, bound)?
+                event_rows(conn, "events", "JOIN", filter, bound)?
             }
         }
-        None => event_rows(conn, "events", "JOIN", &filter, bound)?,
+        None => event_rows(conn, "events", "JOIN", filter, bound)?,
     };
     // Written straight as text, as the run events are.
     let mut payloads = JsonReads::new(conn);
@@ -204,5 +211,5 @@ fn list_events(store: &Store, call: &Call) -> Result<Reply> {
             .finish();
     }
     out.push(']');
-    Ok(Reply::json_text(out))
+    Ok(out)
 }

@@ -16,7 +16,7 @@ use crate::state::blobs::put_json;
 use crate::state::ids::{random_uuid, resource_id_for};
 use crate::state::json::canonical;
 use crate::state::revisions::{bump_resource, insert_lease};
-use crate::store::Store;
+use crate::store::{in_read_transaction, Store};
 use crate::wire::{field, time, Call, JsonArg, Reply};
 
 /// The methods implemented here.
@@ -109,7 +109,7 @@ fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
         }
         require_resource(conn, store.project_id(), reference)
     })?;
-    Ok(Reply::value(record))
+    Ok(Reply::json_text(record))
 }
 
 fn create_resource(
@@ -194,20 +194,27 @@ fn change_spec(
 }
 
 fn get_resource(store: &Store, call: &Call) -> Result<Reply> {
-    let row = lookup_controller_row(store, ResourceRef::of(call.arg(0)))?;
-    let record = row
-        .map(|row| map_controller_resource(store.conn()?, &row))
-        .transpose()?;
-    Ok(Reply::maybe(record))
+    // Without a project nothing is read (not even the connection).
+    if store.project_id().is_none() {
+        return Ok(Reply::undefined());
+    }
+    let conn = store.conn()?;
+    let record = in_read_transaction(conn, || {
+        lookup_controller_row(store, ResourceRef::of(call.arg(0)))?
+            .map(|row| map_controller_resource(conn, &row))
+            .transpose()
+    })?;
+    Ok(Reply::maybe_text(record))
 }
 
 fn get_resource_by_uid(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
-    let row = controller_row_by_uid(conn, call.args.first())?;
-    let record = row
-        .map(|row| map_controller_resource(conn, &row))
-        .transpose()?;
-    Ok(Reply::maybe(record))
+    let record = in_read_transaction(conn, || {
+        controller_row_by_uid(conn, call.args.first())?
+            .map(|row| map_controller_resource(conn, &row))
+            .transpose()
+    })?;
+    Ok(Reply::maybe_text(record))
 }
 
 fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
@@ -227,15 +234,22 @@ fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
         "WHERE {} ORDER BY c.controller_name, c.resource_key",
         clauses.join(" AND ")
     ));
-    let mut statement = conn.prepare_cached(&sql)?;
-    let rows = statement
-        .query_map(params_from_iter(bound), ControllerRow::from_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    let records = rows
-        .iter()
-        .map(|row| map_controller_resource(conn, row))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Reply::value(records))
+    let records = in_read_transaction(conn, || {
+        let mut statement = conn.prepare_cached(&sql)?;
+        let rows = statement
+            .query_map(params_from_iter(bound), ControllerRow::from_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut records = String::from("[");
+        for (index, row) in rows.iter().enumerate() {
+            if index > 0 {
+                records.push(',');
+            }
+            records.push_str(&map_controller_resource(conn, row)?);
+        }
+        records.push(']');
+        Ok(records)
+    })?;
+    Ok(Reply::json_text(records))
 }
 
 /// `row.resourceVersion !== expectedResourceVersion` throws `ResourceConflictError`.
@@ -284,7 +298,7 @@ fn update_status(store: &Store, call: &Call) -> Result<Reply> {
             revision,
         ))
     })?;
-    Ok(Reply::value(record).set_claim("resourceVersion", resource_version))
+    Ok(Reply::json_text(record).set_claim("resourceVersion", resource_version))
 }
 
 fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
@@ -311,7 +325,7 @@ fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
         }
         require_resource(conn, store.project_id(), reference)
     })?;
-    Ok(Reply::value(record))
+    Ok(Reply::json_text(record))
 }
 
 fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
@@ -341,7 +355,7 @@ fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
         )?;
         require_resource(conn, store.project_id(), reference)
     })?;
-    Ok(Reply::value(record))
+    Ok(Reply::json_text(record))
 }
 
 /// Deletes the controller row once deletion was requested and no finalizers remain; the

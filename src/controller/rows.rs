@@ -3,17 +3,18 @@
 //! the claim checks that fence writes by lease generation and token.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use super::js::{
     bind, buffer_argument_error, prop, same_number, same_text, template, token_hash_of,
 };
 use crate::error::{Result, StoreError};
-use crate::state::blobs::{put_text, read_json, BlobHash};
+use crate::state::blobs::{put_text, BlobHash, JsonReads};
 use crate::state::revisions::{bump_resource, insert_event, require_lease, Lease};
 use crate::state::revisions::{resource_revision, EventDraft};
 use crate::store::Store;
 use crate::time::iso;
+use crate::wire::{json_text, ObjectWriter};
 
 /// A `controller_resources` row joined with its resource revision.
 #[derive(Debug, Clone)]
@@ -175,34 +176,44 @@ pub fn require_controller_row_by_uid(
     })
 }
 
-/// The record of a reference, or `ResourceNotFoundError`.
+/// The record of a reference (JSON text), or `ResourceNotFoundError`.
 pub fn require_resource(
     conn: &Connection,
     project_id: Option<&str>,
     reference: ResourceRef<'_>,
-) -> Result<Value> {
+) -> Result<String> {
     let row = require_controller_row(conn, project_id, reference)?;
     map_controller_resource(conn, &row)
 }
 
-/// `ControllerResource`: `deletionTimestamp` exists only once deletion was requested.
-pub fn map_controller_resource(conn: &Connection, row: &ControllerRow) -> Result<Value> {
-    let spec = read_json(conn, &row.spec_hash)?;
-    let status = read_json(conn, &row.status_hash)?;
-    let mut metadata = Map::new();
-    metadata.insert("uid".into(), row.uid.clone().into());
-    metadata.insert("controller".into(), row.controller_name.clone().into());
-    metadata.insert("key".into(), row.resource_key.clone().into());
-    metadata.insert("resourceVersion".into(), row.resource_version.into());
-    metadata.insert("generation".into(), row.generation.into());
+/// `ControllerResource` as JSON text: `deletionTimestamp` exists only once deletion was
+/// requested. Written straight as text, the stored spec and status embedded as they are.
+pub fn map_controller_resource(conn: &Connection, row: &ControllerRow) -> Result<String> {
+    let mut json = JsonReads::new(conn);
+    let spec = json.get_text(&row.spec_hash)?;
+    let status = json.get_text(&row.status_hash)?;
+    let finalizers = finalizers(conn, &row.controller_resource_id)?;
+    let mut metadata = String::with_capacity(256);
+    let mut fields = ObjectWriter::new(&mut metadata);
+    fields
+        .str("uid", &row.uid)
+        .str("controller", &row.controller_name)
+        .str("key", &row.resource_key)
+        .int("resourceVersion", row.resource_version)
+        .int("generation", row.generation);
     if let Some(requested_at) = row.deletion_requested_at {
-        metadata.insert("deletionTimestamp".into(), iso(requested_at).into());
+        fields.str("deletionTimestamp", &iso(requested_at));
     }
-    metadata.insert(
-        "finalizers".into(),
-        finalizers(conn, &row.controller_resource_id)?.into(),
-    );
-    Ok(json!({ "metadata": metadata, "spec": spec, "status": status }))
+    fields
+        .raw("finalizers", &json_text(&Value::from(finalizers)))
+        .finish();
+    let mut out = String::with_capacity(metadata.len() + spec.len() + status.len() + 32);
+    ObjectWriter::new(&mut out)
+        .raw("metadata", &metadata)
+        .raw("spec", &spec)
+        .raw("status", &status)
+        .finish();
+    Ok(out)
 }
 
 /// The resource's finalizers in `position` order.

@@ -8,9 +8,10 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
-use super::records::{map_workflow_run, with_claim_token};
+use super::records::map_workflow_run_with;
 use super::row::{require_workflow_run_row, workflow_run_row, RunRow, RUN_SELECT};
 use crate::error::{Result, StoreError};
+use crate::state::blobs::JsonReads;
 use crate::state::ids::token_hash;
 use crate::state::json::canonical;
 use crate::state::revisions::{
@@ -77,7 +78,7 @@ fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<Repl
         claim_token: text(field(args, "claimToken"), "claimToken")?,
         lease_ms: int(field(args, "leaseMs"), "leaseMs")?,
     };
-    Ok(Reply::maybe(claim_run(store, &claim, now, options)?))
+    Ok(Reply::maybe_text(claim_run(store, &claim, now, options)?))
 }
 
 /// The selection rules of `claimNextWorkflowRun`, in the reference's order, with their
@@ -155,7 +156,7 @@ fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
         claim_token: text(field(args, "claimToken"), "claimToken")?,
         lease_ms: int(field(args, "leaseMs"), "leaseMs")?,
     };
-    Ok(Reply::maybe(claim_run(
+    Ok(Reply::maybe_text(claim_run(
         store,
         &claim,
         now,
@@ -422,7 +423,7 @@ pub fn claim_run(
     claim: &RunClaim<'_>,
     now: i64,
     options: ClaimOptions,
-) -> Result<Option<Value>> {
+) -> Result<Option<String>> {
     store.write(|conn| claim_run_in_transaction(conn, claim, now, options))
 }
 
@@ -446,7 +447,7 @@ pub fn claim_run_in_transaction(
     claim: &RunClaim<'_>,
     now: i64,
     options: ClaimOptions,
-) -> Result<Option<Value>> {
+) -> Result<Option<String>> {
     let Some(row) = workflow_run_row(conn, claim.run_id)? else {
         return Ok(None);
     };
@@ -511,6 +512,10 @@ pub fn claim_run_in_transaction(
             lease_generation: Some(generation),
         },
     )?;
-    let record = map_workflow_run(conn, &require_workflow_run_row(conn, claim.run_id)?)?;
-    Ok(Some(with_claim_token(record, claim.claim_token)))
+    let row = require_workflow_run_row(conn, claim.run_id)?;
+    Ok(Some(map_workflow_run_with(
+        &mut JsonReads::new(conn),
+        &row,
+        Some(claim.claim_token),
+    )?))
 }

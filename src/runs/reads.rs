@@ -10,7 +10,7 @@ use super::reserve::sql_value;
 use super::row::{workflow_run_row, RunRow, RUN_SELECT};
 use crate::error::Result;
 use crate::state::blobs::JsonReads;
-use crate::store::Store;
+use crate::store::{in_read_transaction, Store};
 use crate::wire::{field, json_text, text, Call, Reply};
 
 /// The read methods implemented here.
@@ -29,7 +29,7 @@ pub const METHODS: &[&str] = &[
 /// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     let reply = match method {
-        "getWorkflowRun" => get_workflow_run(store, call.arg(0)).map(Reply::maybe),
+        "getWorkflowRun" => get_workflow_run(store, call.arg(0)).map(maybe_text),
         "getWorkflowRunView" => get_workflow_run_view(store, call.arg(0)).map(maybe_text),
         "workflowRunListRevision" => store
             .conn()
@@ -38,8 +38,8 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
         "listWorkflowRunViews" => list_workflow_run_views(store, call.arg(0)).map(Reply::json_text),
         "workflowRunProjectPath" => workflow_run_project_path(store, call.arg(0))
             .map(|path| Reply::maybe(path.map(Value::String))),
-        "listWorkflowRuns" => list_workflow_runs(store, call.arg(0)).map(Reply::value),
-        "findSessionReservation" => find_session_reservation(store, call.arg(0)).map(Reply::maybe),
+        "listWorkflowRuns" => list_workflow_runs(store, call.arg(0)).map(Reply::json_text),
+        "findSessionReservation" => find_session_reservation(store, call.arg(0)).map(maybe_text),
         "findSessionReservationView" => {
             find_session_reservation_view(store, call.arg(0)).map(maybe_text)
         }
@@ -53,17 +53,19 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
 const OPEN_SESSION_RESERVATION: &str = "WHERE b.origin_session_id = ?
     AND q.status NOT IN ('done', 'failed', 'cancelled') ORDER BY q.created_at DESC LIMIT 1";
 
-fn get_workflow_run(store: &Store, run_id: &Value) -> Result<Option<Value>> {
+fn get_workflow_run(store: &Store, run_id: &Value) -> Result<Option<String>> {
     let conn = store.conn()?;
-    match workflow_run_row(conn, text(run_id, "runId")?)? {
-        Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
-        None => Ok(None),
-    }
+    in_read_transaction(conn, || {
+        match workflow_run_row(conn, text(run_id, "runId")?)? {
+            Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
+            None => Ok(None),
+        }
+    })
 }
 
 /// A record written as JSON text, or `undefined`.
 fn maybe_text(text: Option<String>) -> Reply {
-    text.map_or_else(Reply::undefined, Reply::json_text)
+    Reply::maybe_text(text)
 }
 
 fn get_workflow_run_view(store: &Store, run_id: &Value) -> Result<Option<String>> {
@@ -141,23 +143,6 @@ fn view_page(conn: &Connection, page: &[Sql; 2]) -> Result<Vec<String>> {
     Ok(views)
 }
 
-/// Runs `read` in one read transaction (one snapshot for its statements) unless the caller's
-/// own transaction is open.
-fn in_read_transaction<T>(conn: &Connection, read: impl FnOnce() -> Result<T>) -> Result<T> {
-    if !conn.is_autocommit() {
-        return read();
-    }
-    conn.prepare_cached("BEGIN")?.execute([])?;
-    let outcome = read();
-    let end = if outcome.is_ok() {
-        "COMMIT"
-    } else {
-        "ROLLBACK"
-    };
-    conn.prepare_cached(end)?.execute([])?;
-    outcome
-}
-
 fn workflow_run_project_path(store: &Store, run_id: &Value) -> Result<Option<String>> {
     Ok(store
         .conn()?
@@ -171,7 +156,7 @@ fn workflow_run_project_path(store: &Store, run_id: &Value) -> Result<Option<Str
 }
 
 /// Project-scoped (unless the store has no project), newest first.
-fn list_workflow_runs(store: &Store, options: &Value) -> Result<Value> {
+fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
     let mut clauses: Vec<String> = Vec::new();
     let mut params: Vec<Sql> = Vec::new();
     if let Some(project_id) = store.project_id() {
@@ -221,27 +206,33 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<Value> {
             .query_map(params_from_iter(params), |row| row.get(0))?
             .collect::<rusqlite::Result<_>>()?;
         let mut json = JsonReads::new(conn);
-        let mut runs = Vec::with_capacity(rowids.len());
+        let mut runs = String::from("[");
         let mut by_rowid = conn.prepare_cached(&format!("{RUN_SELECT} WHERE r.rowid = ?"))?;
         for rowid in rowids {
             if let Some(row) = by_rowid.query_row([rowid], RunRow::from_row).optional()? {
-                runs.push(map_workflow_run_with(&mut json, &row)?);
+                if runs.len() > 1 {
+                    runs.push(',');
+                }
+                runs.push_str(&map_workflow_run_with(&mut json, &row, None)?);
             }
         }
-        Ok(Value::Array(runs))
+        runs.push(']');
+        Ok(runs)
     })
 }
 
-fn find_session_reservation(store: &Store, session_id: &Value) -> Result<Option<Value>> {
+fn find_session_reservation(store: &Store, session_id: &Value) -> Result<Option<String>> {
     let conn = store.conn()?;
-    let row = conn
-        .prepare_cached(&format!("{RUN_SELECT} {OPEN_SESSION_RESERVATION}"))?
-        .query_row([sql_value(session_id)], RunRow::from_row)
-        .optional()?;
-    match row {
-        Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
-        None => Ok(None),
-    }
+    in_read_transaction(conn, || {
+        let row = conn
+            .prepare_cached(&format!("{RUN_SELECT} {OPEN_SESSION_RESERVATION}"))?
+            .query_row([sql_value(session_id)], RunRow::from_row)
+            .optional()?;
+        match row {
+            Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
+            None => Ok(None),
+        }
+    })
 }
 
 fn find_session_reservation_view(store: &Store, session_id: &Value) -> Result<Option<String>> {

@@ -10,69 +10,87 @@ use crate::state::blobs::{read_text, JsonReads};
 use crate::time::{iso, js_iso};
 use crate::wire::{json_text, ObjectWriter};
 
-fn opt_iso(ms: Option<i64>) -> Value {
-    ms.map_or(Value::Null, |ms| Value::String(iso(ms)))
-}
-
 fn digest_text(digest: &[u8]) -> String {
     format!("sha256:{}", hex::encode(digest))
 }
 
-/// `WorkflowRunQueueRecord` for a run row (`claimToken` is always null here).
-pub fn map_workflow_run(conn: &Connection, row: &RunRow) -> Result<Value> {
-    map_workflow_run_with(&mut JsonReads::new(conn), row)
+/// `WorkflowRunQueueRecord` for a run row as JSON text (`claimToken` is null here).
+pub fn map_workflow_run(conn: &Connection, row: &RunRow) -> Result<String> {
+    map_workflow_run_with(&mut JsonReads::new(conn), row, None)
 }
 
 /// [`map_workflow_run`] reading JSON documents through `json`, which a list shares: its runs
-/// mostly have the same definition snapshot and launch options.
-pub fn map_workflow_run_with(json: &mut JsonReads<'_>, row: &RunRow) -> Result<Value> {
+/// mostly have the same definition snapshot and launch options. A claim result carries the
+/// caller's `claimToken`. Written straight as JSON text: building and serializing a `Value`
+/// was most of the cost of the record.
+pub fn map_workflow_run_with(
+    json: &mut JsonReads<'_>,
+    row: &RunRow,
+    claim_token: Option<&str>,
+) -> Result<String> {
     let conn = json.conn();
     let headless = row.execution_mode.as_deref() == Some("headless");
     let error_message = match &row.error_hash {
-        Some(hash) => read_text(conn, hash)?.map_or(Value::Null, Value::String),
-        None => Value::Null,
+        Some(hash) => read_text(conn, hash)?,
+        None => None,
     };
-    Ok(json!({
-        "runId": row.run_id,
-        "workflowName": row.workflow_name,
-        "workflowSourceRef": row.workflow_ref,
-        "workflowSource": read_queued_run_sources_with(json, row)?,
-        "initialized": row.run_status != "queued",
-        "definitionDigest": digest_text(&row.definition_digest),
-        "input": json.get(&row.input_hash)?,
-        "launchOptions": json.get(&row.launch_options_hash)?,
-        "status": row.status,
-        "runnerId": row.owner_id,
-        "claimToken": Value::Null,
-        "claimGeneration": row.owner_id.as_ref().map(|_| row.lease_generation),
-        // A renewal may store an expiry beyond JavaScript's dates; toISOString() throws then.
-        "claimExpiresAt": match row.claim_expires_at {
-            Some(ms) => Value::String(js_iso(ms as f64)?),
-            None => Value::Null,
-        },
-        "affinityRunnerId": row.affinity_runner_id,
-        "originSessionId": if headless { None } else { row.origin_session_id.clone() },
-        "executionMode": row.execution_mode,
-        "parentRunId": row.parent_run_id,
-        "rootRunId": row.root_run_id,
-        "lineageKind": row.lineage_kind,
-        "restartNumber": row.restart_number,
-        "parentTerminalFingerprint": row.parent_terminal_fingerprint.as_deref().map(hex::encode),
-        "errorCode": row.error_code,
-        "errorMessage": error_message,
-        "createdAt": iso(row.created_at),
-        "updatedAt": iso(row.updated_at),
-        "startedAt": opt_iso(row.started_at),
-        "finishedAt": opt_iso(row.finished_at),
-    }))
-}
-
-/// The record of a claim result: the run record with the caller's `claimToken`.
-pub fn with_claim_token(mut record: Value, claim_token: &str) -> Value {
-    if let Some(map) = record.as_object_mut() {
-        map.insert("claimToken".into(), Value::String(claim_token.into()));
-    }
+    let sources = read_queued_run_sources_text(json, row)?;
+    let input = json.get_text(&row.input_hash)?;
+    let launch_options = json.get_text(&row.launch_options_hash)?;
+    // A renewal may store an expiry beyond JavaScript's dates; toISOString() throws then.
+    let claim_expires_at = match row.claim_expires_at {
+        Some(ms) => Some(js_iso(ms as f64)?),
+        None => None,
+    };
+    let mut out = String::with_capacity(1024 + input.len() + launch_options.len());
+    let mut record = ObjectWriter::new(&mut out);
     record
+        .str("runId", &row.run_id)
+        .str("workflowName", &row.workflow_name)
+        .str("workflowSourceRef", &row.workflow_ref)
+        .raw("workflowSource", &sources)
+        .bool("initialized", row.run_status != "queued")
+        .str("definitionDigest", &digest_text(&row.definition_digest))
+        .raw("input", &input)
+        .raw("launchOptions", &launch_options)
+        .str("status", &row.status)
+        .opt_str("runnerId", row.owner_id.as_deref())
+        .opt_str("claimToken", claim_token);
+    match row.owner_id {
+        Some(_) => record.int("claimGeneration", row.lease_generation),
+        None => record.raw("claimGeneration", "null"),
+    };
+    record
+        .opt_str("claimExpiresAt", claim_expires_at.as_deref())
+        .opt_str("affinityRunnerId", row.affinity_runner_id.as_deref())
+        .opt_str(
+            "originSessionId",
+            if headless {
+                None
+            } else {
+                row.origin_session_id.as_deref()
+            },
+        )
+        .opt_str("executionMode", row.execution_mode.as_deref())
+        .opt_str("parentRunId", row.parent_run_id.as_deref())
+        .str("rootRunId", &row.root_run_id)
+        .opt_str("lineageKind", row.lineage_kind.as_deref())
+        .int("restartNumber", row.restart_number)
+        .opt_str(
+            "parentTerminalFingerprint",
+            row.parent_terminal_fingerprint
+                .as_deref()
+                .map(hex::encode)
+                .as_deref(),
+        )
+        .opt_str("errorCode", row.error_code.as_deref())
+        .opt_str("errorMessage", error_message.as_deref())
+        .str("createdAt", &iso(row.created_at))
+        .str("updatedAt", &iso(row.updated_at))
+        .opt_str("startedAt", row.started_at.map(iso).as_deref())
+        .opt_str("finishedAt", row.finished_at.map(iso).as_deref())
+        .finish();
+    Ok(out)
 }
 
 struct SourceRow {
@@ -102,10 +120,12 @@ pub fn source_json(source_type: &str, source_ref: &str, source_revision: &str) -
 /// `{root, mounted[]}` rebuilt from `run_sources`; mounted names come from the definition
 /// snapshot's `composition.mounts`.
 pub fn read_queued_run_sources(conn: &Connection, run: &RunRow) -> Result<Value> {
-    read_queued_run_sources_with(&mut JsonReads::new(conn), run)
+    let text = read_queued_run_sources_text(&mut JsonReads::new(conn), run)?;
+    Ok(serde_json::from_str(&text).expect("sources are written as valid JSON"))
 }
 
-fn read_queued_run_sources_with(json: &mut JsonReads<'_>, run: &RunRow) -> Result<Value> {
+/// [`read_queued_run_sources`] as JSON text.
+fn read_queued_run_sources_text(json: &mut JsonReads<'_>, run: &RunRow) -> Result<String> {
     let conn = json.conn();
     let rows: Vec<SourceRow> = conn
         .prepare_cached(
@@ -127,11 +147,22 @@ fn read_queued_run_sources_with(json: &mut JsonReads<'_>, run: &RunRow) -> Resul
         .ok_or_else(|| {
             StoreError::plain(format!("Workflow run source is missing: {}", run.run_id))
         })?;
-    let snapshot = json.get(&run.definition_hash)?;
-    let names = mount_names(&snapshot);
-    let mounted: Vec<Value> = rows
+    let mounts: Vec<&SourceRow> = rows
         .iter()
         .filter(|row| !row.mount_path.is_empty())
+        .collect();
+    // The snapshot is read (and must parse) either way; only mounts need its value.
+    let names = if mounts.is_empty() {
+        json.check(&run.definition_hash)?;
+        Map::new()
+    } else {
+        mount_names(&json.get(&run.definition_hash)?)
+    };
+    let mut out = String::with_capacity(160);
+    let mut sources = ObjectWriter::new(&mut out);
+    sources.raw("root", &json_text(&source_value(root)));
+    let mounted: Vec<Value> = mounts
+        .iter()
         .map(|row| {
             let name = names
                 .get(&row.mount_path)
@@ -144,7 +175,9 @@ fn read_queued_run_sources_with(json: &mut JsonReads<'_>, run: &RunRow) -> Resul
             })
         })
         .collect();
-    Ok(json!({ "root": source_value(root), "mounted": mounted }))
+    sources.raw("mounted", &json_text(&Value::Array(mounted)));
+    sources.finish();
+    Ok(out)
 }
 
 /// `mountPath.join("/") → workflowName` for each well-formed mount (later entries win).

@@ -37,34 +37,34 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
         "enqueueWorkflowRun" => enqueue_workflow_run(store, options),
         _ => return None,
     };
-    Some(reply.map(Reply::value))
+    Some(reply.map(Reply::json_text))
 }
 
-fn reserve_workflow_run(store: &Store, options: &Value) -> Result<Value> {
+fn reserve_workflow_run(store: &Store, options: &Value) -> Result<String> {
     let request = Reservation::validate(options)?;
     let project_id = store.project_id();
     store.write(|conn| request.reserve_in_transaction(conn, project_id))
 }
 
-fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<Value> {
+fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<String> {
     let request = Reservation::validate(options)?;
     let project_id = store.project_id();
     store.write(|conn| {
         if let Some(existing) = workflow_run_row(conn, request.run_id)? {
             request.assert_compatible(conn, &existing)?;
             let run = map_workflow_run(conn, &existing)?;
-            return Ok(json!({ "state": "adopted", "run": run }));
+            return Ok(format!(r#"{{"state":"adopted","run":{run}}}"#));
         }
         request.reserve_in_transaction(conn, project_id)?;
         let claim = run_claim(options)?;
         match claim_run_in_transaction(conn, &claim, request.now, ClaimOptions::default())? {
-            Some(run) => Ok(json!({ "state": "claimed", "run": run })),
+            Some(run) => Ok(format!(r#"{{"state":"claimed","run":{run}}}"#)),
             None => Err(not_claimed(request.run_id)),
         }
     })
 }
 
-fn enqueue_workflow_run(store: &Store, options: &Value) -> Result<Value> {
+fn enqueue_workflow_run(store: &Store, options: &Value) -> Result<String> {
     let run_id = text(field(options, "runId"), "runId")?;
     let existing = match workflow_run_row(store.conn()?, run_id)? {
         Some(row) => Some(map_workflow_run(store.conn()?, &row)?),
@@ -178,7 +178,11 @@ impl<'a> Reservation<'a> {
         )
     }
 
-    fn reserve_in_transaction(&self, conn: &Connection, project_id: Option<&str>) -> Result<Value> {
+    fn reserve_in_transaction(
+        &self,
+        conn: &Connection,
+        project_id: Option<&str>,
+    ) -> Result<String> {
         if let Some(existing) = workflow_run_row(conn, self.run_id)? {
             // The reference's duplicate check reads the whole record, which can itself fail.
             map_workflow_run(conn, &existing)?;

@@ -12,7 +12,7 @@ use crate::state::blobs::JsonReads;
 use crate::state::revisions::{
     bump_resource, event_seq, insert_event, resource_revision, EventDraft,
 };
-use crate::store::Store;
+use crate::store::{in_read_transaction, Store};
 use crate::time::iso;
 use crate::wire::{field, opt_text, text, time, Call, JsonArg, ObjectWriter, Reply};
 
@@ -84,6 +84,13 @@ fn list_run_events_after(store: &Store, seq: &Value, options: &Value) -> Result<
         Value::Null => Value::from(100),
         limit => limit.clone(),
     };
+    // One read transaction: the rows and each payload blob under one file lock.
+    let out = in_read_transaction(conn, || run_event_list_text(conn, seq, &limit))?;
+    Ok(Reply::json_text(out))
+}
+
+/// Run events after `seq`, at most `limit`, as JSON text.
+fn run_event_list_text(conn: &Connection, seq: &Value, limit: &Value) -> Result<String> {
     let rows: Vec<RunEventRow> = conn
         .prepare_cached(
             "SELECT e.event_seq, e.recorded_at, r.run_id, r.workflow_ref, e.event_type,
@@ -91,7 +98,7 @@ fn list_run_events_after(store: &Store, seq: &Value, options: &Value) -> Result<
              FROM events e JOIN runs r ON r.resource_id = e.resource_id
              WHERE e.event_seq > ? ORDER BY e.event_seq LIMIT ?",
         )?
-        .query_map([sql_value(seq), sql_value(&limit)], |row| {
+        .query_map([sql_value(seq), sql_value(limit)], |row| {
             Ok(RunEventRow {
                 seq: row.get(0)?,
                 recorded_at: row.get(1)?,
@@ -127,5 +134,5 @@ fn list_run_events_after(store: &Store, seq: &Value, options: &Value) -> Result<
             .finish();
     }
     out.push(']');
-    Ok(Reply::json_text(out))
+    Ok(out)
 }

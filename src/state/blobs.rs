@@ -139,6 +139,7 @@ pub struct JsonReads<'c> {
     conn: &'c Connection,
     read: HashMap<Vec<u8>, Value>,
     texts: HashMap<Vec<u8>, String>,
+    checked: HashSet<Vec<u8>>,
 }
 
 impl<'c> JsonReads<'c> {
@@ -148,6 +149,7 @@ impl<'c> JsonReads<'c> {
             conn,
             read: HashMap::new(),
             texts: HashMap::new(),
+            checked: HashSet::new(),
         }
     }
 
@@ -166,6 +168,26 @@ impl<'c> JsonReads<'c> {
         Ok(value)
     }
 
+    /// Fails as `read_json(hash)` would, without building the value: for a document the
+    /// record does not show (a run's definition snapshot without mounts).
+    pub fn check(&mut self, hash: &[u8]) -> Result<()> {
+        if self.read.contains_key(hash)
+            || self.texts.contains_key(hash)
+            || self.checked.contains(hash)
+        {
+            return Ok(());
+        }
+        let text = read_json_text(self.conn, hash)?;
+        // Plain serde_json refuses a lone surrogate or deep nesting that `read_json`'s own
+        // parse accepts: only its verdict counts.
+        if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() {
+            super::json::parse(&text)
+                .map_err(|error| StoreError::plain(format!("Stored JSON is invalid: {error}")))?;
+        }
+        self.checked.insert(hash.to_vec());
+        Ok(())
+    }
+
     /// `read_json` as JSON text, for records written straight into text: the stored text
     /// itself when its keys are already in order (JSON.parse makes the same value of it),
     /// else the sorted value. Parsed all the same, so invalid JSON fails as `read_json` does.
@@ -177,8 +199,8 @@ impl<'c> JsonReads<'c> {
         // The stored text serves as it is only when plain serde_json reads it (no lone
         // surrogate to repair, no deep nesting) and its keys are in order; anything else goes
         // through `read_json`'s own parse.
-        let text = match serde_json::from_str::<Value>(&text) {
-            Ok(value) if keys_sorted(&value) => text,
+        let text = match serde_json::from_str::<SortedKeys>(&text) {
+            Ok(SortedKeys(true)) => text,
             _ => {
                 let value = super::json::parse(&text).map_err(|error| {
                     StoreError::plain(format!("Stored JSON is invalid: {error}"))
@@ -188,6 +210,81 @@ impl<'c> JsonReads<'c> {
         };
         self.texts.insert(hash.to_vec(), text.clone());
         Ok(text)
+    }
+}
+
+/// Whether every object of a JSON text has its keys strictly in JavaScript's sort order, read
+/// without building the value (what `keys_sorted` says of the parsed value, and `false` for a
+/// repeated key).
+struct SortedKeys(bool);
+
+impl<'de> serde::Deserialize<'de> for SortedKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        deserializer.deserialize_any(SortedKeysVisitor)
+    }
+}
+
+struct SortedKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for SortedKeysVisitor {
+    type Value = SortedKeys;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> std::result::Result<SortedKeys, E> {
+        Ok(SortedKeys(true))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> std::result::Result<SortedKeys, E> {
+        Ok(SortedKeys(true))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> std::result::Result<SortedKeys, E> {
+        Ok(SortedKeys(true))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> std::result::Result<SortedKeys, E> {
+        Ok(SortedKeys(true))
+    }
+
+    fn visit_str<E>(self, _: &str) -> std::result::Result<SortedKeys, E> {
+        Ok(SortedKeys(true))
+    }
+
+    fn visit_unit<E>(self) -> std::result::Result<SortedKeys, E> {
+        Ok(SortedKeys(true))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut items: A,
+    ) -> std::result::Result<SortedKeys, A::Error> {
+        let mut sorted = true;
+        while let Some(SortedKeys(item)) = items.next_element()? {
+            sorted &= item;
+        }
+        Ok(SortedKeys(sorted))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut entries: A,
+    ) -> std::result::Result<SortedKeys, A::Error> {
+        let mut sorted = true;
+        let mut previous: Option<String> = None;
+        while let Some(key) = entries.next_key::<String>()? {
+            if let Some(previous) = &previous {
+                sorted &= previous.encode_utf16().cmp(key.encode_utf16()).is_lt();
+            }
+            let SortedKeys(value) = entries.next_value()?;
+            sorted &= value;
+            previous = Some(key);
+        }
+        Ok(SortedKeys(sorted))
     }
 }
 
@@ -342,8 +439,31 @@ fn quote_identifier(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::sort_keys;
+    use super::{keys_sorted, sort_keys, SortedKeys};
     use serde_json::json;
+
+    fn sorted_text(text: &str) -> bool {
+        serde_json::from_str::<SortedKeys>(text).unwrap().0
+    }
+
+    #[test]
+    fn sorted_keys_reads_text_as_keys_sorted_reads_the_value() {
+        for text in [
+            r#"{"a":1,"b":{"x":[{"p":null,"q":true}],"y":"s"}}"#,
+            r#"{"b":1,"a":2}"#,
+            r#"[{"a":1},{"d":{"c":1,"b":2}}]"#,
+            "{\"\u{1f600}\":1,\"\u{ff61}\":2}",
+            "{\"\u{ff61}\":1,\"\u{1f600}\":2}",
+            r#"{"a\u0062":1,"ac":2}"#,
+            r#"[1,-2.5e3,"x",false,null,{}]"#,
+        ] {
+            let value: serde_json::Value = serde_json::from_str(text).unwrap();
+            assert_eq!(sorted_text(text), keys_sorted(&value), "{text}");
+        }
+        // A repeated key is never served as stored text.
+        assert!(!sorted_text(r#"{"a":1,"a":2}"#));
+        assert!(serde_json::from_str::<SortedKeys>(r#"{"a":"\ud800"}"#).is_err());
+    }
 
     fn keys(value: &serde_json::Value) -> Vec<String> {
         value.as_object().unwrap().keys().cloned().collect()
