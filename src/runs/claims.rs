@@ -9,7 +9,9 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::records::map_workflow_run_with;
-use super::row::{require_workflow_run_row, workflow_run_row, RunRow, RUN_SELECT};
+use super::row::{
+    nonterminal_run_row, require_workflow_run_row, workflow_run_row, RunRow, RUN_SELECT,
+};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::JsonReads;
 use crate::state::ids::token_hash;
@@ -448,12 +450,9 @@ pub fn claim_run_in_transaction(
     now: i64,
     options: ClaimOptions,
 ) -> Result<Option<String>> {
-    let Some(row) = workflow_run_row(conn, claim.run_id)? else {
+    let Some(row) = nonterminal_run_row(conn, claim.run_id)? else {
         return Ok(None);
     };
-    if row.is_queue_terminal() {
-        return Ok(None);
-    }
     if !options.allow_pending_interaction && has_pending_interaction(conn, claim.run_id)? {
         return Ok(None);
     }

@@ -140,6 +140,12 @@ pub fn workflow_run_row(conn: &Connection, run_id: &str) -> Result<Option<RunRow
         .optional()?)
 }
 
+/// The run row unless the run is missing or its queue is terminal (`done`, `failed`,
+/// `cancelled`): the runs a claim or a terminal transition may still act on.
+pub fn nonterminal_run_row(conn: &Connection, run_id: &str) -> Result<Option<RunRow>> {
+    Ok(workflow_run_row(conn, run_id)?.filter(|row| !row.is_queue_terminal()))
+}
+
 /// The run row, or `Workflow run not found: <id>`.
 pub fn require_workflow_run_row(conn: &Connection, run_id: &str) -> Result<RunRow> {
     workflow_run_row(conn, run_id)?

@@ -9,7 +9,7 @@ use super::claims::{
     has_pending_interaction, holds_live_claim, inconsistent, insert_lease_holder_event,
     options_now, release_live_lease,
 };
-use super::row::{workflow_run_row, RunRow};
+use super::row::{nonterminal_run_row, workflow_run_row, RunRow};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, put_text, BlobHash};
 use crate::state::ids::{random_uuid, token_hash};
@@ -419,12 +419,9 @@ fn terminal_run(
     now: i64,
 ) -> Result<bool> {
     store.write(|conn| {
-        let Some(row) = workflow_run_row(conn, run_id)? else {
+        let Some(row) = nonterminal_run_row(conn, run_id)? else {
             return Ok(false);
         };
-        if row.is_queue_terminal() {
-            return Ok(false);
-        }
         let lease = require_lease(conn, &row.resource_id)?;
         let allowed = match claim_token {
             None => {
@@ -651,12 +648,9 @@ fn cancel_stale(
     now: i64,
 ) -> Result<bool> {
     store.write(|conn| {
-        let Some(row) = workflow_run_row(conn, run_id)? else {
+        let Some(row) = nonterminal_run_row(conn, run_id)? else {
             return Ok(false);
         };
-        if row.is_queue_terminal() {
-            return Ok(false);
-        }
         let lease = require_lease(conn, &row.resource_id)?;
         if lease_is_live(&lease, now) {
             return Ok(false);
