@@ -8,6 +8,7 @@ mod private_fs;
 pub mod revisions;
 pub mod schema;
 pub mod verify;
+pub mod vfs;
 pub mod viewer;
 
 use std::path::{Path, PathBuf};
@@ -118,7 +119,12 @@ impl StateDb {
             }
             Mode::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         };
-        let connection = Connection::open_with_flags(&file_path, flags)?;
+        // Through the WAL-append shim (one write per commit instead of two per page), unless it
+        // could not be registered.
+        let connection = match vfs::name() {
+            Some(vfs) => Connection::open_with_flags_and_vfs(&file_path, flags, vfs)?,
+            None => Connection::open_with_flags(&file_path, flags)?,
+        };
         connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
         let trace_id = crate::trace::attach(&connection, mode == Mode::ReadOnly);
         Ok(StateDb {
