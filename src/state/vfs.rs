@@ -345,12 +345,8 @@ impl WalAppends {
             self.commit_page_next = rc == ffi::SQLITE_OK;
             return rc;
         }
-        if !continues {
-            let rc = self.flush(real);
-            if rc != ffi::SQLITE_OK {
-                return rc;
-            }
-        } else if self.buffer.len() + data.len() > BUFFER_LIMIT {
+        // A write elsewhere, or one that would overflow the buffer: what is held goes first.
+        if !continues || self.buffer.len() + data.len() > BUFFER_LIMIT {
             let rc = self.flush(real);
             if rc != ffi::SQLITE_OK {
                 return rc;
@@ -367,7 +363,7 @@ impl WalAppends {
     /// written out while the lock is held (as plain SQLite would have) and then dropped.
     fn release(&mut self, real: *mut ffi::sqlite3_file) {
         let _ = self.flush(real);
-        self.buffer = Vec::new();
+        self.buffer.clear();
         self.commit_page_next = false;
     }
 
