@@ -1030,6 +1030,55 @@ mod tests {
     }
 
     #[test]
+    fn pages_spilled_and_read_back_at_random_stay_current() {
+        let scratch = Scratch::new("random");
+        let path = scratch.file("state.sqlite");
+        let writer = open_shim(&path, "NORMAL");
+        writer
+            .pragma_update(None, "cache_size", 10)
+            .expect("tiny cache");
+        let rows = 2000_usize;
+        insert_rows(&writer, 0, rows as i64, 500);
+        let mut lengths = vec![500_usize; rows];
+        let mut seed = 0x2545_f491_u64;
+        let mut next = move |bound: usize| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as usize % bound
+        };
+        let tx = writer.unchecked_transaction().expect("begin");
+        for step in 0..6000 {
+            let id = next(rows);
+            if step % 2 == 0 {
+                let length = 100 + next(800);
+                tx.execute(
+                    "UPDATE items SET body = ? WHERE id = ?",
+                    params![body(step, length), id as i64],
+                )
+                .expect("update");
+                lengths[id] = length;
+            } else {
+                let length: i64 = tx
+                    .query_row(
+                        "SELECT length(body) FROM items WHERE id = ?",
+                        [id as i64],
+                        |row| row.get(0),
+                    )
+                    .expect("read back");
+                assert_eq!(length as usize, lengths[id], "row {id} at step {step}");
+            }
+        }
+        tx.commit().expect("commit");
+        let expected_total = lengths.iter().sum::<usize>() as i64;
+        let reader = open_plain(&path);
+        assert_eq!(summary(&reader).1, expected_total);
+        let copy = recovered_copy(&scratch, &path);
+        assert_eq!(summary(&copy).1, expected_total);
+        assert_eq!(integrity(&copy), "ok");
+    }
+
+    #[test]
     fn commits_without_a_sync_are_visible_at_once() {
         for synchronous in ["NORMAL", "OFF"] {
             let scratch = Scratch::new("nosync");
