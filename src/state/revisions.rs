@@ -7,7 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::blobs::put_json;
 use super::ids::random_uuid;
-use super::viewer::{record_viewer_deltas, RUN_RESOURCE_BUMP};
+use super::viewer::record_run_resource_deltas;
 use crate::error::{Result, StoreError};
 
 /// The `leases` row of a resource.
@@ -83,17 +83,7 @@ pub fn bump_resource(conn: &Connection, resource_id: &str, expected: i64, now: i
     if changed != 1 {
         return Err(StoreError::plain("Resource revision conflict"));
     }
-    let run_id: Option<String> = conn
-        .prepare_cached(
-            "SELECT r.run_id FROM runs r JOIN viewer_runs v ON v.run_id = r.run_id
-             WHERE r.resource_id = ?",
-        )?
-        .query_row([resource_id], |row| row.get(0))
-        .optional()?;
-    if let Some(run_id) = run_id {
-        record_viewer_deltas(conn, &run_id, RUN_RESOURCE_BUMP, now)?;
-    }
-    Ok(())
+    record_run_resource_deltas(conn, resource_id, now)
 }
 
 /// One `events` row.

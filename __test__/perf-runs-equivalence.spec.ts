@@ -1,0 +1,94 @@
+// The run write paths reuse what they already hold instead of reading it again (the run row
+// with its lease, the claim's record, the blobs a reservation just stored) and let single
+// statements do what the reference does in two (viewer revision, resource revision). These
+// specs pin the results to what a fresh read of the file gives.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+// eslint-disable-next-line @typescript-eslint/no-var-requires
+const { SqliteControllerStore } = require('../index.js');
+
+const T0 = Date.parse('2026-09-03T00:00:00.000Z');
+const DIGEST = `sha256:${'ef'.repeat(32)}`;
+
+let dir: string;
+let store: any;
+
+beforeEach(() => {
+  dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'piw-perf-runs-')));
+  store = new SqliteControllerStore(path.join(dir, 'state.sqlite'), { projectPath: dir });
+});
+
+afterEach(() => {
+  store.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+function at(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+function reserve(runId: string, extra: Record<string, unknown> = {}): any {
+  return store.reserveWorkflowRun({
+    runId,
+    workflowName: 'echo',
+    workflowSourceRef: 'builtin:echo',
+    workflowSource: { kind: 'builtin', id: 'echo', revision: 'r1' },
+    definitionDigest: DIGEST,
+    definitionSnapshot: { name: 'echo', steps: [{ id: 'a' }] },
+    input: { runId },
+    runnerId: 'session-1',
+    originSessionId: `origin-${runId}`,
+    now: at(T0),
+    ...extra,
+  });
+}
+
+function claim(runId: string, now: number, token = `token-${runId}`): any {
+  return { runId, runnerId: 'session-1', claimToken: token, leaseMs: 30_000, now: at(now) };
+}
+
+function rows(sql: string, ...params: unknown[]): any[] {
+  return store.state.connection.prepare(sql).all(...params);
+}
+
+describe('viewer revisions', () => {
+  it('keeps the last 256 revisions of deltas, deleting only once revisions fall out', () => {
+    reserve('run-viewer');
+    store.claimWorkflowRun(claim('run-viewer', T0));
+    const checkpoints = new Set([2, 3, 255, 256, 257, 258, 300]);
+    for (let step = 1; step <= 300; step += 1) {
+      expect(store.renewWorkflowRunClaim(claim('run-viewer', T0 + step))).toBe(true);
+      const [viewer] = rows(
+        'SELECT presentation_revision AS revision, retained_from_revision AS retained FROM viewer_runs WHERE run_id = ?',
+        'run-viewer',
+      );
+      const revision = step + 2;
+      expect(viewer).toEqual({ revision, retained: Math.max(1, revision - 255) });
+      if (!checkpoints.has(step)) continue;
+      const kept = rows(
+        'SELECT presentation_revision AS revision, count(*) AS deltas FROM viewer_deltas WHERE run_id = ? GROUP BY presentation_revision ORDER BY presentation_revision',
+        'run-viewer',
+      );
+      // Revision 1 (the reservation) has no deltas; the claim's has four, each renewal's two.
+      const first = Math.max(2, viewer.retained);
+      expect(kept.map((row) => row.revision)).toEqual(
+        Array.from({ length: revision - first + 1 }, (_, index) => first + index),
+      );
+      expect(kept.map((row) => row.deltas)).toEqual(kept.map((row) => (row.revision === 2 ? 4 : 2)));
+    }
+  });
+
+  it('still fails on a run without a viewer projection', () => {
+    reserve('run-no-viewer');
+    store.claimWorkflowRun(claim('run-no-viewer', T0));
+    store.state.connection.prepare('DELETE FROM viewer_runs WHERE run_id = ?').run('run-no-viewer');
+    expect(() => store.renewWorkflowRunClaim(claim('run-no-viewer', T0 + 1))).toThrow(
+      'Viewer projection does not exist for workflow run: run-no-viewer',
+    );
+    // A bump of the run resource (claim, markRunning) writes no deltas then, and succeeds.
+    expect(store.markWorkflowRunRunning(claim('run-no-viewer', T0 + 2))).toBe(true);
+    expect(rows('SELECT count(*) AS n FROM viewer_deltas WHERE run_id = ?', 'run-no-viewer')).toEqual([{ n: 0 }]);
+  });
+});
