@@ -14,9 +14,7 @@ use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, read_json, BlobHash};
 use crate::state::ids::resource_id_for;
 use crate::state::json::{canonical, js_number};
-use crate::state::revisions::{
-    bump_resource, insert_event, insert_lease, require_lease, resource_revision, EventDraft,
-};
+use crate::state::revisions::{bump_resource_revision, insert_event, insert_lease, EventDraft};
 use crate::state::viewer::initialize_viewer_run;
 use crate::store::Store;
 use crate::wire::{field, int, text, time, Call, JsonArg, Reply};
@@ -291,7 +289,7 @@ impl<'a> Reservation<'a> {
 
     /// The parked parent's queue becomes `done`: its continuation takes over.
     fn close_parked_parent(&self, conn: &Connection, parent: &RunRow) -> Result<()> {
-        if require_lease(conn, &parent.resource_id)?.owner_id.is_some() {
+        if parent.owner_id.is_some() {
             return Err(StoreError::plain(
                 "Continuation parent still has an active owner",
             ));
@@ -301,13 +299,12 @@ impl<'a> Reservation<'a> {
              WHERE run_id = ? AND status = 'parked'",
         )?
         .execute(params![self.now, self.now, parent.run_id])?;
-        let revision = resource_revision(conn, &parent.resource_id)?;
-        bump_resource(conn, &parent.resource_id, revision, self.now)?;
+        let revision = bump_resource_revision(conn, &parent.resource_id, self.now)?;
         insert_event(
             conn,
             &EventDraft {
                 resource_id: &parent.resource_id,
-                revision: revision + 1,
+                revision,
                 event_type: "run.queue_done_for_continuation",
                 actor_type: "session",
                 actor_id: self.given("originSessionId").and_then(Value::as_str),

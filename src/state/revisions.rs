@@ -86,6 +86,23 @@ pub fn bump_resource(conn: &Connection, resource_id: &str, expected: i64, now: i
     record_run_resource_deltas(conn, resource_id, now)
 }
 
+/// [`resource_revision`] then [`bump_resource`] from it, in one statement: returns the new
+/// revision, or fails with `Resource is missing: <id>` as the read would. For callers that do
+/// nothing fallible between the two (inside the write transaction nothing else can move the
+/// revision, so the compare-and-set always holds).
+pub fn bump_resource_revision(conn: &Connection, resource_id: &str, now: i64) -> Result<i64> {
+    let revision = conn
+        .prepare_cached(
+            "UPDATE resources SET revision = revision + 1, updated_at = ?
+             WHERE resource_id = ? RETURNING revision",
+        )?
+        .query_row(params![now, resource_id], |row| row.get(0))
+        .optional()?
+        .ok_or_else(|| StoreError::plain(format!("Resource is missing: {resource_id}")))?;
+    record_run_resource_deltas(conn, resource_id, now)?;
+    Ok(revision)
+}
+
 /// One `events` row.
 pub struct EventDraft<'a> {
     /// The resource the event belongs to.
