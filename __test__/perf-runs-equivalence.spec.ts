@@ -92,3 +92,103 @@ describe('viewer revisions', () => {
     expect(rows('SELECT count(*) AS n FROM viewer_deltas WHERE run_id = ?', 'run-no-viewer')).toEqual([{ n: 0 }]);
   });
 });
+
+describe('claim records', () => {
+  // The claim's record is built from the row read before the claim plus what the claim wrote;
+  // it must equal a fresh read of the claimed run.
+  function expectFresh(record: any, token: string): void {
+    expect(record).toEqual({ ...store.getWorkflowRun(record.runId), claimToken: token });
+    expect(Object.keys(record)).toEqual(Object.keys(store.getWorkflowRun(record.runId)));
+  }
+
+  it('equals a fresh read after a first claim, a re-claim and a host claim', () => {
+    reserve('run-a');
+    expectFresh(store.claimWorkflowRun(claim('run-a', T0 + 1)), 'token-run-a');
+    expectFresh(store.claimWorkflowRun(claim('run-a', T0 + 2, 'again')), 'again');
+    reserve('run-host', { originSessionId: 'origin-host' });
+    const host = { ...claim('run-host', T0 + 3, 'host-token'), runnerId: 'host-1' };
+    const record = store.claimWorkflowRun(host);
+    expect(record.runnerId).toBe('host-1');
+    expectFresh(record, 'host-token');
+  });
+
+  it('clears the queue error a source-change park left, as a fresh read shows', () => {
+    reserve('run-parked');
+    store.claimWorkflowRun(claim('run-parked', T0 + 1));
+    expect(
+      store.parkWorkflowRunForSourceChange({
+        runId: 'run-parked',
+        claimToken: 'token-run-parked',
+        detail: 'source moved',
+        now: at(T0 + 2),
+      }),
+    ).toBe(true);
+    const record = store.claimWorkflowRun(claim('run-parked', T0 + 3, 'after-park'));
+    expect(record).toMatchObject({ status: 'starting', errorCode: null, errorMessage: null });
+    expectFresh(record, 'after-park');
+  });
+
+  it('keeps the queue status, error and times of a control claim', () => {
+    reserve('run-control');
+    store.claimWorkflowRun(claim('run-control', T0 + 1));
+    store.markWorkflowRunRunning(claim('run-control', T0 + 2));
+    store.parkWorkflowRunForSourceChange({
+      runId: 'run-control',
+      claimToken: 'token-run-control',
+      detail: 'x'.repeat(10_000),
+      now: at(T0 + 3),
+    });
+    const record = store.claimWorkflowRunForControl(claim('run-control', T0 + 4, 'control'));
+    expect(record).toMatchObject({ status: 'parked', errorCode: 'workflowSourceChanged' });
+    expect(record.errorMessage).toHaveLength(8_192);
+    expectFresh(record, 'control');
+    // An expired claim of another runner is taken over.
+    const other = { ...claim('run-control', T0 + 40_000, 'late'), runnerId: 'session-2' };
+    expectFresh(store.claimWorkflowRunForInteractionValidation(other), 'late');
+  });
+
+  it('equals a fresh read through claimNext, prepare-or-adopt and enqueue', () => {
+    reserve('run-headless', { executionMode: 'headless', originSessionId: 'origin-headless' });
+    const next = store.claimNextWorkflowRun({
+      runnerId: 'session-1',
+      claimToken: 'next',
+      leaseMs: 30_000,
+      now: at(T0 + 1),
+    });
+    expect(next.runId).toBe('run-headless');
+    expect(next.originSessionId).toBeNull();
+    expectFresh(next, 'next');
+    const prepared = store.prepareOrAdoptWorkflowRun({
+      runId: 'run-prepared',
+      workflowName: 'echo',
+      workflowSourceRef: 'builtin:echo',
+      workflowSource: { kind: 'builtin', id: 'echo', revision: 'r1' },
+      definitionDigest: DIGEST,
+      definitionSnapshot: { name: 'echo', steps: [{ id: 'a' }] },
+      input: null,
+      runnerId: 'session-1',
+      originSessionId: 'origin-prepared',
+      claimToken: 'prepared',
+      leaseMs: 30_000,
+      now: at(T0 + 2),
+    });
+    expect(prepared.state).toBe('claimed');
+    expectFresh(prepared.run, 'prepared');
+    const enqueued = store.enqueueWorkflowRun({
+      runId: 'run-enqueued',
+      workflowName: 'echo',
+      workflowSourceRef: 'builtin:echo',
+      workflowSource: { kind: 'builtin', id: 'echo', revision: 'r1' },
+      definitionDigest: DIGEST,
+      definitionSnapshot: { name: 'echo', steps: [{ id: 'a' }] },
+      input: { n: 1 },
+      launchOptions: { model: 'm' },
+      runnerId: 'session-1',
+      originSessionId: 'origin-enqueued',
+      claimToken: 'enqueued',
+      leaseMs: 30_000,
+      now: at(T0 + 3),
+    });
+    expectFresh(enqueued, 'enqueued');
+  });
+});

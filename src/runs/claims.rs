@@ -9,9 +9,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::records::map_workflow_run_with;
-use super::row::{
-    nonterminal_run_row, require_workflow_run_row, workflow_run_row, RunRow, RUN_SELECT,
-};
+use super::row::{nonterminal_run_row, workflow_run_row, RunRow, RUN_SELECT};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::JsonReads;
 use crate::state::ids::token_hash;
@@ -511,10 +509,28 @@ pub fn claim_run_in_transaction(
             lease_generation: Some(generation),
         },
     )?;
-    let row = require_workflow_run_row(conn, claim.run_id)?;
+    let claimed = RunRow {
+        lease_generation: generation,
+        owner_type: Some(owner_type.to_owned()),
+        owner_id: Some(claim.runner_id.to_owned()),
+        token_hash: Some(token_hash.to_vec()),
+        claim_expires_at: Some(expires_at),
+        ..row
+    };
+    let claimed = if options.preserve_queue_status {
+        claimed
+    } else {
+        RunRow {
+            status: "starting".to_owned(),
+            error_code: None,
+            error_hash: None,
+            updated_at: now,
+            ..claimed
+        }
+    };
     Ok(Some(map_workflow_run_with(
         &mut JsonReads::new(conn),
-        &row,
+        &claimed,
         Some(claim.claim_token),
     )?))
 }
