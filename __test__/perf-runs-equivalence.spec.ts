@@ -192,3 +192,52 @@ describe('claim records', () => {
     expectFresh(enqueued, 'enqueued');
   });
 });
+
+describe('reservation records', () => {
+  // The record of a new reservation uses the documents it has just stored instead of reading
+  // them back; it must equal a fresh read.
+  function expectFresh(record: any): void {
+    const fresh = store.getWorkflowRun(record.runId);
+    expect(record).toEqual(fresh);
+    expect(JSON.stringify(record)).toEqual(JSON.stringify(fresh));
+  }
+
+  it('equals a fresh read for absent, null and nested documents', () => {
+    expectFresh(reserve('run-plain'));
+    expectFresh(reserve('run-undefined-input', { input: undefined }));
+    expectFresh(reserve('run-null-input', { input: null, launchOptions: null }));
+    expectFresh(
+      reserve('run-nested', {
+        input: { z: [3, { b: 'é\u2028', a: null }], a: '\ud83d\ude00', m: 1.5e-7 },
+        launchOptions: { thinking: 'high', model: { id: 'x', provider: 'p' } },
+      }),
+    );
+  });
+
+  it('shows the first snapshot of a digest, and mounted workflow names from it', () => {
+    reserve('run-first', {
+      definitionSnapshot: {
+        name: 'echo',
+        composition: { mounts: [{ mountPath: ['child'], workflowName: 'first-child' }] },
+      },
+    });
+    const record = reserve('run-second', {
+      definitionSnapshot: {
+        name: 'echo',
+        composition: { mounts: [{ mountPath: ['child'], workflowName: 'second-child' }] },
+      },
+      workflowSource: {
+        root: { kind: 'builtin', id: 'echo', revision: 'r1' },
+        mounted: [
+          {
+            mountPath: ['child'],
+            workflowName: 'ignored',
+            source: { kind: 'file', path: '/w/child.md', hash: 'h1' },
+          },
+        ],
+      },
+    });
+    expect(record.workflowSource.mounted[0].workflowName).toBe('first-child');
+    expectFresh(record);
+  });
+});

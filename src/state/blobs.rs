@@ -142,8 +142,11 @@ fn read_content(conn: &Connection, hash: &[u8]) -> Result<Option<(bool, String)>
 
 /// A JSON blob parsed, with object keys sorted as the reference's `parseJson` sorts them.
 pub fn read_json(conn: &Connection, hash: &[u8]) -> Result<Value> {
-    let text = read_json_text(conn, hash)?;
-    let value = super::json::parse(&text)
+    parse_sorted(&read_json_text(conn, hash)?)
+}
+
+fn parse_sorted(text: &str) -> Result<Value> {
+    let value = super::json::parse(text)
         .map_err(|error| StoreError::plain(format!("Stored JSON is invalid: {error}")))?;
     Ok(sort_keys(value))
 }
@@ -152,6 +155,7 @@ pub fn read_json(conn: &Connection, hash: &[u8]) -> Result<Value> {
 /// each distinct hash is read and parsed once per list.
 pub struct JsonReads<'c> {
     conn: &'c Connection,
+    stored: Vec<(BlobHash, &'c str)>,
     read: HashMap<Vec<u8>, Value>,
     texts: HashMap<Vec<u8>, String>,
     checked: HashSet<Vec<u8>>,
@@ -162,9 +166,29 @@ impl<'c> JsonReads<'c> {
     pub fn new(conn: &'c Connection) -> JsonReads<'c> {
         JsonReads {
             conn,
+            stored: Vec::new(),
             read: HashMap::new(),
             texts: HashMap::new(),
             checked: HashSet::new(),
+        }
+    }
+
+    /// Reads through `conn`, knowing the content of JSON blobs this transaction has just put
+    /// (`put_json` returned their hashes): a blob's content never changes under its hash, and
+    /// no blob is deleted while the transaction lasts, so reading them back would give the
+    /// same text.
+    pub fn with_stored(conn: &'c Connection, stored: Vec<(BlobHash, &'c str)>) -> JsonReads<'c> {
+        JsonReads {
+            stored,
+            ..JsonReads::new(conn)
+        }
+    }
+
+    /// `read_json_text`, from the blobs known to be stored when it is one of them.
+    fn json_text(&self, hash: &[u8]) -> Result<String> {
+        match self.stored.iter().find(|(stored, _)| stored[..] == *hash) {
+            Some((_, text)) => Ok((*text).to_owned()),
+            None => read_json_text(self.conn, hash),
         }
     }
 
@@ -178,7 +202,7 @@ impl<'c> JsonReads<'c> {
         if let Some(value) = self.read.get(hash) {
             return Ok(value.clone());
         }
-        let value = read_json(self.conn, hash)?;
+        let value = parse_sorted(&self.json_text(hash)?)?;
         self.read.insert(hash.to_vec(), value.clone());
         Ok(value)
     }
@@ -192,7 +216,7 @@ impl<'c> JsonReads<'c> {
         {
             return Ok(());
         }
-        let text = read_json_text(self.conn, hash)?;
+        let text = self.json_text(hash)?;
         // Plain serde_json refuses a lone surrogate or deep nesting that `read_json`'s own
         // parse accepts: only its verdict counts.
         if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() {
@@ -210,7 +234,7 @@ impl<'c> JsonReads<'c> {
         if let Some(text) = self.texts.get(hash) {
             return Ok(text.clone());
         }
-        let text = read_json_text(self.conn, hash)?;
+        let text = self.json_text(hash)?;
         // The stored text serves as it is only when plain serde_json reads it (no lone
         // surrogate to repair, no deep nesting) and its keys are in order; anything else goes
         // through `read_json`'s own parse.
