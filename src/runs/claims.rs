@@ -9,16 +9,12 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::records::map_workflow_run_with;
-use super::row::{
-    nonterminal_run_row, require_workflow_run_row, workflow_run_row, RunRow, RUN_SELECT,
-};
+use super::row::{nonterminal_run_row, workflow_run_row, RunRow, RUN_SELECT};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::JsonReads;
 use crate::state::ids::token_hash;
 use crate::state::json::canonical;
-use crate::state::revisions::{
-    bump_resource, insert_event, require_lease, resource_revision, EventDraft, Lease,
-};
+use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft, Lease};
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
 use crate::time::js_iso;
@@ -180,7 +176,7 @@ fn renew(store: &Store, call: &Call) -> Result<Reply> {
         let Some(owner_id) = row.owner_id.as_deref() else {
             return Ok(false);
         };
-        let lease = require_lease(conn, &row.resource_id)?;
+        let lease = row.lease();
         let expires_at = stored_expiry(now, lease_ms)?;
         let changed = conn
             .prepare_cached(
@@ -232,14 +228,18 @@ pub fn holds_live_claim(
     claim_token: &str,
     now: i64,
 ) -> Result<bool> {
-    let Some(row) = workflow_run_row(conn, run_id)? else {
-        return Ok(false);
-    };
-    let (Some(_), Some(expires_at)) = (&row.owner_id, row.claim_expires_at) else {
-        return Ok(false);
-    };
-    let lease = require_lease(conn, &row.resource_id)?;
-    Ok(lease.token_matches(&token_hash(claim_token)) && expires_at > now)
+    Ok(live_claim_row(conn, run_id, claim_token, now)?.is_some())
+}
+
+/// The run's row when `claim_token` is its current, unexpired claim at `now`; `None` otherwise
+/// (a missing run included).
+pub fn live_claim_row(
+    conn: &Connection,
+    run_id: &str,
+    claim_token: &str,
+    now: i64,
+) -> Result<Option<RunRow>> {
+    Ok(workflow_run_row(conn, run_id)?.filter(|row| row.holds_live_claim(claim_token, now)))
 }
 
 fn verify(store: &Store, call: &Call) -> Result<Reply> {
@@ -266,8 +266,7 @@ fn authority(store: &Store, call: &Call) -> Result<Reply> {
     let (Some(owner_id), Some(_)) = (row.owner_id.as_deref(), row.claim_expires_at) else {
         return Ok(Reply::undefined());
     };
-    let lease = require_lease(conn, &row.resource_id)?;
-    if !lease.token_matches(&token_hash(claim_token)) {
+    if !row.lease().token_matches(&token_hash(claim_token)) {
         return Ok(Reply::undefined());
     }
     let owner_type = runner_owner_type(owner_id);
@@ -304,10 +303,9 @@ pub fn update_claimed_run_status(
     now: i64,
 ) -> Result<bool> {
     store.write(|conn| {
-        if !holds_live_claim(conn, run_id, claim_token, now)? {
+        let Some(row) = live_claim_row(conn, run_id, claim_token, now)? else {
             return Ok(false);
-        }
-        let row = require_workflow_run_row(conn, run_id)?;
+        };
         let changed = conn
             .prepare_cached(
                 "UPDATE run_queue SET status = ?, started_at = COALESCE(started_at, ?),
@@ -317,13 +315,13 @@ pub fn update_claimed_run_status(
         if changed != 1 {
             return Ok(false);
         }
-        let revision = resource_revision(conn, &row.resource_id)?;
-        let lease = require_lease(conn, &row.resource_id)?;
-        bump_resource(conn, &row.resource_id, revision, now)?;
+        // The lease is as the claim check read it: only the queue row changed since.
+        let lease = row.lease();
+        let revision = bump_resource_revision(conn, &row.resource_id, now)?;
         insert_lease_holder_event(
             conn,
             &row,
-            revision + 1,
+            revision,
             &format!("run.queue_{status}"),
             &lease,
             &json!({ "status": status }),
@@ -456,7 +454,7 @@ pub fn claim_run_in_transaction(
     if !options.allow_pending_interaction && has_pending_interaction(conn, claim.run_id)? {
         return Ok(None);
     }
-    let lease = require_lease(conn, &row.resource_id)?;
+    let lease = row.lease();
     let held_by_other = lease
         .owner_id
         .as_deref()
@@ -468,6 +466,7 @@ pub fn claim_run_in_transaction(
     let generation = lease.generation + 1;
     let expires_at = lease_expires_at(now, claim.lease_ms)?;
     let owner_type = runner_owner_type(claim.runner_id);
+    let token_hash = token_hash(claim.claim_token);
     let changed = conn
         .prepare_cached(
             "UPDATE leases SET generation = ?, owner_type = ?, owner_id = ?, token_hash = ?,
@@ -478,7 +477,7 @@ pub fn claim_run_in_transaction(
             generation,
             owner_type,
             claim.runner_id,
-            &token_hash(claim.claim_token)[..],
+            &token_hash[..],
             now,
             now,
             expires_at,
@@ -496,13 +495,12 @@ pub fn claim_run_in_transaction(
         )?
         .execute(params![now, claim.run_id])?;
     }
-    let revision = resource_revision(conn, &row.resource_id)?;
-    bump_resource(conn, &row.resource_id, revision, now)?;
+    let revision = bump_resource_revision(conn, &row.resource_id, now)?;
     insert_event(
         conn,
         &EventDraft {
             resource_id: &row.resource_id,
-            revision: revision + 1,
+            revision,
             event_type: "lease.claimed",
             actor_type: owner_type,
             actor_id: Some(claim.runner_id),
@@ -511,10 +509,28 @@ pub fn claim_run_in_transaction(
             lease_generation: Some(generation),
         },
     )?;
-    let row = require_workflow_run_row(conn, claim.run_id)?;
+    let claimed = RunRow {
+        lease_generation: generation,
+        owner_type: Some(owner_type.to_owned()),
+        owner_id: Some(claim.runner_id.to_owned()),
+        token_hash: Some(token_hash.to_vec()),
+        claim_expires_at: Some(expires_at),
+        ..row
+    };
+    let claimed = if options.preserve_queue_status {
+        claimed
+    } else {
+        RunRow {
+            status: "starting".to_owned(),
+            error_code: None,
+            error_hash: None,
+            updated_at: now,
+            ..claimed
+        }
+    };
     Ok(Some(map_workflow_run_with(
         &mut JsonReads::new(conn),
-        &row,
+        &claimed,
         Some(claim.claim_token),
     )?))
 }

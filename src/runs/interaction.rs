@@ -5,12 +5,11 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 
-use super::claims::{holds_live_claim, inconsistent, insert_lease_holder_event, options_now};
-use super::row::require_workflow_run_row;
+use super::claims::{inconsistent, insert_lease_holder_event, live_claim_row, options_now};
 use crate::error::Result;
 use crate::state::blobs::put_json;
 use crate::state::json::canonical;
-use crate::state::revisions::{bump_resource, require_lease, resource_revision};
+use crate::state::revisions::bump_resource_revision;
 use crate::state::viewer::{record_viewer_deltas, ViewerDraft};
 use crate::store::Store;
 use crate::wire::{field, text, Call, Reply};
@@ -111,10 +110,9 @@ fn begin_timeout(store: &Store, call: &Call) -> Result<bool> {
     let target_session_id = text(field(args, "targetSessionId"), "targetSessionId")?;
     let claim_token = text(field(args, "claimToken"), "claimToken")?;
     store.write(|conn| {
-        if !holds_live_claim(conn, run_id, claim_token, now)? {
+        let Some(row) = live_claim_row(conn, run_id, claim_token, now)? else {
             return Ok(false);
-        }
-        let row = require_workflow_run_row(conn, run_id)?;
+        };
         let Some(interaction) = expired_interaction(conn, run_id, target_session_id, now)? else {
             return Ok(false);
         };
@@ -126,9 +124,9 @@ fn begin_timeout(store: &Store, call: &Call) -> Result<bool> {
              WHERE request_id = ? AND outcome = 'validating'",
         )?
         .execute(params![&receipt_hash[..], interaction.request_id])?;
-        let revision = resource_revision(conn, &row.resource_id)?;
-        let lease = require_lease(conn, &row.resource_id)?;
-        bump_resource(conn, &row.resource_id, revision, now)?;
+        // No lease was written since the claim check read it.
+        let lease = row.lease();
+        let revision = bump_resource_revision(conn, &row.resource_id, now)?;
         let payload = json!({
             "requestId": interaction.request_id,
             "attemptId": interaction.attempt_id,
@@ -136,7 +134,7 @@ fn begin_timeout(store: &Store, call: &Call) -> Result<bool> {
         insert_lease_holder_event(
             conn,
             &row,
-            revision + 1,
+            revision,
             "run.interaction_timeout_started",
             &lease,
             &payload,

@@ -8,15 +8,13 @@ use rusqlite::{params, Connection};
 use serde_json::{json, Value};
 
 use super::claims::{claim_run, claim_run_in_transaction, ClaimOptions, RunClaim};
-use super::records::{map_workflow_run, read_queued_run_sources};
+use super::records::{map_workflow_run, map_workflow_run_with, read_queued_run_sources};
 use super::row::{require_workflow_run_row, workflow_run_row, RunRow};
 use crate::error::{Result, StoreError};
-use crate::state::blobs::{put_json, read_json, BlobHash};
+use crate::state::blobs::{put_json, read_json, BlobHash, JsonReads};
 use crate::state::ids::resource_id_for;
 use crate::state::json::{canonical, js_number};
-use crate::state::revisions::{
-    bump_resource, insert_event, insert_lease, require_lease, resource_revision, EventDraft,
-};
+use crate::state::revisions::{bump_resource_revision, insert_event, insert_lease, EventDraft};
 use crate::state::viewer::initialize_viewer_run;
 use crate::store::Store;
 use crate::wire::{field, int, text, time, Call, JsonArg, Reply};
@@ -117,12 +115,26 @@ struct Lineage<'a> {
     parent_terminal_fingerprint: Option<Vec<u8>>,
 }
 
-/// The blobs a reservation stores, and its validated source.
+/// The blobs a reservation stores (hash and JSON text), and its validated source.
 struct Documents<'a> {
     definition_hash: BlobHash,
+    definition: &'a str,
     source: QueuedSource<'a>,
     input_hash: BlobHash,
+    input: &'a str,
     launch_options_hash: BlobHash,
+    launch_options: &'a str,
+}
+
+impl<'a> Documents<'a> {
+    /// The JSON blobs this reservation put, for the record read right after it.
+    fn stored(&self) -> Vec<(BlobHash, &'a str)> {
+        vec![
+            (self.definition_hash, self.definition),
+            (self.input_hash, self.input),
+            (self.launch_options_hash, self.launch_options),
+        ]
+    }
 }
 
 impl<'a> Reservation<'a> {
@@ -192,8 +204,15 @@ impl<'a> Reservation<'a> {
             )));
         }
         let lineage = self.resolve_lineage(conn)?;
-        self.insert_run(conn, project_id, &lineage)?;
-        map_workflow_run(conn, &require_workflow_run_row(conn, self.run_id)?)
+        let documents = self.insert_run(conn, project_id, &lineage)?;
+        // The record reads the run back (other rows decide what it shows: an existing
+        // definition keeps its name and snapshot), but not the documents just stored.
+        let row = require_workflow_run_row(conn, self.run_id)?;
+        map_workflow_run_with(
+            &mut JsonReads::with_stored(conn, documents.stored()),
+            &row,
+            None,
+        )
     }
 
     /// Applies the lineage rules; a continuation of a parked parent closes the parent's queue.
@@ -291,7 +310,7 @@ impl<'a> Reservation<'a> {
 
     /// The parked parent's queue becomes `done`: its continuation takes over.
     fn close_parked_parent(&self, conn: &Connection, parent: &RunRow) -> Result<()> {
-        if require_lease(conn, &parent.resource_id)?.owner_id.is_some() {
+        if parent.owner_id.is_some() {
             return Err(StoreError::plain(
                 "Continuation parent still has an active owner",
             ));
@@ -301,13 +320,12 @@ impl<'a> Reservation<'a> {
              WHERE run_id = ? AND status = 'parked'",
         )?
         .execute(params![self.now, self.now, parent.run_id])?;
-        let revision = resource_revision(conn, &parent.resource_id)?;
-        bump_resource(conn, &parent.resource_id, revision, self.now)?;
+        let revision = bump_resource_revision(conn, &parent.resource_id, self.now)?;
         insert_event(
             conn,
             &EventDraft {
                 resource_id: &parent.resource_id,
-                revision: revision + 1,
+                revision,
                 event_type: "run.queue_done_for_continuation",
                 actor_type: "session",
                 actor_id: self.given("originSessionId").and_then(Value::as_str),
@@ -325,7 +343,7 @@ impl<'a> Reservation<'a> {
         conn: &Connection,
         project_id: Option<&str>,
         lineage: &Lineage<'_>,
-    ) -> Result<()> {
+    ) -> Result<Documents<'a>> {
         let documents = self.put_documents(conn)?;
         let resource_id = resource_id_for("run", self.run_id);
         self.insert_definition(conn, &documents.definition_hash)?;
@@ -355,7 +373,7 @@ impl<'a> Reservation<'a> {
                 lease_generation: None,
             },
         )?;
-        Ok(())
+        Ok(documents)
     }
 
     /// The snapshot blob, the source check, then the input (`?? null`) and launch options
@@ -370,9 +388,12 @@ impl<'a> Reservation<'a> {
         let launch_options_hash = put_json(conn, launch_options, self.now)?;
         Ok(Documents {
             definition_hash,
+            definition: snapshot,
             source,
             input_hash,
+            input,
             launch_options_hash,
+            launch_options,
         })
     }
 

@@ -4,8 +4,12 @@
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Result, StoreError};
+use crate::state::ids::token_hash;
+use crate::state::revisions::Lease;
 
-/// The columns of the reference's `workflowRunSelect`, followed by a clause.
+/// The columns of the reference's `workflowRunSelect`, then the rest of the run's lease (so a
+/// path that reads the run has its whole lease without reading it again), followed by a
+/// clause.
 pub const RUN_SELECT: &str = "SELECT r.run_id, r.resource_id,
     d.workflow_name, r.workflow_ref, r.status,
     r.paused, r.definition_digest, d.definition_hash,
@@ -18,7 +22,8 @@ pub const RUN_SELECT: &str = "SELECT r.run_id, r.resource_id,
     r.restart_number, r.parent_terminal_fingerprint,
     q.created_at, q.updated_at,
     q.started_at, q.finished_at,
-    l.generation, l.owner_id, l.expires_at
+    l.generation, l.owner_id, l.expires_at,
+    l.owner_type, l.token_hash
     FROM runs r JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
     JOIN run_queue q ON q.run_id = r.run_id
     LEFT JOIN run_bindings b ON b.run_id = r.run_id
@@ -87,6 +92,10 @@ pub struct RunRow {
     pub owner_id: Option<String>,
     /// The lease expiry (epoch ms).
     pub claim_expires_at: Option<i64>,
+    /// `leases.owner_type`.
+    pub owner_type: Option<String>,
+    /// `leases.token_hash` (SHA-256 of the owner's token).
+    pub token_hash: Option<Vec<u8>>,
 }
 
 impl RunRow {
@@ -123,7 +132,30 @@ impl RunRow {
             lease_generation: row.get(27)?,
             owner_id: row.get(28)?,
             claim_expires_at: row.get(29)?,
+            owner_type: row.get(30)?,
+            token_hash: row.get(31)?,
         })
+    }
+
+    /// The run's `leases` row as read with the run: what `require_lease` returns until the
+    /// lease is written (the inner join guarantees the row exists).
+    pub fn lease(&self) -> Lease {
+        Lease {
+            generation: self.lease_generation,
+            owner_type: self.owner_type.clone(),
+            owner_id: self.owner_id.clone(),
+            token_hash: self.token_hash.clone(),
+            expires_at: self.claim_expires_at,
+        }
+    }
+
+    /// Whether `claim_token` is the run's current claim, unexpired at `now`
+    /// (`verifyWorkflowRunClaim` of this row).
+    pub fn holds_live_claim(&self, claim_token: &str, now: i64) -> bool {
+        let (Some(_), Some(expires_at)) = (&self.owner_id, self.claim_expires_at) else {
+            return false;
+        };
+        self.token_hash.as_deref() == Some(&token_hash(claim_token)[..]) && expires_at > now
     }
 
     /// Queue status `done`, `failed` or `cancelled`.

@@ -9,9 +9,7 @@ use super::reserve::sql_value;
 use super::row::require_workflow_run_row;
 use crate::error::{Result, StoreError};
 use crate::state::blobs::JsonReads;
-use crate::state::revisions::{
-    bump_resource, event_seq, insert_event, resource_revision, EventDraft,
-};
+use crate::state::revisions::{bump_resource_revision, event_seq, insert_event, EventDraft};
 use crate::store::{in_read_transaction, Store};
 use crate::time::iso;
 use crate::wire::{field, opt_text, text, time, Call, JsonArg, ObjectWriter, Reply};
@@ -39,8 +37,7 @@ fn record_run_event(conn: &Connection, options: &Value) -> Result<Value> {
     let now = time(field(options, "now"))?;
     let runner_id = opt_text(field(options, "runnerId"), "runnerId")?;
     let event_type = text(field(options, "type"), "type")?;
-    let revision = resource_revision(conn, &row.resource_id)? + 1;
-    bump_resource(conn, &row.resource_id, revision - 1, now)?;
+    let revision = bump_resource_revision(conn, &row.resource_id, now)?;
     let event_id = insert_event(
         conn,
         &EventDraft {

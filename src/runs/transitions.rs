@@ -6,8 +6,8 @@ use rusqlite::{params, Connection};
 use serde_json::{json, Value};
 
 use super::claims::{
-    has_pending_interaction, holds_live_claim, inconsistent, insert_lease_holder_event,
-    options_now, release_live_lease,
+    has_pending_interaction, inconsistent, insert_lease_holder_event, live_claim_row, options_now,
+    release_live_lease,
 };
 use super::row::{nonterminal_run_row, workflow_run_row, RunRow};
 use crate::error::{Result, StoreError};
@@ -15,7 +15,7 @@ use crate::state::blobs::{put_json, put_text, BlobHash};
 use crate::state::ids::{random_uuid, token_hash};
 use crate::state::json::canonical;
 use crate::state::revisions::{
-    bump_resource, insert_event, require_lease, resource_revision, EventDraft, Lease,
+    bump_resource, bump_resource_revision, insert_event, resource_revision, EventDraft, Lease,
 };
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
@@ -77,9 +77,8 @@ fn record_transition(
     lease: &Lease,
     now: i64,
 ) -> Result<()> {
-    let revision = resource_revision(conn, &row.resource_id)?;
-    bump_resource(conn, &row.resource_id, revision, now)?;
-    insert_lease_holder_event(conn, row, revision + 1, event.0, lease, event.1, now)?;
+    let revision = bump_resource_revision(conn, &row.resource_id, now)?;
+    insert_lease_holder_event(conn, row, revision, event.0, lease, event.1, now)?;
     record_viewer_deltas(conn, &row.run_id, SUMMARY_REPLAY, now)?;
     Ok(())
 }
@@ -99,18 +98,15 @@ fn release_run_claim(
     now: i64,
 ) -> Result<bool> {
     store.write(|conn| {
-        let Some(row) = workflow_run_row(conn, run_id)? else {
+        let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
             return Ok(false);
         };
-        if !holds_live_claim(conn, run_id, claim_token, now)? {
-            return Ok(false);
-        }
         let finished_at = (status == "done").then_some(now);
         conn.prepare_cached(
             "UPDATE run_queue SET status = ?, updated_at = ?, finished_at = ? WHERE run_id = ?",
         )?
         .execute(params![status, now, finished_at, run_id])?;
-        let lease = require_lease(conn, &row.resource_id)?;
+        let lease = row.lease();
         let released = conn
             .prepare_cached(
                 "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
@@ -145,13 +141,12 @@ fn record_control_event(
     payload: &Value,
     now: i64,
 ) -> Result<()> {
-    let revision = resource_revision(conn, &row.resource_id)?;
-    bump_resource(conn, &row.resource_id, revision, now)?;
+    let revision = bump_resource_revision(conn, &row.resource_id, now)?;
     insert_event(
         conn,
         &EventDraft {
             resource_id: &row.resource_id,
-            revision: revision + 1,
+            revision,
             event_type,
             actor_type: "control",
             actor_id: None,
@@ -175,7 +170,7 @@ fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
         if row.status != "parked" {
             return Ok(false);
         }
-        let lease = require_lease(conn, &row.resource_id)?;
+        let lease = row.lease();
         if lease_is_live(&lease, now) || !has_pending_interaction(conn, run_id)? {
             return Ok(false);
         }
@@ -216,7 +211,7 @@ fn resume_paused(store: &Store, call: &Call) -> Result<bool> {
         if row.status != "parked" || row.run_status != "waiting" || row.paused != 1 {
             return Ok(false);
         }
-        let lease = require_lease(conn, &row.resource_id)?;
+        let lease = row.lease();
         if lease_is_live(&lease, now) || !has_pending_interaction(conn, run_id)? {
             return Ok(false);
         }
@@ -268,20 +263,16 @@ fn detail_text(detail: Option<&Value>) -> Result<&str> {
     }
 }
 
-/// The live claim's row, read inside the transaction; `None` when the claim is not live.
+/// The live claim's row, read inside the transaction; `None` when the claim is not live. The
+/// reference reads the run, then checks the claim by reading it again with its lease: one read
+/// of the run with its whole lease gives both.
 fn claimed_row(
     conn: &Connection,
     run_id: &str,
     claim_token: &str,
     now: i64,
 ) -> Result<Option<RunRow>> {
-    let Some(row) = workflow_run_row(conn, run_id)? else {
-        return Ok(None);
-    };
-    if !holds_live_claim(conn, run_id, claim_token, now)? {
-        return Ok(None);
-    }
-    Ok(Some(row))
+    live_claim_row(conn, run_id, claim_token, now)
 }
 
 /// Parks a claimed run whose workflow source changed, keeping the detail as the queue error.
@@ -294,7 +285,7 @@ fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
         let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
             return Ok(false);
         };
-        let lease = require_lease(conn, &row.resource_id)?;
+        let lease = row.lease();
         let detail = truncate_detail(detail_text(detail)?);
         let error_hash = put_text(conn, &detail, now)?;
         let run = conn
@@ -334,7 +325,7 @@ fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
         let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
             return Ok(false);
         };
-        let lease = require_lease(conn, &row.resource_id)?;
+        let lease = row.lease();
         let error_hash = put_text(conn, AMBIGUOUS_EFFECT_DETAIL, now)?;
         conn.prepare_cached(
             "UPDATE node_attempts SET status = 'waiting', updated_at = ?
@@ -422,7 +413,7 @@ fn terminal_run(
         let Some(row) = nonterminal_run_row(conn, run_id)? else {
             return Ok(false);
         };
-        let lease = require_lease(conn, &row.resource_id)?;
+        let lease = row.lease();
         let allowed = match claim_token {
             None => {
                 matches!(row.status.as_str(), "queued" | "starting") && lease.owner_id.is_none()
@@ -651,7 +642,7 @@ fn cancel_stale(
         let Some(row) = nonterminal_run_row(conn, run_id)? else {
             return Ok(false);
         };
-        let lease = require_lease(conn, &row.resource_id)?;
+        let lease = row.lease();
         if lease_is_live(&lease, now) {
             return Ok(false);
         }
@@ -715,14 +706,13 @@ fn cancel_stale(
         if released != 1 {
             return Err(inconsistent(run_id, "control claim changed during cancellation"));
         }
-        let revision = resource_revision(conn, &row.resource_id)?;
-        bump_resource(conn, &row.resource_id, revision, now)?;
+        let revision = bump_resource_revision(conn, &row.resource_id, now)?;
         let payload = json!({ "status": "cancelled", "code": "cancelled", "staleControl": true });
         insert_event(
             conn,
             &EventDraft {
                 resource_id: &row.resource_id,
-                revision: revision + 1,
+                revision,
                 event_type: "run.queue_cancelled",
                 actor_type: "control",
                 actor_id: Some(control_id),
@@ -746,7 +736,7 @@ fn delete(store: &Store, call: &Call) -> Result<bool> {
         let Some(row) = workflow_run_row(conn, run_id)? else {
             return Ok(false);
         };
-        let lease = require_lease(conn, &row.resource_id)?;
+        let lease = row.lease();
         let live = lease.owner_id.is_some()
             && lease.expires_at.is_some_and(|expires| expires > now)
             && lease.token_matches(&token_hash(claim_token));

@@ -33,13 +33,22 @@ pub struct Blob {
 }
 
 /// Stores `content` under its hash; an existing blob with that hash must be identical.
+///
+/// One statement where the reference runs two (`INSERT … ON CONFLICT DO NOTHING`, then a read
+/// comparing the stored row): a missing blob is inserted, an identical one is left as it is
+/// (the upsert's `WHERE` is false, nothing is written), and a different one under the same hash
+/// is "updated" to a negative length, which its `CHECK` refuses — the conflict the reference's
+/// comparison reports. The failed statement changes nothing.
 pub fn put_blob(conn: &Connection, content: &[u8], media_type: &str, now: i64) -> Result<BlobHash> {
     let hash = sha256(content);
-    let inserted = conn
+    let put = conn
         .prepare_cached(
             "INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
              VALUES (?, ?, ?, ?, ?)
-             ON CONFLICT(blob_hash) DO NOTHING",
+             ON CONFLICT(blob_hash) DO UPDATE SET byte_length = -1
+             WHERE NOT (media_type = excluded.media_type
+                        AND byte_length = excluded.byte_length
+                        AND content = excluded.content)",
         )?
         .execute(params![
             &hash[..],
@@ -47,19 +56,25 @@ pub fn put_blob(conn: &Connection, content: &[u8], media_type: &str, now: i64) -
             content.len() as i64,
             content,
             now
-        ])?;
-    if inserted == 0 {
-        let stored = read_blob(conn, &hash)?;
-        let same = stored.is_some_and(|blob| {
-            blob.media_type == media_type
-                && blob.byte_length == content.len() as i64
-                && blob.content == content
-        });
-        if !same {
-            return Err(StoreError::plain("Content-addressed blob conflict"));
+        ]);
+    match put {
+        Ok(_) => Ok(hash),
+        Err(error) if is_conflict_marker(&error) => {
+            Err(StoreError::plain("Content-addressed blob conflict"))
         }
+        Err(error) => Err(error.into()),
     }
-    Ok(hash)
+}
+
+/// The `CHECK` failure a conflicting put provokes. An insert never fails it: its length is
+/// the content's, never negative.
+fn is_conflict_marker(error: &rusqlite::Error) -> bool {
+    matches!(
+        error,
+        rusqlite::Error::SqliteFailure(failure, Some(message))
+            if failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_CHECK
+                && message.ends_with("byte_length >= 0")
+    )
 }
 
 /// Stores JSON text that is already canonical.
@@ -127,8 +142,11 @@ fn read_content(conn: &Connection, hash: &[u8]) -> Result<Option<(bool, String)>
 
 /// A JSON blob parsed, with object keys sorted as the reference's `parseJson` sorts them.
 pub fn read_json(conn: &Connection, hash: &[u8]) -> Result<Value> {
-    let text = read_json_text(conn, hash)?;
-    let value = super::json::parse(&text)
+    parse_sorted(&read_json_text(conn, hash)?)
+}
+
+fn parse_sorted(text: &str) -> Result<Value> {
+    let value = super::json::parse(text)
         .map_err(|error| StoreError::plain(format!("Stored JSON is invalid: {error}")))?;
     Ok(sort_keys(value))
 }
@@ -137,6 +155,7 @@ pub fn read_json(conn: &Connection, hash: &[u8]) -> Result<Value> {
 /// each distinct hash is read and parsed once per list.
 pub struct JsonReads<'c> {
     conn: &'c Connection,
+    stored: Vec<(BlobHash, &'c str)>,
     read: HashMap<Vec<u8>, Value>,
     texts: HashMap<Vec<u8>, String>,
     checked: HashSet<Vec<u8>>,
@@ -147,9 +166,29 @@ impl<'c> JsonReads<'c> {
     pub fn new(conn: &'c Connection) -> JsonReads<'c> {
         JsonReads {
             conn,
+            stored: Vec::new(),
             read: HashMap::new(),
             texts: HashMap::new(),
             checked: HashSet::new(),
+        }
+    }
+
+    /// Reads through `conn`, knowing the content of JSON blobs this transaction has just put
+    /// (`put_json` returned their hashes): a blob's content never changes under its hash, and
+    /// no blob is deleted while the transaction lasts, so reading them back would give the
+    /// same text.
+    pub fn with_stored(conn: &'c Connection, stored: Vec<(BlobHash, &'c str)>) -> JsonReads<'c> {
+        JsonReads {
+            stored,
+            ..JsonReads::new(conn)
+        }
+    }
+
+    /// `read_json_text`, from the blobs known to be stored when it is one of them.
+    fn json_text(&self, hash: &[u8]) -> Result<String> {
+        match self.stored.iter().find(|(stored, _)| stored[..] == *hash) {
+            Some((_, text)) => Ok((*text).to_owned()),
+            None => read_json_text(self.conn, hash),
         }
     }
 
@@ -163,7 +202,7 @@ impl<'c> JsonReads<'c> {
         if let Some(value) = self.read.get(hash) {
             return Ok(value.clone());
         }
-        let value = read_json(self.conn, hash)?;
+        let value = parse_sorted(&self.json_text(hash)?)?;
         self.read.insert(hash.to_vec(), value.clone());
         Ok(value)
     }
@@ -177,7 +216,7 @@ impl<'c> JsonReads<'c> {
         {
             return Ok(());
         }
-        let text = read_json_text(self.conn, hash)?;
+        let text = self.json_text(hash)?;
         // Plain serde_json refuses a lone surrogate or deep nesting that `read_json`'s own
         // parse accepts: only its verdict counts.
         if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() {
@@ -195,7 +234,7 @@ impl<'c> JsonReads<'c> {
         if let Some(text) = self.texts.get(hash) {
             return Ok(text.clone());
         }
-        let text = read_json_text(self.conn, hash)?;
+        let text = self.json_text(hash)?;
         // The stored text serves as it is only when plain serde_json reads it (no lone
         // surrogate to repair, no deep nesting) and its keys are in order; anything else goes
         // through `read_json`'s own parse.
@@ -439,8 +478,100 @@ fn quote_identifier(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{keys_sorted, sort_keys, SortedKeys};
+    use super::{keys_sorted, put_blob, put_json, put_text, sort_keys, SortedKeys};
+    use rusqlite::Connection;
     use serde_json::json;
+
+    fn blobs() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE blobs (
+               blob_hash BLOB PRIMARY KEY CHECK (length(blob_hash) = 32),
+               media_type TEXT NOT NULL,
+               byte_length INTEGER NOT NULL CHECK (byte_length >= 0),
+               content BLOB NOT NULL,
+               created_at INTEGER NOT NULL,
+               CHECK (byte_length = length(content))
+             ) STRICT;",
+        )
+        .unwrap();
+        conn
+    }
+
+    type BlobRow = (Vec<u8>, String, i64, Vec<u8>, i64);
+
+    fn rows(conn: &Connection) -> Vec<BlobRow> {
+        conn.prepare("SELECT * FROM blobs ORDER BY rowid")
+            .unwrap()
+            .query_map([], |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                ))
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_blob_is_stored_once_and_an_identical_put_changes_nothing() {
+        let conn = blobs();
+        let first = put_json(&conn, r#"{"a":1}"#, 10).unwrap();
+        let again = put_json(&conn, r#"{"a":1}"#, 20).unwrap();
+        assert_eq!(first, again);
+        let stored = rows(&conn);
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0].0, first.to_vec());
+        assert_eq!(
+            (stored[0].1.as_str(), stored[0].2, stored[0].4),
+            ("application/json", 7, 10)
+        );
+        assert_eq!(stored[0].3, br#"{"a":1}"#.to_vec());
+    }
+
+    fn is_conflict(result: crate::error::Result<super::BlobHash>) -> bool {
+        matches!(result, Err(error) if error.to_string().contains("Content-addressed blob conflict"))
+    }
+
+    #[test]
+    fn the_same_bytes_under_another_media_type_conflict() {
+        let conn = blobs();
+        put_text(&conn, "{}", 1).unwrap();
+        assert!(is_conflict(put_json(&conn, "{}", 2)));
+        assert!(is_conflict(put_blob(&conn, b"{}", "text/markdown", 3)));
+        put_text(&conn, "{}", 4).unwrap();
+        assert_eq!(rows(&conn).len(), 1);
+    }
+
+    #[test]
+    fn a_stored_row_that_differs_from_its_hash_conflicts() {
+        let conn = blobs();
+        let hash = super::sha256(b"right");
+        // Another writer's row under the hash of other bytes (or a corrupted one).
+        conn.execute(
+            "INSERT INTO blobs VALUES (?, 'text/plain', 5, CAST('wrong' AS BLOB), 1)",
+            [&hash[..]],
+        )
+        .unwrap();
+        assert!(is_conflict(put_text(&conn, "right", 2)));
+        // A row written by another writer with exactly these bytes is accepted as it is.
+        let other = super::sha256(b"same");
+        conn.execute(
+            "INSERT INTO blobs VALUES (?, 'text/plain', 4, CAST('same' AS BLOB), 1)",
+            [&other[..]],
+        )
+        .unwrap();
+        assert_eq!(put_text(&conn, "same", 3).unwrap(), other);
+        let stored = rows(&conn);
+        assert_eq!(stored.len(), 2);
+        // The refused put left the conflicting row as it was.
+        assert_eq!((stored[0].2, stored[0].3.as_slice()), (5, &b"wrong"[..]));
+        assert_eq!(stored[1].4, 1);
+    }
 
     fn sorted_text(text: &str) -> bool {
         serde_json::from_str::<SortedKeys>(text).unwrap().0

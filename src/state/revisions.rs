@@ -7,7 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::blobs::put_json;
 use super::ids::random_uuid;
-use super::viewer::{record_viewer_deltas, RUN_RESOURCE_BUMP};
+use super::viewer::record_run_resource_deltas;
 use crate::error::{Result, StoreError};
 
 /// The `leases` row of a resource.
@@ -83,17 +83,24 @@ pub fn bump_resource(conn: &Connection, resource_id: &str, expected: i64, now: i
     if changed != 1 {
         return Err(StoreError::plain("Resource revision conflict"));
     }
-    let run_id: Option<String> = conn
+    record_run_resource_deltas(conn, resource_id, now)
+}
+
+/// [`resource_revision`] then [`bump_resource`] from it, in one statement: returns the new
+/// revision, or fails with `Resource is missing: <id>` as the read would. For callers that do
+/// nothing fallible between the two (inside the write transaction nothing else can move the
+/// revision, so the compare-and-set always holds).
+pub fn bump_resource_revision(conn: &Connection, resource_id: &str, now: i64) -> Result<i64> {
+    let revision = conn
         .prepare_cached(
-            "SELECT r.run_id FROM runs r JOIN viewer_runs v ON v.run_id = r.run_id
-             WHERE r.resource_id = ?",
+            "UPDATE resources SET revision = revision + 1, updated_at = ?
+             WHERE resource_id = ? RETURNING revision",
         )?
-        .query_row([resource_id], |row| row.get(0))
-        .optional()?;
-    if let Some(run_id) = run_id {
-        record_viewer_deltas(conn, &run_id, RUN_RESOURCE_BUMP, now)?;
-    }
-    Ok(())
+        .query_row(params![now, resource_id], |row| row.get(0))
+        .optional()?
+        .ok_or_else(|| StoreError::plain(format!("Resource is missing: {resource_id}")))?;
+    record_run_resource_deltas(conn, resource_id, now)?;
+    Ok(revision)
 }
 
 /// One `events` row.

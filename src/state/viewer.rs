@@ -24,11 +24,15 @@ pub const RUN_RESOURCE_BUMP: &[ViewerDraft] = &[
 
 /// Inserts the run's `viewer_runs` row (revision 1); returns its presentation revision.
 pub fn initialize_viewer_run(conn: &Connection, run_id: &str, now: i64) -> Result<i64> {
-    conn.prepare_cached(
-        "INSERT INTO viewer_runs(run_id, presentation_revision, retained_from_revision, updated_at)
-         VALUES (?, 1, 1, ?) ON CONFLICT(run_id) DO NOTHING",
-    )?
-    .execute(params![run_id, now])?;
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO viewer_runs(run_id, presentation_revision, retained_from_revision, updated_at)
+             VALUES (?, 1, 1, ?) ON CONFLICT(run_id) DO NOTHING",
+        )?
+        .execute(params![run_id, now])?;
+    if inserted == 1 {
+        return Ok(1);
+    }
     presentation_revision(conn, run_id)?.ok_or_else(|| {
         StoreError::plain(format!(
             "Viewer projection could not be initialized for workflow run: {run_id}"
@@ -43,6 +47,20 @@ fn presentation_revision(conn: &Connection, run_id: &str) -> Result<Option<i64>>
         .optional()?)
 }
 
+/// `SET` of the `viewer_runs` change of one presentation revision, made first and read back
+/// (`RETURNING`): the next revision, and the first one kept, `max(1, revision - 256 + 1)`
+/// ([`VIEWER_DELTA_RETENTION`]). The reference reads the row, writes the deltas, then updates
+/// the row where the revision is still the one read; inside the write transaction nothing else
+/// can move it, so the end state is the same.
+macro_rules! advance_revision {
+    () => {
+        "UPDATE viewer_runs
+         SET presentation_revision = presentation_revision + 1,
+             retained_from_revision = MAX(1, presentation_revision + 2 - 256),
+             updated_at = ?"
+    };
+}
+
 /// Records one presentation revision touching `drafts`; the caller holds the write transaction.
 pub fn record_viewer_deltas(
     conn: &Connection,
@@ -50,55 +68,92 @@ pub fn record_viewer_deltas(
     drafts: &[ViewerDraft],
     now: i64,
 ) -> Result<i64> {
-    let current = presentation_revision(conn, run_id)?.ok_or_else(|| {
-        StoreError::plain(format!(
+    let advanced = conn
+        .prepare_cached(concat!(
+            advance_revision!(),
+            " WHERE run_id = ? RETURNING presentation_revision, retained_from_revision"
+        ))?
+        .query_row(params![now, run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let Some((revision, retained_from)) = advanced else {
+        return Err(StoreError::plain(format!(
             "Viewer projection does not exist for workflow run: {run_id}"
-        ))
-    })?;
-    let revision = current + 1;
-    let patch =
-        format!(r#"[{{"op":"replace","path":"/presentationRevision","value":{revision}}}]"#);
-    // Every delta of a revision carries the same patch: stored (and hashed) once, since a
-    // second put of the same content in the same transaction changes nothing.
-    let patch_hash = if drafts.is_empty() {
-        None
-    } else {
-        Some(put_json(conn, &patch, now)?)
+        )));
     };
-    for (index, (target_type, target_key)) in drafts.iter().enumerate() {
-        let patch_hash = patch_hash.expect("stored when there are drafts");
-        conn.prepare_cached(
+    write_deltas(conn, run_id, revision, retained_from, drafts, now)?;
+    Ok(revision)
+}
+
+/// The deltas of a bump of `resource_id`, when it is a run with a viewer projection (one
+/// statement finds the run and advances its revision).
+pub fn record_run_resource_deltas(conn: &Connection, resource_id: &str, now: i64) -> Result<()> {
+    let advanced: Option<(String, i64, i64)> = conn
+        .prepare_cached(concat!(
+            advance_revision!(),
+            " WHERE run_id = (SELECT run_id FROM runs WHERE resource_id = ?)
+             RETURNING run_id, presentation_revision, retained_from_revision"
+        ))?
+        .query_row(params![now, resource_id], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .optional()?;
+    if let Some((run_id, revision, retained_from)) = advanced {
+        write_deltas(
+            conn,
+            &run_id,
+            revision,
+            retained_from,
+            RUN_RESOURCE_BUMP,
+            now,
+        )?;
+    }
+    Ok(())
+}
+
+/// The delta rows of `revision` (one patch blob for all), then the deltas that fell out of
+/// retention. Below revision 257 nothing has: `retained_from` is 1 and the schema keeps every
+/// delta's revision at 1 or more, so the reference's `DELETE … < 1` finds nothing.
+fn write_deltas(
+    conn: &Connection,
+    run_id: &str,
+    revision: i64,
+    retained_from: i64,
+    drafts: &[ViewerDraft],
+    now: i64,
+) -> Result<()> {
+    debug_assert_eq!(
+        retained_from,
+        (revision - VIEWER_DELTA_RETENTION + 1).max(1)
+    );
+    if !drafts.is_empty() {
+        let patch =
+            format!(r#"[{{"op":"replace","path":"/presentationRevision","value":{revision}}}]"#);
+        // Every delta of a revision carries the same patch: stored (and hashed) once, since a
+        // second put of the same content in the same transaction changes nothing.
+        let patch_hash = put_json(conn, &patch, now)?;
+        let mut insert = conn.prepare_cached(
             "INSERT INTO viewer_deltas(
                run_id, presentation_revision, delta_index, target_type,
                target_key, patch_hash, recorded_at
              ) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        )?
-        .execute(params![
-            run_id,
-            revision,
-            index as i64,
-            target_type,
-            target_key,
-            &patch_hash[..],
-            now
-        ])?;
+        )?;
+        for (index, (target_type, target_key)) in drafts.iter().enumerate() {
+            insert.execute(params![
+                run_id,
+                revision,
+                index as i64,
+                target_type,
+                target_key,
+                &patch_hash[..],
+                now
+            ])?;
+        }
     }
-    let retained_from = (revision - VIEWER_DELTA_RETENTION + 1).max(1);
-    let updated = conn
-        .prepare_cached(
-            "UPDATE viewer_runs
-             SET presentation_revision = ?, retained_from_revision = ?, updated_at = ?
-             WHERE run_id = ? AND presentation_revision = ?",
+    if retained_from > 1 {
+        conn.prepare_cached(
+            "DELETE FROM viewer_deltas WHERE run_id = ? AND presentation_revision < ?",
         )?
-        .execute(params![revision, retained_from, now, run_id, current])?;
-    if updated != 1 {
-        return Err(StoreError::plain(format!(
-            "Viewer projection revision conflict for workflow run: {run_id}"
-        )));
+        .execute(params![run_id, retained_from])?;
     }
-    conn.prepare_cached(
-        "DELETE FROM viewer_deltas WHERE run_id = ? AND presentation_revision < ?",
-    )?
-    .execute(params![run_id, retained_from])?;
-    Ok(revision)
+    Ok(())
 }

@@ -1,0 +1,243 @@
+// The run write paths reuse what they already hold instead of reading it again (the run row
+// with its lease, the claim's record, the blobs a reservation just stored) and let single
+// statements do what the reference does in two (viewer revision, resource revision). These
+// specs pin the results to what a fresh read of the file gives.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+// eslint-disable-next-line @typescript-eslint/no-var-requires
+const { SqliteControllerStore } = require('../index.js');
+
+const T0 = Date.parse('2026-09-03T00:00:00.000Z');
+const DIGEST = `sha256:${'ef'.repeat(32)}`;
+
+let dir: string;
+let store: any;
+
+beforeEach(() => {
+  dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'piw-perf-runs-')));
+  store = new SqliteControllerStore(path.join(dir, 'state.sqlite'), { projectPath: dir });
+});
+
+afterEach(() => {
+  store.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+function at(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+function reserve(runId: string, extra: Record<string, unknown> = {}): any {
+  return store.reserveWorkflowRun({
+    runId,
+    workflowName: 'echo',
+    workflowSourceRef: 'builtin:echo',
+    workflowSource: { kind: 'builtin', id: 'echo', revision: 'r1' },
+    definitionDigest: DIGEST,
+    definitionSnapshot: { name: 'echo', steps: [{ id: 'a' }] },
+    input: { runId },
+    runnerId: 'session-1',
+    originSessionId: `origin-${runId}`,
+    now: at(T0),
+    ...extra,
+  });
+}
+
+function claim(runId: string, now: number, token = `token-${runId}`): any {
+  return { runId, runnerId: 'session-1', claimToken: token, leaseMs: 30_000, now: at(now) };
+}
+
+function rows(sql: string, ...params: unknown[]): any[] {
+  return store.state.connection.prepare(sql).all(...params);
+}
+
+describe('viewer revisions', () => {
+  it('keeps the last 256 revisions of deltas, deleting only once revisions fall out', () => {
+    reserve('run-viewer');
+    store.claimWorkflowRun(claim('run-viewer', T0));
+    const checkpoints = new Set([2, 3, 255, 256, 257, 258, 300]);
+    for (let step = 1; step <= 300; step += 1) {
+      expect(store.renewWorkflowRunClaim(claim('run-viewer', T0 + step))).toBe(true);
+      const [viewer] = rows(
+        'SELECT presentation_revision AS revision, retained_from_revision AS retained FROM viewer_runs WHERE run_id = ?',
+        'run-viewer',
+      );
+      const revision = step + 2;
+      expect(viewer).toEqual({ revision, retained: Math.max(1, revision - 255) });
+      if (!checkpoints.has(step)) continue;
+      const kept = rows(
+        'SELECT presentation_revision AS revision, count(*) AS deltas FROM viewer_deltas WHERE run_id = ? GROUP BY presentation_revision ORDER BY presentation_revision',
+        'run-viewer',
+      );
+      // Revision 1 (the reservation) has no deltas; the claim's has four, each renewal's two.
+      const first = Math.max(2, viewer.retained);
+      expect(kept.map((row) => row.revision)).toEqual(
+        Array.from({ length: revision - first + 1 }, (_, index) => first + index),
+      );
+      expect(kept.map((row) => row.deltas)).toEqual(kept.map((row) => (row.revision === 2 ? 4 : 2)));
+    }
+  });
+
+  it('still fails on a run without a viewer projection', () => {
+    reserve('run-no-viewer');
+    store.claimWorkflowRun(claim('run-no-viewer', T0));
+    store.state.connection.prepare('DELETE FROM viewer_runs WHERE run_id = ?').run('run-no-viewer');
+    expect(() => store.renewWorkflowRunClaim(claim('run-no-viewer', T0 + 1))).toThrow(
+      'Viewer projection does not exist for workflow run: run-no-viewer',
+    );
+    // A bump of the run resource (claim, markRunning) writes no deltas then, and succeeds.
+    expect(store.markWorkflowRunRunning(claim('run-no-viewer', T0 + 2))).toBe(true);
+    expect(rows('SELECT count(*) AS n FROM viewer_deltas WHERE run_id = ?', 'run-no-viewer')).toEqual([{ n: 0 }]);
+  });
+});
+
+describe('claim records', () => {
+  // The claim's record is built from the row read before the claim plus what the claim wrote;
+  // it must equal a fresh read of the claimed run.
+  function expectFresh(record: any, token: string): void {
+    expect(record).toEqual({ ...store.getWorkflowRun(record.runId), claimToken: token });
+    expect(Object.keys(record)).toEqual(Object.keys(store.getWorkflowRun(record.runId)));
+  }
+
+  it('equals a fresh read after a first claim, a re-claim and a host claim', () => {
+    reserve('run-a');
+    expectFresh(store.claimWorkflowRun(claim('run-a', T0 + 1)), 'token-run-a');
+    expectFresh(store.claimWorkflowRun(claim('run-a', T0 + 2, 'again')), 'again');
+    reserve('run-host', { originSessionId: 'origin-host' });
+    const host = { ...claim('run-host', T0 + 3, 'host-token'), runnerId: 'host-1' };
+    const record = store.claimWorkflowRun(host);
+    expect(record.runnerId).toBe('host-1');
+    expectFresh(record, 'host-token');
+  });
+
+  it('clears the queue error a source-change park left, as a fresh read shows', () => {
+    reserve('run-parked');
+    store.claimWorkflowRun(claim('run-parked', T0 + 1));
+    expect(
+      store.parkWorkflowRunForSourceChange({
+        runId: 'run-parked',
+        claimToken: 'token-run-parked',
+        detail: 'source moved',
+        now: at(T0 + 2),
+      }),
+    ).toBe(true);
+    const record = store.claimWorkflowRun(claim('run-parked', T0 + 3, 'after-park'));
+    expect(record).toMatchObject({ status: 'starting', errorCode: null, errorMessage: null });
+    expectFresh(record, 'after-park');
+  });
+
+  it('keeps the queue status, error and times of a control claim', () => {
+    reserve('run-control');
+    store.claimWorkflowRun(claim('run-control', T0 + 1));
+    store.markWorkflowRunRunning(claim('run-control', T0 + 2));
+    store.parkWorkflowRunForSourceChange({
+      runId: 'run-control',
+      claimToken: 'token-run-control',
+      detail: 'x'.repeat(10_000),
+      now: at(T0 + 3),
+    });
+    const record = store.claimWorkflowRunForControl(claim('run-control', T0 + 4, 'control'));
+    expect(record).toMatchObject({ status: 'parked', errorCode: 'workflowSourceChanged' });
+    expect(record.errorMessage).toHaveLength(8_192);
+    expectFresh(record, 'control');
+    // An expired claim of another runner is taken over.
+    const other = { ...claim('run-control', T0 + 40_000, 'late'), runnerId: 'session-2' };
+    expectFresh(store.claimWorkflowRunForInteractionValidation(other), 'late');
+  });
+
+  it('equals a fresh read through claimNext, prepare-or-adopt and enqueue', () => {
+    reserve('run-headless', { executionMode: 'headless', originSessionId: 'origin-headless' });
+    const next = store.claimNextWorkflowRun({
+      runnerId: 'session-1',
+      claimToken: 'next',
+      leaseMs: 30_000,
+      now: at(T0 + 1),
+    });
+    expect(next.runId).toBe('run-headless');
+    expect(next.originSessionId).toBeNull();
+    expectFresh(next, 'next');
+    const prepared = store.prepareOrAdoptWorkflowRun({
+      runId: 'run-prepared',
+      workflowName: 'echo',
+      workflowSourceRef: 'builtin:echo',
+      workflowSource: { kind: 'builtin', id: 'echo', revision: 'r1' },
+      definitionDigest: DIGEST,
+      definitionSnapshot: { name: 'echo', steps: [{ id: 'a' }] },
+      input: null,
+      runnerId: 'session-1',
+      originSessionId: 'origin-prepared',
+      claimToken: 'prepared',
+      leaseMs: 30_000,
+      now: at(T0 + 2),
+    });
+    expect(prepared.state).toBe('claimed');
+    expectFresh(prepared.run, 'prepared');
+    const enqueued = store.enqueueWorkflowRun({
+      runId: 'run-enqueued',
+      workflowName: 'echo',
+      workflowSourceRef: 'builtin:echo',
+      workflowSource: { kind: 'builtin', id: 'echo', revision: 'r1' },
+      definitionDigest: DIGEST,
+      definitionSnapshot: { name: 'echo', steps: [{ id: 'a' }] },
+      input: { n: 1 },
+      launchOptions: { model: 'm' },
+      runnerId: 'session-1',
+      originSessionId: 'origin-enqueued',
+      claimToken: 'enqueued',
+      leaseMs: 30_000,
+      now: at(T0 + 3),
+    });
+    expectFresh(enqueued, 'enqueued');
+  });
+});
+
+describe('reservation records', () => {
+  // The record of a new reservation uses the documents it has just stored instead of reading
+  // them back; it must equal a fresh read.
+  function expectFresh(record: any): void {
+    const fresh = store.getWorkflowRun(record.runId);
+    expect(record).toEqual(fresh);
+    expect(JSON.stringify(record)).toEqual(JSON.stringify(fresh));
+  }
+
+  it('equals a fresh read for absent, null and nested documents', () => {
+    expectFresh(reserve('run-plain'));
+    expectFresh(reserve('run-undefined-input', { input: undefined }));
+    expectFresh(reserve('run-null-input', { input: null, launchOptions: null }));
+    expectFresh(
+      reserve('run-nested', {
+        input: { z: [3, { b: 'é\u2028', a: null }], a: '\ud83d\ude00', m: 1.5e-7 },
+        launchOptions: { thinking: 'high', model: { id: 'x', provider: 'p' } },
+      }),
+    );
+  });
+
+  it('shows the first snapshot of a digest, and mounted workflow names from it', () => {
+    reserve('run-first', {
+      definitionSnapshot: {
+        name: 'echo',
+        composition: { mounts: [{ mountPath: ['child'], workflowName: 'first-child' }] },
+      },
+    });
+    const record = reserve('run-second', {
+      definitionSnapshot: {
+        name: 'echo',
+        composition: { mounts: [{ mountPath: ['child'], workflowName: 'second-child' }] },
+      },
+      workflowSource: {
+        root: { kind: 'builtin', id: 'echo', revision: 'r1' },
+        mounted: [
+          {
+            mountPath: ['child'],
+            workflowName: 'ignored',
+            source: { kind: 'file', path: '/w/child.md', hash: 'h1' },
+          },
+        ],
+      },
+    });
+    expect(record.workflowSource.mounted[0].workflowName).toBe('first-child');
+    expectFresh(record);
+  });
+});
