@@ -5,6 +5,7 @@ pub mod blobs;
 pub mod ids;
 pub mod json;
 mod private_fs;
+mod prune;
 pub mod revisions;
 pub mod schema;
 pub mod verify;
@@ -260,7 +261,7 @@ impl StateDb {
                 "Cannot prune blobs through a read-only Pi Workflows database",
             ));
         }
-        self.write(blobs::prune_unreferenced)
+        self.write(prune::prune_unreferenced)
     }
 
     /// `PRAGMA integrity_check` and `PRAGMA foreign_key_check`, with the reference's errors.
