@@ -7,9 +7,6 @@
 //! typical file their rows repeat a few hashes that other tables, or their own first rows,
 //! already accounted for. Which blobs go is exactly the full anti-join's answer either way.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
-
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
@@ -27,6 +24,12 @@ const READ_LAST: &[&str] = &[
 /// Deletes every blob no foreign-key column refers to; returns how many went. The caller holds
 /// the write transaction.
 pub fn prune_unreferenced(conn: &Connection) -> Result<usize> {
+    let rowids = unreferenced_rowids(conn)?;
+    delete_blobs(conn, &rowids)
+}
+
+/// The row ids of the blobs no foreign-key column refers to, ascending.
+pub fn unreferenced_rowids(conn: &Connection) -> Result<Vec<i64>> {
     let mut candidates = Candidates::load(conn)?;
     if !candidates.is_empty() {
         for (table, columns) in blob_references(conn)? {
@@ -36,9 +39,13 @@ pub fn prune_unreferenced(conn: &Connection) -> Result<usize> {
             }
         }
     }
-    let rowids = candidates.into_rowids();
+    Ok(candidates.into_rowids())
+}
+
+/// Deletes the blobs with these row ids (in this order); returns how many.
+pub fn delete_blobs(conn: &Connection, rowids: &[i64]) -> Result<usize> {
     let mut delete = conn.prepare_cached("DELETE FROM blobs WHERE rowid = ?")?;
-    for rowid in &rowids {
+    for rowid in rowids {
         delete.execute([rowid])?;
     }
     Ok(rowids.len())
@@ -72,10 +79,20 @@ fn strike_referenced(
     Ok(())
 }
 
-/// The blobs not yet known to be referenced, by hash, with their row ids.
+/// The blobs not yet known to be referenced, with their row ids.
+///
+/// Hashes of the schema's length (`CHECK (length(blob_hash) = 32)`) are kept sorted, with the
+/// start of each range of leading bits: SHA-256 digests are uniform, so a lookup compares one
+/// or two entries, and the table is a few flat arrays rather than a hash map.
 struct Candidates {
-    /// Hashes of the schema's length (`CHECK (length(blob_hash) = 32)`).
-    hashes: HashMap<[u8; 32], i64, BuildHashPrefix>,
+    hashes: Vec<[u8; 32]>,
+    rowids: Vec<i64>,
+    referenced: Vec<bool>,
+    /// `starts[b]..starts[b + 1]`: the entries whose leading `bits` bits are `b`.
+    starts: Vec<u32>,
+    bits: u32,
+    /// Sorted hashes not yet referenced.
+    remaining: usize,
     /// Any other BLOB hash (only a file that bypassed the check could hold one).
     odd: Vec<(Vec<u8>, i64)>,
     /// Hashes that are no BLOB equal no referencing value: those blobs always go.
@@ -84,38 +101,63 @@ struct Candidates {
 
 impl Candidates {
     fn load(conn: &Connection) -> Result<Candidates> {
-        let mut candidates = Candidates {
-            hashes: HashMap::default(),
-            odd: Vec::new(),
-            unmatchable: Vec::new(),
-        };
-        let mut statement = conn.prepare_cached("SELECT rowid, blob_hash FROM blobs")?;
+        let mut entries: Vec<([u8; 32], i64)> = Vec::new();
+        let mut odd = Vec::new();
+        let mut unmatchable = Vec::new();
+        // In key order, from the covering primary-key index: the sort below finds it sorted.
+        let mut statement =
+            conn.prepare_cached("SELECT rowid, blob_hash FROM blobs ORDER BY blob_hash")?;
         let mut rows = statement.query([])?;
         while let Some(row) = rows.next()? {
             let rowid: i64 = row.get(0)?;
             match row.get_ref(1)? {
                 ValueRef::Blob(hash) => match <[u8; 32]>::try_from(hash) {
-                    Ok(hash) => {
-                        candidates.hashes.insert(hash, rowid);
-                    }
-                    Err(_) => candidates.odd.push((hash.to_vec(), rowid)),
+                    Ok(hash) => entries.push((hash, rowid)),
+                    Err(_) => odd.push((hash.to_vec(), rowid)),
                 },
-                _ => candidates.unmatchable.push(rowid),
+                _ => unmatchable.push(rowid),
             }
         }
-        Ok(candidates)
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let bits = (usize::BITS - entries.len().leading_zeros()).clamp(1, 20);
+        let mut starts = vec![0u32; (1 << bits) + 1];
+        for (hash, _) in &entries {
+            starts[bucket(hash, bits) + 1] += 1;
+        }
+        for index in 1..starts.len() {
+            starts[index] += starts[index - 1];
+        }
+        let (hashes, rowids): (Vec<[u8; 32]>, Vec<i64>) = entries.into_iter().unzip();
+        Ok(Candidates {
+            referenced: vec![false; hashes.len()],
+            remaining: hashes.len(),
+            hashes,
+            rowids,
+            starts,
+            bits,
+            odd,
+            unmatchable,
+        })
     }
 
     /// Whether no blob is left that a reference could still keep.
     fn is_empty(&self) -> bool {
-        self.hashes.is_empty() && self.odd.is_empty()
+        self.remaining == 0 && self.odd.is_empty()
     }
 
     /// `hash` is referenced: its blob stays.
     fn strike(&mut self, hash: &[u8]) {
         match <&[u8; 32]>::try_from(hash) {
             Ok(hash) => {
-                self.hashes.remove(hash);
+                let bucket = bucket(hash, self.bits);
+                let range = self.starts[bucket] as usize..self.starts[bucket + 1] as usize;
+                if let Some(offset) = self.hashes[range.clone()].iter().position(|h| h == hash) {
+                    let index = range.start + offset;
+                    if !self.referenced[index] {
+                        self.referenced[index] = true;
+                        self.remaining -= 1;
+                    }
+                }
             }
             Err(_) if !self.odd.is_empty() => self.odd.retain(|(odd, _)| odd[..] != *hash),
             Err(_) => {}
@@ -125,14 +167,24 @@ impl Candidates {
     /// The row ids of the blobs nothing referenced, ascending (the reference's delete order).
     fn into_rowids(self) -> Vec<i64> {
         let mut rowids: Vec<i64> = self
-            .hashes
-            .into_values()
+            .rowids
+            .iter()
+            .zip(&self.referenced)
+            .filter(|(_, referenced)| !**referenced)
+            .map(|(rowid, _)| *rowid)
             .chain(self.odd.into_iter().map(|(_, rowid)| rowid))
             .chain(self.unmatchable)
             .collect();
         rowids.sort_unstable();
         rowids
     }
+}
+
+/// The leading `bits` bits of a hash.
+fn bucket(hash: &[u8; 32], bits: u32) -> usize {
+    let mut prefix = [0u8; 8];
+    prefix.copy_from_slice(&hash[..8]);
+    (u64::from_be_bytes(prefix) >> (64 - bits)) as usize
 }
 
 /// Each table other than `blobs` with the columns whose foreign key targets `blobs.blob_hash`,
@@ -160,37 +212,6 @@ fn blob_references(conn: &Connection) -> Result<Vec<(String, Vec<String>)>> {
 
 fn quote_identifier(value: &str) -> String {
     format!("\"{}\"", value.replace('"', "\"\""))
-}
-
-/// Hashes content hashes by their first eight bytes: they are SHA-256 digests, already uniform.
-#[derive(Default)]
-struct BuildHashPrefix;
-
-#[derive(Default)]
-struct HashPrefix(u64);
-
-impl BuildHasher for BuildHashPrefix {
-    type Hasher = HashPrefix;
-
-    fn build_hasher(&self) -> HashPrefix {
-        HashPrefix::default()
-    }
-}
-
-impl Hasher for HashPrefix {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut prefix = [0u8; 8];
-        let length = bytes.len().min(8);
-        prefix[..length].copy_from_slice(&bytes[..length]);
-        self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(prefix);
-    }
-
-    /// The array's length prefix, the same for every key.
-    fn write_usize(&mut self, _: usize) {}
 }
 
 #[cfg(test)]
@@ -248,7 +269,7 @@ mod tests {
             0 => Sql::Null,
             1 => Sql::Text(format!("t{}", code / 8 % 3)),
             2 => Sql::Blob(vec![code / 8 % 3; (code / 8 % 3) as usize]),
-            _ => Sql::Blob(vec![code / 8 % 5; 32]),
+            _ => Sql::Blob(vec![(code / 8 % 5).wrapping_mul(61); 32]),
         }
     }
 
