@@ -118,7 +118,7 @@ impl Candidates {
                 _ => unmatchable.push(rowid),
             }
         }
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        entries.sort_unstable_by_key(|entry| entry.0);
         let bits = (usize::BITS - entries.len().leading_zeros()).clamp(1, 20);
         let mut starts = vec![0u32; (1 << bits) + 1];
         for (hash, _) in &entries {
