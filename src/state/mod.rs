@@ -6,6 +6,7 @@ pub mod ids;
 pub mod json;
 mod private_fs;
 mod prune;
+pub mod read_cache;
 pub mod revisions;
 pub mod schema;
 pub mod verify;
@@ -79,6 +80,8 @@ pub struct StateDb {
     connection: Option<Connection>,
     /// The connection's number in the bench's statement trace, when recording (see `trace`).
     trace_id: Option<u64>,
+    /// Whole-table read results, kept while the database is unchanged.
+    pub read_cache: read_cache::ReadCache,
 }
 
 impl StateDb {
@@ -132,6 +135,7 @@ impl StateDb {
             mode,
             connection: Some(connection),
             trace_id,
+            read_cache: read_cache::ReadCache::default(),
         })
     }
 
