@@ -10,6 +10,7 @@ use super::reserve::sql_value;
 use super::row::{workflow_run_row, RunRow, RUN_SELECT};
 use crate::error::Result;
 use crate::state::blobs::JsonReads;
+use crate::state::read_cache::Snapshot;
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{field, json_text, text, Call, Reply};
 
@@ -31,10 +32,9 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
     let reply = match method {
         "getWorkflowRun" => get_workflow_run(store, call.arg(0)).map(maybe_text),
         "getWorkflowRunView" => get_workflow_run_view(store, call.arg(0)).map(maybe_text),
-        "workflowRunListRevision" => store
-            .conn()
-            .and_then(list_revision)
-            .map(|revision| Reply::value(revision.to_json())),
+        "workflowRunListRevision" => {
+            workflow_run_list_revision(store).map(|revision| Reply::value(revision.to_json()))
+        }
         "listWorkflowRunViews" => list_workflow_run_views(store, call.arg(0)).map(Reply::json_text),
         "workflowRunProjectPath" => workflow_run_project_path(store, call.arg(0))
             .map(|path| Reply::maybe(path.map(Value::String))),
@@ -89,6 +89,19 @@ impl ListRevision {
     }
 }
 
+fn workflow_run_list_revision(store: &Store) -> Result<std::sync::Arc<ListRevision>> {
+    let conn = store.conn()?;
+    let own = conn.is_autocommit();
+    in_read_transaction(conn, || {
+        let snapshot = store.state.read_cache.snapshot(conn, own)?;
+        snapshot.get_or_compute(LIST_REVISION, || list_revision(conn))
+    })
+}
+
+/// Cache keys (see `crate::state::read_cache`).
+const LIST_REVISION: &str = "runs.list-revision";
+const VIEW_ORDER: &str = "runs.view-order";
+
 fn list_revision(conn: &Connection) -> Result<ListRevision> {
     Ok(conn
         .prepare_cached(
@@ -107,12 +120,17 @@ fn list_revision(conn: &Connection) -> Result<ListRevision> {
 
 fn list_workflow_run_views(store: &Store, options: &Value) -> Result<String> {
     let conn = store.conn()?;
-    let current = list_revision(conn)?;
+    let own = conn.is_autocommit();
     let page = [
         sql_value(field(options, "limit")),
         sql_value(field(options, "offset")),
     ];
-    let runs = in_read_transaction(conn, || view_page(conn, &page))?;
+    // The revision and the page from one snapshot (the reference reads them one after the other).
+    let (current, runs) = in_read_transaction(conn, || {
+        let snapshot = store.state.read_cache.snapshot(conn, own)?;
+        let current = snapshot.get_or_compute(LIST_REVISION, || list_revision(conn))?;
+        Ok((current, view_page(conn, &snapshot, &page)?))
+    })?;
     let mut out = json_text(&current.to_json());
     out.pop(); // `}`: the runs follow the total and revision
     out.push_str(",\"runs\":[");
@@ -121,26 +139,52 @@ fn list_workflow_run_views(store: &Store, options: &Value) -> Result<String> {
     Ok(out)
 }
 
+/// The runs of the view list, in the order of `RUN_VIEW_SELECT ORDER BY q.created_at DESC`.
+/// Ties keep the single statement's order: it scans `runs` and its sort is stable, so equal
+/// `created_at` come in rowid order.
+const VIEW_ORDER_SELECT: &str = "SELECT r.rowid FROM runs r
+    JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
+    JOIN run_queue q ON q.run_id = r.run_id
+    ORDER BY q.created_at DESC, r.rowid";
+
 /// The views of `RUN_VIEW_SELECT ORDER BY q.created_at DESC LIMIT ? OFFSET ?`, found in two
 /// steps: the page's runs first, sorting only their row ids (the left joins never add or drop
 /// a row), then each view. Sorting the whole joined select to keep fifty rows dominated the
-/// call. Ties keep the single statement's order: it scans `runs` and its sort is stable, so
-/// equal `created_at` come in rowid order.
-fn view_page(conn: &Connection, page: &[Sql; 2]) -> Result<Vec<String>> {
-    let rowids: Vec<i64> = conn
-        .prepare_cached(
-            "SELECT r.rowid FROM runs r
-             JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
-             JOIN run_queue q ON q.run_id = r.run_id
-             ORDER BY q.created_at DESC, r.rowid LIMIT ? OFFSET ?",
-        )?
-        .query_map(params_from_iter(page), |row| row.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+/// call. While the database is unchanged, the order of all runs is kept (one sort for every
+/// page); a limit or offset other than a non-negative integer takes SQLite's own reading.
+fn view_page(conn: &Connection, snapshot: &Snapshot<'_>, page: &[Sql; 2]) -> Result<Vec<String>> {
+    let rowids: Vec<i64> = match page {
+        [Sql::Integer(limit), Sql::Integer(offset)]
+            if *limit >= 0 && *offset >= 0 && snapshot.is_caching() =>
+        {
+            let order =
+                snapshot.get_or_compute(VIEW_ORDER, || row_ids(conn, VIEW_ORDER_SELECT, []))?;
+            order
+                .iter()
+                .skip(usize::try_from(*offset).unwrap_or(usize::MAX))
+                .take(usize::try_from(*limit).unwrap_or(usize::MAX))
+                .copied()
+                .collect()
+        }
+        _ => row_ids(
+            conn,
+            &format!("{VIEW_ORDER_SELECT} LIMIT ? OFFSET ?"),
+            params_from_iter(page),
+        )?,
+    };
     let mut views = Vec::with_capacity(rowids.len());
     for rowid in rowids {
         views.extend(view_rows(conn, "WHERE r.rowid = ?", [rowid])?);
     }
     Ok(views)
+}
+
+/// The first column (a row id) of every row of `sql`.
+fn row_ids(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Result<Vec<i64>> {
+    Ok(conn
+        .prepare_cached(sql)?
+        .query_map(params, |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?)
 }
 
 fn workflow_run_project_path(store: &Store, run_id: &Value) -> Result<Option<String>> {
@@ -163,6 +207,7 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
         clauses.push("r.project_id = ?".into());
         params.push(Sql::Text(project_id.into()));
     }
+    let scope = clauses.len();
     let mut add_list = |name: &str, column_test: &str| {
         if let Some(items) = field(options, name)
             .as_array()
@@ -175,10 +220,8 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
     };
     add_list("statuses", "q.status IN");
     add_list("excludeRunIds", "r.run_id NOT IN");
-    let limit = options.get("limit");
-    if let Some(limit) = limit {
-        params.push(sql_value(limit));
-    }
+    let filtered = clauses.len() > scope;
+    let limit = options.get("limit").map(sql_value);
     let mut clause = String::new();
     if !clauses.is_empty() {
         clause.push_str(&format!("WHERE {}", clauses.join(" AND ")));
@@ -191,20 +234,37 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
     } else {
         " ORDER BY q.created_at DESC, r.rowid"
     });
-    if limit.is_some() {
-        clause.push_str(" LIMIT ?");
-    }
+    // The page's row ids first (sorting narrow rows), then each run: sorting every run of the
+    // project with all its columns dominated the call.
+    let from = &RUN_SELECT[RUN_SELECT
+        .find("FROM runs r")
+        .expect("RUN_SELECT has a FROM")..];
+    let order_select = format!("SELECT r.rowid {from} {clause}");
     let conn = store.conn()?;
+    let own = conn.is_autocommit();
     in_read_transaction(conn, || {
-        // The page's row ids first (sorting narrow rows), then each run: sorting every run of
-        // the project with all its columns dominated the call.
-        let from = &RUN_SELECT[RUN_SELECT
-            .find("FROM runs r")
-            .expect("RUN_SELECT has a FROM")..];
-        let rowids: Vec<i64> = conn
-            .prepare_cached(&format!("SELECT r.rowid {from} {clause}"))?
-            .query_map(params_from_iter(params), |row| row.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+        let snapshot = store.state.read_cache.snapshot(conn, own)?;
+        let rowids: Vec<i64> = match &limit {
+            // Unfiltered, the order of all the project's runs is kept while the database is
+            // unchanged; a limit other than a non-negative integer takes SQLite's own reading.
+            None | Some(Sql::Integer(0..)) if !filtered && snapshot.is_caching() => {
+                let key = format!("runs.list-order:{}", store.project_id().unwrap_or(""));
+                let order = snapshot.get_or_compute(&key, || {
+                    row_ids(conn, &order_select, params_from_iter(&params))
+                })?;
+                let take = match &limit {
+                    Some(Sql::Integer(limit)) => usize::try_from(*limit).unwrap_or(usize::MAX),
+                    _ => usize::MAX,
+                };
+                order.iter().take(take).copied().collect()
+            }
+            None => row_ids(conn, &order_select, params_from_iter(&params))?,
+            Some(limit) => row_ids(
+                conn,
+                &format!("{order_select} LIMIT ?"),
+                params_from_iter(params.iter().chain([limit])),
+            )?,
+        };
         let mut json = JsonReads::new(conn);
         let mut runs = String::from("[");
         let mut by_rowid = conn.prepare_cached(&format!("{RUN_SELECT} WHERE r.rowid = ?"))?;

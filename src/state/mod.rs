@@ -5,6 +5,8 @@ pub mod blobs;
 pub mod ids;
 pub mod json;
 mod private_fs;
+mod prune;
+pub mod read_cache;
 pub mod revisions;
 pub mod schema;
 pub mod verify;
@@ -27,6 +29,11 @@ const STATEMENT_CACHE_CAPACITY: usize = 256;
 /// SQLite's page cache (negative: KiB). With the default 2 MiB, a database of a few thousand
 /// runs no longer fits, and every read fetches its pages from the OS again.
 const CACHE_SIZE_KIB: i64 = -32 * 1024;
+/// The page cache (in pages) while the open's blob prune reads the referencing tables. Each
+/// page is read once, so a few suffice; with the full cache every page read (a third of the
+/// file) took a freshly allocated buffer, and the page faults of those allocations, repeated on
+/// every open because closing returns the memory, cost more than the reads themselves.
+const PRUNE_SCAN_CACHE_PAGES: i64 = 64;
 
 /// How a state database is opened (`StateDatabaseMode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +81,8 @@ pub struct StateDb {
     connection: Option<Connection>,
     /// The connection's number in the bench's statement trace, when recording (see `trace`).
     trace_id: Option<u64>,
+    /// Whole-table read results, kept while the database is unchanged.
+    pub read_cache: read_cache::ReadCache,
 }
 
 impl StateDb {
@@ -132,6 +141,7 @@ impl StateDb {
             mode,
             connection: Some(connection),
             trace_id,
+            read_cache: read_cache::ReadCache::default(),
         })
     }
 
@@ -165,7 +175,7 @@ impl StateDb {
         match self.mode {
             Mode::ReadOnly => conn.pragma_update(None, "query_only", "ON")?,
             Mode::ReadWrite => {
-                self.prune_unreferenced_blobs()?;
+                self.prune_on_open()?;
                 private_fs::set_mode(&self.file_path, 0o600)
                     .map_err(|error| StoreError::plain(error.to_string()))?;
             }
@@ -266,7 +276,22 @@ impl StateDb {
                 "Cannot prune blobs through a read-only Pi Workflows database",
             ));
         }
-        self.write(blobs::prune_unreferenced)
+        self.write(prune::prune_unreferenced)
+    }
+
+    /// [`StateDb::prune_unreferenced_blobs`] as an open runs it: reading through a small page
+    /// cache (see [`PRUNE_SCAN_CACHE_PAGES`]), deleting with the full one, so that a large
+    /// delete never spills pages before its commit.
+    fn prune_on_open(&self) -> Result<()> {
+        let conn = self.conn()?;
+        conn.pragma_update(None, "cache_size", PRUNE_SCAN_CACHE_PAGES)?;
+        // A failure fails the open, which closes the connection: nothing to restore then.
+        self.write(|conn| {
+            let rowids = prune::unreferenced_rowids(conn);
+            conn.pragma_update(None, "cache_size", CACHE_SIZE_KIB)?;
+            prune::delete_blobs(conn, &rowids?)
+        })
+        .map(drop)
     }
 
     /// `PRAGMA integrity_check` and `PRAGMA foreign_key_check`, with the reference's errors.

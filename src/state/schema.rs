@@ -1,5 +1,7 @@
 //! The schema the reference store writes, byte for byte, and its identifying constants.
 
+use std::sync::OnceLock;
+
 use sha2::{Digest, Sha256};
 
 /// `PRAGMA application_id` of a state file (`PIWF`).
@@ -17,9 +19,11 @@ pub const STATE_SCHEMA_SQL: &str = include_str!("schema.sql");
 /// The message of every schema mismatch, as in the reference.
 pub const RESET_INSTRUCTION: &str = "Pi Workflows durable state is incompatible. Move or remove the old workflow state, then create a new state.sqlite database.";
 
-/// SHA-256 of [`STATE_SCHEMA_SQL`], stored as `schema_meta.schema_digest`.
-pub fn schema_digest() -> [u8; 32] {
-    Sha256::digest(STATE_SCHEMA_SQL.as_bytes()).into()
+/// SHA-256 of [`STATE_SCHEMA_SQL`], stored as `schema_meta.schema_digest` (computed once: every
+/// open compares it).
+pub fn schema_digest() -> &'static [u8; 32] {
+    static DIGEST: OnceLock<[u8; 32]> = OnceLock::new();
+    DIGEST.get_or_init(|| Sha256::digest(STATE_SCHEMA_SQL.as_bytes()).into())
 }
 
 #[cfg(test)]
