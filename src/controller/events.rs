@@ -6,12 +6,10 @@ use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
 use super::js::{bind, is_nullish, prop, template};
-use super::rows::{assert_controller_claim, require_controller_row, ResourceRef};
-use crate::error::{Result, StoreError};
+use super::rows::{bump_controller_resource, require_claim_row, ResourceRef};
+use crate::error::Result;
 use crate::state::blobs::JsonReads;
-use crate::state::revisions::{
-    bump_resource, event_seq, insert_event, resource_revision, EventDraft,
-};
+use crate::state::revisions::{insert_event, EventDraft};
 use crate::store::{in_read_transaction, Store};
 use crate::time::iso;
 use crate::wire::{field, time, Call, JsonArg, ObjectWriter, Reply};
@@ -40,13 +38,15 @@ fn record_event(store: &Store, call: &Call) -> Result<Reply> {
     let claim = prop(options, "claim").filter(|claim| !claim.is_null());
     let event_type = prop(options, "type");
     let (seq, revision) = store.write(|conn| {
-        let row = require_controller_row(conn, store.project_id(), reference)?;
+        let claimed = require_claim_row(conn, store.project_id(), reference)?;
         let lease = claim
-            .map(|claim| assert_controller_claim(conn, &row, claim, now, true))
+            .map(|claim| claimed.assert_claim(claim, now, true))
             .transpose()?;
-        let revision = resource_revision(conn, &row.resource_id)? + 1;
-        bump_resource(conn, &row.resource_id, revision - 1, now)?;
-        let event_id = insert_event(
+        let row = &claimed.row;
+        // The revision was read with the row, in this transaction.
+        let revision = row.resource_version + 1;
+        bump_controller_resource(conn, &row.resource_id, revision - 1, now)?;
+        insert_event(
             conn,
             &EventDraft {
                 resource_id: &row.resource_id,
@@ -63,9 +63,8 @@ fn record_event(store: &Store, call: &Call) -> Result<Reply> {
                 lease_generation: lease.as_ref().map(|lease| lease.generation),
             },
         )?;
-        let seq = event_seq(conn, &event_id)?
-            .ok_or_else(|| StoreError::plain("Controller event was not recorded"))?;
-        Ok((seq, revision))
+        // The events INSERT is the last row insert: `event_seq` is its rowid (AUTOINCREMENT).
+        Ok((conn.last_insert_rowid(), revision))
     })?;
     let caller_value = |value: Option<&Value>| value.cloned().unwrap_or(Value::Null);
     let event = json!({
