@@ -116,3 +116,25 @@ test('reserveEffect and updateEffect records equal getEffect', () => {
     expect(JSON.stringify(updated)).toBe(JSON.stringify(store.getEffect(uid, key)));
   }
 });
+
+test('reads of a record in one statement equal the record read table by table', () => {
+  const created = store.putResource({ ...ref, spec: { 10: 1, 9: 2 }, initialStatus: 'lone \udc00' });
+  const finalizers = ['plain', 'quote " and \\ backslash', 'controls \u0001\t\n\u001f\u007f', 'line \u2028 sep', 'é 😀', ''];
+  // updateFinalizers writes its record from the row, the blobs and the finalizers read apart.
+  const written = store.updateFinalizers({ ref, expectedResourceVersion: created.metadata.resourceVersion, finalizers });
+  expect(written.metadata.finalizers).toEqual(finalizers);
+  const text = JSON.stringify(written);
+  expect(JSON.stringify(store.getResource(ref))).toBe(text);
+  expect(JSON.stringify(store.getResourceByUid(created.metadata.uid))).toBe(text);
+  expect(JSON.stringify(store.listResources({ controller: 'jobs' }))).toBe(`[${text}]`);
+});
+
+test('listEvents payloads equal the payloads recorded, repeated ones included', () => {
+  store.putResource({ ...ref, spec: { n: 1 } });
+  const payloads = [{ b: 1, a: 2 }, { 10: 'x', 9: 'y' }, { s: 'lone \ud800' }, { b: 1, a: 2 }, undefined, null, 'text'];
+  for (const payload of payloads) store.recordEvent({ ...ref, type: 'p', payload });
+  const listed = store.listEvents({ ...ref, limit: payloads.length }).reverse();
+  const expected = payloads.map((payload) => JSON.parse(JSON.stringify(payload ?? {})));
+  expected[2] = { s: 'lone \ufffd' };
+  expect(listed.map((event: any) => event.payload)).toEqual(expected);
+});

@@ -1,14 +1,18 @@
 //! Controller events (methods 26–27): recording an event on a controller resource (by its
 //! claim holder or the control plane) and listing events newest first.
 
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
 use super::js::{bind, is_nullish, prop, template};
-use super::rows::{bump_controller_resource, require_claim_row, ResourceRef};
+use super::rows::{
+    bump_controller_resource, document_text, joined_blob, require_claim_row, ResourceRef,
+};
 use crate::error::Result;
-use crate::state::blobs::JsonReads;
 use crate::state::revisions::{insert_event, EventDraft};
 use crate::store::{in_read_transaction, Store};
 use crate::time::iso;
@@ -83,10 +87,19 @@ fn record_event(store: &Store, call: &Call) -> Result<Reply> {
     })
 }
 
-type EventRow = (i64, i64, String, String, String, Option<Vec<u8>>);
+type EventRow = (
+    i64,
+    i64,
+    String,
+    String,
+    String,
+    Option<Vec<u8>>,
+    Option<(bool, String)>,
+);
 
 /// The `limit` newest controller events of `events_source` (the table, or a window of it,
-/// which `CROSS JOIN` makes SQLite walk in order instead of indexing it to join backwards).
+/// which `CROSS JOIN` makes SQLite walk in order instead of indexing it to join backwards),
+/// each with its payload blob (one statement, not one more per payload).
 fn event_rows(
     conn: &Connection,
     events_source: &str,
@@ -96,10 +109,11 @@ fn event_rows(
 ) -> Result<Vec<EventRow>> {
     let sql = format!(
         "SELECT e.event_seq, e.recorded_at, c.controller_name, c.resource_key,
-                e.event_type, e.payload_hash
+                e.event_type, e.payload_hash, b.media_type, b.content
          FROM {events_source} e
          {join} resources r ON r.resource_id = e.resource_id
          JOIN controller_resources c ON c.resource_id = r.resource_id
+         LEFT JOIN blobs b ON b.blob_hash = e.payload_hash
          WHERE {filter}
          ORDER BY e.event_seq DESC LIMIT ?"
     );
@@ -113,6 +127,7 @@ fn event_rows(
                 row.get(3)?,
                 row.get(4)?,
                 row.get(5)?,
+                joined_blob(row, 6)?,
             ))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -186,19 +201,22 @@ fn event_list_text(conn: &Connection, filter: &str, bound: Vec<SqlValue>) -> Res
         }
         None => event_rows(conn, "events", "JOIN", filter, bound)?,
     };
-    // Written straight as text, as the run events are.
-    let mut payloads = JsonReads::new(conn);
+    // Written straight as text, as the run events are; each distinct payload checked once.
+    let mut payloads: HashMap<&[u8], String> = HashMap::new();
     let mut out = String::with_capacity(rows.len() * 200 + 2);
     out.push('[');
-    for (index, (seq, recorded_at, controller, key, event_type, payload_hash)) in
+    for (index, (seq, recorded_at, controller, key, event_type, payload_hash, blob)) in
         rows.iter().enumerate()
     {
         if index > 0 {
             out.push(',');
         }
         let payload = match payload_hash {
-            Some(hash) => payloads.get_text(hash)?,
-            None => "{}".to_string(),
+            Some(hash) => match payloads.entry(hash) {
+                Entry::Occupied(known) => known.into_mut(),
+                Entry::Vacant(new) => new.insert(document_text(blob)?),
+            },
+            None => "{}",
         };
         ObjectWriter::new(&mut out)
             .int("seq", *seq)
@@ -206,7 +224,7 @@ fn event_list_text(conn: &Connection, filter: &str, bound: Vec<SqlValue>) -> Res
             .str("controller", controller)
             .str("key", key)
             .str("type", event_type)
-            .raw("payload", &payload)
+            .raw("payload", payload)
             .finish();
     }
     out.push(']');

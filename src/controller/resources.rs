@@ -7,10 +7,9 @@ use serde_json::{json, Value};
 use super::js::{bind, prop, same_number, template, utf16_length};
 use super::rows::{
     assert_controller_claim, bump_controller_resource, controller_record, controller_row,
-    controller_row_by_uid, controller_select, enqueue_controller_row, finalizers,
-    insert_claim_event, insert_control_event, lookup_controller_row, map_controller_resource,
-    replace_finalizers, require_claim_row, require_controller_row, require_resource, ControllerRow,
-    ResourceRef,
+    documented_row, documented_row_by_uid, documented_select, enqueue_controller_row, finalizers,
+    insert_claim_event, insert_control_event, replace_finalizers, require_claim_row,
+    require_controller_row, require_resource, ControllerRow, DocumentedRow, ResourceRef,
 };
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, JsonReads};
@@ -266,22 +265,19 @@ fn get_resource(store: &Store, call: &Call) -> Result<Reply> {
     if store.project_id().is_none() {
         return Ok(Reply::undefined());
     }
+    // One statement (the record with its documents): no read transaction needed.
     let conn = store.conn()?;
-    let record = in_read_transaction(conn, || {
-        lookup_controller_row(store, ResourceRef::of(call.arg(0)))?
-            .map(|row| map_controller_resource(conn, &row))
-            .transpose()
-    })?;
+    let record = documented_row(conn, store.project_id(), ResourceRef::of(call.arg(0)))?
+        .map(|row| row.record(conn))
+        .transpose()?;
     Ok(Reply::maybe_text(record))
 }
 
 fn get_resource_by_uid(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
-    let record = in_read_transaction(conn, || {
-        controller_row_by_uid(conn, call.args.first())?
-            .map(|row| map_controller_resource(conn, &row))
-            .transpose()
-    })?;
+    let record = documented_row_by_uid(conn, call.args.first())?
+        .map(|row| row.record(conn))
+        .transpose()?;
     Ok(Reply::maybe_text(record))
 }
 
@@ -298,21 +294,21 @@ fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
         bound.push(bind(Some(controller))?);
     }
     let conn = store.conn()?;
-    let sql = controller_select(&format!(
+    let sql = documented_select(&format!(
         "WHERE {} ORDER BY c.controller_name, c.resource_key",
         clauses.join(" AND ")
     ));
     let records = in_read_transaction(conn, || {
         let mut statement = conn.prepare_cached(&sql)?;
         let rows = statement
-            .query_map(params_from_iter(bound), ControllerRow::from_row)?
+            .query_map(params_from_iter(bound), DocumentedRow::from_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut records = String::from("[");
         for (index, row) in rows.iter().enumerate() {
             if index > 0 {
                 records.push(',');
             }
-            records.push_str(&map_controller_resource(conn, row)?);
+            records.push_str(&row.record(conn)?);
         }
         records.push(']');
         Ok(records)
