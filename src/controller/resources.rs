@@ -87,7 +87,9 @@ fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
     let now = time(field(options, "now"))?;
     let spec_text = JsonArg::of(field(options, "spec")).text()?;
     let status_text = initial_status_text(JsonArg::of(field(options, "initialStatus")))?;
-    if store.project_id().is_some() && has_text_values(reference) {
+    // Not inside a caller's transaction: there the reference stores the blobs in it and then
+    // fails to begin its own, which rolls the caller's back.
+    if store.project_id().is_some() && has_text_values(reference) && store.conn()?.is_autocommit() {
         // On failure nothing was written: the reference's own path then runs, storing the
         // blobs outside its transaction and failing the same way (a resource row left behind
         // by deleteResource makes the insert fail on its primary key, for one).
