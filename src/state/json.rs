@@ -278,8 +278,31 @@ fn replace_lone_surrogates(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{canonical, parse, MAX_JSON_DEPTH};
+    use super::{canonical, parse, record_text, MAX_JSON_DEPTH};
     use serde_json::json;
+
+    #[test]
+    fn record_text_is_what_a_blob_read_gives() {
+        // Sorted keys: the text itself, byte for byte.
+        for text in [
+            r#"{"a":1,"b":[{"x":null,"y":"\u0001"}]}"#,
+            "[]",
+            "\"s\"",
+            "1e+21",
+        ] {
+            assert_eq!(record_text(text).unwrap(), text);
+        }
+        // JSON.stringify writes integer-like keys first; the record sorts them as strings.
+        assert_eq!(
+            record_text(r#"{"9":1,"10":2}"#).unwrap(),
+            r#"{"10":2,"9":1}"#
+        );
+        // A lone surrogate escape is repaired as the stored-document parse repairs it.
+        assert_eq!(record_text(r#"["\ud800"]"#).unwrap(), "[\"\u{FFFD}\"]");
+        assert!(record_text("{")
+            .unwrap_err()
+            .starts_with("Stored JSON is invalid"));
+    }
 
     #[test]
     fn sorts_keys_and_formats_numbers_like_javascript() {
