@@ -242,8 +242,9 @@ pub struct DocumentedRow {
 
 /// The columns [`DocumentedRow::from_row`] reads after [`CONTROLLER_COLUMNS`].
 /// The finalizers come ordered from a subquery, which SQLite runs as a co-routine feeding the
-/// aggregate in that order: `json_group_array(… ORDER BY …)` would build and sort a temporary
-/// B-tree on every read instead.
+/// aggregate in that order (its ORDER BY is kept under any aggregate but count/min/max: see
+/// the OmitOrderBy conditions in sqlite3.c): `json_group_array(… ORDER BY …)` would build
+/// and sort a temporary B-tree on every read instead.
 const DOCUMENT_COLUMNS: &str = "sb.media_type, sb.content, tb.media_type, tb.content,
     (SELECT json_group_array(finalizer) FROM (
        SELECT f.finalizer FROM controller_finalizers f
