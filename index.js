@@ -57,6 +57,8 @@ function valueAt(args, { index, property }) {
 
 /** The arguments as the core reads them; the caller's objects are never modified. */
 function wireArguments(spec, args) {
+  // Most calls convert nothing: the arguments are sent as they are, without a copy.
+  if (spec.plain) return JSON.stringify(args);
   const wire = Array.from(args);
   const copied = new Set();
   for (const at of spec.time) replaceAt(wire, copied, at, timeValue);

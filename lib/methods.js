@@ -101,6 +101,8 @@ for (const spec of Object.values(METHODS)) {
   }
   spec.claim = spec.claim === undefined ? undefined : parsePath(spec.claim);
   spec.echo = spec.echo === undefined ? undefined : parsePath(spec.echo);
+  // No argument to convert before the call (index.js then sends the arguments as they are).
+  spec.plain = spec.time.length === 0 && spec.date.length === 0 && spec.json.length === 0;
 }
 
 module.exports = { METHODS };

@@ -6,14 +6,15 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
 use super::js::{bind, prop, same_number, same_text, same_value, template};
+use super::rows::ControllerRow;
 use super::rows::{
-    assert_controller_claim, insert_claim_event, put_caller_text, require_controller_row_by_uid,
+    bump_controller_resource, insert_claim_event, put_caller_text, require_claim_row_by_uid,
 };
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, read_text};
 use crate::state::ids::{effect_id_for, resource_id_for};
 use crate::state::json::canonical;
-use crate::state::revisions::{bump_resource, insert_lease, resource_revision};
+use crate::state::revisions::{insert_lease, resource_revision};
 use crate::store::Store;
 use crate::time::iso;
 use crate::wire::{field, time, Call, Reply};
@@ -182,8 +183,9 @@ fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
     let uid = prop(options, "resourceUid");
     let key = prop(options, "key");
     let reservation = store.write(|conn| {
-        let source = require_controller_row_by_uid(conn, uid)?;
-        let lease = assert_controller_claim(conn, &source, field(options, "claim"), now, true)?;
+        let claimed = require_claim_row_by_uid(conn, uid)?;
+        let lease = claimed.assert_claim(field(options, "claim"), now, true)?;
+        let source = claimed.row;
         let effect_id = effect_id_for(&source.resource_id, &template(key));
         if let Some(existing) = effect_row(conn, uid, key)? {
             let same_request = same_number(existing.generation, prop(options, "generation"))
@@ -227,10 +229,82 @@ fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
             now
         ])?;
         insert_claim_event(conn, &effect_resource_id, 1, "effect.reserved", &lease, now)?;
-        let record = map_effect(conn, &require_effect_row(conn, uid, key)?)?;
+        let record = match reserved_record(options, &source, now) {
+            Some(record) => record,
+            None => map_effect(conn, &require_effect_row(conn, uid, key)?)?,
+        };
         Ok(json!({ "record": record, "created": true }))
     })?;
     Ok(Reply::value(reservation))
+}
+
+/// The record of the effect `reserveEffect` just inserted, from the values it inserted, when
+/// they read back as they are: a string `key` and `kind` (the `key` column and `kind` of the
+/// record), and a string or absent/null `requestFingerprint` (what `json_extract` gives of the
+/// stored payload). `None` otherwise: the record is then read back.
+fn reserved_record(options: &Value, source: &ControllerRow, now: i64) -> Option<Value> {
+    let key = prop(options, "key")?.as_str()?;
+    let kind = prop(options, "kind")?.as_str()?;
+    let fingerprint = match prop(options, "requestFingerprint") {
+        None | Some(Value::Null) => Value::Null,
+        Some(Value::String(text)) => Value::String(text.clone()),
+        Some(_) => return None,
+    };
+    let mut record = Map::new();
+    record.insert("key".into(), key.into());
+    record.insert("resourceUid".into(), source.uid.clone().into());
+    record.insert("generation".into(), source.generation.into());
+    record.insert("kind".into(), kind.into());
+    record.insert("state".into(), "pending".into());
+    record.insert("requestFingerprint".into(), fingerprint);
+    record.insert("startedAt".into(), iso(now).into());
+    Some(Value::Object(record))
+}
+
+/// The record of the effect `updateEffect` just updated, from `row` (read before the update)
+/// and the values it wrote, when they read back as they are: a string `key`, `state` and
+/// `error` (or none), a string or absent/null `externalRef`. `None` otherwise.
+fn updated_record(
+    options: &Value,
+    source: &ControllerRow,
+    row: &EffectRow,
+    now: i64,
+) -> Option<Value> {
+    let key = prop(options, "key")?.as_str()?;
+    let state = prop(options, "state")?.as_str()?;
+    let stored_state = if state == "indeterminate" {
+        "ambiguous"
+    } else {
+        state
+    };
+    let external_ref = match prop(options, "externalRef") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text.as_str()),
+        Some(_) => return None,
+    };
+    let error = match prop(options, "error") {
+        None => None,
+        Some(Value::String(text)) => Some(text.as_str()),
+        Some(_) => return None,
+    };
+    let mut record = Map::new();
+    record.insert("key".into(), key.into());
+    record.insert("resourceUid".into(), row.resource_uid.clone().into());
+    record.insert("generation".into(), source.generation.into());
+    record.insert("kind".into(), row.kind.clone().into());
+    record.insert("state".into(), record_state(stored_state).into());
+    record.insert("requestFingerprint".into(), row.request_fingerprint.clone());
+    record.insert("startedAt".into(), iso(row.started_at).into());
+    if state != "pending" {
+        record.insert("completedAt".into(), iso(now).into());
+    }
+    if let Some(external_ref) = external_ref {
+        record.insert("externalRef".into(), external_ref.into());
+    }
+    if let Some(error) = error {
+        record.insert("error".into(), error.into());
+    }
+    Some(Value::Object(record))
 }
 
 fn get_effect(store: &Store, call: &Call) -> Result<Reply> {
@@ -248,8 +322,9 @@ fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
     let key = prop(options, "key");
     let state = prop(options, "state");
     let record = store.write(|conn| {
-        let source = require_controller_row_by_uid(conn, uid)?;
-        let lease = assert_controller_claim(conn, &source, field(options, "claim"), now, true)?;
+        let claimed = require_claim_row_by_uid(conn, uid)?;
+        let lease = claimed.assert_claim(field(options, "claim"), now, true)?;
+        let source = claimed.row;
         let row = require_effect_row(conn, uid, key)?;
         let effect_resource_id = resource_id_for("effect", &row.effect_id);
         let revision = resource_revision(conn, &effect_resource_id)?;
@@ -276,7 +351,7 @@ fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
             if pending { None } else { Some(now) },
             row.effect_id
         ])?;
-        bump_resource(conn, &effect_resource_id, revision, now)?;
+        bump_controller_resource(conn, &effect_resource_id, revision, now)?;
         let event_type = format!("effect.{}", template(state));
         insert_claim_event(
             conn,
@@ -286,7 +361,10 @@ fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
             &lease,
             now,
         )?;
-        map_effect(conn, &require_effect_row(conn, uid, key)?)
+        match updated_record(options, &source, &row, now) {
+            Some(record) => Ok(record),
+            None => map_effect(conn, &require_effect_row(conn, uid, key)?),
+        }
     })?;
     Ok(Reply::value(record))
 }

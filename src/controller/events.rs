@@ -1,17 +1,16 @@
 //! Controller events (methods 26–27): recording an event on a controller resource (by its
 //! claim holder or the control plane) and listing events newest first.
 
-use rusqlite::types::Value as SqlValue;
-use rusqlite::{params_from_iter, Connection};
+use rusqlite::types::{Type, Value as SqlValue, ValueRef};
+use rusqlite::{params_from_iter, Connection, Row};
 use serde_json::{json, Value};
 
 use super::js::{bind, is_nullish, prop, template};
-use super::rows::{assert_controller_claim, require_controller_row, ResourceRef};
-use crate::error::{Result, StoreError};
-use crate::state::blobs::JsonReads;
-use crate::state::revisions::{
-    bump_resource, event_seq, insert_event, resource_revision, EventDraft,
+use super::rows::{
+    bump_controller_resource, document_text, joined_blob, require_claim_row, ResourceRef,
 };
+use crate::error::Result;
+use crate::state::revisions::{insert_event, EventDraft};
 use crate::store::{in_read_transaction, Store};
 use crate::time::iso;
 use crate::wire::{field, time, Call, JsonArg, ObjectWriter, Reply};
@@ -40,13 +39,15 @@ fn record_event(store: &Store, call: &Call) -> Result<Reply> {
     let claim = prop(options, "claim").filter(|claim| !claim.is_null());
     let event_type = prop(options, "type");
     let (seq, revision) = store.write(|conn| {
-        let row = require_controller_row(conn, store.project_id(), reference)?;
+        let claimed = require_claim_row(conn, store.project_id(), reference)?;
         let lease = claim
-            .map(|claim| assert_controller_claim(conn, &row, claim, now, true))
+            .map(|claim| claimed.assert_claim(claim, now, true))
             .transpose()?;
-        let revision = resource_revision(conn, &row.resource_id)? + 1;
-        bump_resource(conn, &row.resource_id, revision - 1, now)?;
-        let event_id = insert_event(
+        let row = &claimed.row;
+        // The revision was read with the row, in this transaction.
+        let revision = row.resource_version + 1;
+        bump_controller_resource(conn, &row.resource_id, revision - 1, now)?;
+        insert_event(
             conn,
             &EventDraft {
                 resource_id: &row.resource_id,
@@ -63,9 +64,8 @@ fn record_event(store: &Store, call: &Call) -> Result<Reply> {
                 lease_generation: lease.as_ref().map(|lease| lease.generation),
             },
         )?;
-        let seq = event_seq(conn, &event_id)?
-            .ok_or_else(|| StoreError::plain("Controller event was not recorded"))?;
-        Ok((seq, revision))
+        // The events INSERT is the last row insert: `event_seq` is its rowid (AUTOINCREMENT).
+        Ok((conn.last_insert_rowid(), revision))
     })?;
     let caller_value = |value: Option<&Value>| value.cloned().unwrap_or(Value::Null);
     let event = json!({
@@ -84,40 +84,57 @@ fn record_event(store: &Store, call: &Call) -> Result<Reply> {
     })
 }
 
-type EventRow = (i64, i64, String, String, String, Option<Vec<u8>>);
-
-/// The `limit` newest controller events of `events_source` (the table, or a window of it,
-/// which `CROSS JOIN` makes SQLite walk in order instead of indexing it to join backwards).
-fn event_rows(
+/// Writes the `limit` newest controller events of `events_source` (the table, or a window of
+/// it, which `CROSS JOIN` makes SQLite walk in order instead of indexing it to join backwards)
+/// into `out` as JSON array items, straight from SQLite's row buffers; returns how many. Each
+/// payload blob comes in the same row (one statement, not one more per payload).
+fn write_events(
     conn: &Connection,
     events_source: &str,
     join: &str,
     filter: &str,
-    bound: Vec<SqlValue>,
-) -> Result<Vec<EventRow>> {
+    bound: &[SqlValue],
+    out: &mut String,
+) -> Result<i64> {
     let sql = format!(
         "SELECT e.event_seq, e.recorded_at, c.controller_name, c.resource_key,
-                e.event_type, e.payload_hash
+                e.event_type, e.payload_hash, b.media_type, b.content
          FROM {events_source} e
          {join} resources r ON r.resource_id = e.resource_id
          JOIN controller_resources c ON c.resource_id = r.resource_id
+         LEFT JOIN blobs b ON b.blob_hash = e.payload_hash
          WHERE {filter}
          ORDER BY e.event_seq DESC LIMIT ?"
     );
     let mut statement = conn.prepare_cached(&sql)?;
-    let rows = statement
-        .query_map(params_from_iter(bound), |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-                row.get(5)?,
-            ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(rows)
+    let mut rows = statement.query(params_from_iter(bound))?;
+    let mut count = 0;
+    while let Some(row) = rows.next()? {
+        if count > 0 {
+            out.push(',');
+        }
+        count += 1;
+        let mut event = ObjectWriter::new(out);
+        event
+            .int("seq", row.get(0)?)
+            .str("recordedAt", &iso(row.get(1)?))
+            .str("controller", text_at(row, 2)?)
+            .str("key", text_at(row, 3)?)
+            .str("type", text_at(row, 4)?);
+        match row.get_ref(5)? {
+            ValueRef::Null => event.raw("payload", "{}"),
+            _ => event.raw("payload", &document_text(&joined_blob(row, 6)?)?),
+        };
+        event.finish();
+    }
+    Ok(count)
+}
+
+/// Text column `index`, borrowed from the row (as `row.get::<String>` reads it, without a copy).
+fn text_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {
+    row.get_ref(index)?.as_str().map_err(|error| {
+        rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(error))
+    })
 }
 
 /// For a plain positive `limit`: `(limit, window)`, where `window` newest events of every
@@ -174,41 +191,31 @@ fn list_events(store: &Store, call: &Call) -> Result<Reply> {
 
 /// The events matching `filter` (bound by `bound`, its last value the limit) as JSON text.
 fn event_list_text(conn: &Connection, filter: &str, bound: Vec<SqlValue>) -> Result<String> {
-    let rows = match recent_window(bound.last()) {
+    let mut out = String::with_capacity(16 * 1024);
+    out.push('[');
+    let windowed = match recent_window(bound.last()) {
         Some((limit, window)) => {
             let mut windowed = bound.clone();
             windowed.insert(0, SqlValue::Integer(window));
-            let rows = event_rows(conn, RECENT_EVENTS, "CROSS JOIN", filter, windowed)?;
-            if rows.len() as i64 == limit {
-                rows
-            } else {
-                event_rows(conn, "events", "JOIN", filter, bound)?
+            let count = write_events(
+                conn,
+                RECENT_EVENTS,
+                "CROSS JOIN",
+                filter,
+                &windowed,
+                &mut out,
+            )?;
+            // Fewer than `limit` in the window: the whole log is searched (these events are its
+            // newest matches, so any payload that failed here fails there first too).
+            count == limit || {
+                out.truncate(1);
+                false
             }
         }
-        None => event_rows(conn, "events", "JOIN", filter, bound)?,
+        None => false,
     };
-    // Written straight as text, as the run events are.
-    let mut payloads = JsonReads::new(conn);
-    let mut out = String::with_capacity(rows.len() * 200 + 2);
-    out.push('[');
-    for (index, (seq, recorded_at, controller, key, event_type, payload_hash)) in
-        rows.iter().enumerate()
-    {
-        if index > 0 {
-            out.push(',');
-        }
-        let payload = match payload_hash {
-            Some(hash) => payloads.get_text(hash)?,
-            None => "{}".to_string(),
-        };
-        ObjectWriter::new(&mut out)
-            .int("seq", *seq)
-            .str("recordedAt", &iso(*recorded_at))
-            .str("controller", controller)
-            .str("key", key)
-            .str("type", event_type)
-            .raw("payload", &payload)
-            .finish();
+    if !windowed {
+        write_events(conn, "events", "JOIN", filter, &bound, &mut out)?;
     }
     out.push(']');
     Ok(out)

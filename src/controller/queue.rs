@@ -8,14 +8,14 @@ use serde_json::{json, Value};
 
 use super::js::{bind, prop, same_number, template, token_hash_of};
 use super::rows::{
-    assert_controller_claim, controller_row, enqueue_controller_row, lookup_controller_row,
-    put_caller_text, queue_errors, queue_version, release_lease, ControllerRow, ResourceRef,
+    bump_controller_resource, claim_row, enqueue_controller_row, lookup_controller_row,
+    put_caller_text, release_lease, ClaimRow, ControllerRow, ResourceRef, CLAIM_COLUMNS,
     CONTROLLER_COLUMNS,
 };
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::state::ids::{random_token, token_hash};
 use crate::state::json::canonical;
-use crate::state::revisions::{bump_resource, insert_event, require_lease, EventDraft};
+use crate::state::revisions::{insert_event, EventDraft};
 use crate::store::Store;
 use crate::time::{iso, js_iso};
 use crate::wire::{field, time, Call, Reply};
@@ -98,14 +98,15 @@ fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     Ok(Reply::maybe(claim))
 }
 
-/// The earliest due queue item of these controllers whose lease is free or expired.
+/// The earliest due queue item of these controllers whose lease is free or expired, with its
+/// lease and queue item.
 fn next_due_row(
     conn: &Connection,
     project_id: &str,
     controllers: &[Value],
     exclusions: &[Value],
     now: i64,
-) -> Result<Option<ControllerRow>> {
+) -> Result<Option<ClaimRow>> {
     let placeholders = vec!["?"; controllers.len()].join(", ");
     let exclusion_sql =
         vec!["AND NOT (c.controller_name = ? AND c.resource_key = ?)"; exclusions.len()].join("\n");
@@ -114,7 +115,7 @@ fn next_due_row(
     // (project_id, controller_name, resource_key) is unique, so the order is total and the row
     // the same as with any plan.
     let sql = format!(
-        "SELECT {CONTROLLER_COLUMNS}
+        "SELECT {CONTROLLER_COLUMNS}, {CLAIM_COLUMNS}
          FROM controller_queue q
          CROSS JOIN controller_resources c ON c.controller_resource_id = q.controller_resource_id
          JOIN resources r ON r.resource_id = c.resource_id
@@ -140,19 +141,24 @@ fn next_due_row(
     let mut statement = conn.prepare_cached(&sql)?;
     let mut rows = statement.query(params_from_iter(bound))?;
     Ok(match rows.next()? {
-        Some(row) => Some(ControllerRow::from_row(row)?),
+        Some(row) => Some(ClaimRow::from_row(row)?),
         None => None,
     })
 }
 
-/// Takes the next lease generation of `row` with a fresh token; returns the claim.
+/// Takes the next lease generation of `due` with a fresh token; returns the claim. The lease
+/// and queue item were read with the row (nothing below changes the queue item).
 fn take_lease(
     conn: &Connection,
-    row: &ControllerRow,
+    due: &ClaimRow,
     options: &Value,
     now: i64,
 ) -> Result<Option<Value>> {
-    let lease = require_lease(conn, &row.resource_id)?;
+    let row = &due.row;
+    let lease = due
+        .lease
+        .as_ref()
+        .ok_or_else(|| StoreError::plain(format!("Lease is missing: {}", row.resource_id)))?;
     let token = random_token();
     let generation = lease.generation + 1;
     let owner_id = prop(options, "ownerId");
@@ -183,7 +189,7 @@ fn take_lease(
     // `toISOString()` throw inside the transaction, so nothing is claimed.
     let expires_text = js_iso(expires_sum)?;
     let expires_at = expires_sum as i64;
-    bump_resource(conn, &row.resource_id, row.resource_version, now)?;
+    bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
     let owner_text = owner_id.map(|value| template(Some(value)));
     insert_event(
         conn,
@@ -204,9 +210,9 @@ fn take_lease(
         "ownerId": owner_id.cloned().unwrap_or(Value::Null),
         "token": token,
         "generation": generation,
-        "queueVersion": queue_version(conn, &row.controller_resource_id)?,
+        "queueVersion": due.require_queue_version()?,
         "resourceVersion": row.resource_version + 1,
-        "consecutiveErrors": queue_errors(conn, &row.controller_resource_id)?,
+        "consecutiveErrors": due.consecutive_errors.unwrap_or(0),
         "expiresAt": expires_text,
     })))
 }
@@ -255,13 +261,14 @@ fn settle_claim(
     let now = time(now_value)?;
     let claim = call.arg(0);
     let (settled, resource_version) = store.write(|conn| {
-        let Some(row) = controller_row(conn, store.project_id(), ResourceRef::of(claim))? else {
+        let Some(claimed) = claim_row(conn, store.project_id(), ResourceRef::of(claim))? else {
             return Ok((false, None));
         };
-        let Ok(lease) = assert_controller_claim(conn, &row, claim, now, false) else {
+        let Ok(lease) = claimed.assert_claim(claim, now, false) else {
             return Ok((false, None));
         };
-        let current = queue_version(conn, &row.controller_resource_id)?;
+        let row = &claimed.row;
+        let current = claimed.require_queue_version()?;
         match requeue {
             None => {
                 if same_number(current, prop(claim, "queueVersion")) {
@@ -271,9 +278,17 @@ fn settle_claim(
                     .execute([&row.controller_resource_id])?;
                 }
             }
-            Some(requeue) => requeue_row(conn, &row, requeue, now)?,
+            Some(requeue) => requeue_row(conn, row, requeue, now)?,
         }
-        let released = release_lease(conn, &row.resource_id, claim, &lease, now)?;
+        // Neither queue change touches the revision read with the row.
+        let released = release_lease(
+            conn,
+            &row.resource_id,
+            row.resource_version,
+            claim,
+            &lease,
+            now,
+        )?;
         Ok((true, released))
     })?;
     let reply = Reply::value(settled);

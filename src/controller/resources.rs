@@ -6,16 +6,16 @@ use serde_json::{json, Value};
 
 use super::js::{bind, prop, same_number, template, utf16_length};
 use super::rows::{
-    assert_controller_claim, controller_row, controller_row_by_uid, controller_select,
-    enqueue_controller_row, finalizers, insert_claim_event, insert_control_event,
-    lookup_controller_row, map_controller_resource, replace_finalizers, require_controller_row,
-    require_resource, ControllerRow, ResourceRef,
+    assert_controller_claim, bump_controller_resource, controller_record, controller_row,
+    documented_row, documented_row_by_uid, documented_select, enqueue_controller_row, finalizers,
+    insert_claim_event, insert_control_event, replace_finalizers, require_claim_row,
+    require_controller_row, require_resource, ControllerRow, DocumentedRow, ResourceRef,
 };
 use crate::error::{Result, StoreError};
-use crate::state::blobs::put_json;
+use crate::state::blobs::{put_json, JsonReads};
 use crate::state::ids::{random_uuid, resource_id_for};
-use crate::state::json::canonical;
-use crate::state::revisions::{bump_resource, insert_lease};
+use crate::state::json::{canonical, record_text};
+use crate::state::revisions::insert_lease;
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{field, time, Call, JsonArg, Reply};
 
@@ -85,11 +85,23 @@ fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
     validate_key(reference.controller, "controller")?;
     validate_key(reference.key, "resource key")?;
     let now = time(field(options, "now"))?;
+    let spec_text = JsonArg::of(field(options, "spec")).text()?;
+    let status_text = initial_status_text(JsonArg::of(field(options, "initialStatus")))?;
+    // Not inside a caller's transaction: there the reference stores the blobs in it and then
+    // fails to begin its own, which rolls the caller's back.
+    if store.project_id().is_some() && has_text_values(reference) && store.conn()?.is_autocommit() {
+        // On failure nothing was written: the reference's own path then runs, storing the
+        // blobs outside its transaction and failing the same way (a resource row left behind
+        // by deleteResource makes the insert fail on its primary key, for one).
+        if let Ok(reply) =
+            put_resource_in_one_transaction(store, reference, spec_text, &status_text, now)
+        {
+            return Ok(reply);
+        }
+    }
     // Both blobs are stored before (and outside) the transaction, as the reference does.
     let conn = store.conn()?;
-    let spec_text = JsonArg::of(field(options, "spec")).text()?;
     let spec_hash = put_json(conn, spec_text, now)?;
-    let status_text = initial_status_text(JsonArg::of(field(options, "initialStatus")))?;
     let status_hash = put_json(conn, &status_text, now)?;
     let record = store.write(|conn| {
         // Another process's read-write open may have pruned the blobs just stored (nothing
@@ -112,6 +124,52 @@ fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
     Ok(Reply::json_text(record))
 }
 
+/// Whether `controller` and `key` are strings (stored and read back as they are).
+fn has_text_values(reference: ResourceRef<'_>) -> bool {
+    matches!(reference.controller, Some(Value::String(_)))
+        && matches!(reference.key, Some(Value::String(_)))
+}
+
+/// `putResource` when nothing in its transaction can fail but SQLite itself (a project, string
+/// names): the two blobs the reference stores just before its transaction are stored as its
+/// first statements instead (same rows, same order, one commit instead of three), and the
+/// record is written from what the transaction knows rather than read back.
+fn put_resource_in_one_transaction(
+    store: &Store,
+    reference: ResourceRef<'_>,
+    spec_text: &str,
+    status_text: &str,
+    now: i64,
+) -> Result<Reply> {
+    let record = store.write(|conn| {
+        let spec_hash = put_json(conn, spec_text, now)?;
+        let status_hash = put_json(conn, status_text, now)?;
+        let mut json = JsonReads::new(conn);
+        let text = |stored: &str| record_text(stored).map_err(StoreError::plain);
+        let (row, spec, status, finalizers) =
+            match controller_row(conn, store.project_id(), reference)? {
+                None => {
+                    let row =
+                        create_resource(store, conn, reference, &spec_hash, &status_hash, now)?;
+                    (row, text(spec_text)?, text(status_text)?, Vec::new())
+                }
+                Some(mut existing) => {
+                    if existing.spec_hash[..] != spec_hash[..] {
+                        change_spec(conn, &existing, &spec_hash, now)?;
+                        existing.resource_version += 1;
+                        existing.generation += 1;
+                        existing.spec_hash = spec_hash.to_vec();
+                    }
+                    let status = json.get_text(&existing.status_hash)?;
+                    let finalizers = finalizers(conn, &existing.controller_resource_id)?;
+                    (existing, text(spec_text)?, status, finalizers)
+                }
+            };
+        Ok(controller_record(&row, &spec, &status, &finalizers))
+    })?;
+    Ok(Reply::json_text(record))
+}
+
 fn create_resource(
     store: &Store,
     conn: &Connection,
@@ -119,7 +177,7 @@ fn create_resource(
     spec_hash: &[u8],
     status_hash: &[u8],
     now: i64,
-) -> Result<()> {
+) -> Result<ControllerRow> {
     let uid = random_uuid();
     let controller_resource_id = format!("controller-resource-{}", random_uuid());
     let project_id = store.require_project_id()?;
@@ -163,7 +221,18 @@ fn create_resource(
         r#"{"generation":1}"#,
         now,
     )?;
-    Ok(())
+    Ok(ControllerRow {
+        controller_resource_id,
+        resource_id,
+        resource_version: 1,
+        controller_name: template(reference.controller),
+        resource_key: template(reference.key),
+        uid,
+        generation: 1,
+        spec_hash: spec_hash.to_vec(),
+        status_hash: status_hash.to_vec(),
+        deletion_requested_at: None,
+    })
 }
 
 /// A new spec: generation and revision go up and the resource is queued again.
@@ -179,7 +248,7 @@ fn change_spec(
          WHERE controller_resource_id = ?",
     )?
     .execute(params![spec_hash, now, existing.controller_resource_id])?;
-    bump_resource(conn, &existing.resource_id, existing.resource_version, now)?;
+    bump_controller_resource(conn, &existing.resource_id, existing.resource_version, now)?;
     enqueue_controller_row(conn, &existing.controller_resource_id, now, now)?;
     let payload = canonical(&json!({ "generation": existing.generation + 1 }));
     insert_control_event(
@@ -198,22 +267,19 @@ fn get_resource(store: &Store, call: &Call) -> Result<Reply> {
     if store.project_id().is_none() {
         return Ok(Reply::undefined());
     }
+    // One statement (the record with its documents): no read transaction needed.
     let conn = store.conn()?;
-    let record = in_read_transaction(conn, || {
-        lookup_controller_row(store, ResourceRef::of(call.arg(0)))?
-            .map(|row| map_controller_resource(conn, &row))
-            .transpose()
-    })?;
+    let record = documented_row(conn, store.project_id(), ResourceRef::of(call.arg(0)))?
+        .map(|row| row.record(conn))
+        .transpose()?;
     Ok(Reply::maybe_text(record))
 }
 
 fn get_resource_by_uid(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
-    let record = in_read_transaction(conn, || {
-        controller_row_by_uid(conn, call.args.first())?
-            .map(|row| map_controller_resource(conn, &row))
-            .transpose()
-    })?;
+    let record = documented_row_by_uid(conn, call.args.first())?
+        .map(|row| row.record(conn))
+        .transpose()?;
     Ok(Reply::maybe_text(record))
 }
 
@@ -230,21 +296,21 @@ fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
         bound.push(bind(Some(controller))?);
     }
     let conn = store.conn()?;
-    let sql = controller_select(&format!(
+    let sql = documented_select(&format!(
         "WHERE {} ORDER BY c.controller_name, c.resource_key",
         clauses.join(" AND ")
     ));
     let records = in_read_transaction(conn, || {
         let mut statement = conn.prepare_cached(&sql)?;
         let rows = statement
-            .query_map(params_from_iter(bound), ControllerRow::from_row)?
+            .query_map(params_from_iter(bound), DocumentedRow::from_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut records = String::from("[");
         for (index, row) in rows.iter().enumerate() {
             if index > 0 {
                 records.push(',');
             }
-            records.push_str(&map_controller_resource(conn, row)?);
+            records.push_str(&row.record(conn)?);
         }
         records.push(']');
         Ok(records)
@@ -271,10 +337,12 @@ fn update_status(store: &Store, call: &Call) -> Result<Reply> {
     let reference = ResourceRef::of(field(options, "ref"));
     let claim = field(options, "claim");
     let (record, resource_version) = store.write(|conn| {
-        let row = require_controller_row(conn, store.project_id(), reference)?;
-        let lease = assert_controller_claim(conn, &row, claim, now, true)?;
+        let claimed = require_claim_row(conn, store.project_id(), reference)?;
+        let lease = claimed.assert_claim(claim, now, true)?;
+        let mut row = claimed.row;
         expect_version(&row, prop(options, "expectedResourceVersion"), reference)?;
-        let status_hash = put_json(conn, JsonArg::of(field(options, "status")).text()?, now)?;
+        let status_text = JsonArg::of(field(options, "status")).text()?;
+        let status_hash = put_json(conn, status_text, now)?;
         conn.prepare_cached(
             "UPDATE controller_resources SET status_hash = ?, updated_at = ?
              WHERE controller_resource_id = ?",
@@ -283,7 +351,7 @@ fn update_status(store: &Store, call: &Call) -> Result<Reply> {
         if let Some(list) = prop(options, "finalizers") {
             replace_finalizers(conn, &row.controller_resource_id, list)?;
         }
-        bump_resource(conn, &row.resource_id, row.resource_version, now)?;
+        bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
         let revision = row.resource_version + 1;
         insert_claim_event(
             conn,
@@ -293,8 +361,14 @@ fn update_status(store: &Store, call: &Call) -> Result<Reply> {
             &lease,
             now,
         )?;
+        // The row as it now stands; the status blob holds exactly the text just stored.
+        row.resource_version = revision;
+        row.status_hash = status_hash.to_vec();
+        let spec = JsonReads::new(conn).get_text(&row.spec_hash)?;
+        let status = record_text(status_text).map_err(StoreError::plain)?;
+        let finalizers = finalizers(conn, &row.controller_resource_id)?;
         Ok((
-            require_resource(conn, store.project_id(), reference)?,
+            controller_record(&row, &spec, &status, &finalizers),
             revision,
         ))
     })?;
@@ -312,7 +386,7 @@ fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
                  WHERE controller_resource_id = ?",
             )?
             .execute(params![now, now, row.controller_resource_id])?;
-            bump_resource(conn, &row.resource_id, row.resource_version, now)?;
+            bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
             enqueue_controller_row(conn, &row.controller_resource_id, now, now)?;
             insert_control_event(
                 conn,
@@ -344,7 +418,7 @@ fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
             "UPDATE controller_resources SET updated_at = ? WHERE controller_resource_id = ?",
         )?
         .execute(params![now, row.controller_resource_id])?;
-        bump_resource(conn, &row.resource_id, row.resource_version, now)?;
+        bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
         insert_control_event(
             conn,
             &row.resource_id,

@@ -2,6 +2,7 @@
 //! reference and by uid, the `ControllerResource` record, finalizers, the work-queue row, and
 //! the claim checks that fence writes by lease generation and token.
 
+use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
@@ -9,9 +10,9 @@ use super::js::{
     bind, buffer_argument_error, prop, same_number, same_text, template, token_hash_of,
 };
 use crate::error::{Result, StoreError};
-use crate::state::blobs::{put_text, BlobHash, JsonReads};
-use crate::state::revisions::{bump_resource, insert_event, require_lease, Lease};
-use crate::state::revisions::{resource_revision, EventDraft};
+use crate::state::blobs::{put_text, BlobHash, JsonReads, MEDIA_JSON};
+use crate::state::json::record_text;
+use crate::state::revisions::{insert_event, require_lease, EventDraft, Lease};
 use crate::store::Store;
 use crate::time::iso;
 use crate::wire::{json_text, ObjectWriter};
@@ -193,6 +194,17 @@ pub fn map_controller_resource(conn: &Connection, row: &ControllerRow) -> Result
     let spec = json.get_text(&row.spec_hash)?;
     let status = json.get_text(&row.status_hash)?;
     let finalizers = finalizers(conn, &row.controller_resource_id)?;
+    Ok(controller_record(row, &spec, &status, &finalizers))
+}
+
+/// `ControllerResource` of `row`, given its spec and status as record text (what
+/// `JsonReads::get_text` gives for their blobs) and its finalizers.
+pub fn controller_record(
+    row: &ControllerRow,
+    spec: &str,
+    status: &str,
+    finalizers: &[String],
+) -> String {
     let mut metadata = String::with_capacity(256);
     let mut fields = ObjectWriter::new(&mut metadata);
     fields
@@ -210,10 +222,133 @@ pub fn map_controller_resource(conn: &Connection, row: &ControllerRow) -> Result
     let mut out = String::with_capacity(metadata.len() + spec.len() + status.len() + 32);
     ObjectWriter::new(&mut out)
         .raw("metadata", &metadata)
-        .raw("spec", &spec)
-        .raw("status", &status)
+        .raw("spec", spec)
+        .raw("status", status)
         .finish();
-    Ok(out)
+    out
+}
+
+/// A controller row read with its spec and status blobs and its finalizers: a whole record in
+/// one statement, where [`map_controller_resource`] takes four.
+#[derive(Debug)]
+pub struct DocumentedRow {
+    /// The controller row.
+    pub row: ControllerRow,
+    spec: Option<(bool, String)>,
+    status: Option<(bool, String)>,
+    /// The finalizers as SQLite's `json_group_array` wrote them, in `position` order.
+    finalizers: Option<String>,
+}
+
+/// The columns [`DocumentedRow::from_row`] reads after [`CONTROLLER_COLUMNS`].
+/// The finalizers come ordered from a subquery, which SQLite runs as a co-routine feeding the
+/// aggregate in that order (its ORDER BY is kept under any aggregate but count/min/max: see
+/// the OmitOrderBy conditions in sqlite3.c): `json_group_array(… ORDER BY …)` would build
+/// and sort a temporary B-tree on every read instead.
+const DOCUMENT_COLUMNS: &str = "sb.media_type, sb.content, tb.media_type, tb.content,
+    (SELECT json_group_array(finalizer) FROM (
+       SELECT f.finalizer FROM controller_finalizers f
+       WHERE f.controller_resource_id = c.controller_resource_id ORDER BY f.position))";
+
+/// [`controller_select`] with the spec and status blobs and the finalizers, then `clause`.
+pub fn documented_select(clause: &str) -> String {
+    format!(
+        "SELECT {CONTROLLER_COLUMNS}, {DOCUMENT_COLUMNS}
+         FROM controller_resources c JOIN resources r ON r.resource_id = c.resource_id
+         LEFT JOIN blobs sb ON sb.blob_hash = c.spec_hash
+         LEFT JOIN blobs tb ON tb.blob_hash = c.status_hash {clause}"
+    )
+}
+
+/// Whether a joined blob (its `media_type` at column `media`, its `content` next) is JSON, and
+/// its content as text (as `read_json_text` reads it); `None` when the blob is missing.
+pub fn joined_blob(row: &Row<'_>, media: usize) -> rusqlite::Result<Option<(bool, String)>> {
+    let is_json = match row.get_ref(media)? {
+        ValueRef::Null => return Ok(None),
+        ValueRef::Text(media_type) => media_type == MEDIA_JSON.as_bytes(),
+        _ => false,
+    };
+    let text = match row.get_ref(media + 1)? {
+        ValueRef::Blob(bytes) | ValueRef::Text(bytes) => {
+            String::from_utf8_lossy(bytes).into_owned()
+        }
+        _ => String::new(),
+    };
+    Ok(Some((is_json, text)))
+}
+
+/// The record text of a joined JSON blob, failing as `JsonReads::get_text` fails.
+pub fn document_text(document: &Option<(bool, String)>) -> Result<String> {
+    match document {
+        Some((true, text)) => record_text(text).map_err(StoreError::plain),
+        _ => Err(StoreError::plain(
+            "JSON blob is missing or has the wrong media type",
+        )),
+    }
+}
+
+impl DocumentedRow {
+    /// Reads a row selected by [`documented_select`].
+    pub fn from_row(row: &Row<'_>) -> rusqlite::Result<DocumentedRow> {
+        Ok(DocumentedRow {
+            row: ControllerRow::from_row(row)?,
+            spec: joined_blob(row, 10)?,
+            status: joined_blob(row, 12)?,
+            finalizers: row.get(14)?,
+        })
+    }
+
+    /// The record, as [`map_controller_resource`] writes it (same errors, same order).
+    pub fn record(&self, conn: &Connection) -> Result<String> {
+        let spec = document_text(&self.spec)?;
+        let status = document_text(&self.status)?;
+        // SQLite wrote the finalizers (always text) as a JSON array of strings; should it ever
+        // not read as one, they are read again.
+        let listed = self
+            .finalizers
+            .as_deref()
+            .and_then(|text| serde_json::from_str::<Vec<String>>(text).ok());
+        let finalizers = match listed {
+            Some(finalizers) => finalizers,
+            None => finalizers(conn, &self.row.controller_resource_id)?,
+        };
+        Ok(controller_record(&self.row, &spec, &status, &finalizers))
+    }
+}
+
+/// The documented row for a reference in this project; always `None` without a project.
+pub fn documented_row(
+    conn: &Connection,
+    project_id: Option<&str>,
+    reference: ResourceRef<'_>,
+) -> Result<Option<DocumentedRow>> {
+    let Some(project_id) = project_id else {
+        return Ok(None);
+    };
+    Ok(conn
+        .prepare_cached(&documented_select(
+            "WHERE c.project_id = ? AND c.controller_name = ? AND c.resource_key = ?",
+        ))?
+        .query_row(
+            params![
+                project_id,
+                bind(reference.controller)?,
+                bind(reference.key)?
+            ],
+            DocumentedRow::from_row,
+        )
+        .optional()?)
+}
+
+/// The documented row with this uid in any project.
+pub fn documented_row_by_uid(
+    conn: &Connection,
+    uid: Option<&Value>,
+) -> Result<Option<DocumentedRow>> {
+    Ok(conn
+        .prepare_cached(&documented_select("WHERE c.uid = ?"))?
+        .query_row([bind(uid)?], DocumentedRow::from_row)
+        .optional()?)
 }
 
 /// The resource's finalizers in `position` order.
@@ -300,6 +435,150 @@ pub fn queue_version(conn: &Connection, controller_resource_id: &str) -> Result<
     .ok_or_else(|| StoreError::plain("Controller queue item is missing"))
 }
 
+/// A controller row read together with its lease and queue item, for the methods that check a
+/// claim: one statement instead of one per table.
+#[derive(Debug, Clone)]
+pub struct ClaimRow {
+    /// The controller row.
+    pub row: ControllerRow,
+    /// The `leases` row, `None` when missing.
+    pub lease: Option<Lease>,
+    /// `controller_queue.queue_version`, `None` without a queue item.
+    pub queue_version: Option<i64>,
+    /// `controller_queue.consecutive_errors`, `None` without a queue item.
+    pub consecutive_errors: Option<i64>,
+}
+
+/// The columns [`ClaimRow::from_row`] reads after [`CONTROLLER_COLUMNS`], over `leases l`
+/// and `controller_queue q`.
+pub const CLAIM_COLUMNS: &str = "l.generation, l.owner_type, l.owner_id, l.token_hash,
+    l.expires_at, q.queue_version, q.consecutive_errors";
+
+/// [`controller_select`] with the lease and the queue item, then `clause`.
+fn claim_select(clause: &str) -> String {
+    format!(
+        "SELECT {CONTROLLER_COLUMNS}, {CLAIM_COLUMNS}
+         FROM controller_resources c JOIN resources r ON r.resource_id = c.resource_id
+         LEFT JOIN leases l ON l.resource_id = c.resource_id
+         LEFT JOIN controller_queue q ON q.controller_resource_id = c.controller_resource_id
+         {clause}"
+    )
+}
+
+impl ClaimRow {
+    /// Reads a row of [`CONTROLLER_COLUMNS`] followed by [`CLAIM_COLUMNS`].
+    pub fn from_row(row: &Row<'_>) -> rusqlite::Result<ClaimRow> {
+        let generation: Option<i64> = row.get(10)?;
+        let lease = match generation {
+            None => None,
+            Some(generation) => Some(Lease {
+                generation,
+                owner_type: row.get(11)?,
+                owner_id: row.get(12)?,
+                token_hash: row.get(13)?,
+                expires_at: row.get(14)?,
+            }),
+        };
+        Ok(ClaimRow {
+            row: ControllerRow::from_row(row)?,
+            lease,
+            queue_version: row.get(15)?,
+            consecutive_errors: row.get(16)?,
+        })
+    }
+
+    /// [`assert_controller_claim`] against the lease read with the row.
+    pub fn assert_claim(&self, claim: &Value, now: i64, require_unexpired: bool) -> Result<Lease> {
+        check_claim_target(&self.row, claim)?;
+        let lease = self.lease.clone().ok_or_else(|| {
+            StoreError::plain(format!("Lease is missing: {}", self.row.resource_id))
+        })?;
+        check_claim_lease(lease, claim, now, require_unexpired)
+    }
+
+    /// The queue item's `queue_version`, as [`queue_version`] reads it.
+    pub fn require_queue_version(&self) -> Result<i64> {
+        self.queue_version
+            .ok_or_else(|| StoreError::plain("Controller queue item is missing"))
+    }
+}
+
+/// [`controller_row`] with its lease and queue item; always `None` without a project.
+pub fn claim_row(
+    conn: &Connection,
+    project_id: Option<&str>,
+    reference: ResourceRef<'_>,
+) -> Result<Option<ClaimRow>> {
+    let Some(project_id) = project_id else {
+        return Ok(None);
+    };
+    Ok(conn
+        .prepare_cached(&claim_select(
+            "WHERE c.project_id = ? AND c.controller_name = ? AND c.resource_key = ?",
+        ))?
+        .query_row(
+            params![
+                project_id,
+                bind(reference.controller)?,
+                bind(reference.key)?
+            ],
+            ClaimRow::from_row,
+        )
+        .optional()?)
+}
+
+/// [`claim_row`], or `ResourceNotFoundError`.
+pub fn require_claim_row(
+    conn: &Connection,
+    project_id: Option<&str>,
+    reference: ResourceRef<'_>,
+) -> Result<ClaimRow> {
+    claim_row(conn, project_id, reference)?.ok_or_else(|| reference.not_found())
+}
+
+/// [`require_controller_row_by_uid`] with its lease and queue item.
+pub fn require_claim_row_by_uid(conn: &Connection, uid: Option<&Value>) -> Result<ClaimRow> {
+    conn.prepare_cached(&claim_select("WHERE c.uid = ?"))?
+        .query_row([bind(uid)?], ClaimRow::from_row)
+        .optional()?
+        .ok_or_else(|| {
+            StoreError::plain(format!("Controller resource not found: {}", template(uid)))
+        })
+}
+
+/// Compare-and-set of a controller or effect resource's revision. [`bump_resource`](crate::state::revisions::bump_resource) also
+/// looks for a run on the resource (for viewer deltas); these resources never are a run's
+/// (run resources are `run-…`), so that lookup would always come back empty.
+pub fn bump_controller_resource(
+    conn: &Connection,
+    resource_id: &str,
+    expected: i64,
+    now: i64,
+) -> Result<()> {
+    debug_assert!(!resource_id.starts_with("run-"));
+    let changed = conn
+        .prepare_cached(
+            "UPDATE resources SET revision = revision + 1, updated_at = ?
+             WHERE resource_id = ? AND revision = ?",
+        )?
+        .execute(params![now, resource_id, expected])?;
+    if changed != 1 {
+        return Err(StoreError::plain("Resource revision conflict"));
+    }
+    Ok(())
+}
+
+fn check_claim_target(row: &ControllerRow, claim: &Value) -> Result<()> {
+    if !same_text(&row.controller_name, prop(claim, "controller"))
+        || !same_text(&row.resource_key, prop(claim, "key"))
+    {
+        return Err(StoreError::plain(
+            "Controller claim targets another resource",
+        ));
+    }
+    Ok(())
+}
+
 /// Checks that `claim` is the live controller lease of `row` (unexpired unless
 /// `require_unexpired` is off); returns that lease.
 pub fn assert_controller_claim(
@@ -309,14 +588,17 @@ pub fn assert_controller_claim(
     now: i64,
     require_unexpired: bool,
 ) -> Result<Lease> {
-    if !same_text(&row.controller_name, prop(claim, "controller"))
-        || !same_text(&row.resource_key, prop(claim, "key"))
-    {
-        return Err(StoreError::plain(
-            "Controller claim targets another resource",
-        ));
-    }
+    check_claim_target(row, claim)?;
     let lease = require_lease(conn, &row.resource_id)?;
+    check_claim_lease(lease, claim, now, require_unexpired)
+}
+
+fn check_claim_lease(
+    lease: Lease,
+    claim: &Value,
+    now: i64,
+    require_unexpired: bool,
+) -> Result<Lease> {
     let holds = lease.owner_type.as_deref() == Some("controller")
         && lease
             .owner_id
@@ -334,14 +616,15 @@ pub fn assert_controller_claim(
 
 /// Releases the verified `lease` held by `claim`; returns the new resource version when it
 /// was released (the reference then sets `claim.resourceVersion`).
+/// `revision` is the resource's current revision (read with its row in this transaction).
 pub fn release_lease(
     conn: &Connection,
     resource_id: &str,
+    revision: i64,
     claim: &Value,
     lease: &Lease,
     now: i64,
 ) -> Result<Option<i64>> {
-    let revision = resource_revision(conn, resource_id)?;
     let released = conn
         .prepare_cached(
             "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
@@ -357,7 +640,7 @@ pub fn release_lease(
     if released != 1 {
         return Ok(None);
     }
-    bump_resource(conn, resource_id, revision, now)?;
+    bump_controller_resource(conn, resource_id, revision, now)?;
     insert_event(
         conn,
         &EventDraft {

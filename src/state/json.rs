@@ -77,6 +77,98 @@ fn write_string(out: &mut String, s: &str) {
     out.push_str(&serde_json::to_string(s).expect("strings always serialise"));
 }
 
+/// The text a record embeds for a stored JSON document with this content: the text itself
+/// when plain serde_json reads it and its object keys are strictly in JavaScript's sort order
+/// (`JSON.parse` then builds the same value the reference's sorted `parseJson` does), else the
+/// value [`parse`]d, keys sorted, written again. What `JsonReads::get_text` gives for a blob
+/// of this content, for a document the caller just stored (no need to read it back).
+pub fn record_text(text: &str) -> std::result::Result<String, String> {
+    match serde_json::from_str::<SortedKeys>(text) {
+        Ok(SortedKeys(true)) => Ok(text.to_string()),
+        _ => {
+            let value = parse(text).map_err(|error| format!("Stored JSON is invalid: {error}"))?;
+            Ok(
+                serde_json::to_string(&crate::state::blobs::sort_keys(value))
+                    .expect("a JSON value always serializes"),
+            )
+        }
+    }
+}
+
+/// Whether every object of a JSON text has its keys strictly in JavaScript's sort order, read
+/// without building the value (`false` for a repeated key).
+struct SortedKeys(bool);
+
+impl<'de> serde::Deserialize<'de> for SortedKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        deserializer.deserialize_any(SortedKeysVisitor)
+    }
+}
+
+struct SortedKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for SortedKeysVisitor {
+    type Value = SortedKeys;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> std::result::Result<SortedKeys, E> {
+        Ok(SortedKeys(true))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> std::result::Result<SortedKeys, E> {
+        Ok(SortedKeys(true))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> std::result::Result<SortedKeys, E> {
+        Ok(SortedKeys(true))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> std::result::Result<SortedKeys, E> {
+        Ok(SortedKeys(true))
+    }
+
+    fn visit_str<E>(self, _: &str) -> std::result::Result<SortedKeys, E> {
+        Ok(SortedKeys(true))
+    }
+
+    fn visit_unit<E>(self) -> std::result::Result<SortedKeys, E> {
+        Ok(SortedKeys(true))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut items: A,
+    ) -> std::result::Result<SortedKeys, A::Error> {
+        let mut sorted = true;
+        while let Some(SortedKeys(item)) = items.next_element()? {
+            sorted &= item;
+        }
+        Ok(SortedKeys(sorted))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut entries: A,
+    ) -> std::result::Result<SortedKeys, A::Error> {
+        let mut sorted = true;
+        let mut previous: Option<String> = None;
+        while let Some(key) = entries.next_key::<String>()? {
+            if let Some(previous) = &previous {
+                sorted &= previous.encode_utf16().cmp(key.encode_utf16()).is_lt();
+            }
+            let SortedKeys(value) = entries.next_value()?;
+            sorted &= value;
+            previous = Some(key);
+        }
+        Ok(SortedKeys(sorted))
+    }
+}
+
 /// Deepest nesting [`parse`] accepts: beyond what the JS layer's canonicaliser can produce
 /// (its recursion ends near 3,000 levels).
 pub const MAX_JSON_DEPTH: usize = 4_096;
@@ -186,8 +278,31 @@ fn replace_lone_surrogates(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{canonical, parse, MAX_JSON_DEPTH};
+    use super::{canonical, parse, record_text, MAX_JSON_DEPTH};
     use serde_json::json;
+
+    #[test]
+    fn record_text_is_what_a_blob_read_gives() {
+        // Sorted keys: the text itself, byte for byte.
+        for text in [
+            r#"{"a":1,"b":[{"x":null,"y":"\u0001"}]}"#,
+            "[]",
+            "\"s\"",
+            "1e+21",
+        ] {
+            assert_eq!(record_text(text).unwrap(), text);
+        }
+        // JSON.stringify writes integer-like keys first; the record sorts them as strings.
+        assert_eq!(
+            record_text(r#"{"9":1,"10":2}"#).unwrap(),
+            r#"{"10":2,"9":1}"#
+        );
+        // A lone surrogate escape is repaired as the stored-document parse repairs it.
+        assert_eq!(record_text(r#"["\ud800"]"#).unwrap(), "[\"\u{FFFD}\"]");
+        assert!(record_text("{")
+            .unwrap_err()
+            .starts_with("Stored JSON is invalid"));
+    }
 
     #[test]
     fn sorts_keys_and_formats_numbers_like_javascript() {
