@@ -131,12 +131,8 @@ fn write_deltas(
         // Every delta of a revision carries the same patch: stored (and hashed) once, since a
         // second put of the same content in the same transaction changes nothing.
         let patch_hash = put_json(conn, &patch, now)?;
-        conn.prepare_cached(&insert_deltas_sql(drafts))?.execute(params![
-            run_id,
-            revision,
-            &patch_hash[..],
-            now
-        ])?;
+        conn.prepare_cached(&insert_deltas_sql(drafts))?
+            .execute(params![run_id, revision, &patch_hash[..], now])?;
     }
     if retained_from > 1 {
         conn.prepare_cached(
