@@ -240,4 +240,28 @@ describe('reservation records', () => {
     expect(record.workflowSource.mounted[0].workflowName).toBe('first-child');
     expectFresh(record);
   });
+
+  it('stores the queued event payload once, with the first created_at, whatever the documents', () => {
+    const EMPTY = "x'44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a'";
+    const cases: [string, Record<string, unknown>][] = [
+      ['run-default-options', {}],
+      ['run-empty-options', { launchOptions: {} }],
+      ['run-empty-input', { input: {}, launchOptions: { model: 'm' } }],
+      ['run-empty-snapshot', { definitionSnapshot: {}, launchOptions: { model: 'm' } }],
+      ['run-no-empty-document', { launchOptions: { model: 'm' } }],
+    ];
+    cases.forEach(([runId, extra], index) => {
+      if (index === 0) expect(rows(`SELECT 1 FROM blobs WHERE blob_hash = ${EMPTY}`)).toEqual([]);
+      reserve(runId, { ...extra, now: at(T0 + index) });
+      const [event] = rows(
+        `SELECT hex(payload_hash) AS hash FROM events WHERE event_type = 'run.queued'
+         AND resource_id = (SELECT resource_id FROM runs WHERE run_id = ?)`,
+        runId,
+      );
+      expect(event.hash).toBe(EMPTY.slice(2, -1).toUpperCase());
+      expect(rows(`SELECT created_at, content FROM blobs WHERE blob_hash = ${EMPTY}`)).toEqual([
+        { created_at: T0, content: Buffer.from('{}') },
+      ]);
+    });
+  });
 });

@@ -14,7 +14,10 @@ use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, read_json, BlobHash, JsonReads};
 use crate::state::ids::resource_id_for;
 use crate::state::json::{canonical, js_number};
-use crate::state::revisions::{bump_resource_revision, insert_event, insert_lease, EventDraft};
+use crate::state::revisions::{
+    bump_resource_revision, insert_event, insert_event_with_stored_payload, insert_lease,
+    EventDraft,
+};
 use crate::state::viewer::initialize_viewer_run;
 use crate::store::Store;
 use crate::wire::{field, int, text, time, Call, JsonArg, Reply};
@@ -127,6 +130,13 @@ struct Documents<'a> {
 }
 
 impl<'a> Documents<'a> {
+    /// The hash of a JSON blob this reservation put with exactly this text.
+    fn stored_hash_of(&self, text: &str) -> Option<BlobHash> {
+        self.stored()
+            .into_iter()
+            .find_map(|(hash, stored)| (stored == text).then_some(hash))
+    }
+
     /// The JSON blobs this reservation put, for the record read right after it.
     fn stored(&self) -> Vec<(BlobHash, &'a str)> {
         vec![
@@ -360,19 +370,21 @@ impl<'a> Reservation<'a> {
         initialize_viewer_run(conn, self.run_id, self.now)?;
         documents.source.insert(conn, self.run_id)?;
         self.insert_binding_and_queue(conn)?;
-        insert_event(
-            conn,
-            &EventDraft {
-                resource_id: &resource_id,
-                revision: 1,
-                event_type: "run.queued",
-                actor_type: "session",
-                actor_id: field(self.options, "originSessionId").as_str(),
-                payload: "{}",
-                now: self.now,
-                lease_generation: None,
-            },
-        )?;
+        let queued = EventDraft {
+            resource_id: &resource_id,
+            revision: 1,
+            event_type: "run.queued",
+            actor_type: "session",
+            actor_id: field(self.options, "originSessionId").as_str(),
+            payload: "{}",
+            now: self.now,
+            lease_generation: None,
+        };
+        // Launch options default to `{}`: then the payload blob is already stored.
+        match documents.stored_hash_of(queued.payload) {
+            Some(hash) => insert_event_with_stored_payload(conn, &queued, &hash)?,
+            None => insert_event(conn, &queued)?,
+        };
         Ok(documents)
     }
 

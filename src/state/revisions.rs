@@ -5,7 +5,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::blobs::put_json;
+use super::blobs::{put_json, BlobHash};
 use super::ids::random_uuid;
 use super::viewer::record_run_resource_deltas;
 use crate::error::{Result, StoreError};
@@ -125,8 +125,27 @@ pub struct EventDraft<'a> {
 
 /// Stores the payload blob, then the event; returns the new `event_id`.
 pub fn insert_event(conn: &Connection, event: &EventDraft<'_>) -> Result<String> {
-    let event_id = format!("event-{}", random_uuid());
     let payload_hash = put_json(conn, event.payload, event.now)?;
+    insert_event_row(conn, event, &payload_hash)
+}
+
+/// [`insert_event`] for a payload this transaction has already stored: `payload_hash` is what
+/// `put_json` returned for the same text. Putting it again would change nothing (the blob is
+/// there, identical, and keeps its first `created_at`), so the event row alone is written.
+pub fn insert_event_with_stored_payload(
+    conn: &Connection,
+    event: &EventDraft<'_>,
+    payload_hash: &BlobHash,
+) -> Result<String> {
+    insert_event_row(conn, event, payload_hash)
+}
+
+fn insert_event_row(
+    conn: &Connection,
+    event: &EventDraft<'_>,
+    payload_hash: &BlobHash,
+) -> Result<String> {
+    let event_id = format!("event-{}", random_uuid());
     conn.prepare_cached(
         "INSERT INTO events(
            event_id, resource_id, resource_revision, event_type, actor_type,

@@ -131,23 +131,8 @@ fn write_deltas(
         // Every delta of a revision carries the same patch: stored (and hashed) once, since a
         // second put of the same content in the same transaction changes nothing.
         let patch_hash = put_json(conn, &patch, now)?;
-        let mut insert = conn.prepare_cached(
-            "INSERT INTO viewer_deltas(
-               run_id, presentation_revision, delta_index, target_type,
-               target_key, patch_hash, recorded_at
-             ) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        )?;
-        for (index, (target_type, target_key)) in drafts.iter().enumerate() {
-            insert.execute(params![
-                run_id,
-                revision,
-                index as i64,
-                target_type,
-                target_key,
-                &patch_hash[..],
-                now
-            ])?;
-        }
+        conn.prepare_cached(&insert_deltas_sql(drafts))?
+            .execute(params![run_id, revision, &patch_hash[..], now])?;
     }
     if retained_from > 1 {
         conn.prepare_cached(
@@ -156,4 +141,25 @@ fn write_deltas(
         .execute(params![run_id, retained_from])?;
     }
     Ok(())
+}
+
+/// One `INSERT` of a revision's delta rows, in `drafts` order (a multi-row `VALUES` inserts
+/// its rows in order, so the rowids are those of one insert per row): `?1` run, `?2`
+/// revision, `?3` patch hash, `?4` time; the views are our own constants, written as literals.
+fn insert_deltas_sql(drafts: &[ViewerDraft]) -> String {
+    let mut sql = String::from(
+        "INSERT INTO viewer_deltas(
+           run_id, presentation_revision, delta_index, target_type,
+           target_key, patch_hash, recorded_at
+         ) VALUES ",
+    );
+    for (index, (target_type, target_key)) in drafts.iter().enumerate() {
+        if index > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!(
+            "(?1, ?2, {index}, '{target_type}', '{target_key}', ?3, ?4)"
+        ));
+    }
+    sql
 }
