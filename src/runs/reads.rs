@@ -1,13 +1,18 @@
 //! Workflow run reads and views (methods 31–39): single runs and views, the run list and its
 //! revision, the open reservation of a session, and the paused flag. Nothing here writes.
 
+use std::sync::OnceLock;
+
 use rusqlite::types::Value as Sql;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
-use super::records::{map_workflow_run, map_workflow_run_with, view_rows};
+use super::records::{
+    map_workflow_run, map_workflow_run_with, view_rows, VIEW_BY_ROWID, VIEW_BY_RUN_ID,
+    VIEW_OPEN_SESSION_RESERVATION,
+};
 use super::reserve::sql_value;
-use super::row::{workflow_run_row, RunRow, RUN_SELECT};
+use super::row::{RunRow, RUN_SELECT};
 use crate::error::Result;
 use crate::state::blobs::JsonReads;
 use crate::state::read_cache::Snapshot;
@@ -53,13 +58,35 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
 const OPEN_SESSION_RESERVATION: &str = "WHERE b.origin_session_id = ?
     AND q.status NOT IN ('done', 'failed', 'cancelled') ORDER BY q.created_at DESC LIMIT 1";
 
+/// `RUN_SELECT {clause}`, built on first use: a lookup builds no SQL text.
+fn run_select(cell: &'static OnceLock<String>, clause: &str) -> &'static str {
+    cell.get_or_init(|| format!("{RUN_SELECT} {clause}"))
+}
+
+fn run_by_id_select() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    run_select(&SQL, "WHERE r.run_id = ?")
+}
+
+fn run_by_rowid_select() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    run_select(&SQL, "WHERE r.rowid = ?")
+}
+
+/// `workflow_run_row` through the statement built once.
+fn run_row(conn: &Connection, run_id: &str) -> Result<Option<RunRow>> {
+    Ok(conn
+        .prepare_cached(run_by_id_select())?
+        .query_row([run_id], RunRow::from_row)
+        .optional()?)
+}
+
 fn get_workflow_run(store: &Store, run_id: &Value) -> Result<Option<String>> {
     let conn = store.conn()?;
-    in_read_transaction(conn, || {
-        match workflow_run_row(conn, text(run_id, "runId")?)? {
-            Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
-            None => Ok(None),
-        }
+    let run_id = text(run_id, "runId")?;
+    in_read_transaction(conn, || match run_row(conn, run_id)? {
+        Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
+        None => Ok(None),
     })
 }
 
@@ -69,7 +96,7 @@ fn maybe_text(text: Option<String>) -> Reply {
 }
 
 fn get_workflow_run_view(store: &Store, run_id: &Value) -> Result<Option<String>> {
-    let views = view_rows(store.conn()?, "WHERE r.run_id = ?", [sql_value(run_id)])?;
+    let views = view_rows(store.conn()?, VIEW_BY_RUN_ID, [sql_value(run_id)])?;
     Ok(views.into_iter().next())
 }
 
@@ -139,7 +166,7 @@ fn list_workflow_run_views(store: &Store, options: &Value) -> Result<String> {
     Ok(out)
 }
 
-/// The runs of the view list, in the order of `RUN_VIEW_SELECT ORDER BY q.created_at DESC`.
+/// The runs of the view list, in the order of `run_view_select!() ORDER BY q.created_at DESC`.
 /// Ties keep the single statement's order: it scans `runs` and its sort is stable, so equal
 /// `created_at` come in rowid order.
 const VIEW_ORDER_SELECT: &str = "SELECT r.rowid FROM runs r
@@ -147,7 +174,7 @@ const VIEW_ORDER_SELECT: &str = "SELECT r.rowid FROM runs r
     JOIN run_queue q ON q.run_id = r.run_id
     ORDER BY q.created_at DESC, r.rowid";
 
-/// The views of `RUN_VIEW_SELECT ORDER BY q.created_at DESC LIMIT ? OFFSET ?`, found in two
+/// The views of `run_view_select!() ORDER BY q.created_at DESC LIMIT ? OFFSET ?`, found in two
 /// steps: the page's runs first, sorting only their row ids (the left joins never add or drop
 /// a row), then each view. Sorting the whole joined select to keep fifty rows dominated the
 /// call. While the database is unchanged, the order of all runs is kept (one sort for every
@@ -174,7 +201,7 @@ fn view_page(conn: &Connection, snapshot: &Snapshot<'_>, page: &[Sql; 2]) -> Res
     };
     let mut views = Vec::with_capacity(rowids.len());
     for rowid in rowids {
-        views.extend(view_rows(conn, "WHERE r.rowid = ?", [rowid])?);
+        views.extend(view_rows(conn, VIEW_BY_ROWID, [rowid])?);
     }
     Ok(views)
 }
@@ -267,7 +294,7 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
         };
         let mut json = JsonReads::new(conn);
         let mut runs = String::from("[");
-        let mut by_rowid = conn.prepare_cached(&format!("{RUN_SELECT} WHERE r.rowid = ?"))?;
+        let mut by_rowid = conn.prepare_cached(run_by_rowid_select())?;
         for rowid in rowids {
             if let Some(row) = by_rowid.query_row([rowid], RunRow::from_row).optional()? {
                 if runs.len() > 1 {
@@ -285,7 +312,10 @@ fn find_session_reservation(store: &Store, session_id: &Value) -> Result<Option<
     let conn = store.conn()?;
     in_read_transaction(conn, || {
         let row = conn
-            .prepare_cached(&format!("{RUN_SELECT} {OPEN_SESSION_RESERVATION}"))?
+            .prepare_cached({
+                static SQL: OnceLock<String> = OnceLock::new();
+                run_select(&SQL, OPEN_SESSION_RESERVATION)
+            })?
             .query_row([sql_value(session_id)], RunRow::from_row)
             .optional()?;
         match row {
@@ -298,13 +328,13 @@ fn find_session_reservation(store: &Store, session_id: &Value) -> Result<Option<
 fn find_session_reservation_view(store: &Store, session_id: &Value) -> Result<Option<String>> {
     let views = view_rows(
         store.conn()?,
-        OPEN_SESSION_RESERVATION,
+        VIEW_OPEN_SESSION_RESERVATION,
         [sql_value(session_id)],
     )?;
     Ok(views.into_iter().next())
 }
 
 fn is_workflow_run_paused(store: &Store, run_id: &Value) -> Result<bool> {
-    let row = workflow_run_row(store.conn()?, text(run_id, "runId")?)?;
+    let row = run_row(store.conn()?, text(run_id, "runId")?)?;
     Ok(row.is_some_and(|row| row.paused == 1))
 }

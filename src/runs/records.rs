@@ -203,8 +203,11 @@ fn mount_names(snapshot: &Value) -> Map<String, Value> {
     names
 }
 
-/// The columns of the reference's `workflowRunViewSelect`, followed by a clause.
-pub const RUN_VIEW_SELECT: &str = "SELECT r.run_id, d.workflow_name,
+/// The columns of the reference's `workflowRunViewSelect` as a literal, so that each
+/// statement built on it is a constant (`concat!`): a lookup builds no SQL text.
+macro_rules! run_view_select {
+    () => {
+        "SELECT r.run_id, d.workflow_name,
     r.workflow_ref, r.status, r.paused,
     r.definition_digest, q.status,
     b.origin_session_id, b.execution_mode,
@@ -220,9 +223,22 @@ pub const RUN_VIEW_SELECT: &str = "SELECT r.run_id, d.workflow_name,
     JOIN run_queue q ON q.run_id = r.run_id
     LEFT JOIN run_bindings b ON b.run_id = r.run_id
     LEFT JOIN run_sources source ON source.run_id = r.run_id AND source.mount_path = ''
-    LEFT JOIN blobs error ON error.blob_hash = q.error_hash";
+    LEFT JOIN blobs error ON error.blob_hash = q.error_hash"
+    };
+}
 
-/// Maps one row of [`RUN_VIEW_SELECT`] to a `WorkflowRunQueueViewRecord`, written straight as
+/// The view of one run by id.
+pub const VIEW_BY_RUN_ID: &str = concat!(run_view_select!(), " WHERE r.run_id = ?");
+/// The view of one run by row id.
+pub const VIEW_BY_ROWID: &str = concat!(run_view_select!(), " WHERE r.rowid = ?");
+/// The newest open reservation of a session (the queue is not terminal).
+pub const VIEW_OPEN_SESSION_RESERVATION: &str = concat!(
+    run_view_select!(),
+    " WHERE b.origin_session_id = ?
+    AND q.status NOT IN ('done', 'failed', 'cancelled') ORDER BY q.created_at DESC LIMIT 1"
+);
+
+/// Maps one row of `run_view_select!()` to a `WorkflowRunQueueViewRecord`, written straight as
 /// JSON text (views are listed fifty at a time); `None` for a row the reference filters out
 /// (no binding or no root source).
 pub fn map_view_row(row: &Row<'_>) -> rusqlite::Result<Option<String>> {
@@ -294,13 +310,13 @@ pub fn map_view_row(row: &Row<'_>) -> rusqlite::Result<Option<String>> {
     Ok(Some(out))
 }
 
-/// View records (JSON texts) for `RUN_VIEW_SELECT {clause}`.
+/// View records (JSON texts) of `sql`, one of the `VIEW_*` statements.
 pub fn view_rows(
     conn: &Connection,
-    clause: &str,
+    sql: &'static str,
     params: impl rusqlite::Params,
 ) -> Result<Vec<String>> {
-    let mut statement = conn.prepare_cached(&format!("{RUN_VIEW_SELECT} {clause}"))?;
+    let mut statement = conn.prepare_cached(sql)?;
     let rows = statement.query_map(params, map_view_row)?;
     let mut views = Vec::new();
     for row in rows {
