@@ -1,6 +1,7 @@
 //! Run records as the reference returns them: the full queue record (with sources, input and
 //! launch options) and the lighter view record.
 
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row};
 use serde_json::{json, Map, Value};
 
@@ -8,10 +9,167 @@ use super::row::RunRow;
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{read_text, JsonReads};
 use crate::time::{iso, js_iso};
-use crate::wire::{json_text, ObjectWriter};
+use crate::wire::json_text;
 
-fn digest_text(digest: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(digest))
+/// One JSON object written into text, for the records of this module: its keys are literals
+/// that need no escape, a value text is checked for escapes in one branch-free pass (the
+/// compiler vectorizes it) and escaped, when it must be, exactly as serde_json (and
+/// `wire::ObjectWriter`) writes it; digests and dates are written in place.
+struct Fields<'a> {
+    out: &'a mut String,
+    empty: bool,
+}
+
+impl<'a> Fields<'a> {
+    fn new(out: &'a mut String) -> Fields<'a> {
+        out.push('{');
+        Fields { out, empty: true }
+    }
+
+    fn key(&mut self, key: &'static str) -> &mut String {
+        if !self.empty {
+            self.out.push(',');
+        }
+        self.empty = false;
+        self.out.push('"');
+        self.out.push_str(key);
+        self.out.push_str("\":");
+        self.out
+    }
+
+    fn raw(&mut self, key: &'static str, json: &str) -> &mut Self {
+        self.key(key).push_str(json);
+        self
+    }
+
+    fn str(&mut self, key: &'static str, value: &str) -> &mut Self {
+        push_text(self.key(key), value);
+        self
+    }
+
+    fn opt_str(&mut self, key: &'static str, value: Option<&str>) -> &mut Self {
+        match value {
+            Some(value) => self.str(key, value),
+            None => self.raw(key, "null"),
+        }
+    }
+
+    fn bool(&mut self, key: &'static str, value: bool) -> &mut Self {
+        self.raw(key, if value { "true" } else { "false" })
+    }
+
+    fn int(&mut self, key: &'static str, value: i64) -> &mut Self {
+        let _ = std::fmt::Write::write_fmt(self.key(key), format_args!("{value}"));
+        self
+    }
+
+    /// `"sha256:<hex>"`.
+    fn digest(&mut self, key: &'static str, digest: &[u8]) -> &mut Self {
+        let out = self.key(key);
+        out.push_str("\"sha256:");
+        push_hex(out, digest);
+        out.push('"');
+        self
+    }
+
+    /// Lowercase hex, `null` for `None`.
+    fn opt_hex(&mut self, key: &'static str, bytes: Option<&[u8]>) -> &mut Self {
+        let out = self.key(key);
+        match bytes {
+            Some(bytes) => {
+                out.push('"');
+                push_hex(out, bytes);
+                out.push('"');
+            }
+            None => out.push_str("null"),
+        }
+        self
+    }
+
+    /// `new Date(ms).toISOString()`, `null` for `None`.
+    fn opt_time(&mut self, key: &'static str, ms: Option<i64>) -> &mut Self {
+        let out = self.key(key);
+        match ms {
+            Some(ms) => {
+                out.push('"');
+                out.push_str(&iso(ms));
+                out.push('"');
+            }
+            None => out.push_str("null"),
+        }
+        self
+    }
+
+    fn time(&mut self, key: &'static str, ms: i64) -> &mut Self {
+        self.opt_time(key, Some(ms))
+    }
+
+    fn finish(&mut self) {
+        self.out.push('}');
+    }
+}
+
+/// A JSON string as serde_json writes it.
+fn push_text(out: &mut String, text: &str) {
+    let escaped = text.bytes().fold(false, |escaped, byte| {
+        escaped | (byte < 0x20) | (byte == b'"') | (byte == b'\\')
+    });
+    if escaped {
+        out.push_str(&serde_json::to_string(text).expect("a string always serializes"));
+    } else {
+        out.reserve(text.len() + 2);
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    }
+}
+
+/// `hex::encode(bytes)` appended without a String of its own.
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    let mut buffer = [0u8; 64];
+    for chunk in bytes.chunks(32) {
+        let hex = &mut buffer[..chunk.len() * 2];
+        hex::encode_to_slice(chunk, hex).expect("twice the chunk's length");
+        out.push_str(std::str::from_utf8(hex).expect("hex digits"));
+    }
+}
+
+/// A text column read in place; any other value fails as `row.get::<String>` does.
+fn str_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {
+    if let ValueRef::Text(text) = row.get_ref(index)? {
+        if let Ok(text) = std::str::from_utf8(text) {
+            return Ok(text);
+        }
+    }
+    Err(row
+        .get::<_, String>(index)
+        .expect_err("only UTF-8 text reads as a String"))
+}
+
+/// A blob column read in place; any other value fails as `row.get::<Vec<u8>>` does.
+fn blob_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r [u8]> {
+    match row.get_ref(index)? {
+        ValueRef::Blob(bytes) => Ok(bytes),
+        _ => Err(row
+            .get::<_, Vec<u8>>(index)
+            .expect_err("only a blob reads as bytes")),
+    }
+}
+
+/// [`blob_at`] for a nullable column.
+fn opt_blob_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<Option<&'r [u8]>> {
+    match row.get_ref(index)? {
+        ValueRef::Null => Ok(None),
+        _ => blob_at(row, index).map(Some),
+    }
+}
+
+/// [`str_at`] for a nullable column.
+fn opt_str_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<Option<&'r str>> {
+    match row.get_ref(index)? {
+        ValueRef::Null => Ok(None),
+        _ => str_at(row, index).map(Some),
+    }
 }
 
 /// `WorkflowRunQueueRecord` for a run row as JSON text (`claimToken` is null here).
@@ -43,14 +201,14 @@ pub fn map_workflow_run_with(
         None => None,
     };
     let mut out = String::with_capacity(1024 + input.len() + launch_options.len());
-    let mut record = ObjectWriter::new(&mut out);
+    let mut record = Fields::new(&mut out);
     record
         .str("runId", &row.run_id)
         .str("workflowName", &row.workflow_name)
         .str("workflowSourceRef", &row.workflow_ref)
         .raw("workflowSource", &sources)
         .bool("initialized", row.run_status != "queued")
-        .str("definitionDigest", &digest_text(&row.definition_digest))
+        .digest("definitionDigest", &row.definition_digest)
         .raw("input", &input)
         .raw("launchOptions", &launch_options)
         .str("status", &row.status)
@@ -76,19 +234,16 @@ pub fn map_workflow_run_with(
         .str("rootRunId", &row.root_run_id)
         .opt_str("lineageKind", row.lineage_kind.as_deref())
         .int("restartNumber", row.restart_number)
-        .opt_str(
+        .opt_hex(
             "parentTerminalFingerprint",
-            row.parent_terminal_fingerprint
-                .as_deref()
-                .map(hex::encode)
-                .as_deref(),
+            row.parent_terminal_fingerprint.as_deref(),
         )
         .opt_str("errorCode", row.error_code.as_deref())
         .opt_str("errorMessage", error_message.as_deref())
-        .str("createdAt", &iso(row.created_at))
-        .str("updatedAt", &iso(row.updated_at))
-        .opt_str("startedAt", row.started_at.map(iso).as_deref())
-        .opt_str("finishedAt", row.finished_at.map(iso).as_deref())
+        .time("createdAt", row.created_at)
+        .time("updatedAt", row.updated_at)
+        .opt_time("startedAt", row.started_at)
+        .opt_time("finishedAt", row.finished_at)
         .finish();
     Ok(out)
 }
@@ -106,6 +261,23 @@ fn source_value(source: &SourceRow) -> Value {
         &source.source_ref,
         &source.source_revision,
     )
+}
+
+/// [`source_json`] written as text.
+fn push_source(out: &mut String, source_type: &str, source_ref: &str, source_revision: &str) {
+    let mut source = Fields::new(out);
+    if source_type == "builtin" {
+        source
+            .raw("kind", "\"builtin\"")
+            .str("id", source_ref)
+            .str("revision", source_revision);
+    } else {
+        source
+            .raw("kind", "\"file\"")
+            .str("path", source_ref)
+            .str("hash", source_revision);
+    }
+    source.finish();
 }
 
 /// `{kind, id, revision}` for a builtin source, `{kind, path, hash}` for a file.
@@ -159,8 +331,18 @@ fn read_queued_run_sources_text(json: &mut JsonReads<'_>, run: &RunRow) -> Resul
         mount_names(&json.get(&run.definition_hash)?)
     };
     let mut out = String::with_capacity(160);
-    let mut sources = ObjectWriter::new(&mut out);
-    sources.raw("root", &json_text(&source_value(root)));
+    out.push_str("{\"root\":");
+    push_source(
+        &mut out,
+        &root.source_type,
+        &root.source_ref,
+        &root.source_revision,
+    );
+    out.push_str(",\"mounted\":");
+    if mounts.is_empty() {
+        out.push_str("[]}");
+        return Ok(out);
+    }
     let mounted: Vec<Value> = mounts
         .iter()
         .map(|row| {
@@ -175,8 +357,8 @@ fn read_queued_run_sources_text(json: &mut JsonReads<'_>, run: &RunRow) -> Resul
             })
         })
         .collect();
-    sources.raw("mounted", &json_text(&Value::Array(mounted)));
-    sources.finish();
+    out.push_str(&json_text(&Value::Array(mounted)));
+    out.push('}');
     Ok(out)
 }
 
@@ -242,10 +424,10 @@ pub const VIEW_OPEN_SESSION_RESERVATION: &str = concat!(
 /// JSON text (views are listed fifty at a time); `None` for a row the reference filters out
 /// (no binding or no root source).
 pub fn map_view_row(row: &Row<'_>) -> rusqlite::Result<Option<String>> {
-    let execution_mode: Option<String> = row.get(8)?;
-    let source_type: Option<String> = row.get(20)?;
-    let source_ref: Option<String> = row.get(21)?;
-    let source_revision: Option<String> = row.get(22)?;
+    let execution_mode = opt_str_at(row, 8)?;
+    let source_type = opt_str_at(row, 20)?;
+    let source_ref = opt_str_at(row, 21)?;
+    let source_revision = opt_str_at(row, 22)?;
     let (Some(mode), Some(source_type), Some(source_ref), Some(source_revision)) =
         (execution_mode, source_type, source_ref, source_revision)
     else {
@@ -254,58 +436,40 @@ pub fn map_view_row(row: &Row<'_>) -> rusqlite::Result<Option<String>> {
     if mode != "interactive" && mode != "headless" {
         return Ok(None);
     }
-    let run_status: String = row.get(3)?;
-    let origin: Option<String> = row.get(7)?;
-    let fingerprint: Option<Vec<u8>> = row.get(13)?;
-    let digest: Vec<u8> = row.get(5)?;
-    let mut source = String::new();
-    ObjectWriter::new(&mut source)
-        .raw(
-            "root",
-            &json_text(&source_json(&source_type, &source_ref, &source_revision)),
-        )
-        .raw("mounted", "[]")
-        .finish();
-    let mut out = String::with_capacity(700);
-    ObjectWriter::new(&mut out)
-        .str("runId", &row.get::<_, String>(0)?)
-        .str("workflowName", &row.get::<_, String>(1)?)
-        .str("workflowSourceRef", &row.get::<_, String>(2)?)
-        .raw("workflowSource", &source)
-        .bool("initialized", run_status != "queued")
-        .str("definitionDigest", &digest_text(&digest))
-        .str("runStateStatus", &run_status)
+    let run_status = str_at(row, 3)?;
+    let origin = opt_str_at(row, 7)?;
+    let fingerprint = opt_blob_at(row, 13)?;
+    let digest = blob_at(row, 5)?;
+    let mut out = String::with_capacity(900);
+    let mut view = Fields::new(&mut out);
+    view.str("runId", str_at(row, 0)?)
+        .str("workflowName", str_at(row, 1)?)
+        .str("workflowSourceRef", str_at(row, 2)?);
+    let source = view.key("workflowSource");
+    source.push_str("{\"root\":");
+    push_source(source, source_type, source_ref, source_revision);
+    source.push_str(",\"mounted\":[]}");
+    view.bool("initialized", run_status != "queued")
+        .digest("definitionDigest", digest)
+        .str("runStateStatus", run_status)
         .bool("paused", row.get::<_, i64>(4)? == 1)
-        .str("status", &row.get::<_, String>(6)?)
+        .str("status", str_at(row, 6)?)
         .opt_str(
             "originSessionId",
-            if mode == "headless" {
-                None
-            } else {
-                origin.as_deref()
-            },
+            if mode == "headless" { None } else { origin },
         )
-        .str("executionMode", &mode)
-        .opt_str("parentRunId", row.get::<_, Option<String>>(9)?.as_deref())
-        .str("rootRunId", &row.get::<_, String>(10)?)
-        .opt_str("lineageKind", row.get::<_, Option<String>>(11)?.as_deref())
+        .str("executionMode", mode)
+        .opt_str("parentRunId", opt_str_at(row, 9)?)
+        .str("rootRunId", str_at(row, 10)?)
+        .opt_str("lineageKind", opt_str_at(row, 11)?)
         .int("restartNumber", row.get::<_, i64>(12)?)
-        .opt_str(
-            "parentTerminalFingerprint",
-            fingerprint.as_deref().map(hex::encode).as_deref(),
-        )
-        .opt_str("errorCode", row.get::<_, Option<String>>(14)?.as_deref())
-        .opt_str("errorMessage", row.get::<_, Option<String>>(15)?.as_deref())
-        .str("createdAt", &iso(row.get(16)?))
-        .str("updatedAt", &iso(row.get(17)?))
-        .opt_str(
-            "startedAt",
-            row.get::<_, Option<i64>>(18)?.map(iso).as_deref(),
-        )
-        .opt_str(
-            "finishedAt",
-            row.get::<_, Option<i64>>(19)?.map(iso).as_deref(),
-        )
+        .opt_hex("parentTerminalFingerprint", fingerprint)
+        .opt_str("errorCode", opt_str_at(row, 14)?)
+        .opt_str("errorMessage", opt_str_at(row, 15)?)
+        .time("createdAt", row.get(16)?)
+        .time("updatedAt", row.get(17)?)
+        .opt_time("startedAt", row.get(18)?)
+        .opt_time("finishedAt", row.get(19)?)
         .finish();
     Ok(Some(out))
 }
