@@ -8,8 +8,8 @@ use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::records::{
-    map_workflow_run, map_workflow_run_with, view_rows, VIEW_BY_ROWID, VIEW_BY_RUN_ID,
-    VIEW_OPEN_SESSION_RESERVATION,
+    map_listed_run_record, map_run_record, map_workflow_run, run_record_select, view_rows,
+    RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
 };
 use super::reserve::sql_value;
 use super::row::{RunRow, RUN_SELECT};
@@ -68,9 +68,10 @@ fn run_by_id_select() -> &'static str {
     run_select(&SQL, "WHERE r.run_id = ?")
 }
 
+/// A run of a list with its input, error and root source (see `RUN_RECORD_COLUMNS`).
 fn run_by_rowid_select() -> &'static str {
     static SQL: OnceLock<String> = OnceLock::new();
-    run_select(&SQL, "WHERE r.rowid = ?")
+    SQL.get_or_init(|| run_record_select(RUN_SELECT, false, "WHERE r.rowid = ?"))
 }
 
 /// `workflow_run_row` through the statement built once.
@@ -84,10 +85,29 @@ fn run_row(conn: &Connection, run_id: &str) -> Result<Option<RunRow>> {
 fn get_workflow_run(store: &Store, run_id: &Value) -> Result<Option<String>> {
     let conn = store.conn()?;
     let run_id = text(run_id, "runId")?;
-    in_read_transaction(conn, || match run_row(conn, run_id)? {
-        Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
+    // One statement reads the run with its documents and root source: one snapshot, so no
+    // transaction is needed unless the record needs more reads (mounts, a document missing
+    // or not JSON); then the whole record is read again in one read transaction.
+    let sql = {
+        static SQL: OnceLock<String> = OnceLock::new();
+        SQL.get_or_init(|| run_record_select(RUN_SELECT, true, "WHERE r.run_id = ?"))
+    };
+    let found = conn
+        .prepare_cached(sql)?
+        .query_row([run_id], |row| {
+            Ok((RunRow::from_row(row)?, RecordReads::from_row(row, true)?))
+        })
+        .optional()?;
+    match found {
         None => Ok(None),
-    })
+        Some((row, reads)) if reads.is_complete(&row) => {
+            Ok(Some(map_run_record(conn, &row, &reads)?))
+        }
+        Some(_) => in_read_transaction(conn, || match run_row(conn, run_id)? {
+            Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
+            None => Ok(None),
+        }),
+    }
 }
 
 /// A record written as JSON text, or `undefined`.
@@ -296,11 +316,16 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
         let mut runs = String::from("[");
         let mut by_rowid = conn.prepare_cached(run_by_rowid_select())?;
         for rowid in rowids {
-            if let Some(row) = by_rowid.query_row([rowid], RunRow::from_row).optional()? {
+            let found = by_rowid
+                .query_row([rowid], |row| {
+                    Ok((RunRow::from_row(row)?, RecordReads::from_row(row, false)?))
+                })
+                .optional()?;
+            if let Some((row, reads)) = found {
                 if runs.len() > 1 {
                     runs.push(',');
                 }
-                runs.push_str(&map_workflow_run_with(&mut json, &row, None)?);
+                runs.push_str(&map_listed_run_record(&mut json, &row, &reads)?);
             }
         }
         runs.push(']');

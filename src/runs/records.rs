@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::row::RunRow;
 use crate::error::{Result, StoreError};
-use crate::state::blobs::{read_text, JsonReads};
+use crate::state::blobs::{read_text, BlobHash, JsonReads, MEDIA_JSON};
 use crate::time::{iso, js_iso};
 use crate::wire::json_text;
 
@@ -187,7 +187,6 @@ pub fn map_workflow_run_with(
     claim_token: Option<&str>,
 ) -> Result<String> {
     let conn = json.conn();
-    let headless = row.execution_mode.as_deref() == Some("headless");
     let error_message = match &row.error_hash {
         Some(hash) => read_text(conn, hash)?,
         None => None,
@@ -195,6 +194,26 @@ pub fn map_workflow_run_with(
     let sources = read_queued_run_sources_text(json, row)?;
     let input = json.get_text(&row.input_hash)?;
     let launch_options = json.get_text(&row.launch_options_hash)?;
+    write_run_record(
+        row,
+        error_message.as_deref(),
+        &sources,
+        &input,
+        &launch_options,
+        claim_token,
+    )
+}
+
+/// The record of `row` from what it reads besides the row.
+fn write_run_record(
+    row: &RunRow,
+    error_message: Option<&str>,
+    sources: &str,
+    input: &str,
+    launch_options: &str,
+    claim_token: Option<&str>,
+) -> Result<String> {
+    let headless = row.execution_mode.as_deref() == Some("headless");
     // A renewal may store an expiry beyond JavaScript's dates; toISOString() throws then.
     let claim_expires_at = match row.claim_expires_at {
         Some(ms) => Some(js_iso(ms as f64)?),
@@ -206,11 +225,11 @@ pub fn map_workflow_run_with(
         .str("runId", &row.run_id)
         .str("workflowName", &row.workflow_name)
         .str("workflowSourceRef", &row.workflow_ref)
-        .raw("workflowSource", &sources)
+        .raw("workflowSource", sources)
         .bool("initialized", row.run_status != "queued")
         .digest("definitionDigest", &row.definition_digest)
-        .raw("input", &input)
-        .raw("launchOptions", &launch_options)
+        .raw("input", input)
+        .raw("launchOptions", launch_options)
         .str("status", &row.status)
         .opt_str("runnerId", row.owner_id.as_deref())
         .opt_str("claimToken", claim_token);
@@ -239,13 +258,217 @@ pub fn map_workflow_run_with(
             row.parent_terminal_fingerprint.as_deref(),
         )
         .opt_str("errorCode", row.error_code.as_deref())
-        .opt_str("errorMessage", error_message.as_deref())
+        .opt_str("errorMessage", error_message)
         .time("createdAt", row.created_at)
         .time("updatedAt", row.updated_at)
         .opt_time("startedAt", row.started_at)
         .opt_time("finishedAt", row.finished_at)
         .finish();
     Ok(out)
+}
+
+/// Columns a run's own statement adds to `RUN_SELECT` so that its record needs no further
+/// statement in the common case: the input and error blobs, the root source and whether
+/// mounts exist ([`RUN_RECORD_JOINS`] joins them). Nothing is decided from them that the
+/// separate reads would decide otherwise: a document that is missing or not JSON, a missing
+/// root or any mount sends the record down the separate reads, which fail or read as before.
+pub const RUN_RECORD_COLUMNS: &str = ", input.media_type, input.content, error.content,
+    root.source_type, root.source_ref, root.source_revision,
+    EXISTS (SELECT 1 FROM run_sources m WHERE m.run_id = r.run_id AND m.mount_path <> '')";
+/// The joins of [`RUN_RECORD_COLUMNS`] (blob hashes and `(run_id, mount_path)` are keys).
+pub const RUN_RECORD_JOINS: &str = " LEFT JOIN blobs input ON input.blob_hash = r.input_hash
+    LEFT JOIN blobs error ON error.blob_hash = q.error_hash
+    LEFT JOIN run_sources root ON root.run_id = r.run_id AND root.mount_path = ''";
+/// For a single run, its definition snapshot and launch options too (a list shares them
+/// across its runs instead, see `JsonReads`).
+pub const RUN_DOCUMENT_COLUMNS: &str = ", definition.media_type, definition.content,
+    launch.media_type, launch.content";
+/// The joins of [`RUN_DOCUMENT_COLUMNS`].
+pub const RUN_DOCUMENT_JOINS: &str =
+    " LEFT JOIN blobs definition ON definition.blob_hash = d.definition_hash
+    LEFT JOIN blobs launch ON launch.blob_hash = r.launch_options_hash";
+
+const RECORD_COLUMN_COUNT: usize = 7;
+const DOCUMENT_COLUMN_COUNT: usize = 4;
+
+/// `RUN_SELECT` with [`RUN_RECORD_COLUMNS`] (and, with `documents`, [`RUN_DOCUMENT_COLUMNS`]),
+/// followed by `clause`.
+pub fn run_record_select(run_select: &str, documents: bool, clause: &str) -> String {
+    let from = run_select
+        .find("\n    FROM runs r")
+        .expect("RUN_SELECT has a FROM");
+    let (columns, joins) = if documents {
+        (
+            format!("{RUN_RECORD_COLUMNS}{RUN_DOCUMENT_COLUMNS}"),
+            format!("{RUN_RECORD_JOINS}{RUN_DOCUMENT_JOINS}"),
+        )
+    } else {
+        (RUN_RECORD_COLUMNS.to_owned(), RUN_RECORD_JOINS.to_owned())
+    };
+    format!(
+        "{}{columns}{}{joins} {clause}",
+        &run_select[..from],
+        &run_select[from..]
+    )
+}
+
+/// What [`RUN_RECORD_COLUMNS`] (and [`RUN_DOCUMENT_COLUMNS`]) read for one run.
+pub struct RecordReads {
+    /// The error blob's text (as `read_text` gives it), `None` when it is missing.
+    error: Option<String>,
+    /// The input's JSON text when it is a JSON blob.
+    input: Option<String>,
+    /// The root source (type, ref, revision).
+    root: Option<[String; 3]>,
+    has_mounts: bool,
+    /// The definition snapshot's and launch options' JSON texts (when read and JSON).
+    definition: Option<String>,
+    launch_options: Option<String>,
+}
+
+impl RecordReads {
+    /// Whether a record from `run_record_select(…, documents = true, …)` needs no further
+    /// read: the root source without mounts and every document stored as JSON.
+    pub fn is_complete(&self, row: &RunRow) -> bool {
+        self.root.is_some()
+            && !self.has_mounts
+            && stored(&row.definition_hash, &self.definition).is_some()
+            && stored(&row.input_hash, &self.input).is_some()
+            && stored(&row.launch_options_hash, &self.launch_options).is_some()
+    }
+
+    /// Reads the added columns of a row of [`run_record_select`].
+    pub fn from_row(row: &Row<'_>, documents: bool) -> rusqlite::Result<RecordReads> {
+        let added = RECORD_COLUMN_COUNT + if documents { DOCUMENT_COLUMN_COUNT } else { 0 };
+        let at = row.as_ref().column_count() - added;
+        let root = match (
+            row.get_ref(at + 3)?,
+            row.get_ref(at + 4)?,
+            row.get_ref(at + 5)?,
+        ) {
+            (ValueRef::Text(kind), ValueRef::Text(id), ValueRef::Text(revision)) => {
+                match (
+                    std::str::from_utf8(kind),
+                    std::str::from_utf8(id),
+                    std::str::from_utf8(revision),
+                ) {
+                    (Ok(kind), Ok(id), Ok(revision)) => {
+                        Some([kind.to_owned(), id.to_owned(), revision.to_owned()])
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let (definition, launch_options) = if documents {
+            (
+                json_content(row, at + RECORD_COLUMN_COUNT)?,
+                json_content(row, at + RECORD_COLUMN_COUNT + 2)?,
+            )
+        } else {
+            (None, None)
+        };
+        Ok(RecordReads {
+            error: content_text(row.get_ref(at + 2)?),
+            input: json_content(row, at)?,
+            root,
+            has_mounts: row.get::<_, i64>(at + 6)? != 0,
+            definition,
+            launch_options,
+        })
+    }
+}
+
+/// A blob's content as `read_text` reads it (`NULL`: no blob, content is `NOT NULL`).
+fn content_text(content: ValueRef<'_>) -> Option<String> {
+    match content {
+        ValueRef::Null => None,
+        ValueRef::Blob(bytes) | ValueRef::Text(bytes) => {
+            Some(String::from_utf8_lossy(bytes).into_owned())
+        }
+        _ => Some(String::new()),
+    }
+}
+
+/// The content at `at + 1` when the media type at `at` is JSON.
+fn json_content(row: &Row<'_>, at: usize) -> rusqlite::Result<Option<String>> {
+    Ok(match row.get_ref(at)? {
+        ValueRef::Text(media) if media == MEDIA_JSON.as_bytes() => {
+            content_text(row.get_ref(at + 1)?)
+        }
+        _ => None,
+    })
+}
+
+/// A 32-byte hash with the text read for it, for `JsonReads::with_stored`.
+fn stored<'t>(hash: &[u8], text: &'t Option<String>) -> Option<(BlobHash, &'t str)> {
+    Some((hash.try_into().ok()?, text.as_deref()?))
+}
+
+/// [`map_workflow_run`] for a row of `run_record_select(…, documents = true, …)`: no further
+/// statement unless the run has mounts or a document is missing or not JSON.
+pub fn map_run_record(conn: &Connection, row: &RunRow, reads: &RecordReads) -> Result<String> {
+    let stored = [
+        stored(&row.definition_hash, &reads.definition),
+        stored(&row.input_hash, &reads.input),
+        stored(&row.launch_options_hash, &reads.launch_options),
+    ];
+    let mut json = JsonReads::with_stored(conn, stored.into_iter().flatten().collect());
+    map_run_record_with(&mut json, None, row, reads)
+}
+
+/// [`map_workflow_run_with`] for a row of `run_record_select(…, documents = false, …)`: the
+/// definition snapshot and launch options through the list's shared `json`, the input from
+/// the row.
+pub fn map_listed_run_record(
+    json: &mut JsonReads<'_>,
+    row: &RunRow,
+    reads: &RecordReads,
+) -> Result<String> {
+    let conn = json.conn();
+    let mut input = JsonReads::with_stored(
+        conn,
+        stored(&row.input_hash, &reads.input).into_iter().collect(),
+    );
+    map_run_record_with(json, Some(&mut input), row, reads)
+}
+
+/// The reads of [`map_workflow_run_with`] in the same order, from `reads` where they hold
+/// them; the input through `input` when given, else through `json`.
+fn map_run_record_with(
+    json: &mut JsonReads<'_>,
+    input: Option<&mut JsonReads<'_>>,
+    row: &RunRow,
+    reads: &RecordReads,
+) -> Result<String> {
+    let error_message = match &row.error_hash {
+        Some(_) => reads.error.clone(),
+        None => None,
+    };
+    let sources = match &reads.root {
+        Some([kind, id, revision]) if !reads.has_mounts => {
+            json.check(&row.definition_hash)?;
+            let mut out = String::with_capacity(160);
+            out.push_str("{\"root\":");
+            push_source(&mut out, kind, id, revision);
+            out.push_str(",\"mounted\":[]}");
+            out
+        }
+        _ => read_queued_run_sources_text(json, row)?,
+    };
+    let input = match input {
+        Some(input) => input.get_text(&row.input_hash)?,
+        None => json.get_text(&row.input_hash)?,
+    };
+    let launch_options = json.get_text(&row.launch_options_hash)?;
+    write_run_record(
+        row,
+        error_message.as_deref(),
+        &sources,
+        &input,
+        &launch_options,
+        None,
+    )
 }
 
 struct SourceRow {
