@@ -8,8 +8,8 @@ use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::records::{
-    map_listed_run_record, map_run_record, map_workflow_run, run_record_select, view_rows,
-    RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
+    map_listed_run_record, map_run_record, map_workflow_run, push_views, run_record_select,
+    view_rows, RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
 };
 use super::reserve::sql_value;
 use super::row::{RunRow, RUN_SELECT};
@@ -220,8 +220,9 @@ fn view_page(conn: &Connection, snapshot: &Snapshot<'_>, page: &[Sql; 2]) -> Res
         )?,
     };
     let mut views = Vec::with_capacity(rowids.len());
+    let mut by_rowid = conn.prepare_cached(VIEW_BY_ROWID)?;
     for rowid in rowids {
-        views.extend(view_rows(conn, VIEW_BY_ROWID, [rowid])?);
+        push_views(&mut by_rowid, [rowid], &mut views)?;
     }
     Ok(views)
 }

@@ -703,13 +703,23 @@ pub fn view_rows(
     sql: &'static str,
     params: impl rusqlite::Params,
 ) -> Result<Vec<String>> {
-    let mut statement = conn.prepare_cached(sql)?;
-    let rows = statement.query_map(params, map_view_row)?;
     let mut views = Vec::new();
+    let mut statement = conn.prepare_cached(sql)?;
+    push_views(&mut statement, params, &mut views)?;
+    Ok(views)
+}
+
+/// Appends the view records of one run of `statement` (a `VIEW_*` statement) to `views`.
+pub fn push_views(
+    statement: &mut rusqlite::Statement<'_>,
+    params: impl rusqlite::Params,
+    views: &mut Vec<String>,
+) -> Result<()> {
+    let rows = statement.query_map(params, map_view_row)?;
     for row in rows {
         if let Some(view) = row? {
             views.push(view);
         }
     }
-    Ok(views)
+    Ok(())
 }
