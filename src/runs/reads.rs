@@ -1,6 +1,7 @@
 //! Workflow run reads and views (methods 31–39): single runs and views, the run list and its
 //! revision, the open reservation of a session, and the paused flag. Nothing here writes.
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use rusqlite::types::Value as Sql;
@@ -68,10 +69,47 @@ fn run_by_id_select() -> &'static str {
     run_select(&SQL, "WHERE r.run_id = ?")
 }
 
-/// A run of a list with its input, error and root source (see `RUN_RECORD_COLUMNS`).
-fn run_by_rowid_select() -> &'static str {
+/// The runs of a list's page with their input, error and root source (see
+/// `RUN_RECORD_COLUMNS`), by row id, in one statement.
+fn page_runs_select() -> &'static str {
     static SQL: OnceLock<String> = OnceLock::new();
-    SQL.get_or_init(|| run_record_select(RUN_SELECT, false, "WHERE r.rowid = ?"))
+    SQL.get_or_init(|| {
+        run_record_select(
+            RUN_SELECT,
+            false,
+            "WHERE r.rowid IN (SELECT value FROM json_each(?))",
+        )
+    })
+}
+
+/// The rows of `rowids` in their order (`None` for a row id the select does not find): one
+/// statement for the page instead of one per run, which SQLite answers in row id order.
+fn page_runs(conn: &Connection, rowids: &[i64]) -> Result<Vec<Option<(RunRow, RecordReads)>>> {
+    let position: HashMap<i64, usize> = rowids
+        .iter()
+        .enumerate()
+        .map(|(index, rowid)| (*rowid, index))
+        .collect();
+    let mut page: Vec<Option<(RunRow, RecordReads)>> = Vec::new();
+    page.resize_with(rowids.len(), || None);
+    let list = format!(
+        "[{}]",
+        rowids
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let mut select = conn.prepare_cached(page_runs_select())?;
+    let mut rows = select.query([list])?;
+    while let Some(row) = rows.next()? {
+        let reads = RecordReads::from_row(row, false)?;
+        let index = reads.rowid.and_then(|rowid| position.get(&rowid).copied());
+        if let Some(index) = index {
+            page[index] = Some((RunRow::from_row(row)?, reads));
+        }
+    }
+    Ok(page)
 }
 
 /// `workflow_run_row` through the statement built once.
@@ -315,19 +353,11 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
         };
         let mut json = JsonReads::new(conn);
         let mut runs = String::from("[");
-        let mut by_rowid = conn.prepare_cached(run_by_rowid_select())?;
-        for rowid in rowids {
-            let found = by_rowid
-                .query_row([rowid], |row| {
-                    Ok((RunRow::from_row(row)?, RecordReads::from_row(row, false)?))
-                })
-                .optional()?;
-            if let Some((row, reads)) = found {
-                if runs.len() > 1 {
-                    runs.push(',');
-                }
-                runs.push_str(&map_listed_run_record(&mut json, &row, &reads)?);
+        for (row, reads) in page_runs(conn, &rowids)?.iter().flatten() {
+            if runs.len() > 1 {
+                runs.push(',');
             }
+            runs.push_str(&map_listed_run_record(&mut json, row, reads)?);
         }
         runs.push(']');
         Ok(runs)

@@ -291,8 +291,8 @@ pub const RUN_DOCUMENT_JOINS: &str =
 const RECORD_COLUMN_COUNT: usize = 7;
 const DOCUMENT_COLUMN_COUNT: usize = 4;
 
-/// `RUN_SELECT` with [`RUN_RECORD_COLUMNS`] (and, with `documents`, [`RUN_DOCUMENT_COLUMNS`]),
-/// followed by `clause`.
+/// `RUN_SELECT` with [`RUN_RECORD_COLUMNS`] and, with `documents`, [`RUN_DOCUMENT_COLUMNS`]
+/// (for a single run), else the run's row id (for a list's page), followed by `clause`.
 pub fn run_record_select(run_select: &str, documents: bool, clause: &str) -> String {
     let from = run_select
         .find("\n    FROM runs r")
@@ -303,7 +303,10 @@ pub fn run_record_select(run_select: &str, documents: bool, clause: &str) -> Str
             format!("{RUN_RECORD_JOINS}{RUN_DOCUMENT_JOINS}"),
         )
     } else {
-        (RUN_RECORD_COLUMNS.to_owned(), RUN_RECORD_JOINS.to_owned())
+        (
+            format!("{RUN_RECORD_COLUMNS}, r.rowid"),
+            RUN_RECORD_JOINS.to_owned(),
+        )
     };
     format!(
         "{}{columns}{}{joins} {clause}",
@@ -324,6 +327,8 @@ pub struct RecordReads {
     /// The definition snapshot's and launch options' JSON texts (when read and JSON).
     definition: Option<String>,
     launch_options: Option<String>,
+    /// `runs.rowid`, read for a list's page.
+    pub rowid: Option<i64>,
 }
 
 impl RecordReads {
@@ -339,7 +344,7 @@ impl RecordReads {
 
     /// Reads the added columns of a row of [`run_record_select`].
     pub fn from_row(row: &Row<'_>, documents: bool) -> rusqlite::Result<RecordReads> {
-        let added = RECORD_COLUMN_COUNT + if documents { DOCUMENT_COLUMN_COUNT } else { 0 };
+        let added = RECORD_COLUMN_COUNT + if documents { DOCUMENT_COLUMN_COUNT } else { 1 };
         let at = row.as_ref().column_count() - added;
         let root = match (
             row.get_ref(at + 3)?,
@@ -375,6 +380,10 @@ impl RecordReads {
             has_mounts: row.get::<_, i64>(at + 6)? != 0,
             definition,
             launch_options,
+            rowid: match documents {
+                true => None,
+                false => Some(row.get(at + RECORD_COLUMN_COUNT)?),
+            },
         })
     }
 }
