@@ -1,13 +1,19 @@
 //! Workflow run reads and views (methods 31–39): single runs and views, the run list and its
 //! revision, the open reservation of a session, and the paused flag. Nothing here writes.
 
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
 use rusqlite::types::Value as Sql;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
-use super::records::{map_workflow_run, map_workflow_run_with, view_rows};
+use super::records::{
+    map_listed_run_record, map_run_record, map_workflow_run, push_views, run_record_select,
+    view_rows, RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
+};
 use super::reserve::sql_value;
-use super::row::{workflow_run_row, RunRow, RUN_SELECT};
+use super::row::{RunRow, RUN_SELECT};
 use crate::error::Result;
 use crate::state::blobs::JsonReads;
 use crate::state::read_cache::Snapshot;
@@ -53,14 +59,93 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
 const OPEN_SESSION_RESERVATION: &str = "WHERE b.origin_session_id = ?
     AND q.status NOT IN ('done', 'failed', 'cancelled') ORDER BY q.created_at DESC LIMIT 1";
 
+/// `RUN_SELECT {clause}`, built on first use: a lookup builds no SQL text.
+fn run_select(cell: &'static OnceLock<String>, clause: &str) -> &'static str {
+    cell.get_or_init(|| format!("{RUN_SELECT} {clause}"))
+}
+
+fn run_by_id_select() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    run_select(&SQL, "WHERE r.run_id = ?")
+}
+
+/// The runs of a list's page with their input, error and root source (see
+/// `RUN_RECORD_COLUMNS`), by row id, in one statement.
+fn page_runs_select() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| {
+        run_record_select(
+            RUN_SELECT,
+            false,
+            "WHERE r.rowid IN (SELECT value FROM json_each(?))",
+        )
+    })
+}
+
+/// The rows of `rowids` in their order (`None` for a row id the select does not find): one
+/// statement for the page instead of one per run, which SQLite answers in row id order.
+fn page_runs(conn: &Connection, rowids: &[i64]) -> Result<Vec<Option<(RunRow, RecordReads)>>> {
+    let position: HashMap<i64, usize> = rowids
+        .iter()
+        .enumerate()
+        .map(|(index, rowid)| (*rowid, index))
+        .collect();
+    let mut page: Vec<Option<(RunRow, RecordReads)>> = Vec::new();
+    page.resize_with(rowids.len(), || None);
+    let list = format!(
+        "[{}]",
+        rowids
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let mut select = conn.prepare_cached(page_runs_select())?;
+    let mut rows = select.query([list])?;
+    while let Some(row) = rows.next()? {
+        let reads = RecordReads::from_row(row, false)?;
+        let index = reads.rowid.and_then(|rowid| position.get(&rowid).copied());
+        if let Some(index) = index {
+            page[index] = Some((RunRow::from_row(row)?, reads));
+        }
+    }
+    Ok(page)
+}
+
+/// `workflow_run_row` through the statement built once.
+fn run_row(conn: &Connection, run_id: &str) -> Result<Option<RunRow>> {
+    Ok(conn
+        .prepare_cached(run_by_id_select())?
+        .query_row([run_id], RunRow::from_row)
+        .optional()?)
+}
+
 fn get_workflow_run(store: &Store, run_id: &Value) -> Result<Option<String>> {
     let conn = store.conn()?;
-    in_read_transaction(conn, || {
-        match workflow_run_row(conn, text(run_id, "runId")?)? {
+    let run_id = text(run_id, "runId")?;
+    // One statement reads the run with its documents and root source: one snapshot, so no
+    // transaction is needed unless the record needs more reads (mounts, a document missing
+    // or not JSON); then the whole record is read again in one read transaction.
+    let sql = {
+        static SQL: OnceLock<String> = OnceLock::new();
+        SQL.get_or_init(|| run_record_select(RUN_SELECT, true, "WHERE r.run_id = ?"))
+    };
+    let found = conn
+        .prepare_cached(sql)?
+        .query_row([run_id], |row| {
+            Ok((RunRow::from_row(row)?, RecordReads::from_row(row, true)?))
+        })
+        .optional()?;
+    match found {
+        None => Ok(None),
+        Some((row, reads)) if reads.is_complete(&row) => {
+            Ok(Some(map_run_record(conn, &row, &reads)?))
+        }
+        Some(_) => in_read_transaction(conn, || match run_row(conn, run_id)? {
             Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
             None => Ok(None),
-        }
-    })
+        }),
+    }
 }
 
 /// A record written as JSON text, or `undefined`.
@@ -69,7 +154,7 @@ fn maybe_text(text: Option<String>) -> Reply {
 }
 
 fn get_workflow_run_view(store: &Store, run_id: &Value) -> Result<Option<String>> {
-    let views = view_rows(store.conn()?, "WHERE r.run_id = ?", [sql_value(run_id)])?;
+    let views = view_rows(store.conn()?, VIEW_BY_RUN_ID, [sql_value(run_id)])?;
     Ok(views.into_iter().next())
 }
 
@@ -139,7 +224,7 @@ fn list_workflow_run_views(store: &Store, options: &Value) -> Result<String> {
     Ok(out)
 }
 
-/// The runs of the view list, in the order of `RUN_VIEW_SELECT ORDER BY q.created_at DESC`.
+/// The runs of the view list, in the order of `run_view_select!() ORDER BY q.created_at DESC`.
 /// Ties keep the single statement's order: it scans `runs` and its sort is stable, so equal
 /// `created_at` come in rowid order.
 const VIEW_ORDER_SELECT: &str = "SELECT r.rowid FROM runs r
@@ -147,7 +232,7 @@ const VIEW_ORDER_SELECT: &str = "SELECT r.rowid FROM runs r
     JOIN run_queue q ON q.run_id = r.run_id
     ORDER BY q.created_at DESC, r.rowid";
 
-/// The views of `RUN_VIEW_SELECT ORDER BY q.created_at DESC LIMIT ? OFFSET ?`, found in two
+/// The views of `run_view_select!() ORDER BY q.created_at DESC LIMIT ? OFFSET ?`, found in two
 /// steps: the page's runs first, sorting only their row ids (the left joins never add or drop
 /// a row), then each view. Sorting the whole joined select to keep fifty rows dominated the
 /// call. While the database is unchanged, the order of all runs is kept (one sort for every
@@ -173,8 +258,9 @@ fn view_page(conn: &Connection, snapshot: &Snapshot<'_>, page: &[Sql; 2]) -> Res
         )?,
     };
     let mut views = Vec::with_capacity(rowids.len());
+    let mut by_rowid = conn.prepare_cached(VIEW_BY_ROWID)?;
     for rowid in rowids {
-        views.extend(view_rows(conn, "WHERE r.rowid = ?", [rowid])?);
+        push_views(&mut by_rowid, [rowid], &mut views)?;
     }
     Ok(views)
 }
@@ -267,14 +353,11 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
         };
         let mut json = JsonReads::new(conn);
         let mut runs = String::from("[");
-        let mut by_rowid = conn.prepare_cached(&format!("{RUN_SELECT} WHERE r.rowid = ?"))?;
-        for rowid in rowids {
-            if let Some(row) = by_rowid.query_row([rowid], RunRow::from_row).optional()? {
-                if runs.len() > 1 {
-                    runs.push(',');
-                }
-                runs.push_str(&map_workflow_run_with(&mut json, &row, None)?);
+        for (row, reads) in page_runs(conn, &rowids)?.iter().flatten() {
+            if runs.len() > 1 {
+                runs.push(',');
             }
+            runs.push_str(&map_listed_run_record(&mut json, row, reads)?);
         }
         runs.push(']');
         Ok(runs)
@@ -285,7 +368,10 @@ fn find_session_reservation(store: &Store, session_id: &Value) -> Result<Option<
     let conn = store.conn()?;
     in_read_transaction(conn, || {
         let row = conn
-            .prepare_cached(&format!("{RUN_SELECT} {OPEN_SESSION_RESERVATION}"))?
+            .prepare_cached({
+                static SQL: OnceLock<String> = OnceLock::new();
+                run_select(&SQL, OPEN_SESSION_RESERVATION)
+            })?
             .query_row([sql_value(session_id)], RunRow::from_row)
             .optional()?;
         match row {
@@ -298,13 +384,13 @@ fn find_session_reservation(store: &Store, session_id: &Value) -> Result<Option<
 fn find_session_reservation_view(store: &Store, session_id: &Value) -> Result<Option<String>> {
     let views = view_rows(
         store.conn()?,
-        OPEN_SESSION_RESERVATION,
+        VIEW_OPEN_SESSION_RESERVATION,
         [sql_value(session_id)],
     )?;
     Ok(views.into_iter().next())
 }
 
 fn is_workflow_run_paused(store: &Store, run_id: &Value) -> Result<bool> {
-    let row = workflow_run_row(store.conn()?, text(run_id, "runId")?)?;
+    let row = run_row(store.conn()?, text(run_id, "runId")?)?;
     Ok(row.is_some_and(|row| row.paused == 1))
 }

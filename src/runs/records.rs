@@ -1,17 +1,175 @@
 //! Run records as the reference returns them: the full queue record (with sources, input and
 //! launch options) and the lighter view record.
 
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row};
 use serde_json::{json, Map, Value};
 
 use super::row::RunRow;
 use crate::error::{Result, StoreError};
-use crate::state::blobs::{read_text, JsonReads};
+use crate::state::blobs::{read_text, BlobHash, JsonReads, MEDIA_JSON};
 use crate::time::{iso, js_iso};
-use crate::wire::{json_text, ObjectWriter};
+use crate::wire::json_text;
 
-fn digest_text(digest: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(digest))
+/// One JSON object written into text, for the records of this module: its keys are literals
+/// that need no escape, a value text is checked for escapes in one branch-free pass (the
+/// compiler vectorizes it) and escaped, when it must be, exactly as serde_json (and
+/// `wire::ObjectWriter`) writes it; digests and dates are written in place.
+struct Fields<'a> {
+    out: &'a mut String,
+    empty: bool,
+}
+
+impl<'a> Fields<'a> {
+    fn new(out: &'a mut String) -> Fields<'a> {
+        out.push('{');
+        Fields { out, empty: true }
+    }
+
+    fn key(&mut self, key: &'static str) -> &mut String {
+        if !self.empty {
+            self.out.push(',');
+        }
+        self.empty = false;
+        self.out.push('"');
+        self.out.push_str(key);
+        self.out.push_str("\":");
+        self.out
+    }
+
+    fn raw(&mut self, key: &'static str, json: &str) -> &mut Self {
+        self.key(key).push_str(json);
+        self
+    }
+
+    fn str(&mut self, key: &'static str, value: &str) -> &mut Self {
+        push_text(self.key(key), value);
+        self
+    }
+
+    fn opt_str(&mut self, key: &'static str, value: Option<&str>) -> &mut Self {
+        match value {
+            Some(value) => self.str(key, value),
+            None => self.raw(key, "null"),
+        }
+    }
+
+    fn bool(&mut self, key: &'static str, value: bool) -> &mut Self {
+        self.raw(key, if value { "true" } else { "false" })
+    }
+
+    fn int(&mut self, key: &'static str, value: i64) -> &mut Self {
+        let _ = std::fmt::Write::write_fmt(self.key(key), format_args!("{value}"));
+        self
+    }
+
+    /// `"sha256:<hex>"`.
+    fn digest(&mut self, key: &'static str, digest: &[u8]) -> &mut Self {
+        let out = self.key(key);
+        out.push_str("\"sha256:");
+        push_hex(out, digest);
+        out.push('"');
+        self
+    }
+
+    /// Lowercase hex, `null` for `None`.
+    fn opt_hex(&mut self, key: &'static str, bytes: Option<&[u8]>) -> &mut Self {
+        let out = self.key(key);
+        match bytes {
+            Some(bytes) => {
+                out.push('"');
+                push_hex(out, bytes);
+                out.push('"');
+            }
+            None => out.push_str("null"),
+        }
+        self
+    }
+
+    /// `new Date(ms).toISOString()`, `null` for `None`.
+    fn opt_time(&mut self, key: &'static str, ms: Option<i64>) -> &mut Self {
+        let out = self.key(key);
+        match ms {
+            Some(ms) => {
+                out.push('"');
+                out.push_str(&iso(ms));
+                out.push('"');
+            }
+            None => out.push_str("null"),
+        }
+        self
+    }
+
+    fn time(&mut self, key: &'static str, ms: i64) -> &mut Self {
+        self.opt_time(key, Some(ms))
+    }
+
+    fn finish(&mut self) {
+        self.out.push('}');
+    }
+}
+
+/// A JSON string as serde_json writes it.
+fn push_text(out: &mut String, text: &str) {
+    let escaped = text.bytes().fold(false, |escaped, byte| {
+        escaped | (byte < 0x20) | (byte == b'"') | (byte == b'\\')
+    });
+    if escaped {
+        out.push_str(&serde_json::to_string(text).expect("a string always serializes"));
+    } else {
+        out.reserve(text.len() + 2);
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    }
+}
+
+/// `hex::encode(bytes)` appended without a String of its own.
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    let mut buffer = [0u8; 64];
+    for chunk in bytes.chunks(32) {
+        let hex = &mut buffer[..chunk.len() * 2];
+        hex::encode_to_slice(chunk, hex).expect("twice the chunk's length");
+        out.push_str(std::str::from_utf8(hex).expect("hex digits"));
+    }
+}
+
+/// A text column read in place; any other value fails as `row.get::<String>` does.
+fn str_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {
+    if let ValueRef::Text(text) = row.get_ref(index)? {
+        if let Ok(text) = std::str::from_utf8(text) {
+            return Ok(text);
+        }
+    }
+    Err(row
+        .get::<_, String>(index)
+        .expect_err("only UTF-8 text reads as a String"))
+}
+
+/// A blob column read in place; any other value fails as `row.get::<Vec<u8>>` does.
+fn blob_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r [u8]> {
+    match row.get_ref(index)? {
+        ValueRef::Blob(bytes) => Ok(bytes),
+        _ => Err(row
+            .get::<_, Vec<u8>>(index)
+            .expect_err("only a blob reads as bytes")),
+    }
+}
+
+/// [`blob_at`] for a nullable column.
+fn opt_blob_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<Option<&'r [u8]>> {
+    match row.get_ref(index)? {
+        ValueRef::Null => Ok(None),
+        _ => blob_at(row, index).map(Some),
+    }
+}
+
+/// [`str_at`] for a nullable column.
+fn opt_str_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<Option<&'r str>> {
+    match row.get_ref(index)? {
+        ValueRef::Null => Ok(None),
+        _ => str_at(row, index).map(Some),
+    }
 }
 
 /// `WorkflowRunQueueRecord` for a run row as JSON text (`claimToken` is null here).
@@ -29,7 +187,6 @@ pub fn map_workflow_run_with(
     claim_token: Option<&str>,
 ) -> Result<String> {
     let conn = json.conn();
-    let headless = row.execution_mode.as_deref() == Some("headless");
     let error_message = match &row.error_hash {
         Some(hash) => read_text(conn, hash)?,
         None => None,
@@ -37,22 +194,42 @@ pub fn map_workflow_run_with(
     let sources = read_queued_run_sources_text(json, row)?;
     let input = json.get_text(&row.input_hash)?;
     let launch_options = json.get_text(&row.launch_options_hash)?;
+    write_run_record(
+        row,
+        error_message.as_deref(),
+        &sources,
+        &input,
+        &launch_options,
+        claim_token,
+    )
+}
+
+/// The record of `row` from what it reads besides the row.
+fn write_run_record(
+    row: &RunRow,
+    error_message: Option<&str>,
+    sources: &str,
+    input: &str,
+    launch_options: &str,
+    claim_token: Option<&str>,
+) -> Result<String> {
+    let headless = row.execution_mode.as_deref() == Some("headless");
     // A renewal may store an expiry beyond JavaScript's dates; toISOString() throws then.
     let claim_expires_at = match row.claim_expires_at {
         Some(ms) => Some(js_iso(ms as f64)?),
         None => None,
     };
     let mut out = String::with_capacity(1024 + input.len() + launch_options.len());
-    let mut record = ObjectWriter::new(&mut out);
+    let mut record = Fields::new(&mut out);
     record
         .str("runId", &row.run_id)
         .str("workflowName", &row.workflow_name)
         .str("workflowSourceRef", &row.workflow_ref)
-        .raw("workflowSource", &sources)
+        .raw("workflowSource", sources)
         .bool("initialized", row.run_status != "queued")
-        .str("definitionDigest", &digest_text(&row.definition_digest))
-        .raw("input", &input)
-        .raw("launchOptions", &launch_options)
+        .digest("definitionDigest", &row.definition_digest)
+        .raw("input", input)
+        .raw("launchOptions", launch_options)
         .str("status", &row.status)
         .opt_str("runnerId", row.owner_id.as_deref())
         .opt_str("claimToken", claim_token);
@@ -76,21 +253,231 @@ pub fn map_workflow_run_with(
         .str("rootRunId", &row.root_run_id)
         .opt_str("lineageKind", row.lineage_kind.as_deref())
         .int("restartNumber", row.restart_number)
-        .opt_str(
+        .opt_hex(
             "parentTerminalFingerprint",
-            row.parent_terminal_fingerprint
-                .as_deref()
-                .map(hex::encode)
-                .as_deref(),
+            row.parent_terminal_fingerprint.as_deref(),
         )
         .opt_str("errorCode", row.error_code.as_deref())
-        .opt_str("errorMessage", error_message.as_deref())
-        .str("createdAt", &iso(row.created_at))
-        .str("updatedAt", &iso(row.updated_at))
-        .opt_str("startedAt", row.started_at.map(iso).as_deref())
-        .opt_str("finishedAt", row.finished_at.map(iso).as_deref())
+        .opt_str("errorMessage", error_message)
+        .time("createdAt", row.created_at)
+        .time("updatedAt", row.updated_at)
+        .opt_time("startedAt", row.started_at)
+        .opt_time("finishedAt", row.finished_at)
         .finish();
     Ok(out)
+}
+
+/// Columns a run's own statement adds to `RUN_SELECT` so that its record needs no further
+/// statement in the common case: the input and error blobs, the root source and whether
+/// mounts exist ([`RUN_RECORD_JOINS`] joins them). Nothing is decided from them that the
+/// separate reads would decide otherwise: a document that is missing or not JSON, a missing
+/// root or any mount sends the record down the separate reads, which fail or read as before.
+pub const RUN_RECORD_COLUMNS: &str = ", input.media_type, input.content, error.content,
+    root.source_type, root.source_ref, root.source_revision,
+    EXISTS (SELECT 1 FROM run_sources m WHERE m.run_id = r.run_id AND m.mount_path <> '')";
+/// The joins of [`RUN_RECORD_COLUMNS`] (blob hashes and `(run_id, mount_path)` are keys).
+pub const RUN_RECORD_JOINS: &str = " LEFT JOIN blobs input ON input.blob_hash = r.input_hash
+    LEFT JOIN blobs error ON error.blob_hash = q.error_hash
+    LEFT JOIN run_sources root ON root.run_id = r.run_id AND root.mount_path = ''";
+/// For a single run, its definition snapshot and launch options too (a list shares them
+/// across its runs instead, see `JsonReads`).
+pub const RUN_DOCUMENT_COLUMNS: &str = ", definition.media_type, definition.content,
+    launch.media_type, launch.content";
+/// The joins of [`RUN_DOCUMENT_COLUMNS`].
+pub const RUN_DOCUMENT_JOINS: &str =
+    " LEFT JOIN blobs definition ON definition.blob_hash = d.definition_hash
+    LEFT JOIN blobs launch ON launch.blob_hash = r.launch_options_hash";
+
+const RECORD_COLUMN_COUNT: usize = 7;
+const DOCUMENT_COLUMN_COUNT: usize = 4;
+
+/// `RUN_SELECT` with [`RUN_RECORD_COLUMNS`] and, with `documents`, [`RUN_DOCUMENT_COLUMNS`]
+/// (for a single run), else the run's row id (for a list's page), followed by `clause`.
+pub fn run_record_select(run_select: &str, documents: bool, clause: &str) -> String {
+    let from = run_select
+        .find("\n    FROM runs r")
+        .expect("RUN_SELECT has a FROM");
+    let (columns, joins) = if documents {
+        (
+            format!("{RUN_RECORD_COLUMNS}{RUN_DOCUMENT_COLUMNS}"),
+            format!("{RUN_RECORD_JOINS}{RUN_DOCUMENT_JOINS}"),
+        )
+    } else {
+        (
+            format!("{RUN_RECORD_COLUMNS}, r.rowid"),
+            RUN_RECORD_JOINS.to_owned(),
+        )
+    };
+    format!(
+        "{}{columns}{}{joins} {clause}",
+        &run_select[..from],
+        &run_select[from..]
+    )
+}
+
+/// What [`RUN_RECORD_COLUMNS`] (and [`RUN_DOCUMENT_COLUMNS`]) read for one run.
+pub struct RecordReads {
+    /// The error blob's text (as `read_text` gives it), `None` when it is missing.
+    error: Option<String>,
+    /// The input's JSON text when it is a JSON blob.
+    input: Option<String>,
+    /// The root source (type, ref, revision).
+    root: Option<[String; 3]>,
+    has_mounts: bool,
+    /// The definition snapshot's and launch options' JSON texts (when read and JSON).
+    definition: Option<String>,
+    launch_options: Option<String>,
+    /// `runs.rowid`, read for a list's page.
+    pub rowid: Option<i64>,
+}
+
+impl RecordReads {
+    /// Whether a record from `run_record_select(…, documents = true, …)` needs no further
+    /// read: the root source without mounts and every document stored as JSON.
+    pub fn is_complete(&self, row: &RunRow) -> bool {
+        self.root.is_some()
+            && !self.has_mounts
+            && stored(&row.definition_hash, &self.definition).is_some()
+            && stored(&row.input_hash, &self.input).is_some()
+            && stored(&row.launch_options_hash, &self.launch_options).is_some()
+    }
+
+    /// Reads the added columns of a row of [`run_record_select`].
+    pub fn from_row(row: &Row<'_>, documents: bool) -> rusqlite::Result<RecordReads> {
+        let added = RECORD_COLUMN_COUNT + if documents { DOCUMENT_COLUMN_COUNT } else { 1 };
+        let at = row.as_ref().column_count() - added;
+        let root = match (
+            row.get_ref(at + 3)?,
+            row.get_ref(at + 4)?,
+            row.get_ref(at + 5)?,
+        ) {
+            (ValueRef::Text(kind), ValueRef::Text(id), ValueRef::Text(revision)) => {
+                match (
+                    std::str::from_utf8(kind),
+                    std::str::from_utf8(id),
+                    std::str::from_utf8(revision),
+                ) {
+                    (Ok(kind), Ok(id), Ok(revision)) => {
+                        Some([kind.to_owned(), id.to_owned(), revision.to_owned()])
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let (definition, launch_options) = if documents {
+            (
+                json_content(row, at + RECORD_COLUMN_COUNT)?,
+                json_content(row, at + RECORD_COLUMN_COUNT + 2)?,
+            )
+        } else {
+            (None, None)
+        };
+        Ok(RecordReads {
+            error: content_text(row.get_ref(at + 2)?),
+            input: json_content(row, at)?,
+            root,
+            has_mounts: row.get::<_, i64>(at + 6)? != 0,
+            definition,
+            launch_options,
+            rowid: match documents {
+                true => None,
+                false => Some(row.get(at + RECORD_COLUMN_COUNT)?),
+            },
+        })
+    }
+}
+
+/// A blob's content as `read_text` reads it (`NULL`: no blob, content is `NOT NULL`).
+fn content_text(content: ValueRef<'_>) -> Option<String> {
+    match content {
+        ValueRef::Null => None,
+        ValueRef::Blob(bytes) | ValueRef::Text(bytes) => {
+            Some(String::from_utf8_lossy(bytes).into_owned())
+        }
+        _ => Some(String::new()),
+    }
+}
+
+/// The content at `at + 1` when the media type at `at` is JSON.
+fn json_content(row: &Row<'_>, at: usize) -> rusqlite::Result<Option<String>> {
+    Ok(match row.get_ref(at)? {
+        ValueRef::Text(media) if media == MEDIA_JSON.as_bytes() => {
+            content_text(row.get_ref(at + 1)?)
+        }
+        _ => None,
+    })
+}
+
+/// A 32-byte hash with the text read for it, for `JsonReads::with_stored`.
+fn stored<'t>(hash: &[u8], text: &'t Option<String>) -> Option<(BlobHash, &'t str)> {
+    Some((hash.try_into().ok()?, text.as_deref()?))
+}
+
+/// [`map_workflow_run`] for a row of `run_record_select(…, documents = true, …)`: no further
+/// statement unless the run has mounts or a document is missing or not JSON.
+pub fn map_run_record(conn: &Connection, row: &RunRow, reads: &RecordReads) -> Result<String> {
+    let stored = [
+        stored(&row.definition_hash, &reads.definition),
+        stored(&row.input_hash, &reads.input),
+        stored(&row.launch_options_hash, &reads.launch_options),
+    ];
+    let mut json = JsonReads::with_stored(conn, stored.into_iter().flatten().collect());
+    map_run_record_with(&mut json, None, row, reads)
+}
+
+/// [`map_workflow_run_with`] for a row of `run_record_select(…, documents = false, …)`: the
+/// definition snapshot and launch options through the list's shared `json`, the input from
+/// the row.
+pub fn map_listed_run_record(
+    json: &mut JsonReads<'_>,
+    row: &RunRow,
+    reads: &RecordReads,
+) -> Result<String> {
+    let conn = json.conn();
+    let mut input = JsonReads::with_stored(
+        conn,
+        stored(&row.input_hash, &reads.input).into_iter().collect(),
+    );
+    map_run_record_with(json, Some(&mut input), row, reads)
+}
+
+/// The reads of [`map_workflow_run_with`] in the same order, from `reads` where they hold
+/// them; the input through `input` when given, else through `json`.
+fn map_run_record_with(
+    json: &mut JsonReads<'_>,
+    input: Option<&mut JsonReads<'_>>,
+    row: &RunRow,
+    reads: &RecordReads,
+) -> Result<String> {
+    let error_message = match &row.error_hash {
+        Some(_) => reads.error.clone(),
+        None => None,
+    };
+    let sources = match &reads.root {
+        Some([kind, id, revision]) if !reads.has_mounts => {
+            json.check(&row.definition_hash)?;
+            let mut out = String::with_capacity(160);
+            out.push_str("{\"root\":");
+            push_source(&mut out, kind, id, revision);
+            out.push_str(",\"mounted\":[]}");
+            out
+        }
+        _ => read_queued_run_sources_text(json, row)?,
+    };
+    let input = match input {
+        Some(input) => input.get_text(&row.input_hash)?,
+        None => json.get_text(&row.input_hash)?,
+    };
+    let launch_options = json.get_text(&row.launch_options_hash)?;
+    write_run_record(
+        row,
+        error_message.as_deref(),
+        &sources,
+        &input,
+        &launch_options,
+        None,
+    )
 }
 
 struct SourceRow {
@@ -106,6 +493,23 @@ fn source_value(source: &SourceRow) -> Value {
         &source.source_ref,
         &source.source_revision,
     )
+}
+
+/// [`source_json`] written as text.
+fn push_source(out: &mut String, source_type: &str, source_ref: &str, source_revision: &str) {
+    let mut source = Fields::new(out);
+    if source_type == "builtin" {
+        source
+            .raw("kind", "\"builtin\"")
+            .str("id", source_ref)
+            .str("revision", source_revision);
+    } else {
+        source
+            .raw("kind", "\"file\"")
+            .str("path", source_ref)
+            .str("hash", source_revision);
+    }
+    source.finish();
 }
 
 /// `{kind, id, revision}` for a builtin source, `{kind, path, hash}` for a file.
@@ -159,8 +563,18 @@ fn read_queued_run_sources_text(json: &mut JsonReads<'_>, run: &RunRow) -> Resul
         mount_names(&json.get(&run.definition_hash)?)
     };
     let mut out = String::with_capacity(160);
-    let mut sources = ObjectWriter::new(&mut out);
-    sources.raw("root", &json_text(&source_value(root)));
+    out.push_str("{\"root\":");
+    push_source(
+        &mut out,
+        &root.source_type,
+        &root.source_ref,
+        &root.source_revision,
+    );
+    out.push_str(",\"mounted\":");
+    if mounts.is_empty() {
+        out.push_str("[]}");
+        return Ok(out);
+    }
     let mounted: Vec<Value> = mounts
         .iter()
         .map(|row| {
@@ -175,8 +589,8 @@ fn read_queued_run_sources_text(json: &mut JsonReads<'_>, run: &RunRow) -> Resul
             })
         })
         .collect();
-    sources.raw("mounted", &json_text(&Value::Array(mounted)));
-    sources.finish();
+    out.push_str(&json_text(&Value::Array(mounted)));
+    out.push('}');
     Ok(out)
 }
 
@@ -203,8 +617,11 @@ fn mount_names(snapshot: &Value) -> Map<String, Value> {
     names
 }
 
-/// The columns of the reference's `workflowRunViewSelect`, followed by a clause.
-pub const RUN_VIEW_SELECT: &str = "SELECT r.run_id, d.workflow_name,
+/// The columns of the reference's `workflowRunViewSelect` as a literal, so that each
+/// statement built on it is a constant (`concat!`): a lookup builds no SQL text.
+macro_rules! run_view_select {
+    () => {
+        "SELECT r.run_id, d.workflow_name,
     r.workflow_ref, r.status, r.paused,
     r.definition_digest, q.status,
     b.origin_session_id, b.execution_mode,
@@ -220,16 +637,29 @@ pub const RUN_VIEW_SELECT: &str = "SELECT r.run_id, d.workflow_name,
     JOIN run_queue q ON q.run_id = r.run_id
     LEFT JOIN run_bindings b ON b.run_id = r.run_id
     LEFT JOIN run_sources source ON source.run_id = r.run_id AND source.mount_path = ''
-    LEFT JOIN blobs error ON error.blob_hash = q.error_hash";
+    LEFT JOIN blobs error ON error.blob_hash = q.error_hash"
+    };
+}
 
-/// Maps one row of [`RUN_VIEW_SELECT`] to a `WorkflowRunQueueViewRecord`, written straight as
+/// The view of one run by id.
+pub const VIEW_BY_RUN_ID: &str = concat!(run_view_select!(), " WHERE r.run_id = ?");
+/// The view of one run by row id.
+pub const VIEW_BY_ROWID: &str = concat!(run_view_select!(), " WHERE r.rowid = ?");
+/// The newest open reservation of a session (the queue is not terminal).
+pub const VIEW_OPEN_SESSION_RESERVATION: &str = concat!(
+    run_view_select!(),
+    " WHERE b.origin_session_id = ?
+    AND q.status NOT IN ('done', 'failed', 'cancelled') ORDER BY q.created_at DESC LIMIT 1"
+);
+
+/// Maps one row of `run_view_select!()` to a `WorkflowRunQueueViewRecord`, written straight as
 /// JSON text (views are listed fifty at a time); `None` for a row the reference filters out
 /// (no binding or no root source).
 pub fn map_view_row(row: &Row<'_>) -> rusqlite::Result<Option<String>> {
-    let execution_mode: Option<String> = row.get(8)?;
-    let source_type: Option<String> = row.get(20)?;
-    let source_ref: Option<String> = row.get(21)?;
-    let source_revision: Option<String> = row.get(22)?;
+    let execution_mode = opt_str_at(row, 8)?;
+    let source_type = opt_str_at(row, 20)?;
+    let source_ref = opt_str_at(row, 21)?;
+    let source_revision = opt_str_at(row, 22)?;
     let (Some(mode), Some(source_type), Some(source_ref), Some(source_revision)) =
         (execution_mode, source_type, source_ref, source_revision)
     else {
@@ -238,75 +668,67 @@ pub fn map_view_row(row: &Row<'_>) -> rusqlite::Result<Option<String>> {
     if mode != "interactive" && mode != "headless" {
         return Ok(None);
     }
-    let run_status: String = row.get(3)?;
-    let origin: Option<String> = row.get(7)?;
-    let fingerprint: Option<Vec<u8>> = row.get(13)?;
-    let digest: Vec<u8> = row.get(5)?;
-    let mut source = String::new();
-    ObjectWriter::new(&mut source)
-        .raw(
-            "root",
-            &json_text(&source_json(&source_type, &source_ref, &source_revision)),
-        )
-        .raw("mounted", "[]")
-        .finish();
-    let mut out = String::with_capacity(700);
-    ObjectWriter::new(&mut out)
-        .str("runId", &row.get::<_, String>(0)?)
-        .str("workflowName", &row.get::<_, String>(1)?)
-        .str("workflowSourceRef", &row.get::<_, String>(2)?)
-        .raw("workflowSource", &source)
-        .bool("initialized", run_status != "queued")
-        .str("definitionDigest", &digest_text(&digest))
-        .str("runStateStatus", &run_status)
+    let run_status = str_at(row, 3)?;
+    let origin = opt_str_at(row, 7)?;
+    let fingerprint = opt_blob_at(row, 13)?;
+    let digest = blob_at(row, 5)?;
+    let mut out = String::with_capacity(900);
+    let mut view = Fields::new(&mut out);
+    view.str("runId", str_at(row, 0)?)
+        .str("workflowName", str_at(row, 1)?)
+        .str("workflowSourceRef", str_at(row, 2)?);
+    let source = view.key("workflowSource");
+    source.push_str("{\"root\":");
+    push_source(source, source_type, source_ref, source_revision);
+    source.push_str(",\"mounted\":[]}");
+    view.bool("initialized", run_status != "queued")
+        .digest("definitionDigest", digest)
+        .str("runStateStatus", run_status)
         .bool("paused", row.get::<_, i64>(4)? == 1)
-        .str("status", &row.get::<_, String>(6)?)
+        .str("status", str_at(row, 6)?)
         .opt_str(
             "originSessionId",
-            if mode == "headless" {
-                None
-            } else {
-                origin.as_deref()
-            },
+            if mode == "headless" { None } else { origin },
         )
-        .str("executionMode", &mode)
-        .opt_str("parentRunId", row.get::<_, Option<String>>(9)?.as_deref())
-        .str("rootRunId", &row.get::<_, String>(10)?)
-        .opt_str("lineageKind", row.get::<_, Option<String>>(11)?.as_deref())
+        .str("executionMode", mode)
+        .opt_str("parentRunId", opt_str_at(row, 9)?)
+        .str("rootRunId", str_at(row, 10)?)
+        .opt_str("lineageKind", opt_str_at(row, 11)?)
         .int("restartNumber", row.get::<_, i64>(12)?)
-        .opt_str(
-            "parentTerminalFingerprint",
-            fingerprint.as_deref().map(hex::encode).as_deref(),
-        )
-        .opt_str("errorCode", row.get::<_, Option<String>>(14)?.as_deref())
-        .opt_str("errorMessage", row.get::<_, Option<String>>(15)?.as_deref())
-        .str("createdAt", &iso(row.get(16)?))
-        .str("updatedAt", &iso(row.get(17)?))
-        .opt_str(
-            "startedAt",
-            row.get::<_, Option<i64>>(18)?.map(iso).as_deref(),
-        )
-        .opt_str(
-            "finishedAt",
-            row.get::<_, Option<i64>>(19)?.map(iso).as_deref(),
-        )
+        .opt_hex("parentTerminalFingerprint", fingerprint)
+        .opt_str("errorCode", opt_str_at(row, 14)?)
+        .opt_str("errorMessage", opt_str_at(row, 15)?)
+        .time("createdAt", row.get(16)?)
+        .time("updatedAt", row.get(17)?)
+        .opt_time("startedAt", row.get(18)?)
+        .opt_time("finishedAt", row.get(19)?)
         .finish();
     Ok(Some(out))
 }
 
-/// View records (JSON texts) for `RUN_VIEW_SELECT {clause}`.
+/// View records (JSON texts) of `sql`, one of the `VIEW_*` statements.
 pub fn view_rows(
     conn: &Connection,
-    clause: &str,
+    sql: &'static str,
     params: impl rusqlite::Params,
 ) -> Result<Vec<String>> {
-    let mut statement = conn.prepare_cached(&format!("{RUN_VIEW_SELECT} {clause}"))?;
-    let rows = statement.query_map(params, map_view_row)?;
     let mut views = Vec::new();
+    let mut statement = conn.prepare_cached(sql)?;
+    push_views(&mut statement, params, &mut views)?;
+    Ok(views)
+}
+
+/// Appends the view records of one run of `statement` (a `VIEW_*` statement) to `views`.
+pub fn push_views(
+    statement: &mut rusqlite::Statement<'_>,
+    params: impl rusqlite::Params,
+    views: &mut Vec<String>,
+) -> Result<()> {
+    let rows = statement.query_map(params, map_view_row)?;
     for row in rows {
         if let Some(view) = row? {
             views.push(view);
         }
     }
-    Ok(views)
+    Ok(())
 }
