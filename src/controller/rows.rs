@@ -111,28 +111,61 @@ impl<'a> ResourceRef<'a> {
     }
 }
 
-/// The row for a reference in this project; always `None` without a project.
-pub fn controller_row(
+/// The clause that selects a reference's row in a project (bound: project, controller, key).
+const BY_REFERENCE: &str =
+    "WHERE c.project_id = ? AND c.controller_name = ? AND c.resource_key = ?";
+
+/// The one row `select(BY_REFERENCE)` finds for a reference in this project, read by `read`;
+/// always `None` without a project.
+fn query_by_reference<T>(
     conn: &Connection,
     project_id: Option<&str>,
     reference: ResourceRef<'_>,
-) -> Result<Option<ControllerRow>> {
+    select: fn(&str) -> String,
+    read: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Option<T>> {
     let Some(project_id) = project_id else {
         return Ok(None);
     };
     Ok(conn
-        .prepare_cached(&controller_select(
-            "WHERE c.project_id = ? AND c.controller_name = ? AND c.resource_key = ?",
-        ))?
+        .prepare_cached(&select(BY_REFERENCE))?
         .query_row(
             params![
                 project_id,
                 bind(reference.controller)?,
                 bind(reference.key)?
             ],
-            ControllerRow::from_row,
+            read,
         )
         .optional()?)
+}
+
+/// The one row `select("WHERE c.uid = ?")` finds for a uid in any project, read by `read`.
+fn query_by_uid<T>(
+    conn: &Connection,
+    uid: Option<&Value>,
+    select: fn(&str) -> String,
+    read: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Option<T>> {
+    Ok(conn
+        .prepare_cached(&select("WHERE c.uid = ?"))?
+        .query_row([bind(uid)?], read)
+        .optional()?)
+}
+
+/// The row for a reference in this project; always `None` without a project.
+pub fn controller_row(
+    conn: &Connection,
+    project_id: Option<&str>,
+    reference: ResourceRef<'_>,
+) -> Result<Option<ControllerRow>> {
+    query_by_reference(
+        conn,
+        project_id,
+        reference,
+        controller_select,
+        ControllerRow::from_row,
+    )
 }
 
 /// [`controller_row`] outside a transaction: without a project the reference answers
@@ -161,10 +194,7 @@ pub fn controller_row_by_uid(
     conn: &Connection,
     uid: Option<&Value>,
 ) -> Result<Option<ControllerRow>> {
-    Ok(conn
-        .prepare_cached(&controller_select("WHERE c.uid = ?"))?
-        .query_row([bind(uid)?], ControllerRow::from_row)
-        .optional()?)
+    query_by_uid(conn, uid, controller_select, ControllerRow::from_row)
 }
 
 /// The row of a uid in any project, or `Controller resource not found: <uid>`.
@@ -172,9 +202,7 @@ pub fn require_controller_row_by_uid(
     conn: &Connection,
     uid: Option<&Value>,
 ) -> Result<ControllerRow> {
-    controller_row_by_uid(conn, uid)?.ok_or_else(|| {
-        StoreError::plain(format!("Controller resource not found: {}", template(uid)))
-    })
+    controller_row_by_uid(conn, uid)?.ok_or_else(|| uid_not_found(uid))
 }
 
 /// The record of a reference (JSON text), or `ResourceNotFoundError`.
@@ -322,22 +350,13 @@ pub fn documented_row(
     project_id: Option<&str>,
     reference: ResourceRef<'_>,
 ) -> Result<Option<DocumentedRow>> {
-    let Some(project_id) = project_id else {
-        return Ok(None);
-    };
-    Ok(conn
-        .prepare_cached(&documented_select(
-            "WHERE c.project_id = ? AND c.controller_name = ? AND c.resource_key = ?",
-        ))?
-        .query_row(
-            params![
-                project_id,
-                bind(reference.controller)?,
-                bind(reference.key)?
-            ],
-            DocumentedRow::from_row,
-        )
-        .optional()?)
+    query_by_reference(
+        conn,
+        project_id,
+        reference,
+        documented_select,
+        DocumentedRow::from_row,
+    )
 }
 
 /// The documented row with this uid in any project.
@@ -345,10 +364,7 @@ pub fn documented_row_by_uid(
     conn: &Connection,
     uid: Option<&Value>,
 ) -> Result<Option<DocumentedRow>> {
-    Ok(conn
-        .prepare_cached(&documented_select("WHERE c.uid = ?"))?
-        .query_row([bind(uid)?], DocumentedRow::from_row)
-        .optional()?)
+    query_by_uid(conn, uid, documented_select, DocumentedRow::from_row)
 }
 
 /// The resource's finalizers in `position` order.
@@ -509,22 +525,13 @@ pub fn claim_row(
     project_id: Option<&str>,
     reference: ResourceRef<'_>,
 ) -> Result<Option<ClaimRow>> {
-    let Some(project_id) = project_id else {
-        return Ok(None);
-    };
-    Ok(conn
-        .prepare_cached(&claim_select(
-            "WHERE c.project_id = ? AND c.controller_name = ? AND c.resource_key = ?",
-        ))?
-        .query_row(
-            params![
-                project_id,
-                bind(reference.controller)?,
-                bind(reference.key)?
-            ],
-            ClaimRow::from_row,
-        )
-        .optional()?)
+    query_by_reference(
+        conn,
+        project_id,
+        reference,
+        claim_select,
+        ClaimRow::from_row,
+    )
 }
 
 /// [`claim_row`], or `ResourceNotFoundError`.
@@ -538,12 +545,12 @@ pub fn require_claim_row(
 
 /// [`require_controller_row_by_uid`] with its lease and queue item.
 pub fn require_claim_row_by_uid(conn: &Connection, uid: Option<&Value>) -> Result<ClaimRow> {
-    conn.prepare_cached(&claim_select("WHERE c.uid = ?"))?
-        .query_row([bind(uid)?], ClaimRow::from_row)
-        .optional()?
-        .ok_or_else(|| {
-            StoreError::plain(format!("Controller resource not found: {}", template(uid)))
-        })
+    query_by_uid(conn, uid, claim_select, ClaimRow::from_row)?.ok_or_else(|| uid_not_found(uid))
+}
+
+/// `Controller resource not found: <uid>`.
+fn uid_not_found(uid: Option<&Value>) -> StoreError {
+    StoreError::plain(format!("Controller resource not found: {}", template(uid)))
 }
 
 /// Compare-and-set of a controller or effect resource's revision. [`bump_resource`](crate::state::revisions::bump_resource) also

@@ -1,6 +1,7 @@
 //! Content-addressed blobs: every JSON document and text the store keeps lives in `blobs`,
 //! keyed by the SHA-256 of its bytes.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
 
@@ -9,6 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::ids::sha256;
+use super::json::record_text_of;
 use crate::error::{Result, StoreError};
 
 /// Media type of JSON blobs.
@@ -234,96 +236,9 @@ impl<'c> JsonReads<'c> {
         if let Some(text) = self.texts.get(hash) {
             return Ok(text.clone());
         }
-        let text = self.json_text(hash)?;
-        // The stored text serves as it is only when plain serde_json reads it (no lone
-        // surrogate to repair, no deep nesting) and its keys are in order; anything else goes
-        // through `read_json`'s own parse.
-        let text = match serde_json::from_str::<SortedKeys>(&text) {
-            Ok(SortedKeys(true)) => text,
-            _ => {
-                let value = super::json::parse(&text).map_err(|error| {
-                    StoreError::plain(format!("Stored JSON is invalid: {error}"))
-                })?;
-                serde_json::to_string(&sort_keys(value)).expect("a JSON value always serializes")
-            }
-        };
+        let text = record_text_of(Cow::Owned(self.json_text(hash)?)).map_err(StoreError::plain)?;
         self.texts.insert(hash.to_vec(), text.clone());
         Ok(text)
-    }
-}
-
-/// Whether every object of a JSON text has its keys strictly in JavaScript's sort order, read
-/// without building the value (what `keys_sorted` says of the parsed value, and `false` for a
-/// repeated key).
-struct SortedKeys(bool);
-
-impl<'de> serde::Deserialize<'de> for SortedKeys {
-    fn deserialize<D: serde::Deserializer<'de>>(
-        deserializer: D,
-    ) -> std::result::Result<Self, D::Error> {
-        deserializer.deserialize_any(SortedKeysVisitor)
-    }
-}
-
-struct SortedKeysVisitor;
-
-impl<'de> serde::de::Visitor<'de> for SortedKeysVisitor {
-    type Value = SortedKeys;
-
-    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-        formatter.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> std::result::Result<SortedKeys, E> {
-        Ok(SortedKeys(true))
-    }
-
-    fn visit_i64<E>(self, _: i64) -> std::result::Result<SortedKeys, E> {
-        Ok(SortedKeys(true))
-    }
-
-    fn visit_u64<E>(self, _: u64) -> std::result::Result<SortedKeys, E> {
-        Ok(SortedKeys(true))
-    }
-
-    fn visit_f64<E>(self, _: f64) -> std::result::Result<SortedKeys, E> {
-        Ok(SortedKeys(true))
-    }
-
-    fn visit_str<E>(self, _: &str) -> std::result::Result<SortedKeys, E> {
-        Ok(SortedKeys(true))
-    }
-
-    fn visit_unit<E>(self) -> std::result::Result<SortedKeys, E> {
-        Ok(SortedKeys(true))
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(
-        self,
-        mut items: A,
-    ) -> std::result::Result<SortedKeys, A::Error> {
-        let mut sorted = true;
-        while let Some(SortedKeys(item)) = items.next_element()? {
-            sorted &= item;
-        }
-        Ok(SortedKeys(sorted))
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(
-        self,
-        mut entries: A,
-    ) -> std::result::Result<SortedKeys, A::Error> {
-        let mut sorted = true;
-        let mut previous: Option<String> = None;
-        while let Some(key) = entries.next_key::<String>()? {
-            if let Some(previous) = &previous {
-                sorted &= previous.encode_utf16().cmp(key.encode_utf16()).is_lt();
-            }
-            let SortedKeys(value) = entries.next_value()?;
-            sorted &= value;
-            previous = Some(key);
-        }
-        Ok(SortedKeys(sorted))
     }
 }
 
@@ -478,7 +393,8 @@ fn quote_identifier(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{keys_sorted, put_blob, put_json, put_text, sort_keys, SortedKeys};
+    use super::{keys_sorted, put_blob, put_json, put_text, sort_keys};
+    use crate::state::json::keys_in_order;
     use rusqlite::Connection;
     use serde_json::json;
 
@@ -573,10 +489,6 @@ mod tests {
         assert_eq!(stored[1].4, 1);
     }
 
-    fn sorted_text(text: &str) -> bool {
-        serde_json::from_str::<SortedKeys>(text).unwrap().0
-    }
-
     #[test]
     fn sorted_keys_reads_text_as_keys_sorted_reads_the_value() {
         for text in [
@@ -589,11 +501,12 @@ mod tests {
             r#"[1,-2.5e3,"x",false,null,{}]"#,
         ] {
             let value: serde_json::Value = serde_json::from_str(text).unwrap();
-            assert_eq!(sorted_text(text), keys_sorted(&value), "{text}");
+            assert_eq!(keys_in_order(text), keys_sorted(&value), "{text}");
         }
         // A repeated key is never served as stored text.
-        assert!(!sorted_text(r#"{"a":1,"a":2}"#));
-        assert!(serde_json::from_str::<SortedKeys>(r#"{"a":"\ud800"}"#).is_err());
+        assert!(!keys_in_order(r#"{"a":1,"a":2}"#));
+        // Nor one plain serde_json refuses (a lone surrogate).
+        assert!(!keys_in_order(r#"{"a":"\ud800"}"#));
     }
 
     fn keys(value: &serde_json::Value) -> Vec<String> {

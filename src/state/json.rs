@@ -6,6 +6,8 @@
 //! formats them, and `-0` written as `0`. Caller-supplied JSON is canonicalised by the JS layer,
 //! where JavaScript's own rules apply for free.
 
+use std::borrow::Cow;
+
 use serde_json::{Number, Value};
 
 /// The reference's canonical JSON text of `value` (sorted keys, JavaScript number format).
@@ -83,16 +85,30 @@ fn write_string(out: &mut String, s: &str) {
 /// value [`parse`]d, keys sorted, written again. What `JsonReads::get_text` gives for a blob
 /// of this content, for a document the caller just stored (no need to read it back).
 pub fn record_text(text: &str) -> std::result::Result<String, String> {
-    match serde_json::from_str::<SortedKeys>(text) {
-        Ok(SortedKeys(true)) => Ok(text.to_string()),
-        _ => {
-            let value = parse(text).map_err(|error| format!("Stored JSON is invalid: {error}"))?;
-            Ok(
-                serde_json::to_string(&crate::state::blobs::sort_keys(value))
-                    .expect("a JSON value always serializes"),
-            )
-        }
+    record_text_of(Cow::Borrowed(text))
+}
+
+/// [`record_text`] of a text the caller owns (kept as it is when it serves, not copied).
+pub fn record_text_of(text: Cow<'_, str>) -> std::result::Result<String, String> {
+    // Only plain serde_json's verdict lets the text serve as it is: a lone surrogate to
+    // repair or deep nesting goes through `parse` like any text with keys out of order.
+    if keys_in_order(&text) {
+        return Ok(text.into_owned());
     }
+    let value = parse(&text).map_err(|error| format!("Stored JSON is invalid: {error}"))?;
+    Ok(
+        serde_json::to_string(&crate::state::blobs::sort_keys(value))
+            .expect("a JSON value always serializes"),
+    )
+}
+
+/// Whether plain serde_json reads `text` and every object in it has its keys strictly in
+/// JavaScript's sort order (`false` for a repeated key), read without building the value.
+pub fn keys_in_order(text: &str) -> bool {
+    matches!(
+        serde_json::from_str::<SortedKeys>(text),
+        Ok(SortedKeys(true))
+    )
 }
 
 /// Whether every object of a JSON text has its keys strictly in JavaScript's sort order, read
