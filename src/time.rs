@@ -5,55 +5,78 @@
 
 /// `new Date(ms).toISOString()` for any `ms` within JavaScript's date range.
 pub fn iso(ms: i64) -> String {
-    let days = ms.div_euclid(86_400_000);
-    let ms_of_day = ms.rem_euclid(86_400_000);
-    let (year, month, day) = civil_from_days(days);
-    // Written digit by digit: `format!` cost more than the rest of a typical record.
-    let mut text = Vec::with_capacity(27);
-    if (0..=9999).contains(&year) {
-        push_digits(&mut text, year as u64, 4);
-    } else {
-        text.push(if year < 0 { b'-' } else { b'+' });
-        push_digits(&mut text, year.unsigned_abs(), 6);
-    }
-    let fields = [
-        (b'-', u64::from(month), 2),
-        (b'-', u64::from(day), 2),
-        (b'T', (ms_of_day / 3_600_000) as u64, 2),
-        (b':', (ms_of_day / 60_000 % 60) as u64, 2),
-        (b':', (ms_of_day / 1000 % 60) as u64, 2),
-        (b'.', (ms_of_day % 1000) as u64, 3),
-    ];
-    for (separator, value, width) in fields {
-        text.push(separator);
-        push_digits(&mut text, value, width);
-    }
-    text.push(b'Z');
-    String::from_utf8(text).expect("ASCII digits and separators")
+    let mut text = String::with_capacity(27);
+    push_iso(&mut text, ms);
+    text
 }
 
-/// `value` in decimal, zero-padded to `width` digits (wider values keep all their digits).
-fn push_digits(text: &mut Vec<u8>, mut value: u64, width: usize) {
-    let mut digits = [b'0'; 20];
-    let mut start = digits.len();
-    while value > 0 {
-        start -= 1;
-        digits[start] = b'0' + (value % 10) as u8;
-        value /= 10;
+/// [`iso`] appended to `out`: written in place, digit by digit, into a stack buffer (a
+/// `String` of its own, and `format!`, cost more than the rest of a typical record).
+pub fn push_iso(out: &mut String, ms: i64) {
+    let days = ms.div_euclid(MS_PER_DAY);
+    let ms_of_day = ms.rem_euclid(MS_PER_DAY) as u32;
+    let (year, month, day) = civil_from_days(days);
+    // Sign, up to 20 year digits, and the 20 characters from the month on.
+    let mut text = [0u8; 48];
+    let mut at = if (0..=9999).contains(&year) {
+        put_digits(&mut text, 0, year.unsigned_abs(), 4)
+    } else {
+        text[0] = if year < 0 { b'-' } else { b'+' };
+        put_digits(&mut text, 1, year.unsigned_abs(), 6)
+    };
+    let fields = [
+        (b'-', month, 2),
+        (b'-', day, 2),
+        (b'T', ms_of_day / 3_600_000, 2),
+        (b':', ms_of_day / 60_000 % 60, 2),
+        (b':', ms_of_day / 1000 % 60, 2),
+        (b'.', ms_of_day % 1000, 3),
+    ];
+    for (separator, value, width) in fields {
+        text[at] = separator;
+        at = put_digits(&mut text, at + 1, u64::from(value), width);
     }
-    start = start.min(digits.len() - width);
-    text.extend_from_slice(&digits[start..]);
+    text[at] = b'Z';
+    out.push_str(std::str::from_utf8(&text[..=at]).expect("ASCII digits and separators"));
+}
+
+const MS_PER_DAY: i64 = 86_400_000;
+
+/// Writes `value` in decimal at `at`, zero-padded to `width` digits (a wider value keeps all
+/// its digits); returns the index after the last digit.
+fn put_digits(text: &mut [u8], at: usize, value: u64, width: usize) -> usize {
+    let mut length = width;
+    let mut rest = value;
+    for _ in 0..width {
+        rest /= 10;
+    }
+    while rest > 0 {
+        length += 1;
+        rest /= 10;
+    }
+    let mut rest = value;
+    for slot in text[at..at + length].iter_mut().rev() {
+        *slot = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    at + length
 }
 
 /// The largest distance from the epoch a JavaScript `Date` holds (±100,000,000 days).
 pub const MAX_JS_TIME: f64 = 8.64e15;
 
-/// `new Date(ms).toISOString()` for a computed time such as `now + leaseMs`: JavaScript
-/// throws `RangeError: Invalid time value` outside its date range (and for NaN).
-pub fn js_iso(ms: f64) -> crate::error::Result<String> {
+/// Fails as `new Date(ms).toISOString()` does for a computed time such as `now + leaseMs`:
+/// JavaScript throws `RangeError: Invalid time value` outside its date range (and for NaN).
+pub fn check_js_time(ms: f64) -> crate::error::Result<()> {
     if ms.is_nan() || ms.abs() > MAX_JS_TIME {
         return Err(crate::error::StoreError::Range("Invalid time value".into()));
     }
+    Ok(())
+}
+
+/// `new Date(ms).toISOString()` for a computed time (see [`check_js_time`]).
+pub fn js_iso(ms: f64) -> crate::error::Result<String> {
+    check_js_time(ms)?;
     Ok(iso(ms.trunc() as i64))
 }
 
@@ -75,17 +98,42 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 mod tests {
     use super::iso;
 
+    /// `new Date(ms).toISOString()` as Node prints it, at the edges: the ends of the date
+    /// range, the four-digit years' bounds, year 0 and -1, leap days, negative times.
     #[test]
     fn formats_like_javascript() {
-        assert_eq!(iso(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso(1_789_257_600_005), "2026-09-13T00:00:00.005Z");
-        assert_eq!(iso(-1), "1969-12-31T23:59:59.999Z");
-        assert_eq!(iso(8_640_000_000_000_000), "+275760-09-13T00:00:00.000Z");
-        assert_eq!(iso(-8_640_000_000_000_000), "-271821-04-20T00:00:00.000Z");
-        assert_eq!(iso(253_402_300_800_000), "+010000-01-01T00:00:00.000Z");
-        assert_eq!(iso(-62_198_755_200_000), "-000001-01-01T00:00:00.000Z");
-        assert_eq!(iso(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(iso(-62_167_219_200_000), "0000-01-01T00:00:00.000Z");
+        for (ms, javascript) in [
+            (0, "1970-01-01T00:00:00.000Z"),
+            (-1, "1969-12-31T23:59:59.999Z"),
+            (1, "1970-01-01T00:00:00.001Z"),
+            (8_640_000_000_000_000, "+275760-09-13T00:00:00.000Z"),
+            (-8_640_000_000_000_000, "-271821-04-20T00:00:00.000Z"),
+            (8_639_999_999_999_999, "+275760-09-12T23:59:59.999Z"),
+            (-8_639_999_999_999_999, "-271821-04-20T00:00:00.001Z"),
+            (253_402_300_799_999, "9999-12-31T23:59:59.999Z"),
+            (253_402_300_800_000, "+010000-01-01T00:00:00.000Z"),
+            (-62_167_219_200_000, "0000-01-01T00:00:00.000Z"),
+            (-62_167_219_200_001, "-000001-12-31T23:59:59.999Z"),
+            (-62_198_755_200_000, "-000001-01-01T00:00:00.000Z"),
+            (-62_198_755_200_001, "-000002-12-31T23:59:59.999Z"),
+            (-2_203_891_200_000, "1900-03-01T00:00:00.000Z"),
+            (-2_203_891_200_001, "1900-02-28T23:59:59.999Z"),
+            (951_782_400_000, "2000-02-29T00:00:00.000Z"),
+            (951_868_799_999, "2000-02-29T23:59:59.999Z"),
+            (4_107_542_400_000, "2100-03-01T00:00:00.000Z"),
+            (-30_610_224_000_000, "1000-01-01T00:00:00.000Z"),
+            (-377_705_116_800_000, "-009999-01-01T00:00:00.000Z"),
+            (-377_705_116_800_001, "-010000-12-31T23:59:59.999Z"),
+            (1_789_257_600_005, "2026-09-13T00:00:00.005Z"),
+            (86_399_999, "1970-01-01T23:59:59.999Z"),
+            (-86_400_000, "1969-12-31T00:00:00.000Z"),
+            (-86_400_001, "1969-12-30T23:59:59.999Z"),
+        ] {
+            assert_eq!(iso(ms), javascript, "{ms}");
+            let mut appended = String::from("x");
+            super::push_iso(&mut appended, ms);
+            assert_eq!(appended, format!("x{javascript}"));
+        }
     }
 
     /// The digit-by-digit writer against `format!` over the whole date range.

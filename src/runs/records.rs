@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 use super::row::RunRow;
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{read_text, BlobHash, JsonReads, MEDIA_JSON};
-use crate::time::{iso, js_iso};
+use crate::time::{check_js_time, push_iso};
 use crate::wire::json_text;
 
 /// One JSON object written into text, for the records of this module: its keys are literals
@@ -92,7 +92,7 @@ impl<'a> Fields<'a> {
         match ms {
             Some(ms) => {
                 out.push('"');
-                out.push_str(&iso(ms));
+                push_iso(out, ms);
                 out.push('"');
             }
             None => out.push_str("null"),
@@ -215,10 +215,9 @@ fn write_run_record(
 ) -> Result<String> {
     let headless = row.execution_mode.as_deref() == Some("headless");
     // A renewal may store an expiry beyond JavaScript's dates; toISOString() throws then.
-    let claim_expires_at = match row.claim_expires_at {
-        Some(ms) => Some(js_iso(ms as f64)?),
-        None => None,
-    };
+    if let Some(ms) = row.claim_expires_at {
+        check_js_time(ms as f64)?;
+    }
     let mut out = String::with_capacity(1024 + input.len() + launch_options.len());
     let mut record = Fields::new(&mut out);
     record
@@ -238,7 +237,7 @@ fn write_run_record(
         None => record.raw("claimGeneration", "null"),
     };
     record
-        .opt_str("claimExpiresAt", claim_expires_at.as_deref())
+        .opt_time("claimExpiresAt", row.claim_expires_at)
         .opt_str("affinityRunnerId", row.affinity_runner_id.as_deref())
         .opt_str(
             "originSessionId",
