@@ -13,7 +13,7 @@ use super::records::{
     view_rows, RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
 };
 use super::reserve::sql_value;
-use super::row::{RunRow, RUN_SELECT};
+use super::row::{RunRow, RunRowRef, RUN_SELECT};
 use crate::error::Result;
 use crate::state::blobs::JsonReads;
 use crate::state::read_cache::Snapshot;
@@ -82,15 +82,23 @@ fn page_runs_select() -> &'static str {
     })
 }
 
-/// The rows of `rowids` in their order (`None` for a row id the select does not find): one
-/// statement for the page instead of one per run, which SQLite answers in row id order.
-fn page_runs(conn: &Connection, rowids: &[i64]) -> Result<Vec<Option<(RunRow, RecordReads)>>> {
+/// The records of the runs of `rowids` in their order (`None` for a row id the select does
+/// not find): one statement for the page instead of one per run, which SQLite answers in row
+/// id order. Each record is written as its row is stepped, from SQLite's row buffers; a
+/// record's failure is kept in its place, so the caller meets the first failure in page
+/// order, as building the records in page order would (a row that cannot be read fails the
+/// page at once, as before any record was built).
+fn page_records(
+    conn: &Connection,
+    json: &mut JsonReads<'_>,
+    rowids: &[i64],
+) -> Result<Vec<Option<Result<String>>>> {
     let position: HashMap<i64, usize> = rowids
         .iter()
         .enumerate()
         .map(|(index, rowid)| (*rowid, index))
         .collect();
-    let mut page: Vec<Option<(RunRow, RecordReads)>> = Vec::new();
+    let mut page: Vec<Option<Result<String>>> = Vec::new();
     page.resize_with(rowids.len(), || None);
     let list = format!(
         "[{}]",
@@ -106,7 +114,8 @@ fn page_runs(conn: &Connection, rowids: &[i64]) -> Result<Vec<Option<(RunRow, Re
         let reads = RecordReads::from_row(row, false)?;
         let index = reads.rowid.and_then(|rowid| position.get(&rowid).copied());
         if let Some(index) = index {
-            page[index] = Some((RunRow::from_row(row)?, reads));
+            let run = RunRowRef::from_row(row)?;
+            page[index] = Some(map_listed_run_record(json, &run, &reads));
         }
     }
     Ok(page)
@@ -130,18 +139,26 @@ fn get_workflow_run(store: &Store, run_id: &Value) -> Result<Option<String>> {
         static SQL: OnceLock<String> = OnceLock::new();
         SQL.get_or_init(|| run_record_select(RUN_SELECT, true, "WHERE r.run_id = ?"))
     };
-    let found = conn
-        .prepare_cached(sql)?
-        .query_row([run_id], |row| {
-            Ok((RunRow::from_row(row)?, RecordReads::from_row(row, true)?))
-        })
-        .optional()?;
+    // The record is written from SQLite's row buffers while the statement is on its row.
+    let found = {
+        let mut statement = conn.prepare_cached(sql)?;
+        let mut rows = statement.query([run_id])?;
+        match rows.next()? {
+            None => None,
+            Some(row) => {
+                let run = RunRowRef::from_row(row)?;
+                let reads = RecordReads::from_row(row, true)?;
+                match reads.is_complete(&run) {
+                    true => Some(Some(map_run_record(conn, &run, &reads)?)),
+                    false => Some(None),
+                }
+            }
+        }
+    };
     match found {
         None => Ok(None),
-        Some((row, reads)) if reads.is_complete(&row) => {
-            Ok(Some(map_run_record(conn, &row, &reads)?))
-        }
-        Some(_) => in_read_transaction(conn, || match run_row(conn, run_id)? {
+        Some(Some(record)) => Ok(Some(record)),
+        Some(None) => in_read_transaction(conn, || match run_row(conn, run_id)? {
             Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
             None => Ok(None),
         }),
@@ -353,11 +370,14 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
         };
         let mut json = JsonReads::new(conn);
         let mut runs = String::from("[");
-        for (row, reads) in page_runs(conn, &rowids)?.iter().flatten() {
+        for record in page_records(conn, &mut json, &rowids)?
+            .into_iter()
+            .flatten()
+        {
             if runs.len() > 1 {
                 runs.push(',');
             }
-            runs.push_str(&map_listed_run_record(&mut json, row, reads)?);
+            runs.push_str(&record?);
         }
         runs.push(']');
         Ok(runs)

@@ -1,13 +1,16 @@
 //! Run records as the reference returns them: the full queue record (with sources, input and
 //! launch options) and the lighter view record.
 
+use std::borrow::Cow;
+
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row};
 use serde_json::{json, Map, Value};
 
-use super::row::RunRow;
+use super::row::{blob_at, opt_blob_at, opt_str_at, str_at, RunRow, RunRowRef};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{read_text, BlobHash, JsonReads, MEDIA_JSON};
+use crate::state::json::record_text;
 use crate::time::{check_js_time, push_iso};
 use crate::wire::json_text;
 
@@ -134,44 +137,6 @@ fn push_hex(out: &mut String, bytes: &[u8]) {
     }
 }
 
-/// A text column read in place; any other value fails as `row.get::<String>` does.
-fn str_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {
-    if let ValueRef::Text(text) = row.get_ref(index)? {
-        if let Ok(text) = std::str::from_utf8(text) {
-            return Ok(text);
-        }
-    }
-    Err(row
-        .get::<_, String>(index)
-        .expect_err("only UTF-8 text reads as a String"))
-}
-
-/// A blob column read in place; any other value fails as `row.get::<Vec<u8>>` does.
-fn blob_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r [u8]> {
-    match row.get_ref(index)? {
-        ValueRef::Blob(bytes) => Ok(bytes),
-        _ => Err(row
-            .get::<_, Vec<u8>>(index)
-            .expect_err("only a blob reads as bytes")),
-    }
-}
-
-/// [`blob_at`] for a nullable column.
-fn opt_blob_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<Option<&'r [u8]>> {
-    match row.get_ref(index)? {
-        ValueRef::Null => Ok(None),
-        _ => blob_at(row, index).map(Some),
-    }
-}
-
-/// [`str_at`] for a nullable column.
-fn opt_str_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<Option<&'r str>> {
-    match row.get_ref(index)? {
-        ValueRef::Null => Ok(None),
-        _ => str_at(row, index).map(Some),
-    }
-}
-
 /// `WorkflowRunQueueRecord` for a run row as JSON text (`claimToken` is null here).
 pub fn map_workflow_run(conn: &Connection, row: &RunRow) -> Result<String> {
     map_workflow_run_with(&mut JsonReads::new(conn), row, None)
@@ -186,34 +151,19 @@ pub fn map_workflow_run_with(
     row: &RunRow,
     claim_token: Option<&str>,
 ) -> Result<String> {
-    let conn = json.conn();
-    let error_message = match &row.error_hash {
-        Some(hash) => read_text(conn, hash)?,
-        None => None,
-    };
-    let sources = read_queued_run_sources_text(json, row)?;
-    let input = json.get_text(&row.input_hash)?;
-    let launch_options = json.get_text(&row.launch_options_hash)?;
-    write_run_record(
-        row,
-        error_message.as_deref(),
-        &sources,
-        &input,
-        &launch_options,
-        claim_token,
-    )
+    map_run_record_with(json, &row.borrowed(), None, claim_token)
 }
 
 /// The record of `row` from what it reads besides the row.
 fn write_run_record(
-    row: &RunRow,
+    row: &RunRowRef<'_>,
     error_message: Option<&str>,
     sources: &str,
     input: &str,
     launch_options: &str,
     claim_token: Option<&str>,
 ) -> Result<String> {
-    let headless = row.execution_mode.as_deref() == Some("headless");
+    let headless = row.execution_mode == Some("headless");
     // A renewal may store an expiry beyond JavaScript's dates; toISOString() throws then.
     if let Some(ms) = row.claim_expires_at {
         check_js_time(ms as f64)?;
@@ -221,16 +171,16 @@ fn write_run_record(
     let mut out = String::with_capacity(1024 + input.len() + launch_options.len());
     let mut record = Fields::new(&mut out);
     record
-        .str("runId", &row.run_id)
-        .str("workflowName", &row.workflow_name)
-        .str("workflowSourceRef", &row.workflow_ref)
+        .str("runId", row.run_id)
+        .str("workflowName", row.workflow_name)
+        .str("workflowSourceRef", row.workflow_ref)
         .raw("workflowSource", sources)
         .bool("initialized", row.run_status != "queued")
-        .digest("definitionDigest", &row.definition_digest)
+        .digest("definitionDigest", row.definition_digest)
         .raw("input", input)
         .raw("launchOptions", launch_options)
-        .str("status", &row.status)
-        .opt_str("runnerId", row.owner_id.as_deref())
+        .str("status", row.status)
+        .opt_str("runnerId", row.owner_id)
         .opt_str("claimToken", claim_token);
     match row.owner_id {
         Some(_) => record.int("claimGeneration", row.lease_generation),
@@ -238,25 +188,22 @@ fn write_run_record(
     };
     record
         .opt_time("claimExpiresAt", row.claim_expires_at)
-        .opt_str("affinityRunnerId", row.affinity_runner_id.as_deref())
+        .opt_str("affinityRunnerId", row.affinity_runner_id)
         .opt_str(
             "originSessionId",
             if headless {
                 None
             } else {
-                row.origin_session_id.as_deref()
+                row.origin_session_id
             },
         )
-        .opt_str("executionMode", row.execution_mode.as_deref())
-        .opt_str("parentRunId", row.parent_run_id.as_deref())
-        .str("rootRunId", &row.root_run_id)
-        .opt_str("lineageKind", row.lineage_kind.as_deref())
+        .opt_str("executionMode", row.execution_mode)
+        .opt_str("parentRunId", row.parent_run_id)
+        .str("rootRunId", row.root_run_id)
+        .opt_str("lineageKind", row.lineage_kind)
         .int("restartNumber", row.restart_number)
-        .opt_hex(
-            "parentTerminalFingerprint",
-            row.parent_terminal_fingerprint.as_deref(),
-        )
-        .opt_str("errorCode", row.error_code.as_deref())
+        .opt_hex("parentTerminalFingerprint", row.parent_terminal_fingerprint)
+        .opt_str("errorCode", row.error_code)
         .opt_str("errorMessage", error_message)
         .time("createdAt", row.created_at)
         .time("updatedAt", row.updated_at)
@@ -314,35 +261,36 @@ pub fn run_record_select(run_select: &str, documents: bool, clause: &str) -> Str
     )
 }
 
-/// What [`RUN_RECORD_COLUMNS`] (and [`RUN_DOCUMENT_COLUMNS`]) read for one run.
-pub struct RecordReads {
+/// What [`RUN_RECORD_COLUMNS`] (and [`RUN_DOCUMENT_COLUMNS`]) read for one run, borrowed from
+/// SQLite's row where the content is valid UTF-8.
+pub struct RecordReads<'r> {
     /// The error blob's text (as `read_text` gives it), `None` when it is missing.
-    error: Option<String>,
+    error: Option<Cow<'r, str>>,
     /// The input's JSON text when it is a JSON blob.
-    input: Option<String>,
+    input: Option<Cow<'r, str>>,
     /// The root source (type, ref, revision).
-    root: Option<[String; 3]>,
+    root: Option<[&'r str; 3]>,
     has_mounts: bool,
     /// The definition snapshot's and launch options' JSON texts (when read and JSON).
-    definition: Option<String>,
-    launch_options: Option<String>,
+    definition: Option<Cow<'r, str>>,
+    launch_options: Option<Cow<'r, str>>,
     /// `runs.rowid`, read for a list's page.
     pub rowid: Option<i64>,
 }
 
-impl RecordReads {
+impl<'r> RecordReads<'r> {
     /// Whether a record from `run_record_select(…, documents = true, …)` needs no further
     /// read: the root source without mounts and every document stored as JSON.
-    pub fn is_complete(&self, row: &RunRow) -> bool {
+    pub fn is_complete(&self, row: &RunRowRef<'_>) -> bool {
         self.root.is_some()
             && !self.has_mounts
-            && stored(&row.definition_hash, &self.definition).is_some()
-            && stored(&row.input_hash, &self.input).is_some()
-            && stored(&row.launch_options_hash, &self.launch_options).is_some()
+            && stored(row.definition_hash, &self.definition).is_some()
+            && stored(row.input_hash, &self.input).is_some()
+            && stored(row.launch_options_hash, &self.launch_options).is_some()
     }
 
     /// Reads the added columns of a row of [`run_record_select`].
-    pub fn from_row(row: &Row<'_>, documents: bool) -> rusqlite::Result<RecordReads> {
+    pub fn from_row(row: &'r Row<'_>, documents: bool) -> rusqlite::Result<RecordReads<'r>> {
         let added = RECORD_COLUMN_COUNT + if documents { DOCUMENT_COLUMN_COUNT } else { 1 };
         let at = row.as_ref().column_count() - added;
         let root = match (
@@ -356,9 +304,7 @@ impl RecordReads {
                     std::str::from_utf8(id),
                     std::str::from_utf8(revision),
                 ) {
-                    (Ok(kind), Ok(id), Ok(revision)) => {
-                        Some([kind.to_owned(), id.to_owned(), revision.to_owned()])
-                    }
+                    (Ok(kind), Ok(id), Ok(revision)) => Some([kind, id, revision]),
                     _ => None,
                 }
             }
@@ -388,18 +334,16 @@ impl RecordReads {
 }
 
 /// A blob's content as `read_text` reads it (`NULL`: no blob, content is `NOT NULL`).
-fn content_text(content: ValueRef<'_>) -> Option<String> {
+fn content_text(content: ValueRef<'_>) -> Option<Cow<'_, str>> {
     match content {
         ValueRef::Null => None,
-        ValueRef::Blob(bytes) | ValueRef::Text(bytes) => {
-            Some(String::from_utf8_lossy(bytes).into_owned())
-        }
-        _ => Some(String::new()),
+        ValueRef::Blob(bytes) | ValueRef::Text(bytes) => Some(String::from_utf8_lossy(bytes)),
+        _ => Some(Cow::Borrowed("")),
     }
 }
 
 /// The content at `at + 1` when the media type at `at` is JSON.
-fn json_content(row: &Row<'_>, at: usize) -> rusqlite::Result<Option<String>> {
+fn json_content<'r>(row: &'r Row<'_>, at: usize) -> rusqlite::Result<Option<Cow<'r, str>>> {
     Ok(match row.get_ref(at)? {
         ValueRef::Text(media) if media == MEDIA_JSON.as_bytes() => {
             content_text(row.get_ref(at + 1)?)
@@ -409,20 +353,23 @@ fn json_content(row: &Row<'_>, at: usize) -> rusqlite::Result<Option<String>> {
 }
 
 /// A 32-byte hash with the text read for it, for `JsonReads::with_stored`.
-fn stored<'t>(hash: &[u8], text: &'t Option<String>) -> Option<(BlobHash, &'t str)> {
+fn stored<'t>(hash: &[u8], text: &'t Option<Cow<'_, str>>) -> Option<(BlobHash, &'t str)> {
     Some((hash.try_into().ok()?, text.as_deref()?))
 }
 
 /// [`map_workflow_run`] for a row of `run_record_select(…, documents = true, …)`: no further
 /// statement unless the run has mounts or a document is missing or not JSON.
-pub fn map_run_record(conn: &Connection, row: &RunRow, reads: &RecordReads) -> Result<String> {
+pub fn map_run_record(
+    conn: &Connection,
+    row: &RunRowRef<'_>,
+    reads: &RecordReads<'_>,
+) -> Result<String> {
     let stored = [
-        stored(&row.definition_hash, &reads.definition),
-        stored(&row.input_hash, &reads.input),
-        stored(&row.launch_options_hash, &reads.launch_options),
+        stored(row.definition_hash, &reads.definition),
+        stored(row.launch_options_hash, &reads.launch_options),
     ];
     let mut json = JsonReads::with_stored(conn, stored.into_iter().flatten().collect());
-    map_run_record_with(&mut json, None, row, reads)
+    map_run_record_with(&mut json, row, Some(reads), None)
 }
 
 /// [`map_workflow_run_with`] for a row of `run_record_select(…, documents = false, …)`: the
@@ -430,32 +377,33 @@ pub fn map_run_record(conn: &Connection, row: &RunRow, reads: &RecordReads) -> R
 /// the row.
 pub fn map_listed_run_record(
     json: &mut JsonReads<'_>,
-    row: &RunRow,
-    reads: &RecordReads,
+    row: &RunRowRef<'_>,
+    reads: &RecordReads<'_>,
 ) -> Result<String> {
-    let conn = json.conn();
-    let mut input = JsonReads::with_stored(
-        conn,
-        stored(&row.input_hash, &reads.input).into_iter().collect(),
-    );
-    map_run_record_with(json, Some(&mut input), row, reads)
+    map_run_record_with(json, row, Some(reads), None)
 }
 
-/// The reads of [`map_workflow_run_with`] in the same order, from `reads` where they hold
-/// them; the input through `input` when given, else through `json`.
+/// The reads of a run's record, in the reference's order, from `reads` where they hold them
+/// (the error, the root source of a run without mounts, the input), else through `json`; a
+/// claim result carries the caller's `claimToken`.
 fn map_run_record_with(
     json: &mut JsonReads<'_>,
-    input: Option<&mut JsonReads<'_>>,
-    row: &RunRow,
-    reads: &RecordReads,
+    row: &RunRowRef<'_>,
+    reads: Option<&RecordReads<'_>>,
+    claim_token: Option<&str>,
 ) -> Result<String> {
-    let error_message = match &row.error_hash {
-        Some(_) => reads.error.clone(),
-        None => None,
+    let error_message = match (row.error_hash, reads) {
+        (None, _) => None,
+        (Some(_), Some(reads)) => reads.error.as_deref().map(Cow::Borrowed),
+        (Some(hash), None) => read_text(json.conn(), hash)?.map(Cow::Owned),
     };
-    let sources = match &reads.root {
-        Some([kind, id, revision]) if !reads.has_mounts => {
-            json.check(&row.definition_hash)?;
+    let sources = match reads {
+        Some(RecordReads {
+            root: Some([kind, id, revision]),
+            has_mounts: false,
+            ..
+        }) => {
+            json.check(row.definition_hash)?;
             let mut out = String::with_capacity(160);
             out.push_str("{\"root\":");
             push_source(&mut out, kind, id, revision);
@@ -464,18 +412,19 @@ fn map_run_record_with(
         }
         _ => read_queued_run_sources_text(json, row)?,
     };
-    let input = match input {
-        Some(input) => input.get_text(&row.input_hash)?,
-        None => json.get_text(&row.input_hash)?,
+    // The input read with the row is what `get_text` would give for it as a stored text.
+    let input = match reads.and_then(|reads| stored(row.input_hash, &reads.input)) {
+        Some((_, text)) => record_text(text).map_err(StoreError::plain)?,
+        None => json.get_text(row.input_hash)?,
     };
-    let launch_options = json.get_text(&row.launch_options_hash)?;
+    let launch_options = json.get_text(row.launch_options_hash)?;
     write_run_record(
         row,
         error_message.as_deref(),
         &sources,
         &input,
         &launch_options,
-        None,
+        claim_token,
     )
 }
 
@@ -523,12 +472,12 @@ pub fn source_json(source_type: &str, source_ref: &str, source_revision: &str) -
 /// `{root, mounted[]}` rebuilt from `run_sources`; mounted names come from the definition
 /// snapshot's `composition.mounts`.
 pub fn read_queued_run_sources(conn: &Connection, run: &RunRow) -> Result<Value> {
-    let text = read_queued_run_sources_text(&mut JsonReads::new(conn), run)?;
+    let text = read_queued_run_sources_text(&mut JsonReads::new(conn), &run.borrowed())?;
     Ok(serde_json::from_str(&text).expect("sources are written as valid JSON"))
 }
 
 /// [`read_queued_run_sources`] as JSON text.
-fn read_queued_run_sources_text(json: &mut JsonReads<'_>, run: &RunRow) -> Result<String> {
+fn read_queued_run_sources_text(json: &mut JsonReads<'_>, run: &RunRowRef<'_>) -> Result<String> {
     let conn = json.conn();
     let rows: Vec<SourceRow> = conn
         .prepare_cached(
@@ -556,10 +505,10 @@ fn read_queued_run_sources_text(json: &mut JsonReads<'_>, run: &RunRow) -> Resul
         .collect();
     // The snapshot is read (and must parse) either way; only mounts need its value.
     let names = if mounts.is_empty() {
-        json.check(&run.definition_hash)?;
+        json.check(run.definition_hash)?;
         Map::new()
     } else {
-        mount_names(&json.get(&run.definition_hash)?)
+        mount_names(&json.get(run.definition_hash)?)
     };
     let mut out = String::with_capacity(160);
     out.push_str("{\"root\":");

@@ -1,6 +1,7 @@
 //! The joined row of one workflow run (run, definition, queue, binding, lease) that every run
 //! method reads, and its lookups.
 
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Result, StoreError};
@@ -29,55 +30,56 @@ pub const RUN_SELECT: &str = "SELECT r.run_id, r.resource_id,
     LEFT JOIN run_bindings b ON b.run_id = r.run_id
     JOIN leases l ON l.resource_id = r.resource_id";
 
-/// One workflow run as [`RUN_SELECT`] reads it: run, definition, queue, binding and lease.
+/// One workflow run as [`RUN_SELECT`] reads it: run, definition, queue, binding and lease;
+/// its texts and blobs owned ([`RunRow`]) or borrowed from SQLite's row ([`RunRowRef`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct RunRow {
+pub struct RunColumns<S, B> {
     /// `runs.run_id`.
-    pub run_id: String,
+    pub run_id: S,
     /// The run's `resources` row.
-    pub resource_id: String,
+    pub resource_id: S,
     /// `workflow_definitions.workflow_name`.
-    pub workflow_name: String,
+    pub workflow_name: S,
     /// `runs.workflow_ref` (the `workflowSourceRef`).
-    pub workflow_ref: String,
+    pub workflow_ref: S,
     /// `runs.status` (the durable run state).
-    pub run_status: String,
+    pub run_status: S,
     /// `runs.paused` (0 or 1).
     pub paused: i64,
     /// The 32-byte definition digest.
-    pub definition_digest: Vec<u8>,
+    pub definition_digest: B,
     /// Blob hash of the definition snapshot.
-    pub definition_hash: Vec<u8>,
+    pub definition_hash: B,
     /// Blob hash of the input.
-    pub input_hash: Vec<u8>,
+    pub input_hash: B,
     /// Blob hash of the launch options.
-    pub launch_options_hash: Vec<u8>,
+    pub launch_options_hash: B,
     /// `run_queue.status` (the launch status).
-    pub status: String,
+    pub status: S,
     /// `run_queue.available_at` (epoch ms).
     pub available_at: i64,
     /// The runner a queued run waits for.
-    pub affinity_runner_id: Option<String>,
+    pub affinity_runner_id: Option<S>,
     /// `run_queue.consecutive_errors`.
     pub consecutive_errors: i64,
     /// `run_queue.error_code`.
-    pub error_code: Option<String>,
+    pub error_code: Option<S>,
     /// Blob hash of the queue's error message.
-    pub error_hash: Option<Vec<u8>>,
+    pub error_hash: Option<B>,
     /// `NULL` when the run has no binding row (LEFT JOIN).
-    pub origin_session_id: Option<String>,
+    pub origin_session_id: Option<S>,
     /// `interactive` or `headless`; `NULL` without a binding row.
-    pub execution_mode: Option<String>,
+    pub execution_mode: Option<S>,
     /// The parent of a continuation or restart.
-    pub parent_run_id: Option<String>,
+    pub parent_run_id: Option<S>,
     /// The first run of the lineage (the run itself for a root run).
-    pub root_run_id: String,
+    pub root_run_id: S,
     /// `continuation`, `restart`, or `NULL` for a root run.
-    pub lineage_kind: Option<String>,
+    pub lineage_kind: Option<S>,
     /// 0 for a root run; a restart's is its parent's plus one.
     pub restart_number: i64,
     /// A restart's 32-byte parent terminal fingerprint.
-    pub parent_terminal_fingerprint: Option<Vec<u8>>,
+    pub parent_terminal_fingerprint: Option<B>,
     /// `run_queue.created_at` (epoch ms).
     pub created_at: i64,
     /// `run_queue.updated_at` (epoch ms).
@@ -89,52 +91,30 @@ pub struct RunRow {
     /// `leases.generation` (the fencing number).
     pub lease_generation: i64,
     /// The lease owner (`runnerId` in records).
-    pub owner_id: Option<String>,
+    pub owner_id: Option<S>,
     /// The lease expiry (epoch ms).
     pub claim_expires_at: Option<i64>,
     /// `leases.owner_type`.
-    pub owner_type: Option<String>,
+    pub owner_type: Option<S>,
     /// `leases.token_hash` (SHA-256 of the owner's token).
-    pub token_hash: Option<Vec<u8>>,
+    pub token_hash: Option<B>,
 }
+
+/// A run row that owns its texts and blobs.
+pub type RunRow = RunColumns<String, Vec<u8>>;
+
+/// A run row borrowed from SQLite's row buffers, for a record written straight out.
+pub type RunRowRef<'r> = RunColumns<&'r str, &'r [u8]>;
 
 impl RunRow {
     /// Reads a row selected by [`RUN_SELECT`].
     pub fn from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
-        Ok(RunRow {
-            run_id: row.get(0)?,
-            resource_id: row.get(1)?,
-            workflow_name: row.get(2)?,
-            workflow_ref: row.get(3)?,
-            run_status: row.get(4)?,
-            paused: row.get(5)?,
-            definition_digest: row.get(6)?,
-            definition_hash: row.get(7)?,
-            input_hash: row.get(8)?,
-            launch_options_hash: row.get(9)?,
-            status: row.get(10)?,
-            available_at: row.get(11)?,
-            affinity_runner_id: row.get(12)?,
-            consecutive_errors: row.get(13)?,
-            error_code: row.get(14)?,
-            error_hash: row.get(15)?,
-            origin_session_id: row.get(16)?,
-            execution_mode: row.get(17)?,
-            parent_run_id: row.get(18)?,
-            root_run_id: row.get(19)?,
-            lineage_kind: row.get(20)?,
-            restart_number: row.get(21)?,
-            parent_terminal_fingerprint: row.get(22)?,
-            created_at: row.get(23)?,
-            updated_at: row.get(24)?,
-            started_at: row.get(25)?,
-            finished_at: row.get(26)?,
-            lease_generation: row.get(27)?,
-            owner_id: row.get(28)?,
-            claim_expires_at: row.get(29)?,
-            owner_type: row.get(30)?,
-            token_hash: row.get(31)?,
-        })
+        Ok(RunRowRef::from_row(row)?.map(|text| (*text).to_owned(), |bytes| bytes.to_vec()))
+    }
+
+    /// The row with its texts and blobs borrowed.
+    pub fn borrowed(&self) -> RunRowRef<'_> {
+        self.map(String::as_str, Vec::as_slice)
     }
 
     /// The run's `leases` row as read with the run: what `require_lease` returns until the
@@ -161,6 +141,129 @@ impl RunRow {
     /// Queue status `done`, `failed` or `cancelled`.
     pub fn is_queue_terminal(&self) -> bool {
         matches!(self.status.as_str(), "done" | "failed" | "cancelled")
+    }
+}
+
+impl<'r> RunRowRef<'r> {
+    /// Reads a row selected by [`RUN_SELECT`] in place; a column of another type fails as
+    /// `row.get` into the owned type does.
+    pub fn from_row(row: &'r Row<'_>) -> rusqlite::Result<RunRowRef<'r>> {
+        Ok(RunColumns {
+            run_id: str_at(row, 0)?,
+            resource_id: str_at(row, 1)?,
+            workflow_name: str_at(row, 2)?,
+            workflow_ref: str_at(row, 3)?,
+            run_status: str_at(row, 4)?,
+            paused: row.get(5)?,
+            definition_digest: blob_at(row, 6)?,
+            definition_hash: blob_at(row, 7)?,
+            input_hash: blob_at(row, 8)?,
+            launch_options_hash: blob_at(row, 9)?,
+            status: str_at(row, 10)?,
+            available_at: row.get(11)?,
+            affinity_runner_id: opt_str_at(row, 12)?,
+            consecutive_errors: row.get(13)?,
+            error_code: opt_str_at(row, 14)?,
+            error_hash: opt_blob_at(row, 15)?,
+            origin_session_id: opt_str_at(row, 16)?,
+            execution_mode: opt_str_at(row, 17)?,
+            parent_run_id: opt_str_at(row, 18)?,
+            root_run_id: str_at(row, 19)?,
+            lineage_kind: opt_str_at(row, 20)?,
+            restart_number: row.get(21)?,
+            parent_terminal_fingerprint: opt_blob_at(row, 22)?,
+            created_at: row.get(23)?,
+            updated_at: row.get(24)?,
+            started_at: row.get(25)?,
+            finished_at: row.get(26)?,
+            lease_generation: row.get(27)?,
+            owner_id: opt_str_at(row, 28)?,
+            claim_expires_at: row.get(29)?,
+            owner_type: opt_str_at(row, 30)?,
+            token_hash: opt_blob_at(row, 31)?,
+        })
+    }
+}
+
+impl<S, B> RunColumns<S, B> {
+    /// The same row with each text and blob mapped.
+    fn map<'a, T, C>(
+        &'a self,
+        text: impl Fn(&'a S) -> T,
+        bytes: impl Fn(&'a B) -> C,
+    ) -> RunColumns<T, C> {
+        RunColumns {
+            run_id: text(&self.run_id),
+            resource_id: text(&self.resource_id),
+            workflow_name: text(&self.workflow_name),
+            workflow_ref: text(&self.workflow_ref),
+            run_status: text(&self.run_status),
+            paused: self.paused,
+            definition_digest: bytes(&self.definition_digest),
+            definition_hash: bytes(&self.definition_hash),
+            input_hash: bytes(&self.input_hash),
+            launch_options_hash: bytes(&self.launch_options_hash),
+            status: text(&self.status),
+            available_at: self.available_at,
+            affinity_runner_id: self.affinity_runner_id.as_ref().map(&text),
+            consecutive_errors: self.consecutive_errors,
+            error_code: self.error_code.as_ref().map(&text),
+            error_hash: self.error_hash.as_ref().map(&bytes),
+            origin_session_id: self.origin_session_id.as_ref().map(&text),
+            execution_mode: self.execution_mode.as_ref().map(&text),
+            parent_run_id: self.parent_run_id.as_ref().map(&text),
+            root_run_id: text(&self.root_run_id),
+            lineage_kind: self.lineage_kind.as_ref().map(&text),
+            restart_number: self.restart_number,
+            parent_terminal_fingerprint: self.parent_terminal_fingerprint.as_ref().map(&bytes),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            lease_generation: self.lease_generation,
+            owner_id: self.owner_id.as_ref().map(&text),
+            claim_expires_at: self.claim_expires_at,
+            owner_type: self.owner_type.as_ref().map(&text),
+            token_hash: self.token_hash.as_ref().map(&bytes),
+        }
+    }
+}
+
+/// A text column read in place; any other value fails as `row.get::<String>` does.
+pub fn str_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {
+    if let ValueRef::Text(text) = row.get_ref(index)? {
+        if let Ok(text) = std::str::from_utf8(text) {
+            return Ok(text);
+        }
+    }
+    Err(row
+        .get::<_, String>(index)
+        .expect_err("only UTF-8 text reads as a String"))
+}
+
+/// A blob column read in place; any other value fails as `row.get::<Vec<u8>>` does.
+pub fn blob_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r [u8]> {
+    match row.get_ref(index)? {
+        ValueRef::Blob(bytes) => Ok(bytes),
+        _ => Err(row
+            .get::<_, Vec<u8>>(index)
+            .expect_err("only a blob reads as bytes")),
+    }
+}
+
+/// [`blob_at`] for a nullable column.
+pub fn opt_blob_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<Option<&'r [u8]>> {
+    match row.get_ref(index)? {
+        ValueRef::Null => Ok(None),
+        _ => blob_at(row, index).map(Some),
+    }
+}
+
+/// [`str_at`] for a nullable column.
+pub fn opt_str_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<Option<&'r str>> {
+    match row.get_ref(index)? {
+        ValueRef::Null => Ok(None),
+        _ => str_at(row, index).map(Some),
     }
 }
 
