@@ -16,28 +16,38 @@ pub fn push_iso(out: &mut String, ms: i64) {
     let days = ms.div_euclid(MS_PER_DAY);
     let ms_of_day = ms.rem_euclid(MS_PER_DAY) as u32;
     let (year, month, day) = civil_from_days(days);
-    // Sign, up to 20 year digits, and the 20 characters from the month on.
+    // Sign and up to 20 year digits, then the 20 characters from the month on.
     let mut text = [0u8; 48];
-    let mut at = if (0..=9999).contains(&year) {
-        put_digits(&mut text, 0, year.unsigned_abs(), 4)
+    let magnitude = year.unsigned_abs();
+    let head = if (0..=9999).contains(&year) {
+        put_fixed(&mut text[..4], magnitude as u32)
     } else {
         text[0] = if year < 0 { b'-' } else { b'+' };
-        put_digits(&mut text, 1, year.unsigned_abs(), 6)
+        match magnitude {
+            // Every year of JavaScript's date range.
+            0..=999_999 => 1 + put_fixed(&mut text[1..7], magnitude as u32),
+            _ => put_digits(&mut text, 1, magnitude, 6),
+        }
     };
-    let fields = [
-        (b'-', month, 2),
-        (b'-', day, 2),
-        (b'T', ms_of_day / 3_600_000, 2),
-        (b':', ms_of_day / 60_000 % 60, 2),
-        (b':', ms_of_day / 1000 % 60, 2),
-        (b'.', ms_of_day % 1000, 3),
-    ];
-    for (separator, value, width) in fields {
-        text[at] = separator;
-        at = put_digits(&mut text, at + 1, u64::from(value), width);
+    let tail = &mut text[head..head + 20];
+    tail.copy_from_slice(b"-00-00T00:00:00.000Z");
+    put_fixed(&mut tail[1..3], month);
+    put_fixed(&mut tail[4..6], day);
+    put_fixed(&mut tail[7..9], ms_of_day / 3_600_000);
+    put_fixed(&mut tail[10..12], ms_of_day / 60_000 % 60);
+    put_fixed(&mut tail[13..15], ms_of_day / 1000 % 60);
+    put_fixed(&mut tail[16..19], ms_of_day % 1000);
+    out.push_str(std::str::from_utf8(&text[..head + 20]).expect("ASCII digits and separators"));
+}
+
+/// Fills `digits` with `value` in decimal, zero-padded (`value` has no more digits than
+/// `digits` holds); returns its length. Unrolled for the short fixed widths of a date.
+fn put_fixed(digits: &mut [u8], mut value: u32) -> usize {
+    for digit in digits.iter_mut().rev() {
+        *digit = b'0' + (value % 10) as u8;
+        value /= 10;
     }
-    text[at] = b'Z';
-    out.push_str(std::str::from_utf8(&text[..=at]).expect("ASCII digits and separators"));
+    digits.len()
 }
 
 const MS_PER_DAY: i64 = 86_400_000;
@@ -161,6 +171,15 @@ mod tests {
         while ms <= 8_640_000_000_000_000 {
             assert_eq!(iso(ms), formatted(ms));
             ms += 86_399_999_999_937;
+        }
+        // Beyond JavaScript's range (never formatted by the reference): all the year's digits.
+        for ms in [
+            100_000_000_000_000_000,
+            -100_000_000_000_000_000,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            assert_eq!(iso(ms), formatted(ms));
         }
     }
 
