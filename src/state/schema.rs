@@ -35,4 +35,28 @@ mod tests {
             "0469f429aad9046cacf63bf9df4ef8c98277ba633103a2478d9fc40226666327"
         );
     }
+
+    /// `.cargo/config.toml` reaches the bundled SQLite build, and leaves the page size of new
+    /// files at the reference's 4096.
+    #[test]
+    fn bundled_sqlite_has_the_configured_options() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let options: Vec<String> = conn
+            .prepare("PRAGMA compile_options")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        for option in ["DEFAULT_MEMSTATUS=0", "OMIT_SHARED_CACHE"] {
+            assert!(
+                options.iter().any(|o| o == option),
+                "{option} missing: {options:?}"
+            );
+        }
+        let page_size: i64 = conn
+            .query_row("PRAGMA page_size", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(page_size, 4096);
+    }
 }
