@@ -1,13 +1,13 @@
 //! Controller events (methods 26–27): recording an event on a controller resource (by its
 //! claim holder or the control plane) and listing events newest first.
 
-use rusqlite::types::{Type, Value as SqlValue, ValueRef};
-use rusqlite::{params_from_iter, Connection, Row};
+use rusqlite::types::{Value as SqlValue, ValueRef};
+use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
 use super::js::{bind, is_nullish, prop, template};
 use super::rows::{
-    bump_controller_resource, document_text, joined_blob, require_claim_row, ResourceRef,
+    bump_controller_resource, document_text, joined_blob, require_claim_row, text_at, ResourceRef,
 };
 use crate::error::Result;
 use crate::state::revisions::{insert_event, EventDraft};
@@ -128,13 +128,6 @@ fn write_events(
         event.finish();
     }
     Ok(count)
-}
-
-/// Text column `index`, borrowed from the row (as `row.get::<String>` reads it, without a copy).
-fn text_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {
-    row.get_ref(index)?.as_str().map_err(|error| {
-        rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(error))
-    })
 }
 
 /// For a plain positive `limit`: `(limit, window)`, where `window` newest events of every

@@ -2,7 +2,7 @@
 //! reference and by uid, the `ControllerResource` record, finalizers, the work-queue row, and
 //! the claim checks that fence writes by lease generation and token.
 
-use rusqlite::types::ValueRef;
+use rusqlite::types::{Type, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
@@ -275,6 +275,21 @@ pub fn joined_blob(row: &Row<'_>, media: usize) -> rusqlite::Result<Option<(bool
         _ => String::new(),
     };
     Ok(Some((is_json, text)))
+}
+
+/// Text column `index`, borrowed from the row (as `row.get::<String>` reads it, without a copy).
+pub fn text_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {
+    row.get_ref(index)?.as_str().map_err(|error| {
+        rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(error))
+    })
+}
+
+/// [`text_at`] for a nullable column (`None` for NULL).
+pub fn opt_text_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<Option<&'r str>> {
+    match row.get_ref(index)? {
+        ValueRef::Null => Ok(None),
+        _ => text_at(row, index).map(Some),
+    }
 }
 
 /// The record text of a joined JSON blob, failing as `JsonReads::get_text` fails.
