@@ -26,28 +26,9 @@ impl<'a> Store<'a> {
         self.state.conn()
     }
 
-    /// One `BEGIN IMMEDIATE` transaction, as [`StateDb::write`] runs it (same errors, same
-    /// rollback), with `BEGIN IMMEDIATE` and `COMMIT` prepared once per connection rather than
-    /// parsed and compiled again on every call (`execute_batch` prepares each time).
+    /// One `BEGIN IMMEDIATE` transaction: [`StateDb::write`].
     pub fn write<T>(&self, operation: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        if self.is_read_only() {
-            return Err(StoreError::plain(
-                "Cannot mutate a read-only Pi Workflows database",
-            ));
-        }
-        let conn = self.conn()?;
-        let outcome = run_cached(conn, "BEGIN IMMEDIATE")
-            .and_then(|()| operation(conn))
-            .and_then(|value| {
-                run_cached(conn, "COMMIT")?;
-                Ok(value)
-            });
-        // A failed BEGIN inside a caller's own transaction rolls that transaction back too, as
-        // the reference's `inTransaction` check does.
-        if outcome.is_err() && !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
-        outcome
+        self.state.write(operation)
     }
 
     /// Whether the state database was opened read-only.
@@ -129,12 +110,6 @@ pub fn dispatch(store: &Store<'_>, method: &str, call: &Call) -> Result<Reply> {
         .iter()
         .find_map(|(_, dispatch)| dispatch(store, method, call))
         .unwrap_or_else(|| Err(StoreError::plain(format!("Unknown store method: {method}"))))
-}
-
-/// Runs a statement without parameters or rows through the statement cache.
-fn run_cached(conn: &Connection, sql: &str) -> Result<()> {
-    conn.prepare_cached(sql)?.execute([])?;
-    Ok(())
 }
 
 /// Runs `read` in one read transaction (one snapshot for its statements) unless the caller's
