@@ -1,5 +1,10 @@
 //! Controller events (methods 26–27): recording an event on a controller resource (by its
 //! claim holder or the control plane) and listing events newest first.
+//!
+//! Limits are bound as `LIMIT +?`. SQLite reads a bare `LIMIT ?` bound to an integer as a
+//! constant when it compiles the statement, so every new binding expires the cached statement
+//! and the next step compiles it again; `+?` is the same value, read when the statement runs
+//! (the plans are the same either way).
 
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{params_from_iter, Connection};
@@ -104,7 +109,7 @@ fn write_events(
          JOIN controller_resources c ON c.resource_id = r.resource_id
          LEFT JOIN blobs b ON b.blob_hash = e.payload_hash
          WHERE {filter}
-         ORDER BY e.event_seq DESC LIMIT ?"
+         ORDER BY e.event_seq DESC LIMIT +?"
     );
     let mut statement = conn.prepare_cached(&sql)?;
     let mut rows = statement.query(params_from_iter(bound))?;
@@ -146,7 +151,7 @@ fn recent_window(limit: Option<&SqlValue>) -> Option<(i64, i64)> {
 }
 
 /// The newest events of every kind; its row count is bound first.
-const RECENT_EVENTS: &str = "(SELECT * FROM events ORDER BY event_seq DESC LIMIT ?)";
+const RECENT_EVENTS: &str = "(SELECT * FROM events ORDER BY event_seq DESC LIMIT +?)";
 
 /// Above this limit the window is not worth trying.
 const EVENT_WINDOW_LIMIT: i64 = 10_000;

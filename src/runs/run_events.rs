@@ -79,13 +79,14 @@ fn list_run_events_after(store: &Store, seq: &Value, options: &Value) -> Result<
 
 /// Run events after `seq`, at most `limit`, as JSON text, written straight from SQLite's row
 /// buffers; each payload blob comes in the same row (one statement, not one more per payload).
+/// `LIMIT +?`: see [`crate::controller::events`] (a bare `LIMIT ?` recompiles on every call).
 fn run_event_list_text(conn: &Connection, seq: &Value, limit: &Value) -> Result<String> {
     let mut statement = conn.prepare_cached(
         "SELECT e.event_seq, e.recorded_at, r.run_id, r.workflow_ref, e.event_type,
                 e.actor_id, e.payload_hash, b.media_type, b.content
          FROM events e JOIN runs r ON r.resource_id = e.resource_id
          LEFT JOIN blobs b ON b.blob_hash = e.payload_hash
-         WHERE e.event_seq > ? ORDER BY e.event_seq LIMIT ?",
+         WHERE e.event_seq > ? ORDER BY e.event_seq LIMIT +?",
     )?;
     let mut rows = statement.query([sql_value(seq), sql_value(limit)])?;
     let mut out = String::with_capacity(16 * 1024);
