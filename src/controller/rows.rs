@@ -2,6 +2,8 @@
 //! reference and by uid, the `ControllerResource` record, finalizers, the work-queue row, and
 //! the claim checks that fence writes by lease generation and token.
 
+use std::sync::LazyLock;
+
 use rusqlite::types::{Type, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
@@ -331,6 +333,14 @@ impl DocumentedRow {
     }
 }
 
+/// [`documented_select`] by project and reference, written once rather than on every read.
+static DOCUMENTED_BY_REFERENCE: LazyLock<String> = LazyLock::new(|| {
+    documented_select("WHERE c.project_id = ? AND c.controller_name = ? AND c.resource_key = ?")
+});
+
+/// [`documented_select`] by uid, written once.
+static DOCUMENTED_BY_UID: LazyLock<String> = LazyLock::new(|| documented_select("WHERE c.uid = ?"));
+
 /// The documented row for a reference in this project; always `None` without a project.
 pub fn documented_row(
     conn: &Connection,
@@ -341,9 +351,7 @@ pub fn documented_row(
         return Ok(None);
     };
     Ok(conn
-        .prepare_cached(&documented_select(
-            "WHERE c.project_id = ? AND c.controller_name = ? AND c.resource_key = ?",
-        ))?
+        .prepare_cached(&DOCUMENTED_BY_REFERENCE)?
         .query_row(
             params![
                 project_id,
@@ -361,7 +369,7 @@ pub fn documented_row_by_uid(
     uid: Option<&Value>,
 ) -> Result<Option<DocumentedRow>> {
     Ok(conn
-        .prepare_cached(&documented_select("WHERE c.uid = ?"))?
+        .prepare_cached(&DOCUMENTED_BY_UID)?
         .query_row([bind(uid)?], DocumentedRow::from_row)
         .optional()?)
 }
