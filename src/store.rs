@@ -1,6 +1,8 @@
 //! The store as each method sees it: the state database, locked for the call, bound to one
 //! project (or the global view), and the table that routes each public method to its module.
 
+use std::sync::LazyLock;
+
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::{Result, StoreError};
@@ -96,20 +98,41 @@ const MODULES: &[(&[&str], Dispatch)] = {
     ]
 };
 
-/// Every public method the core implements, for the JS layer to expose.
+/// Every public method the core implements, for the JS layer to expose; a call names its
+/// method by its position in this list (see [`dispatch_at`]).
 pub fn implemented_methods() -> Vec<&'static str> {
+    METHOD_TABLE.iter().map(|(method, _)| *method).collect()
+}
+
+/// Every public method with its module's dispatcher, in [`implemented_methods`] order.
+static METHOD_TABLE: LazyLock<Vec<(&'static str, Dispatch)>> = LazyLock::new(|| {
     MODULES
         .iter()
-        .flat_map(|(methods, _)| methods.iter().copied())
+        .flat_map(|(methods, dispatch)| methods.iter().map(|method| (*method, *dispatch)))
         .collect()
-}
+});
 
 /// Runs one public method; `Unknown store method` for any other name.
 pub fn dispatch(store: &Store<'_>, method: &str, call: &Call) -> Result<Reply> {
     MODULES
         .iter()
         .find_map(|(_, dispatch)| dispatch(store, method, call))
-        .unwrap_or_else(|| Err(StoreError::plain(format!("Unknown store method: {method}"))))
+        .unwrap_or_else(|| Err(unknown_method(method)))
+}
+
+/// Runs the public method at `index` of [`implemented_methods`], straight in its module:
+/// the JS layer names methods by position, which spares converting and matching a name.
+pub fn dispatch_at(store: &Store<'_>, index: u32, call: &Call) -> Result<Reply> {
+    match METHOD_TABLE.get(index as usize) {
+        Some((method, dispatch)) => {
+            dispatch(store, method, call).unwrap_or_else(|| Err(unknown_method(method)))
+        }
+        None => Err(unknown_method(&format!("#{index}"))),
+    }
+}
+
+fn unknown_method(method: &str) -> StoreError {
+    StoreError::plain(format!("Unknown store method: {method}"))
 }
 
 /// Runs `read` in one read transaction (one snapshot for its statements) unless the caller's
