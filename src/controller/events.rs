@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::js::{bind, is_nullish, prop, template};
 use super::rows::{
-    bump_controller_resource, document_text, joined_blob, require_claim_row, text_at, ResourceRef,
+    bump_controller_resource, joined_document_text, require_claim_row, text_at, ResourceRef,
 };
 use crate::error::Result;
 use crate::state::revisions::{insert_event, EventDraft};
@@ -128,7 +128,7 @@ fn write_events(
             .str("type", text_at(row, 4)?);
         match row.get_ref(5)? {
             ValueRef::Null => event.raw("payload", "{}"),
-            _ => event.raw("payload", &document_text(&joined_blob(row, 6)?)?),
+            _ => event.raw("payload", &joined_document_text(row, 6)?),
         };
         event.finish();
     }

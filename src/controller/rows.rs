@@ -279,6 +279,24 @@ pub fn joined_blob(row: &Row<'_>, media: usize) -> rusqlite::Result<Option<(bool
     Ok(Some((is_json, text)))
 }
 
+/// `document_text(&joined_blob(row, media)?)`, with the content borrowed from the row rather
+/// than copied first (lists write many documents).
+pub fn joined_document_text(row: &Row<'_>, media: usize) -> Result<String> {
+    let is_json = match row.get_ref(media)? {
+        ValueRef::Null => false,
+        ValueRef::Text(media_type) => media_type == MEDIA_JSON.as_bytes(),
+        _ => false,
+    };
+    if !is_json {
+        return document_text(&None);
+    }
+    let text = match row.get_ref(media + 1)? {
+        ValueRef::Blob(bytes) | ValueRef::Text(bytes) => String::from_utf8_lossy(bytes),
+        _ => "".into(),
+    };
+    record_text(&text).map_err(StoreError::plain)
+}
+
 /// Text column `index`, borrowed from the row (as `row.get::<String>` reads it, without a copy).
 pub fn text_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {
     row.get_ref(index)?.as_str().map_err(|error| {

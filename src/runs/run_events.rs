@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::claims::runner_owner_type;
 use super::reserve::sql_value;
 use super::row::require_workflow_run_row;
-use crate::controller::rows::{document_text, joined_blob, opt_text_at, text_at};
+use crate::controller::rows::{joined_document_text, opt_text_at, text_at};
 use crate::error::{Result, StoreError};
 use crate::state::revisions::{bump_resource_revision, event_seq, insert_event, EventDraft};
 use crate::store::{in_read_transaction, Store};
@@ -105,7 +105,7 @@ fn run_event_list_text(conn: &Connection, seq: &Value, limit: &Value) -> Result<
             .opt_str("runnerId", opt_text_at(row, 5)?);
         match row.get_ref(6)? {
             ValueRef::Null => event.raw("payload", "{}"),
-            _ => event.raw("payload", &document_text(&joined_blob(row, 7)?)?),
+            _ => event.raw("payload", &joined_document_text(row, 7)?),
         };
         event.finish();
     }
