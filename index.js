@@ -99,8 +99,9 @@ function asyncQueueOf(nativeState) {
 
 const ignore = () => undefined;
 
-const implemented = new Set(binding.implementedMethods());
-const implementedMethods = Object.keys(METHODS).filter((method) => implemented.has(method));
+// The core names each method by its position in its own list.
+const methodIndex = new Map(binding.implementedMethods().map((method, index) => [method, index]));
+const implementedMethods = Object.keys(METHODS).filter((method) => methodIndex.has(method));
 
 class SqliteControllerStore {
   #native;
@@ -143,7 +144,8 @@ class SqliteControllerStore {
     if (this.#async === undefined) {
       const methods = {};
       for (const method of implementedMethods) {
-        methods[method] = (...args) => SqliteControllerStore.#invokeAsync(this, method, args);
+        const index = methodIndex.get(method);
+        methods[method] = (...args) => SqliteControllerStore.#invokeAsync(this, method, index, args);
       }
       this.#async = Object.freeze(methods);
     }
@@ -157,13 +159,13 @@ class SqliteControllerStore {
   }
 
   /** Runs one core method; shared by every public method. */
-  static #invoke(store, method, args) {
+  static #invoke(store, method, index, args) {
     const spec = METHODS[method];
-    return readReply(spec, args, store.#native.call(method, wireArguments(spec, args), Date.now()));
+    return readReply(spec, args, store.#native.call(index, wireArguments(spec, args), Date.now()));
   }
 
   /** `#invoke` on a worker thread, queued behind this database's earlier asynchronous calls. */
-  static #invokeAsync(store, method, args) {
+  static #invokeAsync(store, method, index, args) {
     const spec = METHODS[method];
     let wire;
     try {
@@ -173,7 +175,7 @@ class SqliteControllerStore {
     }
     const clock = Date.now();
     const native = store.#native;
-    const run = () => native.callAsync(method, wire, clock).then((reply) => readReply(spec, args, reply));
+    const run = () => native.callAsync(index, wire, clock).then((reply) => readReply(spec, args, reply));
     const queue = store.#asyncQueue;
     const result = queue.tail.then(run);
     queue.tail = result.then(ignore, ignore);
@@ -183,10 +185,11 @@ class SqliteControllerStore {
   // One prototype method per method the core implements; nothing else is exposed.
   static {
     for (const method of implementedMethods) {
+      const index = methodIndex.get(method);
       Object.defineProperty(this.prototype, method, {
         value: {
           [method](...args) {
-            return SqliteControllerStore.#invoke(this, method, args);
+            return SqliteControllerStore.#invoke(this, method, index, args);
           },
         }[method],
         writable: true,

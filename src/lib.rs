@@ -273,13 +273,14 @@ impl NativeStore {
         }
     }
 
-    /// Runs one public store method; see the module header for the reply encoding.
+    /// Runs the public store method at position `method` of `implementedMethods()`; see the
+    /// module header for the reply encoding.
     #[napi(catch_unwind)]
-    pub fn call(&self, method: String, args_json: String, clock: f64) -> String {
+    pub fn call(&self, method: u32, args_json: String, clock: f64) -> String {
         run_store_call(
             &self.state,
             self.project_id.as_deref(),
-            &method,
+            method,
             &args_json,
             clock,
         )
@@ -288,12 +289,7 @@ impl NativeStore {
     /// `call` on a libuv worker thread: resolves to the same reply string. The JS layer
     /// prepares the arguments and decodes the reply on the main thread.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn call_async(
-        &self,
-        method: String,
-        args_json: String,
-        clock: f64,
-    ) -> AsyncTask<StoreCall> {
+    pub fn call_async(&self, method: u32, args_json: String, clock: f64) -> AsyncTask<StoreCall> {
         AsyncTask::new(StoreCall {
             state: self.state.clone(),
             project_id: self.project_id.clone(),
@@ -307,7 +303,7 @@ impl NativeStore {
 fn run_store_call(
     state: &SharedState,
     project_id: Option<&str>,
-    method: &str,
+    method: u32,
     args_json: &str,
     clock: f64,
 ) -> String {
@@ -317,7 +313,7 @@ fn run_store_call(
             _ => return Err(StoreError::plain("Store arguments are not a JSON array")),
         };
         let store = Store::new(state, project_id);
-        let reply = store::dispatch(&store, method, &Call::new(args, clock as i64))?;
+        let reply = store::dispatch_at(&store, method, &Call::new(args, clock as i64))?;
         Ok(reply.encode())
     })
 }
@@ -327,7 +323,7 @@ fn run_store_call(
 pub struct StoreCall {
     state: SharedState,
     project_id: Option<String>,
-    method: String,
+    method: u32,
     args_json: String,
     clock: f64,
 }
@@ -340,7 +336,7 @@ impl Task for StoreCall {
         Ok(run_store_call(
             &self.state,
             self.project_id.as_deref(),
-            &self.method,
+            self.method,
             &self.args_json,
             self.clock,
         ))

@@ -1,6 +1,8 @@
 //! The store as each method sees it: the state database, locked for the call, bound to one
 //! project (or the global view), and the table that routes each public method to its module.
 
+use std::sync::LazyLock;
+
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::{Result, StoreError};
@@ -26,28 +28,9 @@ impl<'a> Store<'a> {
         self.state.conn()
     }
 
-    /// One `BEGIN IMMEDIATE` transaction, as [`StateDb::write`] runs it (same errors, same
-    /// rollback), with `BEGIN IMMEDIATE` and `COMMIT` prepared once per connection rather than
-    /// parsed and compiled again on every call (`execute_batch` prepares each time).
+    /// One `BEGIN IMMEDIATE` transaction: [`StateDb::write`].
     pub fn write<T>(&self, operation: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        if self.is_read_only() {
-            return Err(StoreError::plain(
-                "Cannot mutate a read-only Pi Workflows database",
-            ));
-        }
-        let conn = self.conn()?;
-        let outcome = run_cached(conn, "BEGIN IMMEDIATE")
-            .and_then(|()| operation(conn))
-            .and_then(|value| {
-                run_cached(conn, "COMMIT")?;
-                Ok(value)
-            });
-        // A failed BEGIN inside a caller's own transaction rolls that transaction back too, as
-        // the reference's `inTransaction` check does.
-        if outcome.is_err() && !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
-        outcome
+        self.state.write(operation)
     }
 
     /// Whether the state database was opened read-only.
@@ -115,26 +98,41 @@ const MODULES: &[(&[&str], Dispatch)] = {
     ]
 };
 
-/// Every public method the core implements, for the JS layer to expose.
+/// Every public method the core implements, for the JS layer to expose; a call names its
+/// method by its position in this list (see [`dispatch_at`]).
 pub fn implemented_methods() -> Vec<&'static str> {
+    METHOD_TABLE.iter().map(|(method, _)| *method).collect()
+}
+
+/// Every public method with its module's dispatcher, in [`implemented_methods`] order.
+static METHOD_TABLE: LazyLock<Vec<(&'static str, Dispatch)>> = LazyLock::new(|| {
     MODULES
         .iter()
-        .flat_map(|(methods, _)| methods.iter().copied())
+        .flat_map(|(methods, dispatch)| methods.iter().map(|method| (*method, *dispatch)))
         .collect()
-}
+});
 
 /// Runs one public method; `Unknown store method` for any other name.
 pub fn dispatch(store: &Store<'_>, method: &str, call: &Call) -> Result<Reply> {
     MODULES
         .iter()
         .find_map(|(_, dispatch)| dispatch(store, method, call))
-        .unwrap_or_else(|| Err(StoreError::plain(format!("Unknown store method: {method}"))))
+        .unwrap_or_else(|| Err(unknown_method(method)))
 }
 
-/// Runs a statement without parameters or rows through the statement cache.
-fn run_cached(conn: &Connection, sql: &str) -> Result<()> {
-    conn.prepare_cached(sql)?.execute([])?;
-    Ok(())
+/// Runs the public method at `index` of [`implemented_methods`], straight in its module:
+/// the JS layer names methods by position, which spares converting and matching a name.
+pub fn dispatch_at(store: &Store<'_>, index: u32, call: &Call) -> Result<Reply> {
+    match METHOD_TABLE.get(index as usize) {
+        Some((method, dispatch)) => {
+            dispatch(store, method, call).unwrap_or_else(|| Err(unknown_method(method)))
+        }
+        None => Err(unknown_method(&format!("#{index}"))),
+    }
+}
+
+fn unknown_method(method: &str) -> StoreError {
+    StoreError::plain(format!("Unknown store method: {method}"))
 }
 
 /// Runs `read` in one read transaction (one snapshot for its statements) unless the caller's

@@ -1,13 +1,18 @@
 //! Controller events (methods 26–27): recording an event on a controller resource (by its
 //! claim holder or the control plane) and listing events newest first.
+//!
+//! Limits are bound as `LIMIT +?`. SQLite reads a bare `LIMIT ?` bound to an integer as a
+//! constant when it compiles the statement, so every new binding expires the cached statement
+//! and the next step compiles it again; `+?` is the same value, read when the statement runs
+//! (the plans are the same either way).
 
-use rusqlite::types::{Type, Value as SqlValue, ValueRef};
-use rusqlite::{params_from_iter, Connection, Row};
+use rusqlite::types::{Value as SqlValue, ValueRef};
+use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
 use super::js::{bind, is_nullish, prop, template};
 use super::rows::{
-    bump_controller_resource, document_text, joined_blob, require_claim_row, ResourceRef,
+    bump_controller_resource, joined_document_text, require_claim_row, text_at, ResourceRef,
 };
 use crate::error::Result;
 use crate::state::revisions::{insert_event, EventDraft};
@@ -104,7 +109,7 @@ fn write_events(
          JOIN controller_resources c ON c.resource_id = r.resource_id
          LEFT JOIN blobs b ON b.blob_hash = e.payload_hash
          WHERE {filter}
-         ORDER BY e.event_seq DESC LIMIT ?"
+         ORDER BY e.event_seq DESC LIMIT +?"
     );
     let mut statement = conn.prepare_cached(&sql)?;
     let mut rows = statement.query(params_from_iter(bound))?;
@@ -123,18 +128,11 @@ fn write_events(
             .str("type", text_at(row, 4)?);
         match row.get_ref(5)? {
             ValueRef::Null => event.raw("payload", "{}"),
-            _ => event.raw("payload", &document_text(&joined_blob(row, 6)?)?),
+            _ => event.raw("payload", &joined_document_text(row, 6)?),
         };
         event.finish();
     }
     Ok(count)
-}
-
-/// Text column `index`, borrowed from the row (as `row.get::<String>` reads it, without a copy).
-fn text_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {
-    row.get_ref(index)?.as_str().map_err(|error| {
-        rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(error))
-    })
 }
 
 /// For a plain positive `limit`: `(limit, window)`, where `window` newest events of every
@@ -153,7 +151,7 @@ fn recent_window(limit: Option<&SqlValue>) -> Option<(i64, i64)> {
 }
 
 /// The newest events of every kind; its row count is bound first.
-const RECENT_EVENTS: &str = "(SELECT * FROM events ORDER BY event_seq DESC LIMIT ?)";
+const RECENT_EVENTS: &str = "(SELECT * FROM events ORDER BY event_seq DESC LIMIT +?)";
 
 /// Above this limit the window is not worth trying.
 const EVENT_WINDOW_LIMIT: i64 = 10_000;

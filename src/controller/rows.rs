@@ -2,7 +2,9 @@
 //! reference and by uid, the `ControllerResource` record, finalizers, the work-queue row, and
 //! the claim checks that fence writes by lease generation and token.
 
-use rusqlite::types::ValueRef;
+use std::sync::LazyLock;
+
+use rusqlite::types::{Type, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
@@ -115,20 +117,20 @@ impl<'a> ResourceRef<'a> {
 const BY_REFERENCE: &str =
     "WHERE c.project_id = ? AND c.controller_name = ? AND c.resource_key = ?";
 
-/// The one row `select(BY_REFERENCE)` finds for a reference in this project, read by `read`;
-/// always `None` without a project.
+/// The one row `sql` (a select ending in [`BY_REFERENCE`]) finds for a reference in this
+/// project, read by `read`; always `None` without a project.
 fn query_by_reference<T>(
     conn: &Connection,
     project_id: Option<&str>,
     reference: ResourceRef<'_>,
-    select: fn(&str) -> String,
+    sql: &str,
     read: fn(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Option<T>> {
     let Some(project_id) = project_id else {
         return Ok(None);
     };
     Ok(conn
-        .prepare_cached(&select(BY_REFERENCE))?
+        .prepare_cached(sql)?
         .query_row(
             params![
                 project_id,
@@ -140,18 +142,27 @@ fn query_by_reference<T>(
         .optional()?)
 }
 
-/// The one row `select("WHERE c.uid = ?")` finds for a uid in any project, read by `read`.
+/// The clause that selects a row by uid in any project.
+const BY_UID: &str = "WHERE c.uid = ?";
+
+/// The one row `sql` (a select ending in [`BY_UID`]) finds for a uid in any project, read by
+/// `read`.
 fn query_by_uid<T>(
     conn: &Connection,
     uid: Option<&Value>,
-    select: fn(&str) -> String,
+    sql: &str,
     read: fn(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Option<T>> {
     Ok(conn
-        .prepare_cached(&select("WHERE c.uid = ?"))?
+        .prepare_cached(sql)?
         .query_row([bind(uid)?], read)
         .optional()?)
 }
+
+/// [`controller_select`] by reference and by uid, written once.
+static CONTROLLER_BY_REFERENCE: LazyLock<String> =
+    LazyLock::new(|| controller_select(BY_REFERENCE));
+static CONTROLLER_BY_UID: LazyLock<String> = LazyLock::new(|| controller_select(BY_UID));
 
 /// The row for a reference in this project; always `None` without a project.
 pub fn controller_row(
@@ -163,7 +174,7 @@ pub fn controller_row(
         conn,
         project_id,
         reference,
-        controller_select,
+        &CONTROLLER_BY_REFERENCE,
         ControllerRow::from_row,
     )
 }
@@ -194,7 +205,7 @@ pub fn controller_row_by_uid(
     conn: &Connection,
     uid: Option<&Value>,
 ) -> Result<Option<ControllerRow>> {
-    query_by_uid(conn, uid, controller_select, ControllerRow::from_row)
+    query_by_uid(conn, uid, &CONTROLLER_BY_UID, ControllerRow::from_row)
 }
 
 /// The row of a uid in any project, or `Controller resource not found: <uid>`.
@@ -305,6 +316,39 @@ pub fn joined_blob(row: &Row<'_>, media: usize) -> rusqlite::Result<Option<(bool
     Ok(Some((is_json, text)))
 }
 
+/// `document_text(&joined_blob(row, media)?)`, with the content borrowed from the row rather
+/// than copied first (lists write many documents).
+pub fn joined_document_text(row: &Row<'_>, media: usize) -> Result<String> {
+    let is_json = match row.get_ref(media)? {
+        ValueRef::Null => false,
+        ValueRef::Text(media_type) => media_type == MEDIA_JSON.as_bytes(),
+        _ => false,
+    };
+    if !is_json {
+        return document_text(&None);
+    }
+    let text = match row.get_ref(media + 1)? {
+        ValueRef::Blob(bytes) | ValueRef::Text(bytes) => String::from_utf8_lossy(bytes),
+        _ => "".into(),
+    };
+    record_text(&text).map_err(StoreError::plain)
+}
+
+/// Text column `index`, borrowed from the row (as `row.get::<String>` reads it, without a copy).
+pub fn text_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {
+    row.get_ref(index)?.as_str().map_err(|error| {
+        rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(error))
+    })
+}
+
+/// [`text_at`] for a nullable column (`None` for NULL).
+pub fn opt_text_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<Option<&'r str>> {
+    match row.get_ref(index)? {
+        ValueRef::Null => Ok(None),
+        _ => text_at(row, index).map(Some),
+    }
+}
+
 /// The record text of a joined JSON blob, failing as `JsonReads::get_text` fails.
 pub fn document_text(document: &Option<(bool, String)>) -> Result<String> {
     match document {
@@ -344,6 +388,11 @@ impl DocumentedRow {
     }
 }
 
+/// [`documented_select`] by reference and by uid, written once rather than on every read.
+static DOCUMENTED_BY_REFERENCE: LazyLock<String> =
+    LazyLock::new(|| documented_select(BY_REFERENCE));
+static DOCUMENTED_BY_UID: LazyLock<String> = LazyLock::new(|| documented_select(BY_UID));
+
 /// The documented row for a reference in this project; always `None` without a project.
 pub fn documented_row(
     conn: &Connection,
@@ -354,7 +403,7 @@ pub fn documented_row(
         conn,
         project_id,
         reference,
-        documented_select,
+        &DOCUMENTED_BY_REFERENCE,
         DocumentedRow::from_row,
     )
 }
@@ -364,7 +413,7 @@ pub fn documented_row_by_uid(
     conn: &Connection,
     uid: Option<&Value>,
 ) -> Result<Option<DocumentedRow>> {
-    query_by_uid(conn, uid, documented_select, DocumentedRow::from_row)
+    query_by_uid(conn, uid, &DOCUMENTED_BY_UID, DocumentedRow::from_row)
 }
 
 /// The resource's finalizers in `position` order.
@@ -481,6 +530,10 @@ fn claim_select(clause: &str) -> String {
     )
 }
 
+/// [`claim_select`] by reference and by uid, written once.
+static CLAIM_BY_REFERENCE: LazyLock<String> = LazyLock::new(|| claim_select(BY_REFERENCE));
+static CLAIM_BY_UID: LazyLock<String> = LazyLock::new(|| claim_select(BY_UID));
+
 impl ClaimRow {
     /// Reads a row of [`CONTROLLER_COLUMNS`] followed by [`CLAIM_COLUMNS`].
     pub fn from_row(row: &Row<'_>) -> rusqlite::Result<ClaimRow> {
@@ -529,7 +582,7 @@ pub fn claim_row(
         conn,
         project_id,
         reference,
-        claim_select,
+        &CLAIM_BY_REFERENCE,
         ClaimRow::from_row,
     )
 }
@@ -545,7 +598,7 @@ pub fn require_claim_row(
 
 /// [`require_controller_row_by_uid`] with its lease and queue item.
 pub fn require_claim_row_by_uid(conn: &Connection, uid: Option<&Value>) -> Result<ClaimRow> {
-    query_by_uid(conn, uid, claim_select, ClaimRow::from_row)?.ok_or_else(|| uid_not_found(uid))
+    query_by_uid(conn, uid, &CLAIM_BY_UID, ClaimRow::from_row)?.ok_or_else(|| uid_not_found(uid))
 }
 
 /// `Controller resource not found: <uid>`.

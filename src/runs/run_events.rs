@@ -1,14 +1,15 @@
 //! Run events (methods 60–61): appending a caller's event to a run's log, and paging through
 //! the events of every run in sequence order.
 
+use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
 use super::claims::runner_owner_type;
 use super::reserve::sql_value;
 use super::row::require_workflow_run_row;
+use crate::controller::rows::{joined_document_text, opt_text_at, text_at};
 use crate::error::{Result, StoreError};
-use crate::state::blobs::JsonReads;
 use crate::state::revisions::{bump_resource_revision, event_seq, insert_event, EventDraft};
 use crate::store::{in_read_transaction, Store};
 use crate::time::iso;
@@ -64,16 +65,6 @@ fn record_run_event(conn: &Connection, options: &Value) -> Result<Value> {
     }))
 }
 
-struct RunEventRow {
-    seq: i64,
-    recorded_at: i64,
-    run_id: String,
-    workflow_ref: String,
-    event_type: String,
-    runner_id: Option<String>,
-    payload_hash: Option<Vec<u8>>,
-}
-
 /// Events of run resources after `seq`, oldest first, `options.limit ?? 100` of them.
 fn list_run_events_after(store: &Store, seq: &Value, options: &Value) -> Result<Reply> {
     let conn = store.conn()?;
@@ -86,49 +77,37 @@ fn list_run_events_after(store: &Store, seq: &Value, options: &Value) -> Result<
     Ok(Reply::json_text(out))
 }
 
-/// Run events after `seq`, at most `limit`, as JSON text.
+/// Run events after `seq`, at most `limit`, as JSON text, written straight from SQLite's row
+/// buffers; each payload blob comes in the same row (one statement, not one more per payload).
+/// `LIMIT +?`: see [`crate::controller::events`] (a bare `LIMIT ?` recompiles on every call).
 fn run_event_list_text(conn: &Connection, seq: &Value, limit: &Value) -> Result<String> {
-    let rows: Vec<RunEventRow> = conn
-        .prepare_cached(
-            "SELECT e.event_seq, e.recorded_at, r.run_id, r.workflow_ref, e.event_type,
-                    e.actor_id, e.payload_hash
-             FROM events e JOIN runs r ON r.resource_id = e.resource_id
-             WHERE e.event_seq > ? ORDER BY e.event_seq LIMIT ?",
-        )?
-        .query_map([sql_value(seq), sql_value(limit)], |row| {
-            Ok(RunEventRow {
-                seq: row.get(0)?,
-                recorded_at: row.get(1)?,
-                run_id: row.get(2)?,
-                workflow_ref: row.get(3)?,
-                event_type: row.get(4)?,
-                runner_id: row.get(5)?,
-                payload_hash: row.get(6)?,
-            })
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    // Written straight as text: building and serializing a `Value` per event cost more than
-    // reading it.
-    let mut payloads = JsonReads::new(conn);
-    let mut out = String::with_capacity(rows.len() * 200 + 2);
+    let mut statement = conn.prepare_cached(
+        "SELECT e.event_seq, e.recorded_at, r.run_id, r.workflow_ref, e.event_type,
+                e.actor_id, e.payload_hash, b.media_type, b.content
+         FROM events e JOIN runs r ON r.resource_id = e.resource_id
+         LEFT JOIN blobs b ON b.blob_hash = e.payload_hash
+         WHERE e.event_seq > ? ORDER BY e.event_seq LIMIT +?",
+    )?;
+    let mut rows = statement.query([sql_value(seq), sql_value(limit)])?;
+    let mut out = String::with_capacity(16 * 1024);
     out.push('[');
-    for (index, row) in rows.iter().enumerate() {
-        if index > 0 {
+    while let Some(row) = rows.next()? {
+        if out.len() > 1 {
             out.push(',');
         }
-        let payload = match &row.payload_hash {
-            Some(hash) => payloads.get_text(hash)?,
-            None => "{}".to_string(),
+        let mut event = ObjectWriter::new(&mut out);
+        event
+            .int("seq", row.get(0)?)
+            .str("recordedAt", &iso(row.get(1)?))
+            .str("runId", text_at(row, 2)?)
+            .str("workflowRef", text_at(row, 3)?)
+            .str("type", text_at(row, 4)?)
+            .opt_str("runnerId", opt_text_at(row, 5)?);
+        match row.get_ref(6)? {
+            ValueRef::Null => event.raw("payload", "{}"),
+            _ => event.raw("payload", &joined_document_text(row, 7)?),
         };
-        ObjectWriter::new(&mut out)
-            .int("seq", row.seq)
-            .str("recordedAt", &iso(row.recorded_at))
-            .str("runId", &row.run_id)
-            .str("workflowRef", &row.workflow_ref)
-            .str("type", &row.event_type)
-            .opt_str("runnerId", row.runner_id.as_deref())
-            .raw("payload", &payload)
-            .finish();
+        event.finish();
     }
     out.push(']');
     Ok(out)

@@ -253,12 +253,15 @@ impl StateDb {
             ));
         }
         let conn = self.conn()?;
+        // BEGIN and COMMIT come from the statement cache: `execute_batch` would parse and
+        // compile them again on every call.
         let outcome = conn
-            .execute_batch("BEGIN IMMEDIATE")
+            .prepare_cached("BEGIN IMMEDIATE")
+            .and_then(|mut begin| begin.execute([]))
             .map_err(StoreError::from)
-            .and_then(|()| operation(conn))
+            .and_then(|_| operation(conn))
             .and_then(|value| {
-                conn.execute_batch("COMMIT")?;
+                conn.prepare_cached("COMMIT")?.execute([])?;
                 Ok(value)
             });
         // A failed BEGIN inside a caller's own transaction rolls that transaction back too, as
