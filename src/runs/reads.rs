@@ -270,7 +270,7 @@ fn view_page(conn: &Connection, snapshot: &Snapshot<'_>, page: &[Sql; 2]) -> Res
         }
         _ => row_ids(
             conn,
-            &format!("{VIEW_ORDER_SELECT} LIMIT ? OFFSET ?"),
+            &format!("{VIEW_ORDER_SELECT} LIMIT +? OFFSET +?"),
             params_from_iter(page),
         )?,
     };
@@ -364,7 +364,7 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
             None => row_ids(conn, &order_select, params_from_iter(&params))?,
             Some(limit) => row_ids(
                 conn,
-                &format!("{order_select} LIMIT ?"),
+                &format!("{order_select} LIMIT +?"),
                 params_from_iter(params.iter().chain([limit])),
             )?,
         };
