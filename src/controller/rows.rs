@@ -14,7 +14,9 @@ use super::js::{
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_text, BlobHash, JsonReads, MEDIA_JSON};
 use crate::state::json::record_text;
-use crate::state::revisions::{insert_event, require_lease, EventDraft, Lease};
+use crate::state::revisions::{
+    compare_and_set_revision, insert_event, require_lease, EventDraft, Lease,
+};
 use crate::store::Store;
 use crate::time::iso;
 use crate::wire::{json_text, ObjectWriter};
@@ -606,9 +608,8 @@ fn uid_not_found(uid: Option<&Value>) -> StoreError {
     StoreError::plain(format!("Controller resource not found: {}", template(uid)))
 }
 
-/// Compare-and-set of a controller or effect resource's revision. [`bump_resource`](crate::state::revisions::bump_resource) also
-/// looks for a run on the resource (for viewer deltas); these resources never are a run's
-/// (run resources are `run-…`), so that lookup would always come back empty.
+/// Compare-and-set of a controller or effect resource's revision (never a run's: run resources
+/// are `run-…`), without [`bump_resource`](crate::state::revisions::bump_resource)'s look for a run.
 pub fn bump_controller_resource(
     conn: &Connection,
     resource_id: &str,
@@ -616,16 +617,7 @@ pub fn bump_controller_resource(
     now: i64,
 ) -> Result<()> {
     debug_assert!(!resource_id.starts_with("run-"));
-    let changed = conn
-        .prepare_cached(
-            "UPDATE resources SET revision = revision + 1, updated_at = ?
-             WHERE resource_id = ? AND revision = ?",
-        )?
-        .execute(params![now, resource_id, expected])?;
-    if changed != 1 {
-        return Err(StoreError::plain("Resource revision conflict"));
-    }
-    Ok(())
+    compare_and_set_revision(conn, resource_id, expected, now)
 }
 
 fn check_claim_target(row: &ControllerRow, claim: &Value) -> Result<()> {

@@ -74,6 +74,19 @@ pub fn resource_revision(conn: &Connection, resource_id: &str) -> Result<i64> {
 /// Compare-and-set `revision` from `expected` to `expected + 1`; a run resource also records
 /// the viewer deltas of a run change.
 pub fn bump_resource(conn: &Connection, resource_id: &str, expected: i64, now: i64) -> Result<()> {
+    compare_and_set_revision(conn, resource_id, expected, now)?;
+    record_run_resource_deltas(conn, resource_id, now)
+}
+
+/// Compare-and-set `revision` from `expected` to `expected + 1`, nothing else: for resources
+/// that are never a run's (controller and effect resources), where [`bump_resource`]'s look
+/// for a run to record viewer deltas of would always come back empty.
+pub fn compare_and_set_revision(
+    conn: &Connection,
+    resource_id: &str,
+    expected: i64,
+    now: i64,
+) -> Result<()> {
     let changed = conn
         .prepare_cached(
             "UPDATE resources SET revision = revision + 1, updated_at = ?
@@ -83,7 +96,7 @@ pub fn bump_resource(conn: &Connection, resource_id: &str, expected: i64, now: i
     if changed != 1 {
         return Err(StoreError::plain("Resource revision conflict"));
     }
-    record_run_resource_deltas(conn, resource_id, now)
+    Ok(())
 }
 
 /// [`resource_revision`] then [`bump_resource`] from it, in one statement: returns the new
