@@ -9,6 +9,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::{Result, StoreError};
+use crate::time::push_iso;
 
 static NULL: Value = Value::Null;
 
@@ -252,7 +253,8 @@ impl<'a> ObjectWriter<'a> {
         ObjectWriter { out, empty: true }
     }
 
-    fn key(&mut self, key: &str) -> &mut String {
+    /// Writes the key of a property whose value the caller appends next to the returned text.
+    pub fn key(&mut self, key: &str) -> &mut String {
         if !self.empty {
             self.out.push(',');
         }
@@ -297,6 +299,48 @@ impl<'a> ObjectWriter<'a> {
         self
     }
 
+    /// A digest property: `"sha256:<hex>"`.
+    pub fn digest(&mut self, key: &str, digest: &[u8]) -> &mut Self {
+        let out = self.key(key);
+        out.push_str("\"sha256:");
+        push_hex(out, digest);
+        out.push('"');
+        self
+    }
+
+    /// Lowercase hex, `null` for `None`.
+    pub fn opt_hex(&mut self, key: &str, bytes: Option<&[u8]>) -> &mut Self {
+        let out = self.key(key);
+        match bytes {
+            Some(bytes) => {
+                out.push('"');
+                push_hex(out, bytes);
+                out.push('"');
+            }
+            None => out.push_str("null"),
+        }
+        self
+    }
+
+    /// `new Date(ms).toISOString()`, `null` for `None`.
+    pub fn opt_time(&mut self, key: &str, ms: Option<i64>) -> &mut Self {
+        let out = self.key(key);
+        match ms {
+            Some(ms) => {
+                out.push('"');
+                push_iso(out, ms);
+                out.push('"');
+            }
+            None => out.push_str("null"),
+        }
+        self
+    }
+
+    /// `new Date(ms).toISOString()`.
+    pub fn time(&mut self, key: &str, ms: i64) -> &mut Self {
+        self.opt_time(key, Some(ms))
+    }
+
     /// Closes the object (`}`).
     pub fn finish(&mut self) {
         self.out.push('}');
@@ -306,16 +350,27 @@ impl<'a> ObjectWriter<'a> {
 fn push_json_string(out: &mut String, text: &str) {
     // Most texts need no escape (no quote, backslash or control character): copied as they
     // are, without the String serde_json would allocate; the others are escaped by serde_json.
-    if text
-        .bytes()
-        .all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\')
-    {
+    // The check looks at every byte without stopping early, which lets the compiler vectorize it.
+    let needs_escape = text.bytes().fold(false, |needs, byte| {
+        needs | (byte < 0x20) | (byte == b'"') | (byte == b'\\')
+    });
+    if needs_escape {
+        out.push_str(&serde_json::to_string(text).expect("a string always serializes"));
+    } else {
         out.reserve(text.len() + 2);
         out.push('"');
         out.push_str(text);
         out.push('"');
-    } else {
-        out.push_str(&serde_json::to_string(text).expect("a string always serializes"));
+    }
+}
+
+/// `hex::encode(bytes)` appended without a String of its own.
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    let mut buffer = [0u8; 64];
+    for chunk in bytes.chunks(32) {
+        let hex = &mut buffer[..chunk.len() * 2];
+        hex::encode_to_slice(chunk, hex).expect("twice the chunk's length");
+        out.push_str(std::str::from_utf8(hex).expect("hex digits"));
     }
 }
 

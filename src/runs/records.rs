@@ -11,131 +11,8 @@ use super::row::{blob_at, opt_blob_at, opt_str_at, str_at, RunRow, RunRowRef};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{read_text, BlobHash, JsonReads, MEDIA_JSON};
 use crate::state::json::record_text;
-use crate::time::{check_js_time, push_iso};
-use crate::wire::json_text;
-
-/// One JSON object written into text, for the records of this module: its keys are literals
-/// that need no escape, a value text is checked for escapes in one branch-free pass (the
-/// compiler vectorizes it) and escaped, when it must be, exactly as serde_json (and
-/// `wire::ObjectWriter`) writes it; digests and dates are written in place.
-struct Fields<'a> {
-    out: &'a mut String,
-    empty: bool,
-}
-
-impl<'a> Fields<'a> {
-    fn new(out: &'a mut String) -> Fields<'a> {
-        out.push('{');
-        Fields { out, empty: true }
-    }
-
-    fn key(&mut self, key: &'static str) -> &mut String {
-        if !self.empty {
-            self.out.push(',');
-        }
-        self.empty = false;
-        self.out.push('"');
-        self.out.push_str(key);
-        self.out.push_str("\":");
-        self.out
-    }
-
-    fn raw(&mut self, key: &'static str, json: &str) -> &mut Self {
-        self.key(key).push_str(json);
-        self
-    }
-
-    fn str(&mut self, key: &'static str, value: &str) -> &mut Self {
-        push_text(self.key(key), value);
-        self
-    }
-
-    fn opt_str(&mut self, key: &'static str, value: Option<&str>) -> &mut Self {
-        match value {
-            Some(value) => self.str(key, value),
-            None => self.raw(key, "null"),
-        }
-    }
-
-    fn bool(&mut self, key: &'static str, value: bool) -> &mut Self {
-        self.raw(key, if value { "true" } else { "false" })
-    }
-
-    fn int(&mut self, key: &'static str, value: i64) -> &mut Self {
-        let _ = std::fmt::Write::write_fmt(self.key(key), format_args!("{value}"));
-        self
-    }
-
-    /// `"sha256:<hex>"`.
-    fn digest(&mut self, key: &'static str, digest: &[u8]) -> &mut Self {
-        let out = self.key(key);
-        out.push_str("\"sha256:");
-        push_hex(out, digest);
-        out.push('"');
-        self
-    }
-
-    /// Lowercase hex, `null` for `None`.
-    fn opt_hex(&mut self, key: &'static str, bytes: Option<&[u8]>) -> &mut Self {
-        let out = self.key(key);
-        match bytes {
-            Some(bytes) => {
-                out.push('"');
-                push_hex(out, bytes);
-                out.push('"');
-            }
-            None => out.push_str("null"),
-        }
-        self
-    }
-
-    /// `new Date(ms).toISOString()`, `null` for `None`.
-    fn opt_time(&mut self, key: &'static str, ms: Option<i64>) -> &mut Self {
-        let out = self.key(key);
-        match ms {
-            Some(ms) => {
-                out.push('"');
-                push_iso(out, ms);
-                out.push('"');
-            }
-            None => out.push_str("null"),
-        }
-        self
-    }
-
-    fn time(&mut self, key: &'static str, ms: i64) -> &mut Self {
-        self.opt_time(key, Some(ms))
-    }
-
-    fn finish(&mut self) {
-        self.out.push('}');
-    }
-}
-
-/// A JSON string as serde_json writes it.
-fn push_text(out: &mut String, text: &str) {
-    let escaped = text.bytes().fold(false, |escaped, byte| {
-        escaped | (byte < 0x20) | (byte == b'"') | (byte == b'\\')
-    });
-    if escaped {
-        out.push_str(&serde_json::to_string(text).expect("a string always serializes"));
-    } else {
-        out.reserve(text.len() + 2);
-        out.push('"');
-        out.push_str(text);
-        out.push('"');
-    }
-}
-
-/// `hex::encode(bytes)` appended without a String of its own.
-fn push_hex(out: &mut String, bytes: &[u8]) {
-    let mut buffer = [0u8; 64];
-    for chunk in bytes.chunks(32) {
-        let hex = &mut buffer[..chunk.len() * 2];
-        hex::encode_to_slice(chunk, hex).expect("twice the chunk's length");
-        out.push_str(std::str::from_utf8(hex).expect("hex digits"));
-    }
-}
+use crate::time::check_js_time;
+use crate::wire::{json_text, ObjectWriter};
 
 /// `WorkflowRunQueueRecord` for a run row as JSON text (`claimToken` is null here).
 pub fn map_workflow_run(conn: &Connection, row: &RunRow) -> Result<String> {
@@ -169,7 +46,7 @@ fn write_run_record(
         check_js_time(ms as f64)?;
     }
     let mut out = String::with_capacity(1024 + input.len() + launch_options.len());
-    let mut record = Fields::new(&mut out);
+    let mut record = ObjectWriter::new(&mut out);
     record
         .str("runId", row.run_id)
         .str("workflowName", row.workflow_name)
@@ -445,7 +322,7 @@ fn source_value(source: &SourceRow) -> Value {
 
 /// [`source_json`] written as text.
 fn push_source(out: &mut String, source_type: &str, source_ref: &str, source_revision: &str) {
-    let mut source = Fields::new(out);
+    let mut source = ObjectWriter::new(out);
     if source_type == "builtin" {
         source
             .raw("kind", "\"builtin\"")
@@ -621,7 +498,7 @@ pub fn map_view_row(row: &Row<'_>) -> rusqlite::Result<Option<String>> {
     let fingerprint = opt_blob_at(row, 13)?;
     let digest = blob_at(row, 5)?;
     let mut out = String::with_capacity(900);
-    let mut view = Fields::new(&mut out);
+    let mut view = ObjectWriter::new(&mut out);
     view.str("runId", str_at(row, 0)?)
         .str("workflowName", str_at(row, 1)?)
         .str("workflowSourceRef", str_at(row, 2)?);
