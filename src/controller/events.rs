@@ -11,10 +11,9 @@ use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
 use super::js::{bind, is_nullish, prop, template};
-use super::rows::{
-    bump_controller_resource, joined_document_text, require_claim_row, text_at, ResourceRef,
-};
+use super::rows::{bump_controller_resource, joined_document_text, require_claim_row, ResourceRef};
 use crate::error::Result;
+use crate::state::columns::str_at;
 use crate::state::revisions::{insert_event, EventDraft};
 use crate::store::{in_read_transaction, Store};
 use crate::time::iso;
@@ -123,9 +122,9 @@ fn write_events(
         event
             .int("seq", row.get(0)?)
             .str("recordedAt", &iso(row.get(1)?))
-            .str("controller", text_at(row, 2)?)
-            .str("key", text_at(row, 3)?)
-            .str("type", text_at(row, 4)?);
+            .str("controller", str_at(row, 2)?)
+            .str("key", str_at(row, 3)?)
+            .str("type", str_at(row, 4)?);
         match row.get_ref(5)? {
             ValueRef::Null => event.raw("payload", "{}"),
             _ => event.raw("payload", &joined_document_text(row, 6)?),

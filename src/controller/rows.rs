@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use rusqlite::types::{Type, ValueRef};
+use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
@@ -334,21 +334,6 @@ pub fn joined_document_text(row: &Row<'_>, media: usize) -> Result<String> {
         _ => "".into(),
     };
     record_text(&text).map_err(StoreError::plain)
-}
-
-/// Text column `index`, borrowed from the row (as `row.get::<String>` reads it, without a copy).
-pub fn text_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {
-    row.get_ref(index)?.as_str().map_err(|error| {
-        rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(error))
-    })
-}
-
-/// [`text_at`] for a nullable column (`None` for NULL).
-pub fn opt_text_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<Option<&'r str>> {
-    match row.get_ref(index)? {
-        ValueRef::Null => Ok(None),
-        _ => text_at(row, index).map(Some),
-    }
 }
 
 /// The record text of a joined JSON blob, failing as `JsonReads::get_text` fails.

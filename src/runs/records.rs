@@ -7,9 +7,10 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row};
 use serde_json::{json, Map, Value};
 
-use super::row::{blob_at, opt_blob_at, opt_str_at, str_at, RunRow, RunRowRef};
+use super::row::{RunRow, RunRowRef};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{read_text, BlobHash, JsonReads, MEDIA_JSON};
+use crate::state::columns::{blob_at, opt_blob_at, opt_str_at, str_at};
 use crate::state::json::record_text;
 use crate::time::check_js_time;
 use crate::wire::{json_text, ObjectWriter};

@@ -1,10 +1,10 @@
 //! The joined row of one workflow run (run, definition, queue, binding, lease) that every run
 //! method reads, and its lookups.
 
-use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Result, StoreError};
+use crate::state::columns::{blob_at, opt_blob_at, opt_str_at, str_at};
 use crate::state::ids::token_hash;
 use crate::state::revisions::Lease;
 
@@ -226,44 +226,6 @@ impl<S, B> RunColumns<S, B> {
             owner_type: self.owner_type.as_ref().map(&text),
             token_hash: self.token_hash.as_ref().map(&bytes),
         }
-    }
-}
-
-/// A text column read in place; any other value fails as `row.get::<String>` does.
-pub fn str_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {
-    if let ValueRef::Text(text) = row.get_ref(index)? {
-        if let Ok(text) = std::str::from_utf8(text) {
-            return Ok(text);
-        }
-    }
-    Err(row
-        .get::<_, String>(index)
-        .expect_err("only UTF-8 text reads as a String"))
-}
-
-/// A blob column read in place; any other value fails as `row.get::<Vec<u8>>` does.
-pub fn blob_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r [u8]> {
-    match row.get_ref(index)? {
-        ValueRef::Blob(bytes) => Ok(bytes),
-        _ => Err(row
-            .get::<_, Vec<u8>>(index)
-            .expect_err("only a blob reads as bytes")),
-    }
-}
-
-/// [`blob_at`] for a nullable column.
-pub fn opt_blob_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<Option<&'r [u8]>> {
-    match row.get_ref(index)? {
-        ValueRef::Null => Ok(None),
-        _ => blob_at(row, index).map(Some),
-    }
-}
-
-/// [`str_at`] for a nullable column.
-pub fn opt_str_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<Option<&'r str>> {
-    match row.get_ref(index)? {
-        ValueRef::Null => Ok(None),
-        _ => str_at(row, index).map(Some),
     }
 }
 

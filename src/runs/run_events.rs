@@ -8,8 +8,9 @@ use serde_json::{json, Value};
 use super::claims::runner_owner_type;
 use super::reserve::sql_value;
 use super::row::require_workflow_run_row;
-use crate::controller::rows::{joined_document_text, opt_text_at, text_at};
+use crate::controller::rows::joined_document_text;
 use crate::error::{Result, StoreError};
+use crate::state::columns::{opt_str_at, str_at};
 use crate::state::revisions::{bump_resource_revision, event_seq, insert_event, EventDraft};
 use crate::store::{in_read_transaction, Store};
 use crate::time::iso;
@@ -99,10 +100,10 @@ fn run_event_list_text(conn: &Connection, seq: &Value, limit: &Value) -> Result<
         event
             .int("seq", row.get(0)?)
             .str("recordedAt", &iso(row.get(1)?))
-            .str("runId", text_at(row, 2)?)
-            .str("workflowRef", text_at(row, 3)?)
-            .str("type", text_at(row, 4)?)
-            .opt_str("runnerId", opt_text_at(row, 5)?);
+            .str("runId", str_at(row, 2)?)
+            .str("workflowRef", str_at(row, 3)?)
+            .str("type", str_at(row, 4)?)
+            .opt_str("runnerId", opt_str_at(row, 5)?);
         match row.get_ref(6)? {
             ValueRef::Null => event.raw("payload", "{}"),
             _ => event.raw("payload", &joined_document_text(row, 7)?),

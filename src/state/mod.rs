@@ -2,6 +2,7 @@
 //! write transaction, and the shared bookkeeping modules every store method builds on.
 
 pub mod blobs;
+pub mod columns;
 pub mod ids;
 pub mod json;
 mod private_fs;
