@@ -395,22 +395,14 @@ fn quote_identifier(value: &str) -> String {
 mod tests {
     use super::{keys_sorted, put_blob, put_json, put_text, sort_keys};
     use crate::state::json::keys_in_order;
+    use crate::state::schema::STATE_SCHEMA_SQL;
     use rusqlite::Connection;
     use serde_json::json;
 
+    /// The real schema, so the conflict marker is tested against the `CHECK` it relies on.
     fn blobs() -> Connection {
         let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(
-            "CREATE TABLE blobs (
-               blob_hash BLOB PRIMARY KEY CHECK (length(blob_hash) = 32),
-               media_type TEXT NOT NULL,
-               byte_length INTEGER NOT NULL CHECK (byte_length >= 0),
-               content BLOB NOT NULL,
-               created_at INTEGER NOT NULL,
-               CHECK (byte_length = length(content))
-             ) STRICT;",
-        )
-        .unwrap();
+        conn.execute_batch(STATE_SCHEMA_SQL).unwrap();
         conn
     }
 
