@@ -121,7 +121,7 @@ fn write_events(
         let mut event = ObjectWriter::new(out);
         event
             .int("seq", row.get(0)?)
-            .str("recordedAt", &iso(row.get(1)?))
+            .time("recordedAt", row.get(1)?)
             .str("controller", str_at(row, 2)?)
             .str("key", str_at(row, 3)?)
             .str("type", str_at(row, 4)?);

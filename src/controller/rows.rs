@@ -18,7 +18,6 @@ use crate::state::revisions::{
     compare_and_set_revision, insert_event, require_lease, EventDraft, Lease,
 };
 use crate::store::Store;
-use crate::time::iso;
 use crate::wire::{json_text, ObjectWriter};
 
 /// A `controller_resources` row joined with its resource revision.
@@ -255,7 +254,7 @@ pub fn controller_record(
         .int("resourceVersion", row.resource_version)
         .int("generation", row.generation);
     if let Some(requested_at) = row.deletion_requested_at {
-        fields.str("deletionTimestamp", &iso(requested_at));
+        fields.time("deletionTimestamp", requested_at);
     }
     fields
         .raw("finalizers", &json_text(&Value::from(finalizers)))

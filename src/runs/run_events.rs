@@ -99,7 +99,7 @@ fn run_event_list_text(conn: &Connection, seq: &Value, limit: &Value) -> Result<
         let mut event = ObjectWriter::new(&mut out);
         event
             .int("seq", row.get(0)?)
-            .str("recordedAt", &iso(row.get(1)?))
+            .time("recordedAt", row.get(1)?)
             .str("runId", str_at(row, 2)?)
             .str("workflowRef", str_at(row, 3)?)
             .str("type", str_at(row, 4)?)
