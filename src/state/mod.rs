@@ -131,7 +131,7 @@ impl StateDb {
         };
         // Through the WAL-append shim (one write per commit instead of two per page), unless it
         // could not be registered.
-        let connection = match vfs::name() {
+        let connection = match vfs::for_connection() {
             Some(vfs) => Connection::open_with_flags_and_vfs(&file_path, flags, vfs)?,
             None => Connection::open_with_flags(&file_path, flags)?,
         };
