@@ -93,7 +93,10 @@ function faultSweep() {
     ['test', '--quiet', '--lib', 'fault_sweep_tests', '--', '--nocapture', '--test-threads', '1'],
     { cwd: ROOT, env: { ...process.env, PIW_FAULT_SWEEP: 'full' }, encoding: 'utf8', timeout: 6 * 3600 * 1000 },
   );
-  const figures = run.stdout.split('\n').filter((line) => line.startsWith('fault sweep') || line.startsWith('  '));
+  const figures = run.stdout
+    .split('\n')
+    .map((line) => line.replace(/^test \S+ \.\.\. /, ''))
+    .filter((line) => line.startsWith('fault sweep') || line.startsWith('  '));
   const problems = run.status === 0 ? [] : [`cargo test fault_sweep_tests failed (${run.status ?? run.signal}): ${(run.stdout + run.stderr).slice(-4000)}`];
   return { figures, elapsedMs: Date.now() - started, problems };
 }
