@@ -87,10 +87,16 @@ pub fn name() -> Option<&'static CStr> {
 }
 
 /// The VFS a state database opens with: the shim, or (in tests) what [`use_for_thread`] chose.
+/// `PIW_WAL_SHIM=off` in the environment opens with SQLite's default VFS instead, so that the
+/// benchmarks can measure what the shim buys (`npm run bench:durability`).
 pub fn for_connection() -> Option<&'static CStr> {
     #[cfg(test)]
     if let Some(chosen) = CHOSEN.with(|chosen| chosen.get()) {
         return chosen;
+    }
+    static OFF: OnceLock<bool> = OnceLock::new();
+    if *OFF.get_or_init(|| std::env::var_os("PIW_WAL_SHIM").is_some_and(|value| value == "off")) {
+        return None;
     }
     name()
 }
