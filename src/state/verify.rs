@@ -15,13 +15,22 @@ fn reset() -> StoreError {
     StoreError::plain(RESET_INSTRUCTION)
 }
 
-/// The reference's `verifySchema`: ids, `schema_meta` and the shape of every schema object.
-pub fn verify_schema(conn: &Connection) -> Result<()> {
+/// The first check of `verify_schema` alone: the file header's `application_id` and
+/// `user_version` (reading them writes nothing). A read-write open runs it before its first
+/// write, so that a file of another application, or an empty one, is refused untouched: the
+/// reference switched it to WAL mode first and refused it after, with this same error.
+pub fn verify_identity(conn: &Connection) -> Result<()> {
     let application_id: i64 = conn.query_row("PRAGMA application_id", [], |row| row.get(0))?;
     let user_version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     if application_id != STATE_APPLICATION_ID || user_version != STATE_SCHEMA_VERSION {
         return Err(reset());
     }
+    Ok(())
+}
+
+/// The reference's `verifySchema`: ids, `schema_meta` and the shape of every schema object.
+pub fn verify_schema(conn: &Connection) -> Result<()> {
+    verify_identity(conn)?;
     let meta = conn
         .query_row(
             "SELECT schema_name, schema_version, schema_digest, app_version
