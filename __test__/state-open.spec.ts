@@ -16,6 +16,7 @@ const { SqliteControllerStore, StateDatabase } = require('../index.js');
 const INCOMPATIBLE =
   'Pi Workflows durable state is incompatible. Move or remove the old workflow state, then create a new state.sqlite database.';
 const ROOT = path.resolve(__dirname, '..');
+const SCHEMA_DIGEST = '0469f429aad9046cacf63bf9df4ef8c98277ba633103a2478d9fc40226666327';
 
 let dir: string;
 
@@ -191,6 +192,56 @@ describe('files that are not ours are refused untouched', () => {
     expect(shape(thrown(() => open(file)))).toEqual({ name: 'Error', message: INCOMPATIBLE, props: {} });
     expect(digest(file)).toBe(before);
     expect(fs.readdirSync(dir)).toEqual(['other.sqlite']);
+  });
+
+  test('another application’s file in WAL mode: refused, its bytes unchanged', () => {
+    const file = path.join(dir, 'other.sqlite');
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    db.exec('CREATE TABLE notes(body TEXT); INSERT INTO notes VALUES (1)');
+    db.close();
+    const before = digest(file);
+    expect(shape(thrown(() => open(file)))).toEqual({ name: 'Error', message: INCOMPATIBLE, props: {} });
+    expect(digest(file)).toBe(before);
+  });
+
+  test('a file the reference is creating at this moment is waited for, not refused', async () => {
+    // The reference creates a state file in place: WAL mode, then the schema in one exclusive
+    // transaction; until it commits, the header reads as empty.
+    const file = path.join(dir, 'state.sqlite');
+    const creator = new Database(file, { timeout: 5000 });
+    creator.pragma('journal_mode = WAL');
+    creator.exec('BEGIN EXCLUSIVE');
+    creator.exec(fs.readFileSync(path.join(ROOT, 'src', 'state', 'schema.sql'), 'utf8'));
+    creator.pragma('application_id = 1346983750');
+    creator.pragma('user_version = 1');
+    creator
+      .prepare('INSERT INTO schema_meta VALUES (1, ?, 1, ?, ?, 1, 1)')
+      .run('pi-workflows-state', Buffer.from(SCHEMA_DIGEST, 'hex'), '0.14.0');
+    const script = `
+      const { SqliteControllerStore } = require(${JSON.stringify(ROOT)});
+      console.log('opening');
+      try {
+        new SqliteControllerStore(${JSON.stringify(file)}, { global: true }).close();
+        console.log('opened');
+      } catch (error) {
+        console.log(error.message);
+      }`;
+    const child = childProcess.spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let output = '';
+    const done = new Promise<void>((resolve) => child.on('close', () => resolve()));
+    await new Promise<void>((resolve) =>
+      child.stdout.on('data', (chunk) => {
+        output += chunk;
+        if (output.includes('opening')) resolve();
+      }),
+    );
+    // Long enough for the open to reach the file; the open waits up to its busy timeout.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    creator.exec('COMMIT');
+    creator.close();
+    await done;
+    expect(output.trim().split('\n')).toEqual(['opening', 'opened']);
   });
 
   test('an empty file stays empty', () => {

@@ -159,9 +159,7 @@ impl StateDb {
         conn.pragma_update(None, "cache_size", CACHE_SIZE_KIB)?;
         match self.mode {
             Mode::ReadWrite => {
-                // Nothing is written to a file that is not ours: switching it to WAL mode
-                // would change another application's header before the refusal.
-                verify::verify_identity(conn)?;
+                verify::refuse_foreign_before_writing(conn)?;
                 self.configure_read_write()?;
                 self.prepare_schema(!existed, now)?;
             }
