@@ -336,6 +336,38 @@ describe('file-system errors are Node’s', () => {
     expect(() => open(file, { readOnly: true })).toThrow(`Pi Workflows state database does not exist: ${file}`);
   });
 
+  test('trailing white space: better-sqlite3 opens the trimmed name, the chmod uses the full one', () => {
+    const full = (name: string) => path.join(dir, name);
+    // Neither name exists: the final chmod's ENOENT (the reference had created the trimmed file).
+    expect(shape(thrown(() => open(full('a.sqlite '))))).toEqual({
+      name: 'Error',
+      message: `ENOENT: no such file or directory, chmod '${full('a.sqlite ')}'`,
+      props: { errno: -2, code: 'ENOENT', syscall: 'chmod', path: full('a.sqlite ') },
+    });
+    expect(fs.readdirSync(dir)).toEqual([]);
+    // Only the full name exists: read-only SQLite cannot open the trimmed one; read-write the
+    // reference created it empty and refused it.
+    fs.writeFileSync(full('c.sqlite '), '');
+    expect(shape(thrown(() => open(full('c.sqlite '), { readOnly: true })))).toEqual({
+      name: 'SqliteError',
+      message: 'unable to open database file',
+      props: { code: 'SQLITE_CANTOPEN' },
+    });
+    expect(shape(thrown(() => open(full('c.sqlite '))))).toEqual({ name: 'Error', message: INCOMPATIBLE, props: {} });
+    expect(fs.readdirSync(dir)).toEqual(['c.sqlite ']);
+    // Both exist: the store works on the trimmed one.
+    open(full('b.sqlite'), { projectPath: dir, global: false }).close();
+    fs.writeFileSync(full('b.sqlite\n'), '');
+    const store = open(full('b.sqlite\n'), { projectPath: dir, global: false });
+    expect(store.filePath).toBe(full('b.sqlite\n'));
+    store.putResource({ controller: 'c', key: 'k', spec: {}, initialStatus: {} });
+    store.close();
+    expect(fs.statSync(full('b.sqlite\n')).size).toBe(0);
+    const trimmed = open(full('b.sqlite'), { projectPath: dir, global: false });
+    expect(trimmed.listResources()).toHaveLength(1);
+    trimmed.close();
+  });
+
   test('a NUL in the folder name: the mkdir path error', () => {
     const file = `${dir}/a\0b/state.sqlite`;
     expect(shape(thrown(() => open(file)))).toEqual(mkdirError(path.dirname(file)));

@@ -22,4 +22,4 @@ function assertNoLegacyState(databasePath, homeDir) {
   if (legacy.some((candidate) => fs.existsSync(candidate))) throw new Error(RESET_INSTRUCTION);
 }
 
-module.exports = { workflowStatePath, assertNoLegacyState };
+module.exports = { workflowStatePath, assertNoLegacyState, RESET_INSTRUCTION };

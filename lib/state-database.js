@@ -9,7 +9,8 @@ const path = require('node:path');
 const { canonicalJson, normalizeJson } = require('./canonical-json.js');
 const { Connection } = require('./connection.js');
 const { binding, checked, parsed, created } = require('./native.js');
-const { workflowStatePath, assertNoLegacyState } = require('./paths.js');
+const { SqliteError } = require('./errors.js');
+const { workflowStatePath, assertNoLegacyState, RESET_INSTRUCTION } = require('./paths.js');
 
 const NATIVE = Symbol('pi-workflows-native.state');
 
@@ -33,8 +34,14 @@ class StateDatabase {
     // SQLite would open the name up to the NUL (the reference did, and then failed its chmod of
     // the full name): Node's own refusal of the name, before anything is created.
     if (readWrite && filePath.includes('\0')) fs.chmodSync(filePath, 0o600);
+    // better-sqlite3 opens the name trimmed of white space (after path.resolve only trailing
+    // white space can be left); the steps above and the chmod below use the full name.
+    const openPath = filePath.trim();
+    if (openPath !== filePath && !fs.existsSync(openPath)) {
+      withFilePath(filePath, () => refuseMissingTrimmedName(filePath, existed, readWrite));
+    }
     const native = withFilePath(filePath, () =>
-      created(() => binding.NativeState.open(JSON.stringify({ filePath, mode, now: Date.now() }))),
+      created(() => binding.NativeState.open(JSON.stringify({ filePath: openPath, mode, now: Date.now() }))),
     );
     if (readWrite) {
       try {
@@ -119,6 +126,18 @@ class StateDatabase {
     this.connection._assertOpen();
     checked(this[NATIVE].backupTo(path.resolve(destination)));
   }
+}
+
+/**
+ * The reference's answers when the trimmed name better-sqlite3 opens does not exist, without
+ * the file it left there: read-only, SQLite could not open it; read-write, SQLite created it and
+ * then the final chmodSync of the full name failed (when that name did not exist either) or the
+ * new, empty file was refused as not a state file.
+ */
+function refuseMissingTrimmedName(filePath, existed, readWrite) {
+  if (!readWrite) throw new SqliteError('unable to open database file', 'SQLITE_CANTOPEN');
+  if (!existed) fs.chmodSync(filePath, 0o600);
+  throw new Error(RESET_INSTRUCTION);
 }
 
 /**
