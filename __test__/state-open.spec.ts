@@ -313,6 +313,21 @@ describe('file-system errors are Node’s', () => {
     });
   });
 
+  test('a backup folder that cannot be created: the mkdir error, as a rejection', async () => {
+    const store = open(path.join(dir, 'state.sqlite'));
+    fs.writeFileSync(path.join(dir, 'not-a-dir'), 'x');
+    const target = path.join(dir, 'not-a-dir', 'copy.sqlite');
+    const error = await store.state.backup(target).then(
+      () => {
+        throw new Error('expected a rejection');
+      },
+      (rejection: unknown) => rejection,
+    );
+    store.close();
+    expect(shape(error)).toEqual(mkdirError(path.dirname(target)));
+    expect(shape(error).props).toMatchObject({ code: 'EEXIST', syscall: 'mkdir' });
+  });
+
   test('a folder name too long: ENAMETOOLONG from mkdir', () => {
     const file = path.join(dir, 'x'.repeat(300), 'state.sqlite');
     const error = shape(thrown(() => open(file)));

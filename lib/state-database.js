@@ -1,6 +1,8 @@
 'use strict';
 // `StateDatabase`: the reference's state database object, over one native connection that the
-// stores built on it share.
+// stores built on it share. Its file-system steps (existence, legacy check, folders, modes) are
+// done here with Node's `fs`, in the reference's order, so that their failures are Node's errors;
+// the core opens, creates and verifies the file.
 
 const fs = require('node:fs');
 const os = require('node:os');
@@ -123,8 +125,12 @@ class StateDatabase {
   }
 
   async backup(destination) {
+    // The reference's order; its folder step is Node's, so its failure is Node's error.
+    const target = path.resolve(destination);
+    if (target === this.filePath) throw new Error('Backup destination must differ from the live database');
+    fs.mkdirSync(path.dirname(target), { recursive: true, mode: 0o700 });
     this.connection._assertOpen();
-    checked(this[NATIVE].backupTo(path.resolve(destination)));
+    checked(this[NATIVE].backupTo(target));
   }
 }
 
