@@ -66,6 +66,32 @@ function openInChild(file: string, readOnly: boolean): { name: string; message: 
   return JSON.parse(child.stdout.trim());
 }
 
+const asRoot = process.getuid?.() === 0;
+
+/** Runs `script` (which prints one JSON line) in a child process as the user nobody. */
+function asNobody(script: string): any {
+  const child = childProcess.spawnSync(process.execPath, ['-e', script], {
+    encoding: 'utf8',
+    timeout: 30_000,
+    uid: 65534,
+    gid: 65534,
+  });
+  if (child.error !== undefined) throw child.error;
+  return JSON.parse(child.stdout.trim());
+}
+
+/** A script that opens `file` read-write and prints what happened, with the error's own props. */
+function openScript(file: string): string {
+  return `
+    const { SqliteControllerStore } = require(${JSON.stringify(ROOT)});
+    try {
+      new SqliteControllerStore(${JSON.stringify(file)}, { global: true }).close();
+      console.log(JSON.stringify({ opened: true }));
+    } catch (error) {
+      console.log(JSON.stringify({ message: error.message, props: { ...error } }));
+    }`;
+}
+
 describe('folders', () => {
   test.each([0o755, 0o1777, 0o750])('an existing folder (mode %o) keeps its mode', (folderMode) => {
     const folder = path.join(dir, 'shared');
@@ -74,6 +100,16 @@ describe('folders', () => {
     open(path.join(folder, 'state.sqlite')).close();
     expect(modeOf(folder)).toBe(folderMode);
     expect(modeOf(path.join(folder, 'state.sqlite'))).toBe(0o600);
+  });
+
+  (asRoot ? test : test.skip)('another user opens a new state file in a shared (1777) folder', () => {
+    const shared = path.join(dir, 'shared');
+    fs.mkdirSync(shared);
+    fs.chmodSync(dir, 0o755);
+    fs.chmodSync(shared, 0o1777);
+    expect(asNobody(openScript(path.join(shared, 'state.sqlite')))).toEqual({ opened: true });
+    expect(modeOf(shared)).toBe(0o1777);
+    expect(fs.statSync(path.join(shared, 'state.sqlite')).uid).toBe(65534);
   });
 
   test('folders it creates are 0700, whatever the umask', () => {
@@ -326,6 +362,27 @@ describe('file-system errors are Node’s', () => {
     store.close();
     expect(shape(error)).toEqual(mkdirError(path.dirname(target)));
     expect(shape(error).props).toMatchObject({ code: 'EEXIST', syscall: 'mkdir' });
+  });
+
+  (asRoot ? test : test.skip)('a folder another user may not write: EACCES from mkdir', () => {
+    fs.chmodSync(dir, 0o755);
+    const folder = path.join(dir, 'sub');
+    expect(asNobody(openScript(path.join(folder, 'state.sqlite')))).toEqual({
+      message: `EACCES: permission denied, mkdir '${folder}'`,
+      props: { errno: -13, code: 'EACCES', syscall: 'mkdir', path: folder },
+    });
+  });
+
+  (asRoot ? test : test.skip)('a state file of another user, writable to all: EPERM from the chmod', () => {
+    fs.chmodSync(dir, 0o1777);
+    const file = path.join(dir, 'state.sqlite');
+    open(file).close();
+    fs.chmodSync(file, 0o666);
+    expect(asNobody(openScript(file))).toEqual({
+      message: `EPERM: operation not permitted, chmod '${file}'`,
+      props: { errno: -1, code: 'EPERM', syscall: 'chmod', path: file },
+    });
+    expect(modeOf(file)).toBe(0o666);
   });
 
   test('a folder name too long: ENAMETOOLONG from mkdir', () => {
