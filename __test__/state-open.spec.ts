@@ -446,6 +446,17 @@ describe('file-system errors are Node’s', () => {
   });
 });
 
+describe('a constructor that throws after opening', () => {
+  test('closes the connection it opened: no -wal or -shm is left', () => {
+    const file = path.join(dir, 'state.sqlite');
+    open(file).close();
+    expect(() => new SqliteControllerStore(file, { projectPath: 5 })).toThrow(
+      'The "paths[0]" argument must be of type string. Received type number (5)',
+    );
+    expect(fs.readdirSync(dir)).toEqual(['state.sqlite']);
+  });
+});
+
 describe('open errors name the state file without changing what the reference shows', () => {
   test('the incompatible-state error', () => {
     const file = path.join(dir, 'state.sqlite');
