@@ -166,7 +166,7 @@ function withFilePath(filePath, open) {
   } catch (error) {
     if (error instanceof Object && !('path' in error) && !String(error.message).includes(filePath)) {
       Object.defineProperty(error, 'filePath', { value: filePath, configurable: true, writable: true });
-      if (typeof error.stack === 'string' && error.stack.includes(error.message)) {
+      if (typeof error.stack === 'string' && error.message !== '' && error.stack.includes(error.message)) {
         const at = error.stack.indexOf(error.message) + error.message.length;
         error.stack = `${error.stack.slice(0, at)} [state file: ${filePath}]${error.stack.slice(at)}`;
       }
