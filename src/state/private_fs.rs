@@ -119,3 +119,57 @@ pub fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
 pub fn set_mode(_path: &Path, _mode: u32) -> io::Result<()> {
     Ok(())
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn folder(label: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("piw-private-fs-{label}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn creation_target_follows_relative_chains_and_stops_at_loops() {
+        let dir = folder("links");
+        fs::create_dir(dir.join("out")).unwrap();
+        symlink("out/second", dir.join("first")).unwrap();
+        symlink("../real.sqlite", dir.join("out/second")).unwrap();
+        assert_eq!(creation_target(&dir.join("plain")), Some(dir.join("plain")));
+        assert_eq!(
+            creation_target(&dir.join("first")),
+            Some(dir.join("out").join("../real.sqlite"))
+        );
+        symlink("loop-b", dir.join("loop-a")).unwrap();
+        symlink("loop-a", dir.join("loop-b")).unwrap();
+        assert_eq!(creation_target(&dir.join("loop-a")), None);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_regular_files_pass() {
+        let dir = folder("kinds");
+        let file = dir.join("file");
+        fs::write(&file, b"").unwrap();
+        assert_eq!(is_regular_file(&file, Mode::ReadOnly), Ok(true));
+        assert_eq!(
+            is_regular_file(&dir.join("missing"), Mode::ReadWrite),
+            Ok(false)
+        );
+        let code = |path: &Path, mode| match is_regular_file(path, mode) {
+            Err(StoreError::Sqlite { code, .. }) => code,
+            other => format!("{other:?}"),
+        };
+        assert_eq!(code(&dir, Mode::ReadWrite), "SQLITE_CANTOPEN");
+        assert_eq!(code(&dir, Mode::ReadOnly), "SQLITE_IOERR_READ");
+        assert!(matches!(
+            is_regular_file(Path::new("/dev/null"), Mode::ReadOnly),
+            Err(StoreError::Plain(message)) if message.ends_with("not a regular file: /dev/null")
+        ));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
