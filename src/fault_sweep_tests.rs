@@ -262,8 +262,6 @@ fn open(dir: &Path) -> StateDb {
     StateDb::open(OpenOptions {
         file_path: dir.join("state.sqlite"),
         mode: Mode::ReadWrite,
-        check_legacy_state: false,
-        home_dir: dir.to_path_buf(),
         now: NOW,
     })
     .expect("open")
@@ -401,8 +399,6 @@ fn attempt(
     let reopened = StateDb::open(OpenOptions {
         file_path: dir.join("crashed/state.sqlite"),
         mode: Mode::ReadWrite,
-        check_legacy_state: false,
-        home_dir: dir.to_path_buf(),
         now: NOW,
     });
     match reopened {
