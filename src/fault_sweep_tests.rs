@@ -259,6 +259,8 @@ fn dump(conn: &Connection) -> rusqlite::Result<String> {
 }
 
 fn open(dir: &Path) -> StateDb {
+    // The JS layer makes the folder before the core opens the file (lib/state-database.js).
+    std::fs::create_dir_all(dir).unwrap();
     StateDb::open(OpenOptions {
         file_path: dir.join("state.sqlite"),
         mode: Mode::ReadWrite,
