@@ -123,6 +123,14 @@ class SqliteControllerStore {
   #closing;
 
   constructor(filePath = workflowStatePath(), options = {}) {
+    try {
+      this.#open(filePath, options);
+    } catch (error) {
+      throw stacks.fromCaller(error, SqliteControllerStore);
+    }
+  }
+
+  #open(filePath, options) {
     this.#ownsState = options.state === undefined;
     this.#asyncCallSites = options.asyncCallSites === true;
     const state =

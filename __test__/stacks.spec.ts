@@ -84,6 +84,15 @@ describe('synchronous errors', () => {
     expect(frames(error)[0]).toContain('get spec');
   });
 
+  it('of the constructor start at the caller', () => {
+    const error = thrownBy(function openMissing() {
+      return new SqliteControllerStore(path.join(dir, 'missing', 'state.sqlite'), { readOnly: true, projectPath: dir });
+    });
+    expect(error.message).toMatch(/^Pi Workflows state database does not exist: /);
+    expect(frames(error)[0]).toContain('openMissing');
+    expect(frames(error).some(isPackageFrame)).toBe(false);
+  });
+
   it('of SQLite keep their code and message', () => {
     const error = thrownBy(() => store.state.connection.exec('SELECT * FROM no_such_table'));
     expect(error).toBeInstanceOf(SqliteError);
