@@ -272,14 +272,19 @@ export type WorkflowRunLaunchStatus = 'queued' | 'starting' | 'running' | 'parke
 export type WorkflowRunReservationOptions = {
   /** `^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`. */
   runId: string;
+  /** The workflow's name. */
   workflowName: string;
+  /** Where the definition comes from, e.g. `builtin:echo`. */
   workflowSourceRef: string;
   /** `{ kind: 'builtin' | 'file', id, revision }` or `{ root, mounted: [...] }`. */
   workflowSource: unknown;
   /** 64 hex digits, optionally prefixed with `sha256:`. */
   definitionDigest: string;
+  /** The workflow definition as it will run (JSON). */
   definitionSnapshot: unknown;
+  /** The run's input (JSON). */
   input: unknown;
+  /** Options of the launch (JSON), stored as given. */
   launchOptions?: unknown;
   /** The runner the queued run has affinity to. */
   runnerId: string;
@@ -295,11 +300,17 @@ export type WorkflowRunReservationOptions = {
   restartNumber?: number;
   /** Required for a restart: the terminal parent's fingerprint (64 hex, optional `sha256:`). */
   parentTerminalFingerprint?: string;
+  /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
   now?: string;
 };
 
 /** Reservation options plus the claim to take ({@link SqliteControllerStore.prepareOrAdoptWorkflowRun}). */
-export type WorkflowRunClaimOptions = WorkflowRunReservationOptions & { claimToken: string; leaseMs: number };
+export type WorkflowRunClaimOptions = WorkflowRunReservationOptions & {
+  /** The token of the new claim, chosen by the caller; only its SHA-256 is stored. */
+  claimToken: string;
+  /** How long the claim lasts, in milliseconds from `now`. */
+  leaseMs: number;
+};
 
 /** A workflow run as the run list shows it (no input, no claim). */
 export type WorkflowRunQueueViewRecord = {
@@ -394,6 +405,7 @@ export type StateDatabaseMode = 'read-write' | 'read-only';
 export type OpenStateDatabaseOptions = {
   /** Defaults to {@link workflowStatePath}(homeDir). */
   filePath?: string;
+  /** The home folder of the default path and of the legacy-state check; defaults to `os.homedir()`. */
   homeDir?: string;
   /** Defaults to `read-write`. Read-only requires the file to exist. */
   mode?: StateDatabaseMode;
@@ -421,16 +433,23 @@ export type StateColumnDefinition = {
  * `Statement` this package implements, with the same signatures.
  */
 export interface StateStatement<BindParameters extends unknown[] = unknown[], Result = unknown> {
+  /** The connection that prepared it. */
   database: StateConnection;
+  /** The SQL text. */
   source: string;
   /** True when the statement returns rows (use `get`/`all`/`iterate`, not `run`). */
   reader: boolean;
+  /** True when the statement does not write to the database. */
   readonly: boolean;
   /** Always false: results are read completely before a call returns. */
   busy: boolean;
+  /** Runs a statement that returns no rows; its changes and last rowid. */
   run(...params: BindParameters): StateRunResult;
+  /** The first row, or undefined. */
   get(...params: BindParameters): Result | undefined;
+  /** Every row. */
   all(...params: BindParameters): Result[];
+  /** The rows one by one (read completely before the first is returned). */
   iterate(...params: BindParameters): IterableIterator<Result>;
   /** Return only the first column of each row. */
   pluck(toggleState?: boolean): this;
@@ -440,6 +459,7 @@ export interface StateStatement<BindParameters extends unknown[] = unknown[], Re
   raw(toggleState?: boolean): this;
   /** Bind parameters once for every later execution. */
   bind(...params: BindParameters): this;
+  /** The columns of the statement's rows. */
   columns(): StateColumnDefinition[];
   /** Return INTEGER columns as `bigint`. */
   safeIntegers(toggleState?: boolean): this;
@@ -450,10 +470,15 @@ export type StateArgumentTypes<F extends (...params: any[]) => unknown> = F exte
 
 /** better-sqlite3's `Transaction`: call it to run `F` in `BEGIN`…`COMMIT` (a savepoint when nested). */
 export interface StateTransaction<F extends (...params: any[]) => unknown> {
+  /** Runs `F` in `BEGIN` … `COMMIT` (a savepoint when nested), rolling back when it throws. */
   (...params: StateArgumentTypes<F>): ReturnType<F>;
+  /** The same as calling the transaction. */
   default(...params: StateArgumentTypes<F>): ReturnType<F>;
+  /** Runs `F` in `BEGIN DEFERRED` … `COMMIT`. */
   deferred(...params: StateArgumentTypes<F>): ReturnType<F>;
+  /** Runs `F` in `BEGIN IMMEDIATE` … `COMMIT` (takes the write lock first). */
   immediate(...params: StateArgumentTypes<F>): ReturnType<F>;
+  /** Runs `F` in `BEGIN EXCLUSIVE` … `COMMIT`. */
   exclusive(...params: StateArgumentTypes<F>): ReturnType<F>;
 }
 
@@ -466,10 +491,13 @@ export interface StateTransaction<F extends (...params: any[]) => unknown> {
 export interface StateConnection {
   /** Always false: state databases are files. */
   memory: boolean;
+  /** True when the state database was opened read-only. */
   readonly: boolean;
   /** The database file's absolute path. */
   name: string;
+  /** False once the connection is closed. */
   open: boolean;
+  /** True while a transaction is open. */
   inTransaction: boolean;
   /**
    * Positional parameters as a tuple (`prepare<[string, number]>(sql)`); named parameters as a
@@ -478,9 +506,19 @@ export interface StateConnection {
   prepare<BindParameters extends unknown[] = unknown[], Result = unknown>(
     source: string,
   ): StateStatement<BindParameters, Result>;
+  /** Wraps `fn` in a transaction; see {@link StateTransaction}. */
   transaction<F extends (...params: any[]) => unknown>(fn: F): StateTransaction<F>;
+  /** Runs every statement of `source` (no parameters, no rows). */
   exec(source: string): this;
-  pragma(source: string, options?: { simple?: boolean }): unknown;
+  /** Runs `PRAGMA <source>`; its rows, or with `simple` the first column of the first row. */
+  pragma(
+    source: string,
+    options?: {
+      /** Return the first column of the first row instead of the rows. */
+      simple?: boolean;
+    },
+  ): unknown;
+  /** Return INTEGER columns as `bigint` from statements prepared after this call. */
   defaultSafeIntegers(toggleState?: boolean): this;
   /** Closes the connection, and with it every store built on this state database. */
   close(): this;
@@ -495,10 +533,12 @@ export interface StateConnection {
 export declare class StateDatabase {
   /** The resolved absolute path. */
   readonly filePath: string;
+  /** How it was opened: `read-write` or `read-only`. */
   readonly mode: StateDatabaseMode;
   /** The store's own connection; see {@link StateConnection}. */
   readonly connection: StateConnection;
   constructor(options?: OpenStateDatabaseOptions);
+  /** Closes the connection, and with it every store built on this state database. */
   close(): void;
   /** Runs `operation` in `BEGIN IMMEDIATE` … `COMMIT`, rolling back when it throws. Not re-entrant. */
   transaction<T>(operation: () => T): T;
@@ -508,6 +548,7 @@ export declare class StateDatabase {
   putText(value: string, now?: number): Buffer;
   /** Stores a blob (idempotent); returns its SHA-256. */
   putBlob(content: Buffer, mediaType: string, now?: number): Buffer;
+  /** The blob with this SHA-256, or undefined. */
   readBlob(hash: Buffer): BlobRecord | undefined;
   /** Reads a JSON blob; objects come back with sorted keys. */
   readJson(hash: Buffer): JsonValue;
@@ -549,29 +590,49 @@ export declare class SqliteControllerStore implements ControllerStore {
    * Opens (creating if needed) the state file and registers the project.
    *
    * @param filePath Defaults to {@link workflowStatePath}(); ignored when `options.state` is given.
-   * @param options.readOnly Open read-only; the project is looked up instead of registered.
-   * @param options.projectPath The project resources and runs belong to; defaults to
-   *   `process.cwd()`, canonicalised with `fs.realpathSync.native`.
-   * @param options.state Reuse an open {@link StateDatabase} of this package; `close()` then
-   *   leaves it open.
    */
   constructor(
     filePath?: string,
     options?: {
+      /** Open read-only; the project is looked up instead of registered. */
       readOnly?: boolean;
+      /**
+       * The project resources and runs belong to; defaults to `process.cwd()`, canonicalised
+       * with `fs.realpathSync.native`.
+       */
       projectPath?: string;
+      /** Reuse an open {@link StateDatabase} of this package; `close()` then leaves it open. */
       state?: StateDatabase;
       /** Host-only global view. Project-scoped mutations still require projectPath. */
       global?: boolean;
+      /**
+       * Record where each `store.async` call was made, so that a rejection's stack shows the
+       * calling line even when the caller does not `await` it. Costs a stack capture (several
+       * µs) per call, so it is off by default; without it a rejection's stack shows the awaiting
+       * callers (`at async …`). This package's addition.
+       */
+      asyncCallSites?: boolean;
     },
   );
-  /** Closes the state database when this store opened it. Idempotent. */
+  /**
+   * Closes the state database when this store opened it, at once. Idempotent. `store.async`
+   * calls still queued then reject with `TypeError: The database connection is not open`; to
+   * let them finish first, use `await store.async.close()`.
+   */
   close(): void;
+  /** `close()`, so that `using store = new SqliteControllerStore(…)` closes it at the end of the block. */
+  [Symbol.dispose](): void;
+  /**
+   * `store.async.close()`, so that `await using store = new SqliteControllerStore(…)` waits for
+   * the queued asynchronous calls, then closes.
+   */
+  [Symbol.asyncDispose](): Promise<void>;
 
   /**
    * Every store method as a Promise whose work (SQLite, fsync) runs on a libuv worker thread,
    * with the same result or error as the synchronous method. Arguments are read at the call;
-   * calls on one database run one at a time, in call order.
+   * calls on one database run one at a time, in call order. `await store.async.close()` waits
+   * for them, then closes.
    */
   readonly async: AsyncStore;
 
@@ -583,10 +644,15 @@ export declare class SqliteControllerStore implements ControllerStore {
    * @throws Error `"controller is invalid"` / `"resource key is invalid"` (1–512 characters).
    */
   putResource<TSpec, TStatus>(options: {
+    /** The controller (1–512 characters). */
     controller: string;
+    /** The resource key (1–512 characters). */
     key: string;
+    /** The desired state (JSON); a change bumps `generation`. */
     spec: TSpec;
+    /** `status.controllerStatus` of a new resource; ignored when it exists. */
     initialStatus: TStatus;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }): ControllerResource<TSpec, TStatus>;
   /** A resource of this store's project, or undefined (always undefined in the global view). */
@@ -594,7 +660,10 @@ export declare class SqliteControllerStore implements ControllerStore {
   /** A resource by uid, in any project. */
   getResourceByUid(uid: string): ControllerResource | undefined;
   /** Resources ordered by controller and key; of this project unless global. */
-  listResources<TSpec = unknown, TStatus = unknown>(options?: { controller?: string }): ControllerResource<TSpec, TStatus>[];
+  listResources<TSpec = unknown, TStatus = unknown>(options?: {
+    /** Only this controller's resources. */
+    controller?: string;
+  }): ControllerResource<TSpec, TStatus>[];
   /**
    * Replaces the status (and optionally the finalizers) under a live claim; sets
    * `options.claim.resourceVersion` to the new version.
@@ -603,11 +672,17 @@ export declare class SqliteControllerStore implements ControllerStore {
    * @throws {@link ResourceNotFoundError} when the resource does not exist.
    */
   updateStatus<TStatus>(options: {
+    /** The resource. */
     ref: ControllerResourceRef;
+    /** The `metadata.resourceVersion` last read; any other current version throws {@link ResourceConflictError}. */
     expectedResourceVersion: number;
+    /** The live claim on the resource; its `resourceVersion` is updated in place. */
     claim: ControllerQueueClaim;
+    /** The new status, replacing the old one. */
     status: ControllerResourceStatus<TStatus>;
+    /** Also replace the finalizers (unique names). */
     finalizers?: string[];
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }): ControllerResource<unknown, TStatus>;
   /** Marks the resource for deletion (once) and requeues it. */
@@ -618,9 +693,13 @@ export declare class SqliteControllerStore implements ControllerStore {
    * @throws {@link ResourceConflictError} on a version mismatch; Error `"Controller finalizers must be unique"`.
    */
   updateFinalizers(options: {
+    /** The resource. */
     ref: ControllerResourceRef;
+    /** The `metadata.resourceVersion` last read; any other current version throws {@link ResourceConflictError}. */
     expectedResourceVersion: number;
+    /** The new finalizers (unique names). */
     finalizers: string[];
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }): ControllerResource;
   /**
@@ -635,10 +714,15 @@ export declare class SqliteControllerStore implements ControllerStore {
    * when none is due or `controllers` is empty.
    */
   claimNext(options: {
+    /** The controllers whose queue items may be claimed. */
     controllers: string[];
+    /** Who holds the claim (stored on the lease). */
     ownerId: string;
+    /** How long the claim lasts, in milliseconds from `now`. */
     leaseMs: number;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
+    /** Resources not to claim. */
     exclude?: ControllerResourceRef[];
   }): ControllerQueueClaim | undefined;
   /** Extends a live claim by `leaseMs`; updates `claim.expiresAt`. False when the claim is gone. */
@@ -659,23 +743,38 @@ export declare class SqliteControllerStore implements ControllerStore {
    * @throws {@link EffectRequestConflictError} when `key` was used with another generation, kind or fingerprint.
    */
   reserveEffect(options: {
+    /** The effect's key, unique per resource. */
     key: string;
+    /** The resource's `metadata.uid`. */
     resourceUid: string;
+    /** The live claim on the resource. */
     claim: ControllerQueueClaim;
+    /** The resource generation the effect belongs to. */
     generation: number;
+    /** What the effect is (free text). */
     kind: string;
+    /** A fingerprint of the request; reusing `key` with another throws {@link EffectRequestConflictError}. */
     requestFingerprint: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }): EffectReservation;
+  /** An effect by its resource's uid and its key, or undefined. */
   getEffect(resourceUid: string, key: string): EffectRecord | undefined;
   /** Records an effect's outcome under a live claim (event `effect.<state>`). */
   updateEffect(options: {
+    /** The resource's `metadata.uid`. */
     resourceUid: string;
+    /** The effect's key. */
     key: string;
+    /** The live claim on the resource. */
     claim: ControllerQueueClaim;
+    /** The effect's outcome. */
     state: EffectRecord['state'];
+    /** Where the effect can be found in the outside system. */
     externalRef?: string;
+    /** Why the effect failed. */
     error?: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }): EffectRecord;
   /** A resource's effects, oldest first. */
@@ -688,13 +787,20 @@ export declare class SqliteControllerStore implements ControllerStore {
    * @throws {@link WorkflowRequestConflictError} when `requestKey` was used with another workflow or input.
    */
   reserveWorkflow(options: {
+    /** The resource's `metadata.uid`. */
     resourceUid: string;
+    /** The live claim on the resource. */
     claim: ControllerQueueClaim;
+    /** The request's key, unique per resource. */
     requestKey: string;
+    /** The workflow to run. */
     workflow: string;
+    /** 64 hex digits: the fingerprint of the workflow's input. */
     inputFingerprint: string;
   }): WorkflowReservation;
+  /** A child workflow by its resource's uid and its request key, or undefined. */
   getWorkflow(resourceUid: string, requestKey: string): ChildWorkflowRecord | undefined;
+  /** A child workflow by its `requestId` (the id given at reservation), or undefined. */
   getWorkflowByRequestId(requestId: string): ChildWorkflowRecord | undefined;
   /** Updates a child workflow under a live claim (no event). */
   updateWorkflow(requestId: string, update: WorkflowRecordUpdate, claim: ControllerQueueClaim): ChildWorkflowRecord;
@@ -705,6 +811,7 @@ export declare class SqliteControllerStore implements ControllerStore {
    * @throws Error `"Scheduler completion must report a settled child state"` for `pending`/`running`.
    */
   completeWorkflow(requestId: string, update: WorkflowRecordUpdate): ChildWorkflowRecord;
+  /** A resource's child workflows. */
   listWorkflows(resourceUid: string): ChildWorkflowRecord[];
 
   /**
@@ -712,15 +819,28 @@ export declare class SqliteControllerStore implements ControllerStore {
    * `claim.resourceVersion` is updated.
    */
   recordEvent(options: {
+    /** The controller (1–512 characters). */
     controller: string;
+    /** The resource key (1–512 characters). */
     key: string;
+    /** A live claim on the resource; its `resourceVersion` is updated in place. Without one the actor is `control`. */
     claim?: ControllerQueueClaim;
+    /** The event type. */
     type: string;
+    /** The event's data (default `{}`); the returned record holds this very object. */
     payload?: JsonObject;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }): ControllerEvent;
   /** Controller events, newest first (`limit` defaults to 100). */
-  listEvents(options?: { controller?: string; key?: string; limit?: number }): ControllerEvent[];
+  listEvents(options?: {
+    /** Only this controller's events. */
+    controller?: string;
+    /** Only this resource key's events. */
+    key?: string;
+    /** At most this many (default 100). */
+    limit?: number;
+  }): ControllerEvent[];
 
   /**
    * Queues a new workflow run (status `queued`, event `run.queued`), applying the lineage rules
@@ -745,12 +865,19 @@ export declare class SqliteControllerStore implements ControllerStore {
    * @throws Error `"Workflow run could not be claimed: <id>"`.
    */
   enqueueWorkflowRun(options: WorkflowRunClaimOptions): WorkflowRunQueueRecord;
+  /** A run with its queue state, input and current claim (any project), or undefined. */
   getWorkflowRun(runId: string): WorkflowRunQueueRecord | undefined;
+  /** A run as the run list shows it (no input, no claim), or undefined. */
   getWorkflowRunView(runId: string): WorkflowRunQueueViewRecord | undefined;
   /** A cheap change detector for the run list (all projects). */
   workflowRunListRevision(): { total: number; revision: string };
   /** A page of the run list, newest first (all projects). */
-  listWorkflowRunViews(options: { offset: number; limit: number }): {
+  listWorkflowRunViews(options: {
+    /** How many runs to skip, newest first. */
+    offset: number;
+    /** The page size. */
+    limit: number;
+  }): {
     total: number;
     revision: string;
     runs: WorkflowRunQueueViewRecord[];
@@ -759,13 +886,18 @@ export declare class SqliteControllerStore implements ControllerStore {
   workflowRunProjectPath(runId: string): string | undefined;
   /** Runs newest first; of this project unless global. */
   listWorkflowRuns(options?: {
+    /** Only runs with one of these queue statuses. */
     statuses?: WorkflowRunLaunchStatus[];
+    /** Runs to leave out. */
     excludeRunIds?: string[];
+    /** At most this many. */
     limit?: number;
   }): WorkflowRunQueueRecord[];
   /** The newest non-terminal run of an origin session. */
   findSessionReservation(sessionId: string): WorkflowRunQueueRecord | undefined;
+  /** {@link SqliteControllerStore.findSessionReservation}'s run as the run list shows it. */
   findSessionReservationView(sessionId: string): WorkflowRunQueueViewRecord | undefined;
+  /** Whether the run is paused ({@link SqliteControllerStore.pauseParkedWorkflowRun}); false when it does not exist. */
   isWorkflowRunPaused(runId: string): boolean;
   /**
    * Claims a run for `runnerId` (queue `starting`, event `lease.claimed`); undefined when it is
@@ -773,26 +905,41 @@ export declare class SqliteControllerStore implements ControllerStore {
    * record carries `claimToken`.
    */
   claimWorkflowRun(options: {
+    /** The workflow run. */
     runId: string;
+    /** The runner taking the claim: a session id, or `host-…` for a host. */
     runnerId: string;
+    /** The token of the new claim, chosen by the caller; only its SHA-256 is stored. */
     claimToken: string;
+    /** How long the claim lasts, in milliseconds from `now`. */
     leaseMs: number;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }): WorkflowRunQueueRecord | undefined;
   /** Schedule a worker that validates one pending interactive submission. */
   claimWorkflowRunForInteractionValidation(options: {
+    /** The workflow run. */
     runId: string;
+    /** The runner taking the claim: a session id, or `host-…` for a host. */
     runnerId: string;
+    /** The token of the new claim, chosen by the caller; only its SHA-256 is stored. */
     claimToken: string;
+    /** How long the claim lasts, in milliseconds from `now`. */
     leaseMs: number;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }): WorkflowRunQueueRecord | undefined;
   /** Take a short host claim without scheduling a parked interactive run. */
   claimWorkflowRunForControl(options: {
+    /** The workflow run. */
     runId: string;
+    /** The runner taking the claim: a session id, or `host-…` for a host. */
     runnerId: string;
+    /** The token of the new claim, chosen by the caller; only its SHA-256 is stored. */
     claimToken: string;
+    /** How long the claim lasts, in milliseconds from `now`. */
     leaseMs: number;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }): WorkflowRunQueueRecord | undefined;
   /**
@@ -800,25 +947,59 @@ export declare class SqliteControllerStore implements ControllerStore {
    * `targetSessionId` and resumes the run to finish it; false when there is none.
    */
   beginWorkflowRunInteractionTimeout(options: {
+    /** The workflow run. */
     runId: string;
+    /** The session whose expired pending interaction times out. */
     targetSessionId: string;
+    /** The token of the live claim on the run. */
     claimToken: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }): boolean;
   /** Queue `running` under a live claim (event `run.queue_running`). */
-  markWorkflowRunRunning(options: { runId: string; claimToken: string; now?: string }): boolean;
+  markWorkflowRunRunning(options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }): boolean;
   /** Claims the next due run this runner (or session) may take. */
   claimNextWorkflowRun(options: {
+    /** The runner taking the claim: a session id, or `host-…` for a host. */
     runnerId: string;
+    /** Only runs this session originated; without it, only headless or already started runs qualify. */
     sessionId?: string;
+    /** The token of the new claim, chosen by the caller; only its SHA-256 is stored. */
     claimToken: string;
+    /** How long the claim lasts, in milliseconds from `now`. */
     leaseMs: number;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
+    /** Runs not to claim. */
     excludeRunIds?: string[];
   }): WorkflowRunQueueRecord | undefined;
-  renewWorkflowRunClaim(options: { runId: string; claimToken: string; leaseMs: number; now?: string }): boolean;
+  /** Extends a live run claim to `now + leaseMs`; false when `claimToken` does not hold the unexpired lease. */
+  renewWorkflowRunClaim(options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** How long the claim lasts, in milliseconds from `now`. */
+    leaseMs: number;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }): boolean;
   /** True while `claimToken` holds the run's unexpired lease. */
-  verifyWorkflowRunClaim(options: { runId: string; claimToken: string; now?: string }): boolean;
+  verifyWorkflowRunClaim(options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** The time the lease must outlast; defaults to the current time. */
+    now?: string;
+  }): boolean;
   /** The actor and lease a claim token stands for (`leaseMs` is always 30000). */
   workflowRunAuthority(
     runId: string,
@@ -834,63 +1015,652 @@ export declare class SqliteControllerStore implements ControllerStore {
       }
     | undefined;
   /** Queue `parked` and the lease released (event `run.queue_parked`). */
-  parkWorkflowRun(options: { runId: string; claimToken: string; now?: string }): boolean;
-  /** Pauses a parked, unclaimed run that waits for an interaction. */
-  pauseParkedWorkflowRun(options: { runId: string; now?: string }): boolean;
-  resumePausedInteraction(options: { runId: string; now?: string }): boolean;
-  /** Parks the run with error `workflowSourceChanged` (detail cut to 8192 characters). */
-  parkWorkflowRunForSourceChange(options: { runId: string; claimToken: string; detail: string; now?: string }): boolean;
-  /** Parks the run with error `effectAmbiguous`; its attempts wait for explicit recovery. */
-  parkWorkflowRunForAmbiguousEffect(options: { runId: string; claimToken: string; now?: string }): boolean;
-  failWorkflowRun(options: {
+  parkWorkflowRun(options: {
+    /** The workflow run. */
     runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }): boolean;
+  /** Pauses a parked, unclaimed run that waits for an interaction. */
+  pauseParkedWorkflowRun(options: {
+    /** The workflow run. */
+    runId: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }): boolean;
+  /** Unpauses a paused run, which waits for its origin session's input again (event `run.resumed`). */
+  resumePausedInteraction(options: {
+    /** The workflow run. */
+    runId: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }): boolean;
+  /** Parks the run with error `workflowSourceChanged` (detail cut to 8192 characters). */
+  parkWorkflowRunForSourceChange(options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** What changed (cut to 8192 characters). */
+    detail: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }): boolean;
+  /** Parks the run with error `effectAmbiguous`; its attempts wait for explicit recovery. */
+  parkWorkflowRunForAmbiguousEffect(options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }): boolean;
+  /**
+   * Ends a nonterminal run as `failed` with `errorCode` and `errorMessage` (event
+   * `run.queue_failed`). With `claimToken` the claim must be live and is released; without one
+   * only an unclaimed `queued` or `starting` run qualifies. False otherwise.
+   */
+  failWorkflowRun(options: {
+    /** The workflow run. */
+    runId: string;
+    /** The live claim on the run, released by the failure; without it only an unclaimed `queued` or `starting` run can fail. */
     claimToken?: string;
+    /** Stored as the run's `errorCode`. */
     errorCode: string;
+    /** Stored as the run's `errorMessage`. */
     errorMessage: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }): boolean;
   /** Cancels a run; without a token, falls back to {@link SqliteControllerStore.cancelStaleWorkflowRun}. */
-  cancelWorkflowRun(options: { runId: string; claimToken?: string; now?: string }): boolean;
+  cancelWorkflowRun(options: {
+    /** The workflow run. */
+    runId: string;
+    /** The live claim on the run; without it the run is cancelled when unclaimed, or when its claim is expired. */
+    claimToken?: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }): boolean;
   /** Cancel a nonterminal run only when its claim is absent or expired. */
-  cancelStaleWorkflowRun(options: { runId: string; controlId?: string; claimToken?: string; now?: string }): boolean;
+  cancelStaleWorkflowRun(options: {
+    /** The workflow run. */
+    runId: string;
+    /** Who cancels (the lease owner recorded); defaults to `workflow-control`. */
+    controlId?: string;
+    /** The token of the short system lease taken to cancel; defaults to a random UUID. */
+    claimToken?: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }): boolean;
   /** Deletes a run and everything that belongs to it, under a live claim. */
-  deleteWorkflowRun(options: { runId: string; claimToken: string }): boolean;
+  deleteWorkflowRun(options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+  }): boolean;
   /** Queue `done` and the lease released. */
-  completeWorkflowRun(options: { runId: string; claimToken: string; now?: string }): boolean;
+  completeWorkflowRun(options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }): boolean;
   /** Always throws, as in the reference (removed with the SQLite cutover). */
   repairCanonicalWorkflowSourceRun(): never;
   /** Always throws, as in the reference (removed with the SQLite cutover). */
   claimLegacyWorkflowSourceRun(): never;
   /** Records an event on a run (actor `host` for `host-…` runners, else `session`). */
   recordRunEvent(options: {
+    /** The workflow run. */
     runId: string;
+    /** The workflow reference stored with the event. */
     workflowRef: string;
+    /** The event type. */
     type: string;
+    /** The event's data (default `{}`); the returned record holds this very object. */
     payload?: JsonObject;
+    /** Who records it: actor `host` for `host-…`, else `session`. */
     runnerId?: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }): RunEventRecord;
   /** Run events after `seq`, oldest first (`limit` defaults to 100). */
-  listRunEventsAfter(seq: number, options?: { limit?: number }): RunEventRecord[];
+  listRunEventsAfter(seq: number, options?: {
+    /** At most this many (default 100). */
+    limit?: number;
+  }): RunEventRecord[];
   /** Applies the run's pending effects of this type, each in its own transaction. */
   settleRunEffect(runId: string, effectType: 'run.park_queue' | 'run.settle_queue'): void;
   /** Sets the run's origin session (upsert). */
   setWorkflowRunOriginSession(runId: string, originSessionId: string): boolean;
 }
 
-type StoreMethodName = Exclude<keyof SqliteControllerStore, 'filePath' | 'state' | 'close' | 'async'>;
-
-/** `store.async`: each store method, returning a Promise of its result. */
-export type AsyncStore = {
-  readonly [K in StoreMethodName]: SqliteControllerStore[K] extends (...args: infer A) => infer R
-    ? (...args: A) => Promise<R>
-    : never;
-};
+// <async-store:start> generated by scripts/async-types.js from SqliteControllerStore
+/**
+ * `store.async`: every method of {@link SqliteControllerStore}, with the same type parameters
+ * and arguments, returning a Promise of its result; and `close`, which waits for the queued calls.
+ */
+export interface AsyncStore {
+  /**
+   * Creates a controller resource (queued for reconciliation, event `resource.created`), or
+   * updates its spec (generation + 1, requeued, event `resource.spec_updated`); an identical
+   * spec changes nothing.
+   *
+   * @throws Error `"controller is invalid"` / `"resource key is invalid"` (1–512 characters).
+   */
+  readonly putResource: <TSpec, TStatus>(options: {
+    /** The controller (1–512 characters). */
+    controller: string;
+    /** The resource key (1–512 characters). */
+    key: string;
+    /** The desired state (JSON); a change bumps `generation`. */
+    spec: TSpec;
+    /** `status.controllerStatus` of a new resource; ignored when it exists. */
+    initialStatus: TStatus;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<ControllerResource<TSpec, TStatus>>;
+  /** A resource of this store's project, or undefined (always undefined in the global view). */
+  readonly getResource: <TSpec = unknown, TStatus = unknown>(ref: ControllerResourceRef) => Promise<ControllerResource<TSpec, TStatus> | undefined>;
+  /** A resource by uid, in any project. */
+  readonly getResourceByUid: (uid: string) => Promise<ControllerResource | undefined>;
+  /** Resources ordered by controller and key; of this project unless global. */
+  readonly listResources: <TSpec = unknown, TStatus = unknown>(options?: {
+    /** Only this controller's resources. */
+    controller?: string;
+  }) => Promise<ControllerResource<TSpec, TStatus>[]>;
+  /**
+   * Replaces the status (and optionally the finalizers) under a live claim; sets
+   * `options.claim.resourceVersion` to the new version.
+   *
+   * @throws {@link ResourceConflictError} when `expectedResourceVersion` is not the current version.
+   * @throws {@link ResourceNotFoundError} when the resource does not exist.
+   */
+  readonly updateStatus: <TStatus>(options: {
+    /** The resource. */
+    ref: ControllerResourceRef;
+    /** The `metadata.resourceVersion` last read; any other current version throws {@link ResourceConflictError}. */
+    expectedResourceVersion: number;
+    /** The live claim on the resource; its `resourceVersion` is updated in place. */
+    claim: ControllerQueueClaim;
+    /** The new status, replacing the old one. */
+    status: ControllerResourceStatus<TStatus>;
+    /** Also replace the finalizers (unique names). */
+    finalizers?: string[];
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<ControllerResource<unknown, TStatus>>;
+  /** Marks the resource for deletion (once) and requeues it. */
+  readonly requestDeletion: (ref: ControllerResourceRef, nowValue?: string) => Promise<ControllerResource>;
+  /**
+   * Replaces the finalizers.
+   *
+   * @throws {@link ResourceConflictError} on a version mismatch; Error `"Controller finalizers must be unique"`.
+   */
+  readonly updateFinalizers: (options: {
+    /** The resource. */
+    ref: ControllerResourceRef;
+    /** The `metadata.resourceVersion` last read; any other current version throws {@link ResourceConflictError}. */
+    expectedResourceVersion: number;
+    /** The new finalizers (unique names). */
+    finalizers: string[];
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<ControllerResource>;
+  /**
+   * Deletes a resource whose deletion was requested and that has no finalizers left; returns
+   * false otherwise.
+   */
+  readonly deleteResource: (ref: ControllerResourceRef, expectedResourceVersion: number, claim: ControllerQueueClaim) => Promise<boolean>;
+  /** Queues the resource for reconciliation at `availableAt` (default now; an earlier time wins). */
+  readonly enqueue: (ref: ControllerResourceRef, availableAt?: string) => Promise<void>;
+  /**
+   * Claims the earliest due, unclaimed (or expired) item of the given controllers; undefined
+   * when none is due or `controllers` is empty.
+   */
+  readonly claimNext: (options: {
+    /** The controllers whose queue items may be claimed. */
+    controllers: string[];
+    /** Who holds the claim (stored on the lease). */
+    ownerId: string;
+    /** How long the claim lasts, in milliseconds from `now`. */
+    leaseMs: number;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+    /** Resources not to claim. */
+    exclude?: ControllerResourceRef[];
+  }) => Promise<ControllerQueueClaim | undefined>;
+  /** Extends a live claim by `leaseMs`; updates `claim.expiresAt`. False when the claim is gone. */
+  readonly renewClaim: (claim: ControllerQueueClaim, leaseMs: number, nowValue?: string) => Promise<boolean>;
+  /**
+   * Finishes a claim: removes the queue item unless it was requeued meanwhile, releases the
+   * lease, and updates `claim.resourceVersion`. False for a stale claim.
+   */
+  readonly settleClaim: (claim: ControllerQueueClaim, nowValue?: string) => Promise<boolean>;
+  /** Releases a claim and requeues the item at `options.availableAt`, counting an error. */
+  readonly requeueClaim: (claim: ControllerQueueClaim, options: QueueRequeueOptions, nowValue?: string) => Promise<boolean>;
+  /** The project's queue, earliest first. */
+  readonly listQueue: () => Promise<QueueItem[]>;
+  /**
+   * Reserves an idempotent effect (`pending`) under a live claim, or returns the existing one.
+   *
+   * @throws {@link EffectRequestConflictError} when `key` was used with another generation, kind or fingerprint.
+   */
+  readonly reserveEffect: (options: {
+    /** The effect's key, unique per resource. */
+    key: string;
+    /** The resource's `metadata.uid`. */
+    resourceUid: string;
+    /** The live claim on the resource. */
+    claim: ControllerQueueClaim;
+    /** The resource generation the effect belongs to. */
+    generation: number;
+    /** What the effect is (free text). */
+    kind: string;
+    /** A fingerprint of the request; reusing `key` with another throws {@link EffectRequestConflictError}. */
+    requestFingerprint: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<EffectReservation>;
+  /** An effect by its resource's uid and its key, or undefined. */
+  readonly getEffect: (resourceUid: string, key: string) => Promise<EffectRecord | undefined>;
+  /** Records an effect's outcome under a live claim (event `effect.<state>`). */
+  readonly updateEffect: (options: {
+    /** The resource's `metadata.uid`. */
+    resourceUid: string;
+    /** The effect's key. */
+    key: string;
+    /** The live claim on the resource. */
+    claim: ControllerQueueClaim;
+    /** The effect's outcome. */
+    state: EffectRecord['state'];
+    /** Where the effect can be found in the outside system. */
+    externalRef?: string;
+    /** Why the effect failed. */
+    error?: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<EffectRecord>;
+  /** A resource's effects, oldest first. */
+  readonly listEffects: (resourceUid: string) => Promise<EffectRecord[]>;
+  /**
+   * Reserves a child workflow request (`pending`) under a live claim, or returns the existing one.
+   *
+   * @param options.inputFingerprint 64 hex digits.
+   * @throws {@link WorkflowRequestConflictError} when `requestKey` was used with another workflow or input.
+   */
+  readonly reserveWorkflow: (options: {
+    /** The resource's `metadata.uid`. */
+    resourceUid: string;
+    /** The live claim on the resource. */
+    claim: ControllerQueueClaim;
+    /** The request's key, unique per resource. */
+    requestKey: string;
+    /** The workflow to run. */
+    workflow: string;
+    /** 64 hex digits: the fingerprint of the workflow's input. */
+    inputFingerprint: string;
+  }) => Promise<WorkflowReservation>;
+  /** A child workflow by its resource's uid and its request key, or undefined. */
+  readonly getWorkflow: (resourceUid: string, requestKey: string) => Promise<ChildWorkflowRecord | undefined>;
+  /** A child workflow by its `requestId` (the id given at reservation), or undefined. */
+  readonly getWorkflowByRequestId: (requestId: string) => Promise<ChildWorkflowRecord | undefined>;
+  /** Updates a child workflow under a live claim (no event). */
+  readonly updateWorkflow: (requestId: string, update: WorkflowRecordUpdate, claim: ControllerQueueClaim) => Promise<ChildWorkflowRecord>;
+  /**
+   * Settles a child workflow without a claim (the scheduler's report) and bumps its resource
+   * (event `workflow_state_changed`).
+   *
+   * @throws Error `"Scheduler completion must report a settled child state"` for `pending`/`running`.
+   */
+  readonly completeWorkflow: (requestId: string, update: WorkflowRecordUpdate) => Promise<ChildWorkflowRecord>;
+  /** A resource's child workflows. */
+  readonly listWorkflows: (resourceUid: string) => Promise<ChildWorkflowRecord[]>;
+  /**
+   * Records a custom event on a resource; with a claim it must be live and
+   * `claim.resourceVersion` is updated.
+   */
+  readonly recordEvent: (options: {
+    /** The controller (1–512 characters). */
+    controller: string;
+    /** The resource key (1–512 characters). */
+    key: string;
+    /** A live claim on the resource; its `resourceVersion` is updated in place. Without one the actor is `control`. */
+    claim?: ControllerQueueClaim;
+    /** The event type. */
+    type: string;
+    /** The event's data (default `{}`); the returned record holds this very object. */
+    payload?: JsonObject;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<ControllerEvent>;
+  /** Controller events, newest first (`limit` defaults to 100). */
+  readonly listEvents: (options?: {
+    /** Only this controller's events. */
+    controller?: string;
+    /** Only this resource key's events. */
+    key?: string;
+    /** At most this many (default 100). */
+    limit?: number;
+  }) => Promise<ControllerEvent[]>;
+  /**
+   * Queues a new workflow run (status `queued`, event `run.queued`), applying the lineage rules
+   * for continuations and restarts.
+   *
+   * @throws Error `"Workflow run already reserved: <id>"`, `"Invalid workflow run id: <id>"`, the
+   *   lineage errors, or SQLite's `UNIQUE constraint failed` when the origin session already has
+   *   an active run.
+   */
+  readonly reserveWorkflowRun: (options: WorkflowRunReservationOptions) => Promise<WorkflowRunQueueRecord>;
+  /**
+   * Reserves and claims a run in one transaction (`claimed`), or adopts the existing run when it
+   * matches the options (`adopted`).
+   *
+   * @throws Error `"Workflow run preparation conflicts: <id>"` when it exists with other options.
+   */
+  readonly prepareOrAdoptWorkflowRun: (options: WorkflowRunClaimOptions) => Promise<WorkflowRunPreparationResult>;
+  /**
+   * Reserves the run if it is missing, then claims it. Like the reference, the execution mode
+   * is not forwarded: the run is interactive.
+   *
+   * @throws Error `"Workflow run could not be claimed: <id>"`.
+   */
+  readonly enqueueWorkflowRun: (options: WorkflowRunClaimOptions) => Promise<WorkflowRunQueueRecord>;
+  /** A run with its queue state, input and current claim (any project), or undefined. */
+  readonly getWorkflowRun: (runId: string) => Promise<WorkflowRunQueueRecord | undefined>;
+  /** A run as the run list shows it (no input, no claim), or undefined. */
+  readonly getWorkflowRunView: (runId: string) => Promise<WorkflowRunQueueViewRecord | undefined>;
+  /** A cheap change detector for the run list (all projects). */
+  readonly workflowRunListRevision: () => Promise<{ total: number; revision: string }>;
+  /** A page of the run list, newest first (all projects). */
+  readonly listWorkflowRunViews: (options: {
+    /** How many runs to skip, newest first. */
+    offset: number;
+    /** The page size. */
+    limit: number;
+  }) => Promise<
+    {
+    total: number;
+    revision: string;
+    runs: WorkflowRunQueueViewRecord[];
+  }
+  >;
+  /** The canonical path of the project a run belongs to. */
+  readonly workflowRunProjectPath: (runId: string) => Promise<string | undefined>;
+  /** Runs newest first; of this project unless global. */
+  readonly listWorkflowRuns: (options?: {
+    /** Only runs with one of these queue statuses. */
+    statuses?: WorkflowRunLaunchStatus[];
+    /** Runs to leave out. */
+    excludeRunIds?: string[];
+    /** At most this many. */
+    limit?: number;
+  }) => Promise<WorkflowRunQueueRecord[]>;
+  /** The newest non-terminal run of an origin session. */
+  readonly findSessionReservation: (sessionId: string) => Promise<WorkflowRunQueueRecord | undefined>;
+  /** {@link SqliteControllerStore.findSessionReservation}'s run as the run list shows it. */
+  readonly findSessionReservationView: (sessionId: string) => Promise<WorkflowRunQueueViewRecord | undefined>;
+  /** Whether the run is paused ({@link SqliteControllerStore.pauseParkedWorkflowRun}); false when it does not exist. */
+  readonly isWorkflowRunPaused: (runId: string) => Promise<boolean>;
+  /**
+   * Claims a run for `runnerId` (queue `starting`, event `lease.claimed`); undefined when it is
+   * terminal, waits for a pending interaction, or another owner's lease is live. The returned
+   * record carries `claimToken`.
+   */
+  readonly claimWorkflowRun: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The runner taking the claim: a session id, or `host-…` for a host. */
+    runnerId: string;
+    /** The token of the new claim, chosen by the caller; only its SHA-256 is stored. */
+    claimToken: string;
+    /** How long the claim lasts, in milliseconds from `now`. */
+    leaseMs: number;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<WorkflowRunQueueRecord | undefined>;
+  /** Schedule a worker that validates one pending interactive submission. */
+  readonly claimWorkflowRunForInteractionValidation: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The runner taking the claim: a session id, or `host-…` for a host. */
+    runnerId: string;
+    /** The token of the new claim, chosen by the caller; only its SHA-256 is stored. */
+    claimToken: string;
+    /** How long the claim lasts, in milliseconds from `now`. */
+    leaseMs: number;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<WorkflowRunQueueRecord | undefined>;
+  /** Take a short host claim without scheduling a parked interactive run. */
+  readonly claimWorkflowRunForControl: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The runner taking the claim: a session id, or `host-…` for a host. */
+    runnerId: string;
+    /** The token of the new claim, chosen by the caller; only its SHA-256 is stored. */
+    claimToken: string;
+    /** How long the claim lasts, in milliseconds from `now`. */
+    leaseMs: number;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<WorkflowRunQueueRecord | undefined>;
+  /**
+   * Under a live claim, cancels the earliest expired pending interaction for
+   * `targetSessionId` and resumes the run to finish it; false when there is none.
+   */
+  readonly beginWorkflowRunInteractionTimeout: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The session whose expired pending interaction times out. */
+    targetSessionId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<boolean>;
+  /** Queue `running` under a live claim (event `run.queue_running`). */
+  readonly markWorkflowRunRunning: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<boolean>;
+  /** Claims the next due run this runner (or session) may take. */
+  readonly claimNextWorkflowRun: (options: {
+    /** The runner taking the claim: a session id, or `host-…` for a host. */
+    runnerId: string;
+    /** Only runs this session originated; without it, only headless or already started runs qualify. */
+    sessionId?: string;
+    /** The token of the new claim, chosen by the caller; only its SHA-256 is stored. */
+    claimToken: string;
+    /** How long the claim lasts, in milliseconds from `now`. */
+    leaseMs: number;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+    /** Runs not to claim. */
+    excludeRunIds?: string[];
+  }) => Promise<WorkflowRunQueueRecord | undefined>;
+  /** Extends a live run claim to `now + leaseMs`; false when `claimToken` does not hold the unexpired lease. */
+  readonly renewWorkflowRunClaim: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** How long the claim lasts, in milliseconds from `now`. */
+    leaseMs: number;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<boolean>;
+  /** True while `claimToken` holds the run's unexpired lease. */
+  readonly verifyWorkflowRunClaim: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** The time the lease must outlast; defaults to the current time. */
+    now?: string;
+  }) => Promise<boolean>;
+  /** The actor and lease a claim token stands for (`leaseMs` is always 30000). */
+  readonly workflowRunAuthority: (
+    runId: string,
+    claimToken: string,
+  ) => Promise<
+    | {
+        actor: { type: 'session' | 'host'; id: string };
+        ownerType: 'session' | 'host';
+        ownerId: string;
+        token: string;
+        generation: number;
+        leaseMs: number;
+      }
+    | undefined
+  >;
+  /** Queue `parked` and the lease released (event `run.queue_parked`). */
+  readonly parkWorkflowRun: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<boolean>;
+  /** Pauses a parked, unclaimed run that waits for an interaction. */
+  readonly pauseParkedWorkflowRun: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<boolean>;
+  /** Unpauses a paused run, which waits for its origin session's input again (event `run.resumed`). */
+  readonly resumePausedInteraction: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<boolean>;
+  /** Parks the run with error `workflowSourceChanged` (detail cut to 8192 characters). */
+  readonly parkWorkflowRunForSourceChange: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** What changed (cut to 8192 characters). */
+    detail: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<boolean>;
+  /** Parks the run with error `effectAmbiguous`; its attempts wait for explicit recovery. */
+  readonly parkWorkflowRunForAmbiguousEffect: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<boolean>;
+  /**
+   * Ends a nonterminal run as `failed` with `errorCode` and `errorMessage` (event
+   * `run.queue_failed`). With `claimToken` the claim must be live and is released; without one
+   * only an unclaimed `queued` or `starting` run qualifies. False otherwise.
+   */
+  readonly failWorkflowRun: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The live claim on the run, released by the failure; without it only an unclaimed `queued` or `starting` run can fail. */
+    claimToken?: string;
+    /** Stored as the run's `errorCode`. */
+    errorCode: string;
+    /** Stored as the run's `errorMessage`. */
+    errorMessage: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<boolean>;
+  /** Cancels a run; without a token, falls back to {@link SqliteControllerStore.cancelStaleWorkflowRun}. */
+  readonly cancelWorkflowRun: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The live claim on the run; without it the run is cancelled when unclaimed, or when its claim is expired. */
+    claimToken?: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<boolean>;
+  /** Cancel a nonterminal run only when its claim is absent or expired. */
+  readonly cancelStaleWorkflowRun: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** Who cancels (the lease owner recorded); defaults to `workflow-control`. */
+    controlId?: string;
+    /** The token of the short system lease taken to cancel; defaults to a random UUID. */
+    claimToken?: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<boolean>;
+  /** Deletes a run and everything that belongs to it, under a live claim. */
+  readonly deleteWorkflowRun: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+  }) => Promise<boolean>;
+  /** Queue `done` and the lease released. */
+  readonly completeWorkflowRun: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The token of the live claim on the run. */
+    claimToken: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<boolean>;
+  /** Always throws, as in the reference (removed with the SQLite cutover). */
+  readonly repairCanonicalWorkflowSourceRun: () => Promise<never>;
+  /** Always throws, as in the reference (removed with the SQLite cutover). */
+  readonly claimLegacyWorkflowSourceRun: () => Promise<never>;
+  /** Records an event on a run (actor `host` for `host-…` runners, else `session`). */
+  readonly recordRunEvent: (options: {
+    /** The workflow run. */
+    runId: string;
+    /** The workflow reference stored with the event. */
+    workflowRef: string;
+    /** The event type. */
+    type: string;
+    /** The event's data (default `{}`); the returned record holds this very object. */
+    payload?: JsonObject;
+    /** Who records it: actor `host` for `host-…`, else `session`. */
+    runnerId?: string;
+    /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
+    now?: string;
+  }) => Promise<RunEventRecord>;
+  /** Run events after `seq`, oldest first (`limit` defaults to 100). */
+  readonly listRunEventsAfter: (seq: number, options?: {
+    /** At most this many (default 100). */
+    limit?: number;
+  }) => Promise<RunEventRecord[]>;
+  /** Applies the run's pending effects of this type, each in its own transaction. */
+  readonly settleRunEffect: (runId: string, effectType: 'run.park_queue' | 'run.settle_queue') => Promise<void>;
+  /** Sets the run's origin session (upsert). */
+  readonly setWorkflowRunOriginSession: (runId: string, originSessionId: string) => Promise<boolean>;
+  /**
+   * Waits for every asynchronous call already queued on this database (those of every store
+   * sharing it included), then closes like {@link SqliteControllerStore.close}. Calls made on
+   * `store.async` once it has begun reject with `TypeError: The database connection is not
+   * open`. Idempotent: later calls return the same Promise. `Symbol.asyncDispose` calls it.
+   */
+  readonly close: () => Promise<void>;
+}
+// <async-store:end>
 
 // ---- errors (the reference's src/controllers/errors.ts) ------------------------------------
 // Created in the caller's realm, so `instanceof` works (also inside Jest). Every other failure
-// is a plain `Error` with the reference's message, or better-sqlite3's `SqliteError` shape
-// (`name` "SqliteError", `code` such as "SQLITE_CONSTRAINT_UNIQUE") for SQLite errors.
+// is a plain `Error` (or `TypeError`, `RangeError`) with the reference's message, or a
+// `SqliteError` for SQLite errors.
 
 /** `Controller resource <controller>/<key> changed during reconciliation`. */
 export declare class ResourceConflictError extends Error {
@@ -907,4 +1677,16 @@ export declare class EffectRequestConflictError extends Error {
 /** `Workflow request key "<key>" was reused with different input`. */
 export declare class WorkflowRequestConflictError extends Error {
   constructor(key: string);
+}
+/**
+ * A failure SQLite reported, in better-sqlite3's shape: `name` is `"SqliteError"` (from the
+ * prototype), `code` SQLite's extended result code name such as `"SQLITE_CONSTRAINT_UNIQUE"`,
+ * and the message SQLite's. This package's class (better-sqlite3 is not loaded), exported so
+ * `error instanceof SqliteError` works.
+ */
+export declare class SqliteError extends Error {
+  /** @param code SQLite's extended result code name. */
+  constructor(message: string, code: string);
+  /** SQLite's extended result code name, such as `"SQLITE_BUSY"` or `"SQLITE_CONSTRAINT_UNIQUE"`. */
+  code: string;
 }

@@ -14,6 +14,7 @@ const { METHODS } = require('./lib/methods.js');
 const { binding, created } = require('./lib/native.js');
 const { workflowStatePath } = require('./lib/paths.js');
 const { StateDatabase, nativeStateOf, withFilePath } = require('./lib/state-database.js');
+const stacks = require('./lib/stacks.js');
 
 function canonicalProjectPath(value) {
   try {
@@ -97,7 +98,15 @@ function asyncQueueOf(nativeState) {
   return queue;
 }
 
-const ignore = () => undefined;
+// Node ≥ 18.18 / 20.4 defines both symbols (as these registered ones); older Nodes get the same
+// registered symbols, which is what Node itself and TypeScript's `using` helpers fall back to.
+const disposeSymbol = Symbol.dispose ?? Symbol.for('nodejs.dispose');
+const asyncDisposeSymbol = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
+
+/** better-sqlite3's error for a closed connection, which the reference raises after close(). */
+function closedError() {
+  return new TypeError('The database connection is not open');
+}
 
 // The core names each method by its position in its own list.
 const methodIndex = new Map(binding.implementedMethods().map((method, index) => [method, index]));
@@ -109,9 +118,21 @@ class SqliteControllerStore {
   #closed = false;
   #asyncQueue;
   #async;
+  #asyncCallSites;
+  /** Set by the awaitable close: later `store.async` calls reject. */
+  #closing;
 
   constructor(filePath = workflowStatePath(), options = {}) {
+    try {
+      this.#open(filePath, options);
+    } catch (error) {
+      throw stacks.fromCaller(error, SqliteControllerStore);
+    }
+  }
+
+  #open(filePath, options) {
     this.#ownsState = options.state === undefined;
+    this.#asyncCallSites = options.asyncCallSites === true;
     const state =
       options.state ??
       new StateDatabase({
@@ -146,15 +167,19 @@ class SqliteControllerStore {
    * rejects with what it throws. Arguments are read when the method is called (a default `now`
    * is the time of the call), the result is decoded and a claim updated in place on the main
    * thread. Asynchronous calls on one database run one at a time, in call order; a synchronous
-   * call made meanwhile waits for the running one.
+   * call made meanwhile waits for the running one. `close()` here waits for the queued calls.
    */
   get async() {
     if (this.#async === undefined) {
       const methods = {};
       for (const method of implementedMethods) {
         const index = methodIndex.get(method);
-        methods[method] = (...args) => SqliteControllerStore.#invokeAsync(this, method, index, args);
+        const call = {
+          [method]: (...args) => SqliteControllerStore.#invokeAsync(this, method, index, args, call),
+        }[method];
+        methods[method] = call;
       }
+      methods.close = () => this.#closeAsync();
       this.#async = Object.freeze(methods);
     }
     return this.#async;
@@ -166,6 +191,22 @@ class SqliteControllerStore {
     if (this.#ownsState) this.state.close();
   }
 
+  [disposeSymbol]() {
+    this.close();
+  }
+
+  [asyncDisposeSymbol]() {
+    return this.#closeAsync();
+  }
+
+  /** Waits for every asynchronous call already queued on this database, then closes. Idempotent. */
+  #closeAsync() {
+    if (this.#closing === undefined) {
+      this.#closing = this.#asyncQueue.tail.then(() => this.close());
+    }
+    return this.#closing;
+  }
+
   /** Runs one core method; shared by every public method. */
   static #invoke(store, method, index, args) {
     const spec = METHODS[method];
@@ -173,33 +214,58 @@ class SqliteControllerStore {
   }
 
   /** `#invoke` on a worker thread, queued behind this database's earlier asynchronous calls. */
-  static #invokeAsync(store, method, index, args) {
+  static #invokeAsync(store, method, index, args, publicFunction) {
+    if (store.#closing !== undefined) return Promise.reject(stacks.fromCaller(closedError(), publicFunction));
     const spec = METHODS[method];
     let wire;
     try {
       wire = wireArguments(spec, args);
     } catch (error) {
-      return Promise.reject(error);
+      return Promise.reject(stacks.fromCaller(error, publicFunction));
     }
     const clock = Date.now();
-    const native = store.#native;
-    const run = () => native.callAsync(index, wire, clock).then((reply) => readReply(spec, args, reply));
+    const site = store.#asyncCallSites ? stacks.callSite(publicFunction) : undefined;
     const queue = store.#asyncQueue;
-    const result = queue.tail.then(run);
-    queue.tail = result.then(ignore, ignore);
-    return result;
+    const previous = queue.tail;
+    let release;
+    queue.tail = new Promise((resolve) => {
+      release = resolve;
+    });
+    return SqliteControllerStore.#runQueued(previous, release, store.#native, index, wire, clock, spec, args, site);
   }
 
-  // One prototype method per method the core implements; nothing else is exposed.
+  // An async function, so that a rejection awaited by the caller carries V8's `at async` frames.
+  // V8 follows a promise to its awaiter only when nothing else listens to it, so the queue waits
+  // on `release` rather than on the returned promise.
+  static async #runQueued(previous, release, native, index, wire, clock, spec, args, site) {
+    await previous;
+    try {
+      return readReply(spec, args, await native.callAsync(index, wire, clock));
+    } catch (error) {
+      throw site === undefined
+        ? stacks.fromCaller(error, SqliteControllerStore.#runQueued)
+        : stacks.withCallSite(error, site);
+    } finally {
+      release();
+    }
+  }
+
+  // One prototype method per method the core implements; nothing else is exposed. A thrown
+  // error's stack starts at the caller's frame.
   static {
     for (const method of implementedMethods) {
       const index = methodIndex.get(method);
-      Object.defineProperty(this.prototype, method, {
-        value: {
-          [method](...args) {
+      const publicMethod = {
+        [method](...args) {
+          try {
             return SqliteControllerStore.#invoke(this, method, index, args);
-          },
-        }[method],
+          } catch (error) {
+            throw stacks.fromCaller(error, publicMethod);
+          }
+        },
+      }[method];
+      Object.defineProperty(this.prototype, method, {
+        value: publicMethod,
         writable: true,
         configurable: true,
       });
@@ -207,8 +273,13 @@ class SqliteControllerStore {
   }
 }
 
-const { ResourceConflictError, ResourceNotFoundError, EffectRequestConflictError, WorkflowRequestConflictError } =
-  errors;
+const {
+  ResourceConflictError,
+  ResourceNotFoundError,
+  EffectRequestConflictError,
+  WorkflowRequestConflictError,
+  SqliteError,
+} = errors;
 
 // Shorthand properties only: Node's ESM loader finds a CommonJS module's named exports by
 // reading this literal, and stops at the first value that is not a plain identifier.
@@ -220,4 +291,5 @@ module.exports = {
   ResourceNotFoundError,
   EffectRequestConflictError,
   WorkflowRequestConflictError,
+  SqliteError,
 };

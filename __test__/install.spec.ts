@@ -69,7 +69,7 @@ function installedProject(): string {
 
 beforeAll(() => {
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-workflows-native-install-'));
-  const output = execFileSync(process.execPath, [path.join(ROOT, 'scripts', 'pack.js'), '--out', work], {
+  const output = execFileSync(process.execPath, [path.join(ROOT, 'scripts', 'pack.js'), '--out', work, '--json'], {
     encoding: 'utf8',
   });
   packages = JSON.parse(output);
@@ -175,6 +175,7 @@ test('ES modules get every named export of the installed package', () => {
     'ResourceNotFoundError',
     'EffectRequestConflictError',
     'WorkflowRequestConflictError',
+    'SqliteError',
   ];
   const source = `import { ${names.join(', ')} } from 'pi-workflows-native';
 const store = new SqliteControllerStore(workflowStatePath(process.argv[1]), { projectPath: process.argv[1] });

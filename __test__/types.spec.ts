@@ -5,8 +5,12 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
+import ts from 'typescript';
+
 // eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore } = require('../index.js');
+// eslint-disable-next-line @typescript-eslint/no-var-requires
+const { asyncStoreBlock, currentBlock, FILE } = require('../scripts/async-types.js');
 
 const ROOT = path.join(__dirname, '..');
 const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -29,4 +33,34 @@ test('the methods the type test lists are exactly the public methods of the clas
     (name) => name !== 'constructor' && name !== 'async' && !name.startsWith('_'),
   );
   expect([...runtime].sort()).toEqual([...typed].sort());
+});
+
+test('AsyncStore in index.d.ts is the one scripts/async-types.js generates from the class', () => {
+  const text = fs.readFileSync(FILE, 'utf8');
+  // Run `node scripts/async-types.js` after changing a method of SqliteControllerStore.
+  expect(currentBlock(text)).toBe(asyncStoreBlock(text));
+});
+
+test('store.async generics and `using` compile under the module and lib settings users pick', () => {
+  const file = path.join(__dirname, 'types', 'async-and-dispose.ts');
+  // The commonjs/ES2022 case, with every declaration checked, is the tsc run above; here only the
+  // consumer file is checked (skipLibCheck), which is what differs between the settings.
+  const base: ts.CompilerOptions = { strict: true, noEmit: true, skipLibCheck: true, types: ['node'] };
+  const settings: Record<string, ts.CompilerOptions> = {
+    'node16': { module: ts.ModuleKind.Node16, moduleResolution: ts.ModuleResolutionKind.Node16, target: ts.ScriptTarget.ES2022 },
+    'nodenext, ESNext': { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ESNext },
+    'bundler': { module: ts.ModuleKind.ESNext, moduleResolution: ts.ModuleResolutionKind.Bundler, target: ts.ScriptTarget.ES2022 },
+    'lib with esnext.disposable': {
+      module: ts.ModuleKind.CommonJS,
+      moduleResolution: ts.ModuleResolutionKind.Node10,
+      target: ts.ScriptTarget.ES2022,
+      lib: ['lib.es2022.d.ts', 'lib.esnext.disposable.d.ts'],
+    },
+  };
+  const failures = Object.entries(settings).flatMap(([name, options]) =>
+    ts
+      .getPreEmitDiagnostics(ts.createProgram([file], { ...base, ...options }))
+      .map((d) => `${name}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`),
+  );
+  expect(failures).toEqual([]);
 });

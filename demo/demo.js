@@ -1,13 +1,15 @@
 'use strict';
 // A short tour of the store against a state file in a temporary folder: a controller resource
 // reconciled through the work queue, then a workflow run from reservation to completion.
-// Run with `npm run demo` (which builds the addon first).
+// Run with `npm run demo` (which builds the addon first). The state file is kept, and the last
+// lines say how to look into it and how to delete it.
 
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
-const { SqliteControllerStore } = require('..');
+const ROOT = path.join(__dirname, '..');
+const { SqliteControllerStore } = require(ROOT);
 
 function show(title, value) {
   process.stdout.write(`\n== ${title}\n${JSON.stringify(value, null, 2)}\n`);
@@ -68,8 +70,24 @@ function main() {
     process.stdout.write('\nintegrity check: ok\n');
   } finally {
     store.close();
-    fs.rmSync(folder, { recursive: true, force: true });
   }
+  process.stdout.write(afterword(file, folder));
+}
+
+/** How to open the state file the demo leaves behind, and how to remove it. */
+function afterword(file, folder) {
+  const read = `const { SqliteControllerStore } = require(${JSON.stringify(ROOT)}); const store = new SqliteControllerStore(${JSON.stringify(file)}, { readOnly: true, projectPath: ${JSON.stringify(folder)} }); console.log(store.listWorkflowRuns(), store.listResources()); store.close();`;
+  return [
+    '',
+    `The state file is kept: ${file}`,
+    'Read it back with the store (read-only):',
+    `  node -e '${read}'`,
+    'or with the sqlite3 shell, if you have it:',
+    `  sqlite3 -readonly ${file} '.tables'`,
+    'Delete it when done:',
+    `  rm -r ${folder}`,
+    '',
+  ].join('\n');
 }
 
 main();

@@ -1,5 +1,5 @@
 'use strict';
-// `npm run pack:local [-- --out DIR]`: the two tarballs a release publishes for this machine,
+// `npm run pack:local [-- --out DIR] [-- --json]`: the two tarballs a release publishes for this machine,
 // made the way the release workflow (.github/workflows/release.yml) makes them:
 //
 //   pi-workflows-native-<version>.tgz           the JS package (npm's own file selection), with
@@ -7,9 +7,10 @@
 //                                               one platform package per target in package.json
 //   pi-workflows-native-<triple>-<version>.tgz  npm/<triple>/ plus the built .node file
 //
-// Prints `{ triple, root, platform }` as JSON, each package as `{ tarball, files }` (the absolute
-// tarball path and the paths inside it). Needs a built binary for
-// this machine at the package root (`npm run build`); compiles nothing.
+// Prints the two tarball paths and the `npm install` line that installs them (what the README's
+// quick start shows); with `--json`, `{ triple, root, platform }` instead, each package as
+// `{ tarball, files }` (the absolute tarball path and the paths inside it). Needs a built binary
+// for this machine at the package root (`npm run build`); compiles nothing.
 
 const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -83,6 +84,18 @@ function packPlatform(manifest, triple, work, out) {
   return npmPack(stage, out);
 }
 
+/** What a human reads: the two paths, and the command that installs both (README, Quick start). */
+function report({ triple, root, platform }) {
+  return [
+    `Packed pi-workflows-native for ${triple}:`,
+    `  ${root.tarball}`,
+    `  ${platform.tarball}`,
+    'Install both in your project:',
+    `  npm install ${root.tarball} ${platform.tarball}`,
+    '',
+  ].join('\n');
+}
+
 function main() {
   const at = process.argv.indexOf('--out');
   const out = path.resolve(at === -1 ? path.join(ROOT, 'target', 'packages') : process.argv[at + 1]);
@@ -97,7 +110,8 @@ function main() {
     });
     const root = described(packRoot(manifest, work, out));
     const platform = described(packPlatform(manifest, triple, work, out));
-    process.stdout.write(`${JSON.stringify({ triple, root, platform })}\n`);
+    const packed = { triple, root, platform };
+    process.stdout.write(process.argv.includes('--json') ? `${JSON.stringify(packed)}\n` : report(packed));
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }
@@ -105,4 +119,4 @@ function main() {
 
 if (require.main === module) main();
 
-module.exports = { npm };
+module.exports = { npm, report };

@@ -151,8 +151,10 @@ type Methods =
 
 type OurStore = Ours.SqliteControllerStore;
 type RefStore = Ref.SqliteControllerStore;
-// `async` is this package's addition: every method as a Promise (see AsyncStore).
-same<Same<keyof OurStore, Methods | 'filePath' | 'state' | 'async'>>();
+// This package's additions: `async` (every method as a Promise, see AsyncStore) and disposal
+// (both checked in async-and-dispose.ts).
+type Additions = 'async' | typeof Symbol.dispose | typeof Symbol.asyncDispose;
+same<Same<keyof OurStore, Methods | 'filePath' | 'state' | Additions>>();
 same<Same<keyof RefStore, Methods | 'filePath' | 'state'>>();
 // Every method, generics included, is the reference's method.
 same<Same<Pick<OurStore, Methods | 'filePath'>, Pick<RefStore, Methods | 'filePath'>>>();
@@ -165,9 +167,9 @@ same<Same<OurStore['updateStatus'], RefStore['updateStatus']>>();
 export const asControllerStore: Ref.ControllerStore = value<OurStore>();
 export const asOurControllerStore: Ours.ControllerStore = value<Ref.ControllerStore>();
 same<Same<Ours.ControllerStore, Ref.ControllerStore>>();
-// The public surface, both ways, apart from `state` (below) and the added `async`.
+// The public surface, both ways, apart from `state` (below) and the additions.
 export const storeToRef: Omit<Public<RefStore>, 'state'> = value<OurStore>();
-export const storeFromRef: Omit<Public<OurStore>, 'state' | 'async'> = value<RefStore>();
+export const storeFromRef: Omit<Public<OurStore>, 'state' | Additions> = value<RefStore>();
 // `store.async.m(...)` takes m's arguments and resolves to m's result.
 same<Same<Parameters<OurStore['async']['listEvents']>, Parameters<RefStore['listEvents']>>>();
 same<Same<ReturnType<OurStore['async']['listEvents']>, Promise<ReturnType<RefStore['listEvents']>>>>();
@@ -183,7 +185,9 @@ same<Same<ReturnType<typeof store.listResources>, Ref.ControllerResource[]>>();
 type OurOptions = NonNullable<ConstructorParameters<typeof Ours.SqliteControllerStore>[1]>;
 type RefOptions = NonNullable<ConstructorParameters<typeof Ref.SqliteControllerStore>[1]>;
 same<Same<ConstructorParameters<typeof Ours.SqliteControllerStore>[0], ConstructorParameters<typeof Ref.SqliteControllerStore>[0]>>();
-same<Same<Omit<OurOptions, 'state'>, Omit<RefOptions, 'state'>>>();
+same<Same<Omit<OurOptions, 'state' | 'asyncCallSites'>, Omit<RefOptions, 'state'>>>();
+// This package's addition (README, "Not blocking the event loop").
+same<Same<OurOptions['asyncCallSites'], boolean | undefined>>();
 same<Same<OurOptions['state'], Ours.StateDatabase | undefined>>();
 same<Same<ConstructorParameters<typeof Ours.StateDatabase>, ConstructorParameters<typeof Ref.StateDatabase>>>();
 export const storeInstance: OurStore = new (value<typeof Ours.SqliteControllerStore>())('/tmp/state.sqlite', {
