@@ -61,6 +61,33 @@ impl StoreError {
         StoreError::Type("The database connection is not open".into())
     }
 
+    /// Whether this is a failure of the file or its locks rather than of the call: busy or
+    /// locked, I/O error, full disk, out of memory, corrupt, read-only, unopenable. Retrying the
+    /// same call another way cannot make such an error the caller's.
+    pub fn is_environmental(&self) -> bool {
+        const CODES: &[&str] = &[
+            "SQLITE_BUSY",
+            "SQLITE_LOCKED",
+            "SQLITE_IOERR",
+            "SQLITE_FULL",
+            "SQLITE_NOMEM",
+            "SQLITE_CORRUPT",
+            "SQLITE_NOTADB",
+            "SQLITE_READONLY",
+            "SQLITE_CANTOPEN",
+            "SQLITE_PROTOCOL",
+            "SQLITE_INTERRUPT",
+            "SQLITE_PERM",
+        ];
+        match self {
+            StoreError::Sqlite { code, .. } => CODES.iter().any(|prefix| {
+                code.strip_prefix(prefix)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+            }),
+            _ => false,
+        }
+    }
+
     /// The JSON the JS layer decodes into an error object.
     pub fn to_wire(&self) -> Value {
         match self {

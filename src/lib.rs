@@ -22,6 +22,8 @@ pub mod trace;
 pub mod wire;
 
 #[cfg(test)]
+mod fault_sweep_tests;
+#[cfg(test)]
 mod fuzz_tests;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -3,7 +3,7 @@
 //
 //   node __test__/reliability/soak.js [--contention-seconds 60] [--kills 100]
 //        [--fuzz-calls 1000000] [--fuzz-processes 2] [--rust-cases 100000] [--seed 1]
-//        [--report soak-report.json] [--only contention,crash,fuzz,rust]
+//        [--report soak-report.json] [--only contention,crash,fuzz,rust,faults]
 //
 // Prints the figures of each part and exits non-zero when any property failed.
 
@@ -24,7 +24,7 @@ function options() {
     'rust-cases': 100_000,
     seed: 1,
     report: null,
-    only: 'contention,crash,fuzz,rust',
+    only: 'contention,crash,fuzz,rust,faults',
   };
   const args = process.argv.slice(2);
   for (let index = 0; index < args.length; index += 2) {
@@ -85,6 +85,22 @@ function rustFuzz({ cases }) {
   return { cases, elapsedMs: Date.now() - started, problems };
 }
 
+/** The full fault sweep (every fault point, not the quick sample of `npm test`), plain and shim. */
+function faultSweep() {
+  const started = Date.now();
+  const run = childProcess.spawnSync(
+    'cargo',
+    ['test', '--quiet', '--lib', 'fault_sweep_tests', '--', '--nocapture', '--test-threads', '1'],
+    { cwd: ROOT, env: { ...process.env, PIW_FAULT_SWEEP: 'full' }, encoding: 'utf8', timeout: 6 * 3600 * 1000 },
+  );
+  const figures = run.stdout
+    .split('\n')
+    .map((line) => line.replace(/^test \S+ \.\.\. /, ''))
+    .filter((line) => line.startsWith('fault sweep') || line.startsWith('  '));
+  const problems = run.status === 0 ? [] : [`cargo test fault_sweep_tests failed (${run.status ?? run.signal}): ${(run.stdout + run.stderr).slice(-4000)}`];
+  return { figures, elapsedMs: Date.now() - started, problems };
+}
+
 async function main() {
   const opts = options();
   const report = { started: new Date().toISOString() };
@@ -108,8 +124,13 @@ async function main() {
     report.rust = rustFuzz({ cases: opts['rust-cases'] });
     log(`rust fuzz: ${JSON.stringify(report.rust)}`);
   }
+  if (opts.only.has('faults')) {
+    log('fault sweep: every write, sync, truncate and lock failed in turn, plain unix and the WAL shim');
+    report.faults = faultSweep();
+    for (const line of report.faults.figures) log(line);
+  }
   report.finished = new Date().toISOString();
-  const problems = ['contention', 'crash', 'fuzz', 'rust'].flatMap((part) => (report[part]?.problems ?? []).map((problem) => `${part}: ${problem}`));
+  const problems = ['contention', 'crash', 'fuzz', 'rust', 'faults'].flatMap((part) => (report[part]?.problems ?? []).map((problem) => `${part}: ${problem}`));
   report.ok = problems.length === 0;
   if (opts.report) fs.writeFileSync(opts.report, `${JSON.stringify(report, null, 2)}\n`);
   log(report.ok ? 'all reliability properties held' : `FAILED:\n${problems.join('\n')}`);
@@ -118,6 +139,7 @@ async function main() {
     report.crash && `crashes: ${report.crash.survived}/${report.crash.kills} kills survived, ${report.crash.acknowledged} acknowledged writes checked`,
     report.fuzz && `fuzz: ${report.fuzz.calls} JS calls`,
     report.rust && `rust fuzz: ${report.rust.cases} core calls`,
+    report.faults && `faults: ${report.faults.figures.filter((line) => line.startsWith('fault sweep')).length} sweeps`,
   ].filter(Boolean);
   log(figures.join('; '));
   process.exitCode = report.ok ? 0 : 1;

@@ -90,13 +90,15 @@ fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
     // Not inside a caller's transaction: there the reference stores the blobs in it and then
     // fails to begin its own, which rolls the caller's back.
     if store.project_id().is_some() && has_text_values(reference) && store.conn()?.is_autocommit() {
-        // On failure nothing was written: the reference's own path then runs, storing the
-        // blobs outside its transaction and failing the same way (a resource row left behind
-        // by deleteResource makes the insert fail on its primary key, for one).
-        if let Ok(reply) =
-            put_resource_in_one_transaction(store, reference, spec_text, &status_text, now)
-        {
-            return Ok(reply);
+        // When the call itself fails (a resource row left behind by deleteResource makes the
+        // insert fail on its primary key, for one), nothing was written: the reference's own
+        // path then runs, storing the blobs outside its transaction and failing the same way.
+        // A failure of the file (busy, I/O, full) is the answer as it is: run again, it would
+        // wait out the busy timeout a second time or hide a real I/O error behind a retry.
+        match put_resource_in_one_transaction(store, reference, spec_text, &status_text, now) {
+            Ok(reply) => return Ok(reply),
+            Err(error) if error.is_environmental() => return Err(error),
+            Err(_) => {}
         }
     }
     // Both blobs are stored before (and outside) the transaction, as the reference does.
@@ -450,4 +452,136 @@ fn delete_resource(store: &Store, call: &Call) -> Result<Reply> {
         Ok(true)
     })?;
     Ok(Reply::value(deleted))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::path::{Path, PathBuf};
+
+    use serde_json::json;
+
+    use crate::error::StoreError;
+    use crate::state::vfs::{self, faults};
+    use crate::state::{Mode, OpenOptions, StateDb};
+    use crate::store::{dispatch, resolve_project, Store};
+    use crate::wire::Call;
+
+    const NOW: i64 = 1_789_257_600_000;
+
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(label: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!(
+            "piw-put-{label}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn open(dir: &Path) -> StateDb {
+        StateDb::open(OpenOptions {
+            file_path: dir.join("state.sqlite"),
+            mode: Mode::ReadWrite,
+            check_legacy_state: false,
+            home_dir: dir.to_path_buf(),
+            now: NOW,
+        })
+        .unwrap()
+    }
+
+    fn put(state: &StateDb, project: Option<&str>, key: &str) -> crate::error::Result<()> {
+        let options = json!({
+            "controller": "c", "key": key, "now": NOW,
+            "spec": { "$c": "{\"v\":1}" }, "initialStatus": { "$c": "{\"n\":0}" },
+        });
+        dispatch(
+            &Store::new(state, project),
+            "putResource",
+            &Call::new(vec![options], NOW),
+        )
+        .map(drop)
+    }
+
+    fn blob_count(state: &StateDb) -> i64 {
+        let conn = state.conn().unwrap();
+        conn.query_row("SELECT count(*) FROM blobs", [], |row| row.get(0))
+            .unwrap()
+    }
+
+    thread_local! {
+        static LOCK_WAITS: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// Counts each wait for a lock (SQLite calls the handler with 0 first) and gives up at once.
+    fn give_up(attempt: i32) -> bool {
+        if attempt == 0 {
+            LOCK_WAITS.with(|waits| waits.set(waits.get() + 1));
+        }
+        false
+    }
+
+    fn sqlite_code(error: &StoreError) -> &str {
+        match error {
+            StoreError::Sqlite { code, .. } => code,
+            other => panic!("not an SQLite error: {other}"),
+        }
+    }
+
+    /// Another process holds the write lock: one wait for it and SQLITE_BUSY, not a second wait
+    /// on the reference path (issue 12: 10 s instead of the 5 s busy timeout).
+    #[test]
+    fn a_held_write_lock_is_waited_for_once() {
+        let dir = scratch("busy");
+        let state = open(&dir.0);
+        let project = resolve_project(&state, "/p", NOW).unwrap();
+        let holder = rusqlite::Connection::open(dir.0.join("state.sqlite")).unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        state.conn().unwrap().busy_handler(Some(give_up)).unwrap();
+        let blobs = blob_count(&state);
+        LOCK_WAITS.with(|waits| waits.set(0));
+        let error = put(&state, project.as_deref(), "k").unwrap_err();
+        assert_eq!(sqlite_code(&error), "SQLITE_BUSY");
+        assert_eq!(LOCK_WAITS.with(Cell::get), 1, "lock waits");
+        holder.execute_batch("ROLLBACK").unwrap();
+        assert_eq!(blob_count(&state), blobs);
+    }
+
+    /// An I/O error of the one-transaction path is the answer: not retried on the reference
+    /// path, which would write the resource after all and hide the error.
+    #[test]
+    fn an_io_error_surfaces_instead_of_being_retried() {
+        for (kind, code) in [
+            (faults::Kind::Eio, "SQLITE_IOERR_WRITE"),
+            (faults::Kind::Enospc, "SQLITE_FULL"),
+        ] {
+            let dir = scratch(&format!("io-{kind:?}"));
+            vfs::use_for_thread(Some(faults::name()));
+            let state = open(&dir.0);
+            let project = resolve_project(&state, "/p", NOW).unwrap();
+            let blobs = blob_count(&state);
+            faults::arm(faults::Point::Write, 1, kind);
+            let outcome = put(&state, project.as_deref(), "k");
+            assert!(faults::disarm(), "the fault fired");
+            vfs::use_default_for_thread();
+            assert_eq!(sqlite_code(&outcome.unwrap_err()), code);
+            assert_eq!(blob_count(&state), blobs, "nothing written");
+            let resources: i64 = state
+                .conn()
+                .unwrap()
+                .query_row("SELECT count(*) FROM controller_resources", [], |row| {
+                    row.get(0)
+                })
+                .unwrap();
+            assert_eq!(resources, 0);
+        }
+    }
 }

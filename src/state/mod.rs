@@ -131,7 +131,7 @@ impl StateDb {
         };
         // Through the WAL-append shim (one write per commit instead of two per page), unless it
         // could not be registered.
-        let connection = match vfs::name() {
+        let connection = match vfs::for_connection() {
             Some(vfs) => Connection::open_with_flags_and_vfs(&file_path, flags, vfs)?,
             None => Connection::open_with_flags(&file_path, flags)?,
         };
@@ -280,7 +280,7 @@ impl StateDb {
                 "Cannot prune blobs through a read-only Pi Workflows database",
             ));
         }
-        self.write(prune::prune_unreferenced)
+        prune::without_foreign_keys(self.conn()?, || self.write(prune::prune_unreferenced))
     }
 
     /// [`StateDb::prune_unreferenced_blobs`] as an open runs it: reading through a small page
@@ -290,10 +290,12 @@ impl StateDb {
         let conn = self.conn()?;
         conn.pragma_update(None, "cache_size", PRUNE_SCAN_CACHE_PAGES)?;
         // A failure fails the open, which closes the connection: nothing to restore then.
-        self.write(|conn| {
-            let rowids = prune::unreferenced_rowids(conn);
-            conn.pragma_update(None, "cache_size", CACHE_SIZE_KIB)?;
-            prune::delete_blobs(conn, &rowids?)
+        prune::without_foreign_keys(conn, || {
+            self.write(|conn| {
+                let rowids = prune::unreferenced_rowids(conn);
+                conn.pragma_update(None, "cache_size", CACHE_SIZE_KIB)?;
+                prune::delete_blobs(conn, &rowids?)
+            })
         })
         .map(drop)
     }

@@ -12,10 +12,14 @@
 //! `walRewriteChecksums` (sqlite3.c, 3.50) and how each is handled:
 //! - The buffered bytes always reach the file in SQLite's order: a write that does not continue
 //!   the buffer, and every other method on the WAL file (read, sync, truncate, size, file
-//!   control, locks, close…), first writes the buffer out. A flush error is returned by that
-//!   method; the buffer is kept so that a later flush retries it (never dropped while the write
-//!   lock is held), so a transaction can only commit if every frame before its commit frame made
-//!   it to the file. Reads of spilled (not yet committed) frames thus see their bytes.
+//!   control, locks, close…), first writes the buffer out. Reads of spilled (not yet committed)
+//!   frames thus see their bytes. Appends are held back only while the connection holds the
+//!   WAL write lock through the wal-index (never in `locking_mode=EXCLUSIVE`'s heap mode).
+//! - A failed flush is returned by the method that flushed, the buffer is dropped, and every
+//!   later WAL write fails with that error until the write lock is released: a transaction can
+//!   only commit if every frame before its commit frame made it to the file, and nothing of a
+//!   rejected one (its commit frame above all) is ever written after SQLite saw it fail. Plain
+//!   SQLite leaves the same bytes behind: whatever its successful writes stored.
 //! - Commits. SQLite publishes a commit in the wal-index (shared memory of the database file)
 //!   after writing its frames and — only with `synchronous=FULL/EXTRA` — syncing the WAL, so the
 //!   sync cannot be relied on. A frame header whose bytes 4..8 (the database size) are non-zero
@@ -58,6 +62,8 @@ use std::sync::OnceLock;
 use rusqlite::ffi;
 
 #[cfg(test)]
+pub mod faults;
+#[cfg(test)]
 mod tests;
 mod wal_appends;
 
@@ -75,18 +81,49 @@ const WAL_WRITE_LOCK: c_int = 0;
 /// `None` when SQLite has no VFS to wrap or refused it (the caller then opens with the default).
 pub fn name() -> Option<&'static CStr> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
-    REGISTERED.get_or_init(register).then_some(NAME)
+    REGISTERED
+        .get_or_init(|| register_over(c"unix", NAME))
+        .then_some(NAME)
 }
 
-fn register() -> bool {
+/// The VFS a state database opens with: the shim, or (in tests) what [`use_for_thread`] chose.
+pub fn for_connection() -> Option<&'static CStr> {
+    #[cfg(test)]
+    if let Some(chosen) = CHOSEN.with(|chosen| chosen.get()) {
+        return chosen;
+    }
+    name()
+}
+
+#[cfg(test)]
+thread_local! {
+    static CHOSEN: std::cell::Cell<Option<Option<&'static CStr>>> = const { std::cell::Cell::new(None) };
+}
+
+/// Makes state databases opened on this thread use `vfs` (`None`: SQLite's default), until
+/// [`use_default_for_thread`].
+#[cfg(test)]
+pub fn use_for_thread(vfs: Option<&'static CStr>) {
+    CHOSEN.with(|chosen| chosen.set(Some(vfs)));
+}
+
+/// Undoes [`use_for_thread`].
+#[cfg(test)]
+pub fn use_default_for_thread() {
+    CHOSEN.with(|chosen| chosen.set(None));
+}
+
+/// Registers the shim as `name` over the VFS `real_name` (SQLite's default if there is no such
+/// VFS); whether that worked.
+fn register_over(real_name: &CStr, name: &'static CStr) -> bool {
     // SAFETY: sqlite3_vfs_find only reads SQLite's VFS list (initialising SQLite if needed); the
     // VFS it returns lives as long as the process (registered VFSes are never freed here).
     let real = unsafe {
-        let unix = ffi::sqlite3_vfs_find(c"unix".as_ptr());
-        if unix.is_null() {
+        let named = ffi::sqlite3_vfs_find(real_name.as_ptr());
+        if named.is_null() {
             ffi::sqlite3_vfs_find(ptr::null())
         } else {
-            unix
+            named
         }
     };
     if real.is_null() {
@@ -106,7 +143,7 @@ fn register() -> bool {
         szOsFile: size,
         mxPathname: max_path,
         pNext: ptr::null_mut(),
-        zName: NAME.as_ptr(),
+        zName: name.as_ptr(),
         pAppData: real.cast(),
         xOpen: Some(x_open),
         xDelete: Some(x_delete),
@@ -346,6 +383,8 @@ unsafe fn link_wal(name: ffi::sqlite3_filename, wal_file: *mut ShimFile) -> WalA
         start: 0,
         commit_page_next: false,
         holds_commit: false,
+        write_locked: false,
+        failed: ffi::SQLITE_OK,
     };
     if name.is_null() {
         return appends;
@@ -614,7 +653,7 @@ unsafe extern "C" fn x_shm_lock(
                 wal.with_appends(|appends, real| appends.release(real));
             }
         }
-        match file.flush() {
+        let rc = match file.flush() {
             ffi::SQLITE_OK => forward!(
                 file,
                 xShmLock,
@@ -624,7 +663,16 @@ unsafe extern "C" fn x_shm_lock(
                 flags
             ),
             rc => rc,
+        };
+        let takes_write_lock = flags == ffi::SQLITE_SHM_LOCK | ffi::SQLITE_SHM_EXCLUSIVE
+            && offset <= WAL_WRITE_LOCK
+            && WAL_WRITE_LOCK < offset + count;
+        if takes_write_lock && rc == ffi::SQLITE_OK {
+            if let Some(wal) = file.wal_file() {
+                wal.with_appends(|appends, _| appends.write_locked = true);
+            }
         }
+        rc
     })
 }
 

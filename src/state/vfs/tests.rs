@@ -36,8 +36,11 @@ const FLAGS: OpenFlags = OpenFlags::SQLITE_OPEN_READ_WRITE
     .union(OpenFlags::SQLITE_OPEN_NO_MUTEX);
 
 fn open_shim(path: &Path, synchronous: &str) -> Connection {
-    let conn = Connection::open_with_flags_and_vfs(path, FLAGS, name().expect("registered"))
-        .expect("open through the shim");
+    open_with(path, synchronous, name().expect("registered"))
+}
+
+fn open_with(path: &Path, synchronous: &str, vfs: &CStr) -> Connection {
+    let conn = Connection::open_with_flags_and_vfs(path, FLAGS, vfs).expect("open with the VFS");
     conn.busy_timeout(std::time::Duration::from_secs(10))
         .expect("busy timeout");
     conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
@@ -445,4 +448,46 @@ fn connections_on_many_threads_share_one_registration() {
     let reader = open_plain(&path);
     assert_eq!(summary(&reader).0, 4 * 40 * 5);
     assert_eq!(integrity(&reader), "ok");
+}
+
+/// A commit whose one real write fails is rejected, and stays rejected: nothing of it may reach
+/// the WAL afterwards (issue 12: the shim wrote the failed buffer again when the write lock was
+/// released, and WAL recovery replayed the rejected commit after a crash).
+#[test]
+fn a_commit_whose_write_failed_never_reaches_the_wal() {
+    for (vfs, label) in [(faults::name(), "plain"), (faults::shim_name(), "shim")] {
+        for kind in faults::KINDS {
+            let scratch = Scratch::new("rejected");
+            let path = scratch.file("state.sqlite");
+            let conn = open_with(&path, "FULL", vfs);
+            insert_rows(&conn, 1, 3, 100);
+            let before = summary(&conn);
+            faults::arm(faults::Point::Write, 1, kind);
+            let tx = conn.unchecked_transaction().expect("begin");
+            tx.execute(
+                "INSERT INTO items(id, tag, body) VALUES (100, 'rejected', 'x')",
+                [],
+            )
+            .expect("insert");
+            let committed = tx.commit();
+            assert!(faults::disarm(), "{label} {kind:?}: the fault fired");
+            assert!(committed.is_err(), "{label} {kind:?}: the commit failed");
+            assert_eq!(summary(&conn), before, "{label} {kind:?}: live view");
+            // The process dies now: only what reached the files counts.
+            assert_eq!(
+                summary(&recovered_copy(&scratch, &path)),
+                before,
+                "{label} {kind:?}: after a crash"
+            );
+            // The connection goes on working, and its next commit is whole.
+            insert_rows(&conn, 200, 2, 100);
+            let copy = recovered_copy(&scratch, &path);
+            assert_eq!(
+                summary(&copy),
+                summary(&conn),
+                "{label} {kind:?}: next commit"
+            );
+            assert_eq!(integrity(&copy), "ok");
+        }
+    }
 }

@@ -28,6 +28,13 @@ pub(super) struct WalAppends {
     pub(super) commit_page_next: bool,
     /// The buffer holds a commit frame's header.
     pub(super) holds_commit: bool,
+    /// This connection holds the WAL write lock (taken through the wal-index): appends are held
+    /// back only then, so that releasing it always ends what was held (see [`Self::release`]).
+    pub(super) write_locked: bool,
+    /// The error of a held-back write that failed after SQLite was told it succeeded: the
+    /// transaction can no longer commit whole, so every later write fails with it until the
+    /// write lock is released (`SQLITE_OK`: none).
+    pub(super) failed: c_int,
 }
 
 #[cfg(test)]
@@ -87,15 +94,19 @@ impl WalAppends {
         self.start + self.buffer.len() as i64
     }
 
-    /// Writes the buffer out with one write; kept for a retry when that fails.
+    /// Writes the buffer out with one write. The buffer is dropped whether that worked or not:
+    /// a failed write is never retried, since what it held (a commit frame, perhaps) was
+    /// rejected and must never reach the file later.
     pub(super) fn flush(&mut self, real: *mut ffi::sqlite3_file) -> c_int {
         if self.buffer.is_empty() {
             return ffi::SQLITE_OK;
         }
         let rc = write_real(real, &self.buffer, self.start);
-        if rc == ffi::SQLITE_OK {
-            self.buffer.clear();
-            self.holds_commit = false;
+        self.buffer.clear();
+        self.holds_commit = false;
+        if rc != ffi::SQLITE_OK {
+            self.commit_page_next = false;
+            self.failed = rc;
         }
         rc
     }
@@ -133,7 +144,10 @@ impl WalAppends {
         data: &[u8],
         offset: i64,
     ) -> c_int {
-        if !self.coalesce {
+        if self.failed != ffi::SQLITE_OK {
+            return self.failed;
+        }
+        if !self.coalesce || !self.write_locked {
             return write_real(real, data, offset);
         }
         let continues = !self.buffer.is_empty() && offset == self.end();
@@ -165,13 +179,16 @@ impl WalAppends {
         ffi::SQLITE_OK
     }
 
-    /// The write lock is being released: what is still held back belongs to no commit. It is
-    /// written out while the lock is held (as plain SQLite would have) and then dropped.
+    /// The write lock is being released: what is still held back belongs to no commit (SQLite
+    /// was told it was written, so it is, while the lock is held), and a failed write's
+    /// refusal ends with the transaction it failed.
     pub(super) fn release(&mut self, real: *mut ffi::sqlite3_file) {
         let _ = self.flush(real);
         self.buffer.clear();
         self.commit_page_next = false;
         self.holds_commit = false;
+        self.write_locked = false;
+        self.failed = ffi::SQLITE_OK;
     }
 
     /// The database file closed first: write out and stop holding anything back.
