@@ -22,8 +22,9 @@
 //! is in the file.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Condvar, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
@@ -85,9 +86,17 @@ pub struct CacheSizes {
     pub delete: i64,
 }
 
-/// Starts the prune of `path` on `conn` (a connection of its own, configured) and returns once
-/// it holds the write lock; an error taking it is the open's error.
+/// Starts the prune of `path` on `conn` (a connection of its own, configured): takes the
+/// write lock here, on the caller's thread (an error taking it is the open's error), then
+/// hands the connection, in its transaction, to a thread that reads, deletes and commits.
 pub fn start(path: &Path, conn: Connection, cache: CacheSizes) -> Result<Arc<PendingPrune>> {
+    conn.pragma_update(None, "cache_size", cache.scan)?;
+    let enforced: bool = conn.query_row("PRAGMA foreign_keys", [], |row| row.get(0))?;
+    if enforced {
+        // See `prune::without_foreign_keys`: the connection is the prune's alone.
+        conn.pragma_update(None, "foreign_keys", "OFF")?;
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")?;
     let pending = Arc::new(PendingPrune {
         outcome: Mutex::new(None),
         finished: Condvar::new(),
@@ -97,31 +106,25 @@ pub fn start(path: &Path, conn: Connection, cache: CacheSizes) -> Result<Arc<Pen
         .entry(key.clone())
         .or_default()
         .push(pending.clone());
-    let (locked_tx, locked_rx) = mpsc::channel::<Result<()>>();
     let mine = pending.clone();
     let thread_key = key.clone();
     let spawned = std::thread::Builder::new()
         .name("piw-open-prune".into())
         .spawn(move || {
-            let mut locked = Some(locked_tx);
-            let outcome = run(&conn, &cache, &mut locked);
+            // A panic must still wake the waiters (and the connection rolls back when dropped).
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| run(&conn, &cache)))
+                .unwrap_or_else(|_| Err(StoreError::plain("The blob prune of the open panicked")));
             drop(conn);
-            if let Some(locked) = locked {
-                // Failed before taking the lock: the open reports it.
-                let _ = locked.send(outcome.clone());
-            }
             deregister(&thread_key, &mine);
             mine.finish(outcome);
         });
-    if let Err(error) = spawned {
-        deregister(&key, &pending);
-        return Err(StoreError::plain(error.to_string()));
-    }
-    match locked_rx.recv() {
-        Ok(Ok(())) => Ok(pending),
-        Ok(Err(error)) => Err(error),
-        // The thread ended without a word (a panic): its outcome says nothing either.
-        Err(_) => Err(StoreError::plain("The blob prune of the open stopped")),
+    match spawned {
+        Ok(_) => Ok(pending),
+        // The closure (and with it the connection, rolling its transaction back) is dropped.
+        Err(error) => {
+            deregister(&key, &pending);
+            Err(StoreError::plain(error.to_string()))
+        }
     }
 }
 
@@ -135,29 +138,18 @@ fn deregister(key: &Path, prune: &Arc<PendingPrune>) {
     }
 }
 
-/// The prune's transaction; `locked` is told (and taken) once the write lock is held.
-fn run(
-    conn: &Connection,
-    cache: &CacheSizes,
-    locked: &mut Option<mpsc::Sender<Result<()>>>,
-) -> Result<()> {
-    conn.pragma_update(None, "cache_size", cache.scan)?;
-    prune::without_foreign_keys(conn, || {
-        conn.execute_batch("BEGIN IMMEDIATE")?;
-        if let Some(locked) = locked.take() {
-            let _ = locked.send(Ok(()));
-        }
-        let outcome = (|| {
-            let rowids = prune::unreferenced_rowids(conn)?;
-            // The delete with the full cache, so that it never spills pages before its commit.
-            conn.pragma_update(None, "cache_size", cache.delete)?;
-            prune::delete_blobs(conn, &rowids)?;
-            conn.execute_batch("COMMIT")?;
-            Ok(())
-        })();
-        if outcome.is_err() && !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
-        outcome
-    })
+/// The rest of the prune's transaction, begun by [`start`]: committed, or rolled back.
+fn run(conn: &Connection, cache: &CacheSizes) -> Result<()> {
+    let outcome = (|| {
+        let rowids = prune::unreferenced_rowids(conn)?;
+        // The delete with the full cache, so that it never spills pages before its commit.
+        conn.pragma_update(None, "cache_size", cache.delete)?;
+        prune::delete_blobs(conn, &rowids)?;
+        conn.execute_batch("COMMIT")?;
+        Ok(())
+    })();
+    if outcome.is_err() && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    outcome
 }
