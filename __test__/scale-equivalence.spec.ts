@@ -149,8 +149,15 @@ describe('claimNextWorkflowRun', () => {
         connection.exec('PRAGMA foreign_keys = ON');
       }
       if (step === 3) connection.prepare("UPDATE run_queue SET error_code = 'workflowSourceChanged' WHERE status = 'parked' AND rowid % 2 = 1").run();
+      if (step === 4) {
+        // Another connection (its own state) adds a run that ties with the earliest ones.
+        const second = new SqliteControllerStore(path.join(dir, 'state.sqlite'), { projectPath: dir });
+        reserve(second, 'run-zz-late', 'host-1', T0, { executionMode: 'headless', originSessionId: 's-late' });
+        second.close();
+      }
     });
     expect(picks.length).toBeGreaterThan(3);
+    expect(picks).toContain('run-zz-late');
   });
 });
 
