@@ -13,7 +13,7 @@ const errors = require('./lib/errors.js');
 const { METHODS } = require('./lib/methods.js');
 const { binding, created } = require('./lib/native.js');
 const { workflowStatePath } = require('./lib/paths.js');
-const { StateDatabase, nativeStateOf } = require('./lib/state-database.js');
+const { StateDatabase, nativeStateOf, withFilePath } = require('./lib/state-database.js');
 
 function canonicalProjectPath(value) {
   try {
@@ -123,13 +123,21 @@ class SqliteControllerStore {
       filePath: { value: state.filePath, enumerable: true },
       state: { value: state, enumerable: true },
     });
-    const projectPath =
-      options.global === true
-        ? null
-        : canonicalProjectPath(options.projectPath === undefined ? process.cwd() : options.projectPath);
-    const nativeState = nativeStateOf(state);
-    this.#native = created(() => binding.NativeStore.open(nativeState, projectPath, Date.now()));
-    this.#asyncQueue = asyncQueueOf(nativeState);
+    try {
+      const projectPath =
+        options.global === true
+          ? null
+          : canonicalProjectPath(options.projectPath === undefined ? process.cwd() : options.projectPath);
+      const nativeState = nativeStateOf(state);
+      this.#native = withFilePath(state.filePath, () =>
+        created(() => binding.NativeStore.open(nativeState, projectPath, Date.now())),
+      );
+      this.#asyncQueue = asyncQueueOf(nativeState);
+    } catch (error) {
+      // The reference left its own connection open until garbage collection; nothing can use it.
+      if (this.#ownsState) state.close();
+      throw error;
+    }
   }
 
   /**

@@ -1,5 +1,6 @@
 'use strict';
 
+const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
@@ -10,4 +11,15 @@ function workflowStatePath(homeDir = os.homedir()) {
   return path.join(homeDir, '.pi', 'agent', 'workflows', DATABASE_FILE);
 }
 
-module.exports = { workflowStatePath };
+const RESET_INSTRUCTION =
+  'Pi Workflows durable state is incompatible. Move or remove the old workflow state, then create a new state.sqlite database.';
+
+/** Refuses to create a state file next to pre-SQLite workflow state (the reference's check). */
+function assertNoLegacyState(databasePath, homeDir) {
+  const root = path.dirname(databasePath);
+  const legacy = ['runs', 'decisions', 'controllers'].map((name) => path.join(root, name));
+  legacy.push(path.join(homeDir, '.config', 'pi-workflows', 'telegram-state.sqlite'));
+  if (legacy.some((candidate) => fs.existsSync(candidate))) throw new Error(RESET_INSTRUCTION);
+}
+
+module.exports = { workflowStatePath, assertNoLegacyState, RESET_INSTRUCTION };

@@ -213,3 +213,41 @@ pub fn sqlite_code_name(code: i32) -> &'static str {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::StoreError;
+
+    fn sqlite(code: &str) -> StoreError {
+        StoreError::Sqlite {
+            code: code.into(),
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn file_and_lock_failures_are_environmental_the_calls_own_are_not() {
+        for code in [
+            "SQLITE_BUSY",
+            "SQLITE_BUSY_TIMEOUT",
+            "SQLITE_IOERR_WRITE",
+            "SQLITE_IOERR_FSYNC",
+            "SQLITE_FULL",
+            "SQLITE_READONLY",
+            "SQLITE_CORRUPT",
+        ] {
+            assert!(sqlite(code).is_environmental(), "{code}");
+        }
+        for code in [
+            "SQLITE_CONSTRAINT_PRIMARYKEY",
+            "SQLITE_CONSTRAINT_FOREIGNKEY",
+            "SQLITE_ERROR",
+            "SQLITE_TOOBIG",
+            "SQLITE_FULLX",
+        ] {
+            assert!(!sqlite(code).is_environmental(), "{code}");
+        }
+        assert!(!StoreError::plain("Content-addressed blob conflict").is_environmental());
+        assert!(!StoreError::closed().is_environmental());
+    }
+}

@@ -222,8 +222,6 @@ fn open_state(dir: &std::path::Path) -> StateDb {
     let state = StateDb::open(OpenOptions {
         file_path: dir.join("state.sqlite"),
         mode: Mode::ReadWrite,
-        check_legacy_state: false,
-        home_dir: dir.to_path_buf(),
         now: 1_789_257_600_000,
     })
     .unwrap();

@@ -388,10 +388,6 @@ fn parse_open_options(options_json: &str) -> Result<OpenOptions> {
     Ok(OpenOptions {
         file_path: PathBuf::from(file_path),
         mode,
-        check_legacy_state: field(&options, "checkLegacyState")
-            .as_bool()
-            .unwrap_or(false),
-        home_dir: PathBuf::from(text("homeDir").unwrap_or_default()),
         now: field(&options, "now").as_i64().unwrap_or(0),
     })
 }

@@ -95,7 +95,7 @@ function faultSweep() {
   );
   const figures = run.stdout
     .split('\n')
-    .map((line) => line.replace(/^test \S+ \.\.\. /, ''))
+    .map((line) => line.replace(/^(test \S+ \.\.\. |\.+)/, ''))
     .filter((line) => line.startsWith('fault sweep') || line.startsWith('  '));
   const problems = run.status === 0 ? [] : [`cargo test fault_sweep_tests failed (${run.status ?? run.signal}): ${(run.stdout + run.stderr).slice(-4000)}`];
   return { figures, elapsedMs: Date.now() - started, problems };

@@ -65,10 +65,6 @@ pub struct OpenOptions {
     pub file_path: PathBuf,
     /// Read-write or read-only.
     pub mode: Mode,
-    /// Refuse to create a new file next to pre-SQLite state (the reference's legacy check).
-    pub check_legacy_state: bool,
-    /// The home directory the legacy check looks in.
-    pub home_dir: PathBuf,
     /// `Date.now()` of the opening call, stored in `schema_meta` of a new file.
     pub now: i64,
 }
@@ -95,26 +91,22 @@ pub struct StateDb {
 impl StateDb {
     /// Opens the file as the reference's `StateDatabase` constructor does: pragmas, schema
     /// creation on a new file, verification, and (read-write) pruning of unreferenced blobs.
+    /// The folder, the legacy check and the final `chmod` are the JS layer's (Node's `fs`).
     pub fn open(options: OpenOptions) -> Result<StateDb> {
         let file_path = options.file_path;
         let mode = options.mode;
         // What an earlier open of this file in this process left to prune comes first.
         open_prune::wait_for_pending(&file_path);
-        let existed = file_path.exists();
+        let existed = private_fs::is_regular_file(&file_path, mode)?;
         if mode == Mode::ReadOnly && !existed {
             return Err(StoreError::plain(format!(
                 "Pi Workflows state database does not exist: {}",
                 file_path.display()
             )));
         }
-        if !existed && mode == Mode::ReadWrite {
-            if options.check_legacy_state {
-                assert_no_legacy_state(&file_path, &options.home_dir)?;
-            }
-            if let Some(parent) = file_path.parent() {
-                create_private_dir(parent)?;
-            }
-            create_initialized_file(&file_path, options.now)?;
+        if !existed {
+            let target = private_fs::creation_target(&file_path).ok_or_else(cannot_open)?;
+            create_initialized_file(&target, options.now)?;
         }
         let state = StateDb::connect(file_path, mode)?;
         // A new file was initialised before it appeared under its name, so it counts as existing.
@@ -173,9 +165,10 @@ fn open_connection(file_path: &Path, mode: Mode) -> Result<Connection> {
         // Through the WAL-append shim (one write per commit instead of two per page), unless it
         // could not be registered.
         let connection = match vfs::for_connection() {
-            Some(vfs) => Connection::open_with_flags_and_vfs(file_path, flags, vfs)?,
-            None => Connection::open_with_flags(file_path, flags)?,
-        };
+            Some(vfs) => Connection::open_with_flags_and_vfs(file_path, flags, vfs),
+            None => Connection::open_with_flags(file_path, flags),
+        }
+        .map_err(|error| open_error(error, file_path))?;
         connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
         Ok(connection)
     }
@@ -189,6 +182,7 @@ impl StateDb {
         conn.pragma_update(None, "cache_size", CACHE_SIZE_KIB)?;
         match self.mode {
             Mode::ReadWrite => {
+                verify::refuse_foreign_before_writing(conn)?;
                 self.configure_read_write()?;
                 self.prepare_schema(!existed, now)?;
             }
@@ -198,11 +192,7 @@ impl StateDb {
         verify::verify_schema(conn)?;
         match self.mode {
             Mode::ReadOnly => conn.pragma_update(None, "query_only", "ON")?,
-            Mode::ReadWrite => {
-                self.start_prune()?;
-                private_fs::set_mode(&self.file_path, 0o600)
-                    .map_err(|error| StoreError::plain(error.to_string()))?;
-            }
+            Mode::ReadWrite => self.start_prune()?,
         }
         Ok(())
     }
@@ -375,10 +365,30 @@ impl StateDb {
     }
 }
 
-fn create_private_dir(dir: &Path) -> Result<()> {
-    let io = |error: std::io::Error| StoreError::plain(error.to_string());
-    private_fs::create_dirs(dir).map_err(io)?;
-    private_fs::set_mode(dir, 0o700).map_err(io)
+/// better-sqlite3's error when SQLite cannot open or create the file.
+fn cannot_open() -> StoreError {
+    StoreError::Sqlite {
+        code: "SQLITE_CANTOPEN".into(),
+        message: "unable to open database file".into(),
+    }
+}
+
+/// An open's SQLite error with SQLite's own message, as better-sqlite3 reports it: rusqlite
+/// appends the path to it (the JS layer puts the path on the error separately).
+fn open_error(error: rusqlite::Error, path: &Path) -> StoreError {
+    let suffix = format!(": {}", path.to_string_lossy());
+    match error {
+        rusqlite::Error::SqliteFailure(failure, Some(message)) if message.ends_with(&suffix) => {
+            let message = message[..message.len() - suffix.len()].to_string();
+            rusqlite::Error::SqliteFailure(failure, Some(message)).into()
+        }
+        rusqlite::Error::SqliteFailure(failure, Some(message))
+            if message == path.to_string_lossy() =>
+        {
+            rusqlite::Error::SqliteFailure(failure, None).into()
+        }
+        other => other.into(),
+    }
 }
 
 /// Creates the empty database file owner-only before SQLite opens it: SQLite gives the WAL and
@@ -405,7 +415,8 @@ fn create_initialized_file(path: &Path, now: i64) -> Result<()> {
         &ids::random_token()[..12]
     ));
     let created = (|| {
-        create_private_file(&staging)?;
+        // SQLite could not have created the file either: its error, as the reference gives it.
+        private_fs::create_file(&staging).map_err(|_| cannot_open())?;
         let mut state = StateDb::connect(staging.clone(), Mode::ReadWrite)?;
         let initialized = state
             .configure_read_write()
@@ -426,16 +437,6 @@ fn create_initialized_file(path: &Path, now: i64) -> Result<()> {
         let _ = std::fs::remove_file(file);
     }
     created
-}
-
-fn assert_no_legacy_state(database_path: &Path, home_dir: &Path) -> Result<()> {
-    let root = database_path.parent().unwrap_or(Path::new("/"));
-    let legacy = ["runs", "decisions", "controllers"].map(|name| root.join(name));
-    let telegram_state = home_dir.join(".config/pi-workflows/telegram-state.sqlite");
-    if legacy.iter().any(|path| path.exists()) || telegram_state.exists() {
-        return Err(StoreError::plain(RESET_INSTRUCTION));
-    }
-    Ok(())
 }
 
 impl StateDb {
@@ -463,8 +464,6 @@ impl StateDb {
         let copy = StateDb::open(OpenOptions {
             file_path: absolute,
             mode: Mode::ReadOnly,
-            check_legacy_state: false,
-            home_dir: PathBuf::new(),
             now: 0,
         })?;
         copy.integrity_check()

@@ -15,11 +15,33 @@ fn reset() -> StoreError {
     StoreError::plain(RESET_INSTRUCTION)
 }
 
-/// The reference's `verifySchema`: ids, `schema_meta` and the shape of every schema object.
-pub fn verify_schema(conn: &Connection) -> Result<()> {
+/// Whether the file header's `application_id` and `user_version` are the reference's (reading
+/// them writes nothing).
+fn has_identity(conn: &Connection) -> Result<bool> {
     let application_id: i64 = conn.query_row("PRAGMA application_id", [], |row| row.get(0))?;
     let user_version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if application_id != STATE_APPLICATION_ID || user_version != STATE_SCHEMA_VERSION {
+    Ok(application_id == STATE_APPLICATION_ID && user_version == STATE_SCHEMA_VERSION)
+}
+
+/// Run by a read-write open before its first write: a file of another application, or an empty
+/// one, is refused with the reference's error untouched (the reference switched it to WAL mode
+/// first, then refused it). A file already in WAL mode passes on to the reference's own
+/// sequence, which writes nothing to it before its verdict and waits for the lock of a process
+/// that is creating the file at this moment (the header reads as empty until it commits).
+pub fn refuse_foreign_before_writing(conn: &Connection) -> Result<()> {
+    if has_identity(conn)? {
+        return Ok(());
+    }
+    let journal_mode: String = conn.query_row("PRAGMA journal_mode", [], |row| row.get(0))?;
+    if journal_mode.eq_ignore_ascii_case("wal") {
+        return Ok(());
+    }
+    Err(reset())
+}
+
+/// The reference's `verifySchema`: ids, `schema_meta` and the shape of every schema object.
+pub fn verify_schema(conn: &Connection) -> Result<()> {
+    if !has_identity(conn)? {
         return Err(reset());
     }
     let meta = conn

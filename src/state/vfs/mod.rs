@@ -46,6 +46,11 @@
 //!   the rest, which WAL recovery already handles through the frames' salts and checksums.
 //!   Power loss is unchanged: every `xSync` writes the buffer out first.
 //!
+//! The argument is checked by `fault_sweep_tests` (crate root): every write, sync, truncate and
+//! lock of representative store operations fails in turn under the shim, stacked on the fault
+//! VFS of `faults`, then the files are copied as a crash leaves them and reopened — with the same
+//! outcome as plain unix under the same faults.
+//!
 //! The buffer is capped (`wal_appends::BUFFER_LIMIT`, 128 KiB) so a huge transaction holds bounded memory
 //! and no write exceeds what the unix VFS accepts. Nothing in
 //! a callback may unwind into C: bodies run under `catch_unwind` (a panic becomes
@@ -87,10 +92,16 @@ pub fn name() -> Option<&'static CStr> {
 }
 
 /// The VFS a state database opens with: the shim, or (in tests) what [`use_for_thread`] chose.
+/// `PIW_WAL_SHIM=off` in the environment opens with SQLite's default VFS instead, so that the
+/// benchmarks can measure what the shim buys (`npm run bench:durability`).
 pub fn for_connection() -> Option<&'static CStr> {
     #[cfg(test)]
     if let Some(chosen) = CHOSEN.with(|chosen| chosen.get()) {
         return chosen;
+    }
+    static OFF: OnceLock<bool> = OnceLock::new();
+    if *OFF.get_or_init(|| std::env::var_os("PIW_WAL_SHIM").is_some_and(|value| value == "off")) {
+        return None;
     }
     name()
 }
