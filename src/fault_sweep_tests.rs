@@ -259,11 +259,11 @@ fn dump(conn: &Connection) -> rusqlite::Result<String> {
 }
 
 fn open(dir: &Path) -> StateDb {
+    // The state file's folder is made by the JS layer, not by `StateDb::open`.
+    std::fs::create_dir_all(dir).unwrap();
     StateDb::open(OpenOptions {
         file_path: dir.join("state.sqlite"),
         mode: Mode::ReadWrite,
-        check_legacy_state: false,
-        home_dir: dir.to_path_buf(),
         now: NOW,
     })
     .expect("open")
@@ -401,8 +401,6 @@ fn attempt(
     let reopened = StateDb::open(OpenOptions {
         file_path: dir.join("crashed/state.sqlite"),
         mode: Mode::ReadWrite,
-        check_legacy_state: false,
-        home_dir: dir.to_path_buf(),
         now: NOW,
     });
     match reopened {

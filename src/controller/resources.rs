@@ -491,8 +491,6 @@ mod tests {
         StateDb::open(OpenOptions {
             file_path: dir.join("state.sqlite"),
             mode: Mode::ReadWrite,
-            check_legacy_state: false,
-            home_dir: dir.to_path_buf(),
             now: NOW,
         })
         .unwrap()

@@ -392,8 +392,6 @@ mod tests {
             StateDb::open(OpenOptions {
                 file_path: file.to_path_buf(),
                 mode: Mode::ReadWrite,
-                check_legacy_state: false,
-                home_dir: PathBuf::new(),
                 now: NOW,
             })
             .unwrap()
