@@ -54,14 +54,27 @@ impl<'a> Store<'a> {
 /// The project id for a canonical project path: registered on a read-write database (with
 /// `now` as its creation time), looked up (possibly absent) on a read-only one.
 pub fn resolve_project(state: &StateDb, canonical_path: &str, now: i64) -> Result<Option<String>> {
-    let conn = state.conn()?;
     if state.mode == Mode::ReadOnly {
-        return Ok(conn
+        return Ok(state
+            .conn()?
             .prepare_cached("SELECT project_id FROM projects WHERE canonical_path = ?")?
             .query_row([canonical_path], |row| row.get(0))
             .optional()?);
     }
     let project_id = project_id_for(canonical_path);
+    // A registered project: the upsert would change nothing (its conflict target is
+    // `project_id`), so it is not run, and the constructor need not wait for the open's blob
+    // prune (`projects` is a table the prune never changes).
+    let registered = state
+        .conn_before_prune()?
+        .prepare_cached("SELECT 1 FROM projects WHERE project_id = ?")?
+        .query_row([&project_id], |_| Ok(()))
+        .optional()?
+        .is_some();
+    if registered {
+        return Ok(Some(project_id));
+    }
+    let conn = state.conn()?;
     conn.prepare_cached(
         "INSERT INTO projects(project_id, canonical_path, created_at)
          VALUES (?, ?, ?) ON CONFLICT(project_id) DO NOTHING",

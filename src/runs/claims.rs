@@ -104,8 +104,14 @@ fn next_run_selection(
         SqlValue::Text(runner_id.into()),
         SqlValue::Text(runner_id.into()),
     ];
+    // `+r.project_id`: without statistics the planner would drive the search from
+    // `runs_project_idx` and read every run of the project; the queue's claim index (or, with a
+    // session, the bindings' session index) reads only the candidates. The project-index scan
+    // it replaces met equal sort keys in (`r.created_at DESC`, rowid) order and sorted stably,
+    // so the ORDER BY below names that order to keep the same winner of a tie.
+    let scoped = store.project_id().is_some();
     if let Some(project_id) = store.project_id() {
-        clauses.insert(0, "r.project_id = ?");
+        clauses.insert(0, "+r.project_id = ?");
         params.insert(0, SqlValue::Text(project_id.into()));
     }
     // A present `sessionId` (even null) selects by origin session; only an absent one means
@@ -128,8 +134,13 @@ fn next_run_selection(
         params.extend(excluded.iter().map(|id| SqlValue::Text((*id).into())));
     }
     let sql = format!(
-        "{RUN_SELECT} WHERE {} ORDER BY q.available_at, q.created_at LIMIT 1",
-        clauses.join(" AND ")
+        "{RUN_SELECT} WHERE {} ORDER BY q.available_at, q.created_at{} LIMIT 1",
+        clauses.join(" AND "),
+        if scoped {
+            ", r.created_at DESC, r.rowid"
+        } else {
+            ""
+        }
     );
     Ok((sql, params))
 }
@@ -142,7 +153,7 @@ fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let (sql, params) = next_run_selection(store, args, runner_id, now)?;
     let run_id: Option<String> = store
         .conn()?
-        .prepare(&sql)?
+        .prepare_cached(&sql)?
         .query_row(params_from_iter(params), |row| row.get(0))
         .optional()?;
     let Some(run_id) = run_id else {

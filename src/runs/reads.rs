@@ -324,18 +324,30 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
     add_list("statuses", "q.status IN");
     add_list("excludeRunIds", "r.run_id NOT IN");
     let filtered = clauses.len() > scope;
+    // With statuses, the queue's claim index reads only runs of those statuses; without
+    // statistics the planner would read every run of the project through `runs_project_idx`
+    // instead (`+` keeps it off that index). The ORDER BY below is total, so the plan cannot
+    // change the answer.
+    let by_status = field(options, "statuses")
+        .as_array()
+        .is_some_and(|items| !items.is_empty());
+    if by_status && scope == 1 {
+        clauses[0] = "+r.project_id = ?".into();
+    }
     let limit = options.get("limit").map(sql_value);
     let mut clause = String::new();
     if !clauses.is_empty() {
         clause.push_str(&format!("WHERE {}", clauses.join(" AND ")));
     }
     // The single statement's order for equal created_at: it scans runs_project_idx
-    // (project_id, created_at DESC, then rowid) for a project, else runs in rowid order, and its
-    // sort keeps scan order (pinned by __test__/perf-equivalence.spec.ts).
-    clause.push_str(if store.project_id().is_some() {
-        " ORDER BY q.created_at DESC, r.created_at DESC, r.rowid"
-    } else {
-        " ORDER BY q.created_at DESC, r.rowid"
+    // (project_id, created_at DESC, then rowid) for a project; for every run with statuses, the
+    // queue's claim index (status, available_at, created_at, then rowid), one status after
+    // another in ascending order; else runs in rowid order. Its sort keeps scan order (pinned
+    // by __test__/perf-equivalence.spec.ts and __test__/scale-equivalence.spec.ts).
+    clause.push_str(match (store.project_id().is_some(), by_status) {
+        (true, _) => " ORDER BY q.created_at DESC, r.created_at DESC, r.rowid",
+        (false, true) => " ORDER BY q.created_at DESC, q.status, q.available_at, q.rowid",
+        (false, false) => " ORDER BY q.created_at DESC, r.rowid",
     });
     // The page's row ids first (sorting narrow rows), then each run: sorting every run of the
     // project with all its columns dominated the call.

@@ -5,6 +5,7 @@ pub mod blobs;
 pub mod columns;
 pub mod ids;
 pub mod json;
+mod open_prune;
 mod private_fs;
 mod prune;
 pub mod read_cache;
@@ -15,6 +16,8 @@ pub mod vfs;
 pub mod viewer;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
@@ -80,6 +83,9 @@ pub struct StateDb {
     trace_id: Option<u64>,
     /// Whole-table read results, kept while the database is unchanged.
     pub read_cache: read_cache::ReadCache,
+    /// The open's blob prune while it may still run (see `open_prune`); every use waits for it.
+    prune: Mutex<Option<Arc<open_prune::PendingPrune>>>,
+    prune_pending: AtomicBool,
 }
 
 impl StateDb {
@@ -89,6 +95,8 @@ impl StateDb {
     pub fn open(options: OpenOptions) -> Result<StateDb> {
         let file_path = options.file_path;
         let mode = options.mode;
+        // What an earlier open of this file in this process left to prune comes first.
+        open_prune::wait_for_pending(&file_path);
         let existed = private_fs::is_regular_file(&file_path, mode)?;
         if mode == Mode::ReadOnly && !existed {
             return Err(StoreError::plain(format!(
@@ -113,22 +121,7 @@ impl StateDb {
 
     /// Opens the connection without touching the file's contents.
     fn connect(file_path: PathBuf, mode: Mode) -> Result<StateDb> {
-        let flags = match mode {
-            Mode::ReadWrite => {
-                OpenFlags::SQLITE_OPEN_READ_WRITE
-                    | OpenFlags::SQLITE_OPEN_CREATE
-                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            }
-            Mode::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        };
-        // Through the WAL-append shim (one write per commit instead of two per page), unless it
-        // could not be registered.
-        let connection = match vfs::for_connection() {
-            Some(vfs) => Connection::open_with_flags_and_vfs(&file_path, flags, vfs),
-            None => Connection::open_with_flags(&file_path, flags),
-        }
-        .map_err(|error| open_error(error, &file_path))?;
-        connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+        let connection = open_connection(&file_path, mode)?;
         let trace_id = crate::trace::attach(&connection, mode == Mode::ReadOnly);
         Ok(StateDb {
             file_path,
@@ -136,11 +129,12 @@ impl StateDb {
             connection: Some(connection),
             trace_id,
             read_cache: read_cache::ReadCache::default(),
+            prune: Mutex::new(None),
+            prune_pending: AtomicBool::new(false),
         })
     }
 
-    fn configure_read_write(&self) -> Result<()> {
-        let conn = self.conn()?;
+    fn configure_read_write_conn(conn: &Connection) -> Result<()> {
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.query_row("PRAGMA wal_autocheckpoint = 1000", [], |_| Ok(()))?;
@@ -152,6 +146,35 @@ impl StateDb {
         Ok(())
     }
 
+    fn configure_read_write(&self) -> Result<()> {
+        StateDb::configure_read_write_conn(self.conn()?)
+    }
+}
+
+/// A connection to `file_path` as the state opens it, without touching the file's contents.
+fn open_connection(file_path: &Path, mode: Mode) -> Result<Connection> {
+    {
+        let flags = match mode {
+            Mode::ReadWrite => {
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            }
+            Mode::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        };
+        // Through the WAL-append shim (one write per commit instead of two per page), unless it
+        // could not be registered.
+        let connection = match vfs::for_connection() {
+            Some(vfs) => Connection::open_with_flags_and_vfs(file_path, flags, vfs),
+            None => Connection::open_with_flags(file_path, flags),
+        }
+        .map_err(|error| open_error(error, file_path))?;
+        connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+        Ok(connection)
+    }
+}
+
+impl StateDb {
     fn prepare(&self, existed: bool, now: i64) -> Result<()> {
         let conn = self.conn()?;
         conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
@@ -169,7 +192,7 @@ impl StateDb {
         verify::verify_schema(conn)?;
         match self.mode {
             Mode::ReadOnly => conn.pragma_update(None, "query_only", "ON")?,
-            Mode::ReadWrite => self.prune_on_open()?,
+            Mode::ReadWrite => self.start_prune()?,
         }
         Ok(())
     }
@@ -216,9 +239,33 @@ impl StateDb {
         outcome
     }
 
-    /// The open connection, or better-sqlite3's `TypeError` once closed.
+    /// The open connection, or better-sqlite3's `TypeError` once closed. Waits for the open's
+    /// blob prune first (see `open_prune`); its failure is this call's error.
     pub fn conn(&self) -> Result<&Connection> {
+        if self.prune_pending.load(Ordering::Acquire) {
+            self.settle_prune()?;
+        }
+        self.conn_before_prune()
+    }
+
+    /// The connection without waiting for the open's prune: only for reads of tables the prune
+    /// never changes (everything but `blobs`).
+    pub fn conn_before_prune(&self) -> Result<&Connection> {
         self.connection.as_ref().ok_or_else(StoreError::closed)
+    }
+
+    /// Waits for the open's prune, if it may still run; its outcome, once.
+    fn settle_prune(&self) -> Result<()> {
+        let pending = self
+            .prune
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        self.prune_pending.store(false, Ordering::Release);
+        match pending {
+            Some(pending) => pending.wait(),
+            None => Ok(()),
+        }
     }
 
     /// Whether [`StateDb::close`] has not been called.
@@ -228,6 +275,8 @@ impl StateDb {
 
     /// Closes the connection (idempotent); later calls fail with the closed-connection TypeError.
     pub fn close(&mut self) {
+        // The file is pruned by the time close returns, as after a synchronous open.
+        let _ = self.settle_prune();
         if self.connection.take().is_some() {
             if let Some(id) = self.trace_id {
                 crate::trace::detach(id);
@@ -273,21 +322,25 @@ impl StateDb {
         prune::without_foreign_keys(self.conn()?, || self.write(prune::prune_unreferenced))
     }
 
-    /// [`StateDb::prune_unreferenced_blobs`] as an open runs it: reading through a small page
-    /// cache (see [`PRUNE_SCAN_CACHE_PAGES`]), deleting with the full one, so that a large
-    /// delete never spills pages before its commit.
-    fn prune_on_open(&self) -> Result<()> {
-        let conn = self.conn()?;
-        conn.pragma_update(None, "cache_size", PRUNE_SCAN_CACHE_PAGES)?;
-        // A failure fails the open, which closes the connection: nothing to restore then.
-        prune::without_foreign_keys(conn, || {
-            self.write(|conn| {
-                let rowids = prune::unreferenced_rowids(conn);
-                conn.pragma_update(None, "cache_size", CACHE_SIZE_KIB)?;
-                prune::delete_blobs(conn, &rowids?)
-            })
-        })
-        .map(drop)
+    /// [`StateDb::prune_unreferenced_blobs`] as an open runs it, on a connection and thread of
+    /// its own (see `open_prune`): reading through a small page cache (see
+    /// [`PRUNE_SCAN_CACHE_PAGES`]), deleting with the full one, so that a large delete never
+    /// spills pages before its commit. Returns once the prune holds the write lock.
+    fn start_prune(&self) -> Result<()> {
+        let conn = open_connection(&self.file_path, Mode::ReadWrite)?;
+        conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
+        StateDb::configure_read_write_conn(&conn)?;
+        let cache = open_prune::CacheSizes {
+            scan: PRUNE_SCAN_CACHE_PAGES,
+            delete: CACHE_SIZE_KIB,
+        };
+        let pending = open_prune::start(&self.file_path, conn, cache)?;
+        *self
+            .prune
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(pending);
+        self.prune_pending.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// `PRAGMA integrity_check` and `PRAGMA foreign_key_check`, with the reference's errors.
@@ -414,5 +467,12 @@ impl StateDb {
             now: 0,
         })?;
         copy.integrity_check()
+    }
+}
+
+impl Drop for StateDb {
+    /// Dropped without `close`: the open's prune still finishes first.
+    fn drop(&mut self) {
+        let _ = self.settle_prune();
     }
 }

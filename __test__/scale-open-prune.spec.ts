@@ -1,0 +1,114 @@
+// The read-write open prunes on a connection and thread of its own (src/state/open_prune.rs):
+// nothing reached through the API may see the file unpruned — not the store itself, not a store
+// opened right after it in this process — and the file is pruned once close() returns.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+// eslint-disable-next-line @typescript-eslint/no-var-requires
+const { SqliteControllerStore } = require('../index.js');
+// eslint-disable-next-line @typescript-eslint/no-var-requires
+const Database = require('better-sqlite3');
+
+const ORPHANS = 30_000;
+
+let dir: string;
+let file: string;
+
+beforeEach(() => {
+  dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'piw-open-prune-')));
+  file = path.join(dir, 'state.sqlite');
+  const store = new SqliteControllerStore(file, { projectPath: dir });
+  store.reserveWorkflowRun({
+    runId: 'run-1',
+    workflowName: 'echo',
+    workflowSourceRef: 'builtin:echo',
+    workflowSource: { kind: 'builtin', id: 'echo', revision: 'r1' },
+    definitionDigest: `sha256:${'ab'.repeat(32)}`,
+    definitionSnapshot: { name: 'echo' },
+    input: { n: 1 },
+    runnerId: 'session-1',
+    originSessionId: 'session-1',
+  });
+  store.close();
+});
+
+afterEach(() => {
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** Adds `ORPHANS` blobs nothing refers to, behind the store's back; the blob count before. */
+function addOrphans(): number {
+  const db = new Database(file);
+  const before = db.prepare('SELECT count(*) AS n FROM blobs').get().n;
+  db.prepare(
+    `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+     INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
+     SELECT randomblob(32), 'text/plain', 1, x'41', 0 FROM n`,
+  ).run(ORPHANS);
+  db.close();
+  return before;
+}
+
+const blobCount = (store: any) => store.state.connection.prepare('SELECT count(*) AS n FROM blobs').get().n;
+
+test('the store and a store opened right after it see the pruned file at once', () => {
+  const referenced = addOrphans();
+  const store = new SqliteControllerStore(file, { projectPath: dir });
+  const reader = new SqliteControllerStore(file, { projectPath: dir, readOnly: true });
+  try {
+    expect(blobCount(reader)).toBe(referenced);
+    expect(blobCount(store)).toBe(referenced);
+    expect(store.getWorkflowRun('run-1')?.input).toEqual({ n: 1 });
+  } finally {
+    reader.close();
+    store.close();
+  }
+});
+
+test('the first call after the constructor sees the pruned file, and so does another connection after close()', () => {
+  const referenced = addOrphans();
+  const store = new SqliteControllerStore(file, { projectPath: dir });
+  expect(store.state.pruneUnreferencedBlobs()).toBe(0);
+  store.close();
+  const again = addOrphans();
+  expect(again).toBe(referenced);
+  new SqliteControllerStore(file, { projectPath: dir }).close();
+  const db = new Database(file, { readonly: true });
+  try {
+    expect(db.prepare('SELECT count(*) AS n FROM blobs').get().n).toBe(referenced);
+  } finally {
+    db.close();
+  }
+});
+
+test('a store on a new project registers it after the prune, as the reference does', () => {
+  const referenced = addOrphans();
+  const elsewhere = path.join(dir, 'elsewhere');
+  const store = new SqliteControllerStore(file, { projectPath: elsewhere });
+  try {
+    expect(store.state.connection.prepare('SELECT count(*) AS n FROM projects WHERE canonical_path = ?').get(elsewhere).n).toBe(1);
+    expect(blobCount(store)).toBe(referenced);
+  } finally {
+    store.close();
+  }
+});
+
+test('an open that cannot take the write lock fails as before', async () => {
+  // The lock is held by another process (locks of one process do not exclude each other).
+  const holder = spawn(process.execPath, [
+    '-e',
+    `const db = new (require(${JSON.stringify(require.resolve('better-sqlite3'))}))(${JSON.stringify(file)});
+     db.exec('BEGIN IMMEDIATE'); process.stdout.write('locked'); setTimeout(() => {}, 60_000);`,
+  ]);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      holder.stdout.on('data', () => resolve());
+      holder.on('exit', () => reject(new Error('the lock holder exited')));
+    });
+    expect(() => new SqliteControllerStore(file, { projectPath: dir })).toThrow('database is locked');
+  } finally {
+    holder.kill();
+  }
+}, 30_000);
