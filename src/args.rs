@@ -598,6 +598,25 @@ pub fn bind_all<'a>(values: &[Js<'a>], param_count: usize) -> Result<Vec<Bound<'
     Ok(out)
 }
 
+/// The parameters of `statement.get/all/run(...values)`, bound as better-sqlite3 binds them.
+pub fn params_for<'a>(
+    statement: &rusqlite::Statement<'_>,
+    values: &[Js<'a>],
+) -> Result<Vec<Bound<'a>>> {
+    bind_all(values, statement.parameter_count())
+}
+
+impl Bound<'_> {
+    /// The number, when it is one that SQLite reads as a non-negative integer (a LIMIT).
+    pub fn as_count(&self) -> Option<u64> {
+        match *self {
+            Bound::Integer(n) => u64::try_from(n).ok(),
+            Bound::Real(n) if n >= 0.0 && n.fract() == 0.0 && n < 9.2e18 => Some(n as u64),
+            _ => None,
+        }
+    }
+}
+
 /// How Node's argument errors describe the value they received.
 pub fn node_received(value: Js<'_>) -> String {
     let primitive = |kind: &str, inspected: String| {

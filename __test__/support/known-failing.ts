@@ -14,7 +14,6 @@ export const KNOWN_FAILING: ReadonlySet<string> = new Set([
   'hostile-resources',
   'hostile-run-claims',
   'hostile-run-events',
-  'hostile-run-reads',
   'hostile-run-reserve',
   'hostile-run-transitions',
   'hostile-store',
