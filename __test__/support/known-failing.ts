@@ -12,7 +12,6 @@ export const KNOWN_FAILING: ReadonlySet<string> = new Set([
   'hostile-events',
   'hostile-queue',
   'hostile-resources',
-  'hostile-run-events',
   'hostile-run-reserve',
   'hostile-run-transitions',
   'hostile-store',
