@@ -6,8 +6,8 @@ use rusqlite::{params, params_from_iter, Connection};
 use serde_json::{json, Value};
 
 use super::claims::{
-    has_pending_interaction, inconsistent, insert_lease_holder_event, live_claim_row,
-    live_claim_row_of, options_now, release_live_lease, run_row_of,
+    has_pending_interaction, inconsistent, insert_lease_holder_event, live_claim_row_of,
+    options_now, release_live_lease, run_row_of,
 };
 use super::row::{nonterminal_run_row, RunRow};
 use crate::args::{params_for, token_hash_js, Js};
@@ -58,10 +58,6 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
 
 fn run_id_of(call: &Call) -> Result<&str> {
     text(field(call.arg(0), "runId"), "runId")
-}
-
-fn claim_token_of(call: &Call) -> Result<&str> {
-    text(field(call.arg(0), "claimToken"), "claimToken")
 }
 
 /// Whether the lease is held by someone and not yet expired at `now`.
@@ -277,23 +273,29 @@ fn detail_text(detail: Option<&Value>) -> Result<&str> {
 /// of the run with its whole lease gives both.
 fn claimed_row(
     conn: &Connection,
-    run_id: &str,
-    claim_token: &str,
+    run_id: Js<'_>,
+    claim_token: Js<'_>,
     now: i64,
 ) -> Result<Option<RunRow>> {
-    live_claim_row(conn, run_id, claim_token, now)
+    if run_row_of(conn, run_id)?.is_none() {
+        return Ok(None);
+    }
+    live_claim_row_of(conn, run_id, claim_token, now)
 }
 
 /// Parks a claimed run whose workflow source changed, keeping the detail as the queue error.
 fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
-    let run_id = run_id_of(call)?;
-    let claim_token = claim_token_of(call)?;
+    let options = Js::arg(call, 0);
+    let run_id = options.get_or_undefined("runId");
+    let claim_token = options.get_or_undefined("claimToken");
     let detail = crate::args::prop(call.arg(0), "detail");
     store.write(|conn| {
         let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
             return Ok(false);
         };
+        let run_id = row.run_id.as_str();
+        let token_hash = token_hash_js(claim_token)?;
         let lease = row.lease();
         let detail = truncate_detail(detail_text(detail)?);
         let error_hash = put_text(conn, &detail, now)?;
@@ -314,7 +316,7 @@ fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
         if run != 1 || queue != 1 {
             return Err(inconsistent(run_id, "has inconsistent source-change state"));
         }
-        if !release_live_lease(conn, &row.resource_id, claim_token, lease.generation, now)? {
+        if !release_live_lease(conn, &row.resource_id, &token_hash, lease.generation, now)? {
             return Err(inconsistent(run_id, "claim changed during source recovery"));
         }
         let payload = json!({ "status": "parked", "code": "workflowSourceChanged" });
@@ -328,12 +330,15 @@ const AMBIGUOUS_EFFECT_DETAIL: &str = "effect outcome is ambiguous; explicit rec
 /// Parks a claimed, running run whose effect outcome is unknown; its attempts wait too.
 fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
-    let run_id = run_id_of(call)?;
-    let claim_token = claim_token_of(call)?;
+    let options = Js::arg(call, 0);
+    let run_id = options.get_or_undefined("runId");
+    let claim_token = options.get_or_undefined("claimToken");
     store.write(|conn| {
         let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
             return Ok(false);
         };
+        let run_id = row.run_id.as_str();
+        let token_hash = token_hash_js(claim_token)?;
         let lease = row.lease();
         let error_hash = put_text(conn, AMBIGUOUS_EFFECT_DETAIL, now)?;
         conn.prepare_cached(
@@ -362,7 +367,7 @@ fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
                 "has inconsistent ambiguous-effect state",
             ));
         }
-        if !release_live_lease(conn, &row.resource_id, claim_token, lease.generation, now)? {
+        if !release_live_lease(conn, &row.resource_id, &token_hash, lease.generation, now)? {
             return Err(inconsistent(run_id, "claim changed during effect recovery"));
         }
         let payload = json!({ "status": "waiting", "code": "effectAmbiguous" });
@@ -456,7 +461,13 @@ fn terminal_run(
             return Ok(false);
         }
         if let Some(token) = claim_token {
-            if !release_live_lease(conn, &row.resource_id, token, lease.generation, now)? {
+            if !release_live_lease(
+                conn,
+                &row.resource_id,
+                &token_hash(token),
+                lease.generation,
+                now,
+            )? {
                 return Err(inconsistent(
                     run_id,
                     "claim changed during terminal transition",
