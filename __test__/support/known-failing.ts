@@ -13,6 +13,5 @@ export const KNOWN_FAILING: ReadonlySet<string> = new Set([
   'hostile-queue',
   'hostile-resources',
   'hostile-run-reserve',
-  'hostile-run-transitions',
   'hostile-store',
 ]);
