@@ -7,6 +7,7 @@
 // - json:  caller JSON documents; sent as canonical-JSON envelopes
 // - claim: the claim object the method may update in place (resourceVersion, expiresAt)
 // - echo:  the record property `payload` is the caller's own payload object (`?? {}`)
+// - echoProps: record properties that are the caller's own `args[0][name]`, as they are
 
 const OPTIONS_NOW = ['0.now'];
 const RUN_JSON = ['0.definitionSnapshot', '0.input', '0.launchOptions'];
@@ -81,7 +82,12 @@ const METHODS = {
   // K. interactions
   beginWorkflowRunInteractionTimeout: { time: OPTIONS_NOW },
   // L. run events and run effects
-  recordRunEvent: { time: OPTIONS_NOW, json: ['0.payload'], echo: '0.payload' },
+  recordRunEvent: {
+    time: OPTIONS_NOW,
+    json: ['0.payload'],
+    echo: '0.payload',
+    echoProps: ['runId', 'workflowRef', 'type'],
+  },
   listRunEventsAfter: {},
   settleRunEffect: {},
   // M. legacy stubs

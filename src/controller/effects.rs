@@ -158,21 +158,17 @@ fn map_effect(conn: &Connection, row: &EffectRow) -> Result<Value> {
 /// caller's values, without the ones the caller left undefined.
 fn reservation_payload(options: &Value) -> Result<String> {
     let mut payload = Map::new();
+    // Checked in sorted key order, as canonical JSON walks them.
     for name in [
-        "key",
-        "resourceUid",
         "generation",
+        "key",
         "kind",
         "requestFingerprint",
+        "resourceUid",
     ] {
         if let Some(value) = prop(options, name) {
-            payload.insert(name.into(), value.clone());
+            payload.insert(name.into(), crate::args::Js::of(value).json_value()?);
         }
-    }
-    // JSON cannot carry NaN or ±Infinity: the JS layer sends them as null, and a generation
-    // is a number, so a null one stands for a non-finite number.
-    if prop(options, "generation").is_some_and(Value::is_null) {
-        return Err(StoreError::plain("JSON numbers must be finite"));
     }
     Ok(canonical(&Value::Object(payload)))
 }
