@@ -102,18 +102,19 @@ describe('synchronous errors', () => {
 
 describe('store.async rejections', () => {
   it('show the awaiting callers and no frame of this package', async () => {
-    async function readRunOfNumber() {
-      return store.async.getWorkflowRun(42);
+    async function claimOfNull() {
+      // Raised by the core, as the reference's read of `options.now` fails on null.
+      return store.async.claimWorkflowRun(null as never);
     }
     async function awaitingCaller() {
-      await readRunOfNumber();
+      await claimOfNull();
     }
     const error = await awaitingCaller().then(
       () => undefined,
       (rejected: Error) => rejected,
     );
     expect(error).toBeInstanceOf(Error);
-    expect((error as Error).message).toBe('runId must be a string');
+    expect((error as Error).message).toBe("Cannot read properties of null (reading 'now')");
     expect(frames(error).some(isPackageFrame)).toBe(false);
     // `at async awaitingCaller` (Jest's source maps print it without the `async`).
     expect(frames(error).some((line) => line.includes('awaitingCaller'))).toBe(true);
@@ -130,13 +131,13 @@ describe('store.async rejections', () => {
     const traced = new SqliteControllerStore(path.join(dir, 'state.sqlite'), { projectPath: dir, asyncCallSites: true });
     try {
       function callSiteOfRead() {
-        return traced.async.getWorkflowRun(42);
+        return traced.async.claimWorkflowRun(null as never);
       }
       const error = await callSiteOfRead().then(
         () => undefined,
         (rejected: Error) => rejected,
       );
-      expect(error.message).toBe('runId must be a string');
+      expect(error.message).toBe("Cannot read properties of null (reading 'now')");
       expect(Object.keys(error)).toEqual([]);
       expect(frames(error)[0]).toContain('callSiteOfRead');
       expect(frames(error)[0]).toContain(HERE);
