@@ -2,14 +2,15 @@
 //! resource and key, its state updates under the resource's claim, and reads.
 
 use rusqlite::types::Value as SqlValue;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
-use super::js::{bind, prop, same_number, same_text, same_value, template};
+use super::js::{bind_all, read, same_number, same_text, same_value, template, Param};
 use super::rows::ControllerRow;
 use super::rows::{
     bump_controller_resource, insert_claim_event, put_caller_text, require_claim_row_by_uid,
 };
+use super::time_at;
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, read_text};
 use crate::state::ids::{effect_id_for, resource_id_for};
@@ -17,7 +18,7 @@ use crate::state::json::canonical;
 use crate::state::revisions::{insert_lease, resource_revision};
 use crate::store::Store;
 use crate::time::iso;
-use crate::wire::{field, time, Call, Reply};
+use crate::wire::{Call, Reply};
 
 /// The methods implemented here.
 pub const METHODS: &[&str] = &["reserveEffect", "getEffect", "updateEffect", "listEffects"];
@@ -93,9 +94,11 @@ fn effect_row(
     uid: Option<&Value>,
     key: Option<&Value>,
 ) -> Result<Option<EffectRow>> {
-    Ok(conn
-        .prepare_cached(&effect_select("WHERE c.uid = ? AND e.idempotency_key = ?"))?
-        .query_row(params![bind(uid)?, bind(key)?], EffectRow::from_row)
+    let mut statement =
+        conn.prepare_cached(&effect_select("WHERE c.uid = ? AND e.idempotency_key = ?"))?;
+    let bound = bind_all(&[Param::Caller(uid), Param::Caller(key)])?;
+    Ok(statement
+        .query_row(params_from_iter(bound), EffectRow::from_row)
         .optional()?)
 }
 
@@ -156,7 +159,7 @@ fn map_effect(conn: &Connection, row: &EffectRow) -> Result<Value> {
 
 /// Canonical JSON of `{key, resourceUid, generation, kind, requestFingerprint}` from the
 /// caller's values, without the ones the caller left undefined.
-fn reservation_payload(options: &Value) -> Result<String> {
+fn reservation_payload(options: Option<&Value>) -> Result<String> {
     let mut payload = Map::new();
     for name in [
         "key",
@@ -165,34 +168,34 @@ fn reservation_payload(options: &Value) -> Result<String> {
         "kind",
         "requestFingerprint",
     ] {
-        if let Some(value) = prop(options, name) {
+        if let Some(value) = read(options, name)? {
             payload.insert(name.into(), value.clone());
         }
     }
     // JSON cannot carry NaN or ±Infinity: the JS layer sends them as null, and a generation
     // is a number, so a null one stands for a non-finite number.
-    if prop(options, "generation").is_some_and(Value::is_null) {
+    if read(options, "generation")?.is_some_and(Value::is_null) {
         return Err(StoreError::plain("JSON numbers must be finite"));
     }
     Ok(canonical(&Value::Object(payload)))
 }
 
 fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.arg(0);
-    let now = time(field(options, "now"))?;
-    let uid = prop(options, "resourceUid");
-    let key = prop(options, "key");
+    let options = call.args.first();
+    let now = time_at(read(options, "now")?, call)?;
+    let uid = read(options, "resourceUid")?;
+    let key = read(options, "key")?;
     let reservation = store.write(|conn| {
         let claimed = require_claim_row_by_uid(conn, uid)?;
-        let lease = claimed.assert_claim(field(options, "claim"), now, true)?;
+        let lease = claimed.assert_claim(read(options, "claim")?, now, true)?;
         let source = claimed.row;
         let effect_id = effect_id_for(&source.resource_id, &template(key));
         if let Some(existing) = effect_row(conn, uid, key)? {
-            let same_request = same_number(existing.generation, prop(options, "generation"))
-                && same_text(&existing.kind, prop(options, "kind"))
+            let same_request = same_number(existing.generation, read(options, "generation")?)
+                && same_text(&existing.kind, read(options, "kind")?)
                 && same_value(
                     &existing.request_fingerprint,
-                    prop(options, "requestFingerprint"),
+                    read(options, "requestFingerprint")?,
                 );
             if !same_request {
                 return Err(StoreError::EffectRequestConflict {
@@ -210,26 +213,26 @@ fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
         )?
         .execute(params![effect_resource_id, effect_id, now, now])?;
         insert_lease(conn, &effect_resource_id)?;
-        conn.prepare_cached(
+        let mut statement = conn.prepare_cached(
             "INSERT INTO effects(
                effect_id, resource_id, source_resource_id, source_revision, effect_type,
                idempotency_key, payload_hash, owner_scope, status, attempt_count,
                created_at, updated_at
              ) VALUES (?, ?, ?, ?, ?, ?, ?, 'controller', 'pending', 0, ?, ?)",
-        )?
-        .execute(params![
-            effect_id,
-            effect_resource_id,
-            source.resource_id,
-            source.resource_version,
-            bind(prop(options, "kind"))?,
-            bind(key)?,
-            &payload_hash[..],
-            now,
-            now
-        ])?;
+        )?;
+        statement.execute(params_from_iter(bind_all(&[
+            Param::text(&effect_id),
+            Param::text(&effect_resource_id),
+            Param::text(&source.resource_id),
+            Param::int(source.resource_version),
+            Param::Caller(read(options, "kind")?),
+            Param::Caller(key),
+            Param::blob(&payload_hash[..]),
+            Param::int(now),
+            Param::int(now),
+        ])?))?;
         insert_claim_event(conn, &effect_resource_id, 1, "effect.reserved", &lease, now)?;
-        let record = match reserved_record(options, &source, now) {
+        let record = match reserved_record(options, &source, now)? {
             Some(record) => record,
             None => map_effect(conn, &require_effect_row(conn, uid, key)?)?,
         };
@@ -242,47 +245,54 @@ fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
 /// they read back as they are: a string `key` and `kind` (the `key` column and `kind` of the
 /// record), and a string or absent/null `requestFingerprint` (what `json_extract` gives of the
 /// stored payload). `None` otherwise: the record is then read back.
-fn reserved_record(options: &Value, source: &ControllerRow, now: i64) -> Option<Value> {
-    let key = prop(options, "key")?.as_str()?;
-    let kind = prop(options, "kind")?.as_str()?;
-    let fingerprint = match prop(options, "requestFingerprint") {
+fn reserved_record(
+    options: Option<&Value>,
+    source: &ControllerRow,
+    now: i64,
+) -> Result<Option<Value>> {
+    let (Some(Value::String(key)), Some(Value::String(kind))) =
+        (read(options, "key")?, read(options, "kind")?)
+    else {
+        return Ok(None);
+    };
+    let fingerprint = match read(options, "requestFingerprint")? {
         None | Some(Value::Null) => Value::Null,
         Some(Value::String(text)) => Value::String(text.clone()),
-        Some(_) => return None,
+        Some(_) => return Ok(None),
     };
     let mut record = Map::new();
-    record.insert("key".into(), key.into());
+    record.insert("key".into(), key.as_str().into());
     record.insert("resourceUid".into(), source.uid.clone().into());
     record.insert("generation".into(), source.generation.into());
-    record.insert("kind".into(), kind.into());
+    record.insert("kind".into(), kind.as_str().into());
     record.insert("state".into(), "pending".into());
     record.insert("requestFingerprint".into(), fingerprint);
     record.insert("startedAt".into(), iso(now).into());
-    Some(Value::Object(record))
+    Ok(Some(Value::Object(record)))
 }
 
 /// The record of the effect `updateEffect` just updated, from `row` (read before the update)
 /// and the values it wrote, when they read back as they are: a string `key`, `state` and
 /// `error` (or none), a string or absent/null `externalRef`. `None` otherwise.
 fn updated_record(
-    options: &Value,
+    options: Option<&Value>,
     source: &ControllerRow,
     row: &EffectRow,
     now: i64,
 ) -> Option<Value> {
-    let key = prop(options, "key")?.as_str()?;
-    let state = prop(options, "state")?.as_str()?;
+    let key = read(options, "key").ok()??.as_str()?;
+    let state = read(options, "state").ok()??.as_str()?;
     let stored_state = if state == "indeterminate" {
         "ambiguous"
     } else {
         state
     };
-    let external_ref = match prop(options, "externalRef") {
+    let external_ref = match read(options, "externalRef").ok()? {
         None | Some(Value::Null) => None,
         Some(Value::String(text)) => Some(text.as_str()),
         Some(_) => return None,
     };
-    let error = match prop(options, "error") {
+    let error = match read(options, "error").ok()? {
         None => None,
         Some(Value::String(text)) => Some(text.as_str()),
         Some(_) => return None,
@@ -316,41 +326,47 @@ fn get_effect(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.arg(0);
-    let now = time(field(options, "now"))?;
-    let uid = prop(options, "resourceUid");
-    let key = prop(options, "key");
-    let state = prop(options, "state");
+    let options = call.args.first();
+    let now = time_at(read(options, "now")?, call)?;
     let record = store.write(|conn| {
+        let uid = read(options, "resourceUid")?;
         let claimed = require_claim_row_by_uid(conn, uid)?;
-        let lease = claimed.assert_claim(field(options, "claim"), now, true)?;
+        let lease = claimed.assert_claim(read(options, "claim")?, now, true)?;
         let source = claimed.row;
+        let key = read(options, "key")?;
         let row = require_effect_row(conn, uid, key)?;
         let effect_resource_id = resource_id_for("effect", &row.effect_id);
         let revision = resource_revision(conn, &effect_resource_id)?;
-        let error_hash = prop(options, "error")
-            .map(|error| put_caller_text(conn, error, now))
+        let error_hash = read(options, "error")?
+            .map(|error| put_caller_text(conn, Some(error), now))
             .transpose()?;
-        let stored_status = match state {
-            Some(Value::String(state)) if state == "indeterminate" => {
-                SqlValue::from("ambiguous".to_string())
-            }
-            other => bind(other)?,
-        };
-        let pending = state.and_then(Value::as_str) == Some("pending");
-        conn.prepare_cached(
+        let mut statement = conn.prepare_cached(
             "UPDATE effects
              SET status = ?, external_ref = ?, error_hash = ?, updated_at = ?, settled_at = ?
              WHERE effect_id = ?",
-        )?
-        .execute(params![
+        )?;
+        let state = read(options, "state")?;
+        let stored_status = match state {
+            Some(Value::String(state)) if state == "indeterminate" => Param::text("ambiguous"),
+            other => Param::Caller(other),
+        };
+        // `options.externalRef ?? null`
+        let external_ref = read(options, "externalRef")?.filter(|value| !value.is_null());
+        let pending = state.and_then(Value::as_str) == Some("pending");
+        statement.execute(params_from_iter(bind_all(&[
             stored_status,
-            bind(prop(options, "externalRef"))?,
-            error_hash.as_ref().map(|hash| &hash[..]),
-            now,
-            if pending { None } else { Some(now) },
-            row.effect_id
-        ])?;
+            Param::Caller(external_ref),
+            error_hash
+                .as_ref()
+                .map_or(Param::null(), |hash| Param::blob(&hash[..])),
+            Param::int(now),
+            if pending {
+                Param::null()
+            } else {
+                Param::int(now)
+            },
+            Param::text(&row.effect_id),
+        ])?))?;
         bump_controller_resource(conn, &effect_resource_id, revision, now)?;
         let event_type = format!("effect.{}", template(state));
         insert_claim_event(
@@ -374,8 +390,9 @@ fn list_effects(store: &Store, call: &Call) -> Result<Reply> {
     let mut statement = conn.prepare_cached(&effect_select(
         "WHERE c.uid = ? ORDER BY e.created_at, e.effect_id",
     ))?;
+    let bound = bind_all(&[Param::Caller(call.args.first())])?;
     let rows = statement
-        .query_map([bind(call.args.first())?], EffectRow::from_row)?
+        .query_map(params_from_iter(bound), EffectRow::from_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let records = rows
         .iter()

@@ -1,21 +1,17 @@
-//! JavaScript semantics for caller values: strict equality against stored values, binding to
-//! SQLite as better-sqlite3 binds, template-string interpolation and `Buffer.from(hex, "hex")`.
+//! JavaScript semantics for caller values: property reads (with V8's TypeErrors), strict
+//! equality against stored values, binding a statement's arguments as better-sqlite3 binds
+//! them, template-string interpolation and `Buffer.from(hex, "hex")`.
 //!
 //! The reference compares and binds the caller's raw values, so a claim whose `generation` is
 //! the string `"1"` is stale for a `!==` check yet matches an SQL `generation = ?`. Keeping the
 //! JSON value (not a coerced Rust type) until the point of use preserves both behaviours.
 
-use rusqlite::types::Value as SqlValue;
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use serde_json::Value;
 
 use crate::error::{Result, StoreError};
 use crate::state::ids::token_hash;
 use crate::state::json::js_number;
-
-/// Property `name` as JavaScript reads it: `None` when `undefined` (absent on the wire).
-pub fn prop<'a>(object: &'a Value, name: &str) -> Option<&'a Value> {
-    object.get(name)
-}
 
 /// `value === undefined || value === null` (the `??` test).
 pub fn is_nullish(value: Option<&Value>) -> bool {
@@ -42,19 +38,6 @@ pub fn same_value(stored: &Value, caller: Option<&Value>) -> bool {
         (Value::Number(a), Some(Value::Number(b))) => a.as_f64() == b.as_f64(),
         (Value::String(a), Some(Value::String(b))) => a == b,
         _ => false,
-    }
-}
-
-/// A caller value bound as better-sqlite3 binds it: every JavaScript number as a double,
-/// strings as text, `null`/`undefined` as NULL; anything else is refused as it refuses it.
-pub fn bind(value: Option<&Value>) -> Result<SqlValue> {
-    match value {
-        None | Some(Value::Null) => Ok(SqlValue::Null),
-        Some(Value::Number(n)) => Ok(SqlValue::Real(n.as_f64().unwrap_or(f64::NAN))),
-        Some(Value::String(s)) => Ok(SqlValue::Text(s.clone())),
-        Some(_) => Err(StoreError::Type(
-            "SQLite3 can only bind numbers, strings, bigints, buffers, and null".into(),
-        )),
     }
 }
 
@@ -110,6 +93,127 @@ fn received(value: Option<&Value>) -> String {
     }
 }
 
+/// V8's TypeError for a property read on `undefined` or `null`.
+pub fn cannot_read(receiver: &str, name: &str) -> StoreError {
+    StoreError::Type(format!(
+        "Cannot read properties of {receiver} (reading '{name}')"
+    ))
+}
+
+/// `object.name` as JavaScript reads it (`None` is `undefined`): reading from `undefined` or
+/// `null` throws V8's TypeError; primitives and arrays have none of the names the store reads.
+pub fn read<'a>(object: Option<&'a Value>, name: &str) -> Result<Option<&'a Value>> {
+    match object {
+        None => Err(cannot_read("undefined", name)),
+        Some(Value::Null) => Err(cannot_read("null", name)),
+        Some(Value::Object(map)) => Ok(map.get(name)),
+        Some(_) => Ok(None),
+    }
+}
+
+/// `value.length`: UTF-16 code units of a string, items of an array, a number-valued `length`
+/// property of an object; `undefined` otherwise (reading it from `undefined`/`null` throws).
+pub fn length_of(value: Option<&Value>) -> Result<Option<f64>> {
+    Ok(match value {
+        None | Some(Value::Null) => read(value, "length").map(|_| None)?,
+        Some(Value::String(text)) => Some(utf16_length(text) as f64),
+        Some(Value::Array(items)) => Some(items.len() as f64),
+        Some(Value::Object(map)) => map.get("length").and_then(Value::as_f64),
+        Some(_) => None,
+    })
+}
+
+/// One argument of a better-sqlite3 statement call: a value of the store's own (bound as it
+/// is) or a caller's value (bound by better-sqlite3's rules).
+#[derive(Debug, Clone, Copy)]
+pub enum Param<'a> {
+    /// A value the store computed.
+    Own(ValueRef<'a>),
+    /// A caller's value (`None` for `undefined`).
+    Caller(Option<&'a Value>),
+}
+
+impl<'a> Param<'a> {
+    /// The store's own text.
+    pub fn text(text: &'a str) -> Param<'a> {
+        Param::Own(ValueRef::Text(text.as_bytes()))
+    }
+
+    /// The store's own integer.
+    pub fn int(value: i64) -> Param<'a> {
+        Param::Own(ValueRef::Integer(value))
+    }
+
+    /// The store's own bytes.
+    pub fn blob(bytes: &'a [u8]) -> Param<'a> {
+        Param::Own(ValueRef::Blob(bytes))
+    }
+
+    /// SQL NULL.
+    pub fn null() -> Param<'a> {
+        Param::Own(ValueRef::Null)
+    }
+}
+
+const CANNOT_BIND: &str = "SQLite3 can only bind numbers, strings, bigints, buffers, and null";
+
+/// One value as better-sqlite3's `BindValueFromJS` binds it; `None` for a type it refuses.
+fn bind_value(value: Option<&Value>) -> Option<ValueRef<'_>> {
+    match value {
+        None | Some(Value::Null) => Some(ValueRef::Null),
+        Some(Value::Number(n)) => Some(ValueRef::Real(n.as_f64().unwrap_or(f64::NAN))),
+        Some(Value::String(s)) => Some(ValueRef::Text(s.as_bytes())),
+        Some(_) => None,
+    }
+}
+
+/// The arguments of `statement.run/get/all(...params)` bound as better-sqlite3's `Binder`
+/// binds them to a statement with `params.len()` anonymous parameters (one `?` per argument,
+/// as every statement of the store is written): an array argument binds its items in turn, a
+/// plain object is the (only) bag of named parameters and binds nothing, and then the count
+/// must match. Errors are its errors, in its order: a value it cannot bind first, then "Too
+/// many" when a value lands beyond the last parameter, then the final count.
+pub fn bind_all<'a>(params: &[Param<'a>]) -> Result<Vec<ToSqlOutput<'a>>> {
+    let capacity = params.len();
+    let mut bound = Vec::with_capacity(capacity);
+    let mut named_bag = false;
+    let push = |bound: &mut Vec<ToSqlOutput<'a>>, value: Option<ValueRef<'a>>| {
+        let value = value.ok_or_else(|| StoreError::Type(CANNOT_BIND.into()))?;
+        if bound.len() == capacity {
+            return Err(StoreError::Range(
+                "Too many parameter values were provided".into(),
+            ));
+        }
+        bound.push(ToSqlOutput::Borrowed(value));
+        Ok(())
+    };
+    for param in params {
+        match *param {
+            Param::Own(value) => push(&mut bound, Some(value))?,
+            Param::Caller(Some(Value::Array(items))) => {
+                for item in items {
+                    push(&mut bound, bind_value(Some(item)))?;
+                }
+            }
+            Param::Caller(Some(Value::Object(_))) => {
+                if named_bag {
+                    return Err(StoreError::Type(
+                        "You cannot specify named parameters in two different objects".into(),
+                    ));
+                }
+                named_bag = true;
+            }
+            Param::Caller(value) => push(&mut bound, bind_value(value))?,
+        }
+    }
+    if bound.len() < capacity {
+        return Err(StoreError::Range(
+            "Too few parameter values were provided".into(),
+        ));
+    }
+    Ok(bound)
+}
+
 /// `Buffer.from(text, "hex")`: pairs of hex digits (either case) up to the first invalid pair;
 /// a trailing odd digit is dropped.
 pub fn buffer_from_hex(text: &str) -> Vec<u8> {
@@ -158,5 +262,67 @@ mod tests {
         assert_eq!(template(None), "undefined");
         assert_eq!(template(Some(&json!(1.5))), "1.5");
         assert_eq!(template(Some(&json!(["a", null, 1]))), "a,,1");
+    }
+    #[test]
+    fn statement_arguments_bind_as_better_sqlite3_binds_them() {
+        let message = |params: &[Param<'_>]| match bind_all(params) {
+            Ok(bound) => format!("{} bound", bound.len()),
+            Err(StoreError::Type(m) | StoreError::Range(m)) => m,
+            Err(other) => other.to_string(),
+        };
+        let one = json!(["a"]);
+        let two = json!(["a", "b"]);
+        let empty = json!([]);
+        let object = json!({});
+        let flag = json!(true);
+        assert_eq!(message(&[Param::Caller(Some(&one))]), "1 bound");
+        assert_eq!(
+            message(&[Param::Caller(Some(&empty)), Param::int(1)]),
+            "Too few parameter values were provided"
+        );
+        assert_eq!(
+            message(&[Param::Caller(Some(&two))]),
+            "Too many parameter values were provided"
+        );
+        assert_eq!(
+            message(&[Param::Caller(Some(&object))]),
+            "Too few parameter values were provided"
+        );
+        assert_eq!(
+            message(&[Param::Caller(Some(&object)), Param::Caller(Some(&object))]),
+            "You cannot specify named parameters in two different objects"
+        );
+        // A value of a type it refuses fails before the count does, even past the last one.
+        assert_eq!(
+            message(&[Param::Caller(Some(&two)), Param::Caller(Some(&flag))]),
+            CANNOT_BIND
+        );
+        assert_eq!(
+            message(&[Param::Caller(Some(&two)), Param::int(1)]),
+            "Too many parameter values were provided"
+        );
+        assert_eq!(
+            message(&[
+                Param::int(1),
+                Param::Caller(Some(&one)),
+                Param::Caller(Some(&flag))
+            ]),
+            CANNOT_BIND
+        );
+        assert_eq!(message(&[Param::Caller(None)]), "1 bound");
+    }
+
+    #[test]
+    fn property_reads_throw_on_undefined_and_null() {
+        let object = json!({"a": null});
+        assert_eq!(read(Some(&object), "a").unwrap(), Some(&Value::Null));
+        assert_eq!(read(Some(&object), "b").unwrap(), None);
+        assert_eq!(read(Some(&json!("text")), "a").unwrap(), None);
+        assert_eq!(
+            read(None, "a").unwrap_err(),
+            StoreError::Type("Cannot read properties of undefined (reading 'a')".into())
+        );
+        assert_eq!(length_of(Some(&json!("\u{1f600}"))).unwrap(), Some(2.0));
+        assert_eq!(length_of(Some(&json!(5))).unwrap(), None);
     }
 }

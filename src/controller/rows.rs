@@ -5,15 +5,16 @@
 use std::sync::LazyLock;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
 use super::js::{
-    bind, buffer_argument_error, prop, same_number, same_text, template, token_hash_of,
+    bind_all, buffer_argument_error, length_of, read, same_number, same_text, template,
+    token_hash_of, Param,
 };
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_text, BlobHash, JsonReads, MEDIA_JSON};
-use crate::state::json::record_text;
+use crate::state::json::{js_number, record_text};
 use crate::state::revisions::{
     compare_and_set_revision, insert_event, require_lease, EventDraft, Lease,
 };
@@ -79,37 +80,67 @@ impl ControllerRow {
     }
 }
 
-/// A `{controller, key}` reference as the caller gave it.
+/// A `{controller, key}` reference as the caller gave it: either the object itself, whose
+/// properties are read where the reference reads them (reading them from `null` or `undefined`
+/// throws there, not before), or the two values already read (`{controller: claim.controller,
+/// key: claim.key}` built by the reference before the lookup).
 #[derive(Debug, Clone, Copy)]
-pub struct ResourceRef<'a> {
-    /// The `controller` property, `None` when absent.
-    pub controller: Option<&'a Value>,
-    /// The `key` property, `None` when absent.
-    pub key: Option<&'a Value>,
+pub enum ResourceRef<'a> {
+    /// The caller's reference object (`None` for `undefined`).
+    Object(Option<&'a Value>),
+    /// `controller` and `key`, already read.
+    Parts(Option<&'a Value>, Option<&'a Value>),
 }
 
 impl<'a> ResourceRef<'a> {
-    /// Reads `{controller, key}` from the caller's object (missing properties stay `None`).
-    pub fn of(object: &'a Value) -> ResourceRef<'a> {
-        ResourceRef {
-            controller: prop(object, "controller"),
-            key: prop(object, "key"),
+    /// The caller's reference object (`None` for `undefined`).
+    pub fn of(object: Option<&'a Value>) -> ResourceRef<'a> {
+        ResourceRef::Object(object)
+    }
+
+    /// `{controller: object.controller, key: object.key}`: both read now.
+    pub fn copied(object: Option<&'a Value>) -> Result<ResourceRef<'a>> {
+        let (controller, key) = ResourceRef::Object(object).parts()?;
+        Ok(ResourceRef::Parts(controller, key))
+    }
+
+    /// `ref.controller`, then `ref.key`.
+    pub fn parts(self) -> Result<(Option<&'a Value>, Option<&'a Value>)> {
+        match self {
+            ResourceRef::Object(object) => Ok((read(object, "controller")?, read(object, "key")?)),
+            ResourceRef::Parts(controller, key) => Ok((controller, key)),
         }
     }
 
-    /// `ResourceNotFoundError` for this reference, with the values as the caller gave them.
+    /// Both values when they are strings (stored and read back as they are).
+    pub fn texts(self) -> Option<(&'a str, &'a str)> {
+        match self.parts() {
+            Ok((Some(Value::String(controller)), Some(Value::String(key)))) => {
+                Some((controller, key))
+            }
+            _ => None,
+        }
+    }
+
+    /// `new ResourceNotFoundError(ref.controller, ref.key)` (or the TypeError of those reads).
     pub fn not_found(self) -> StoreError {
-        StoreError::ResourceNotFound {
-            controller: self.controller.cloned().unwrap_or(Value::Null),
-            key: self.key.cloned().unwrap_or(Value::Null),
+        match self.parts() {
+            Ok((controller, key)) => StoreError::ResourceNotFound {
+                controller: controller.cloned().unwrap_or(Value::Null),
+                key: key.cloned().unwrap_or(Value::Null),
+            },
+            Err(error) => error,
         }
     }
 
-    /// `ResourceConflictError` for this reference, with the values as the caller gave them.
+    /// `new ResourceConflictError(ref.controller, ref.key)` (or the TypeError of those reads).
     pub fn conflict(self) -> StoreError {
-        StoreError::ResourceConflict {
-            controller: self.controller.cloned().unwrap_or(Value::Null),
-            key: self.key.cloned().unwrap_or(Value::Null),
+        match self.parts() {
+            Ok((controller, key)) => StoreError::ResourceConflict {
+                controller: controller.cloned().unwrap_or(Value::Null),
+                key: key.cloned().unwrap_or(Value::Null),
+            },
+            Err(error) => error,
         }
     }
 }
@@ -130,16 +161,15 @@ fn query_by_reference<T>(
     let Some(project_id) = project_id else {
         return Ok(None);
     };
-    Ok(conn
-        .prepare_cached(sql)?
-        .query_row(
-            params![
-                project_id,
-                bind(reference.controller)?,
-                bind(reference.key)?
-            ],
-            read,
-        )
+    let mut statement = conn.prepare_cached(sql)?;
+    let (controller, key) = reference.parts()?;
+    let bound = bind_all(&[
+        Param::text(project_id),
+        Param::Caller(controller),
+        Param::Caller(key),
+    ])?;
+    Ok(statement
+        .query_row(params_from_iter(bound), read)
         .optional()?)
 }
 
@@ -154,9 +184,10 @@ fn query_by_uid<T>(
     sql: &str,
     read: fn(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Option<T>> {
-    Ok(conn
-        .prepare_cached(sql)?
-        .query_row([bind(uid)?], read)
+    let mut statement = conn.prepare_cached(sql)?;
+    let bound = bind_all(&[Param::Caller(uid)])?;
+    Ok(statement
+        .query_row(params_from_iter(bound), read)
         .optional()?)
 }
 
@@ -412,20 +443,35 @@ pub fn finalizers(conn: &Connection, controller_resource_id: &str) -> Result<Vec
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// Replaces the finalizer list; duplicates are refused before anything changes.
+/// Replaces the finalizer list as the reference does: `[...new Set(finalizers)]` (a string is
+/// iterated by code point; `null`/`undefined` make an empty set, other non-iterables throw),
+/// refused when shorter than `finalizers.length`, then one insert per item.
 pub fn replace_finalizers(
     conn: &Connection,
     controller_resource_id: &str,
-    finalizers: &Value,
+    finalizers: Option<&Value>,
 ) -> Result<()> {
-    let items = finalizers.as_array().map(Vec::as_slice).unwrap_or_default();
+    let chars: Vec<Value>;
+    let items: &[Value] = match finalizers {
+        None | Some(Value::Null) => &[],
+        Some(Value::Array(items)) => items,
+        Some(Value::String(text)) => {
+            chars = text.chars().map(|c| Value::String(c.to_string())).collect();
+            &chars
+        }
+        Some(other) => return Err(not_iterable(other)),
+    };
+    // SameValueZero: objects and arrays are never equal to another one.
     let mut unique: Vec<&Value> = Vec::with_capacity(items.len());
     for item in items {
-        if !unique.contains(&item) {
+        let seen = !matches!(item, Value::Object(_) | Value::Array(_))
+            && unique.iter().any(|kept| same_value_zero(kept, item));
+        if !seen {
             unique.push(item);
         }
     }
-    if unique.len() != items.len() {
+    let length = length_of(finalizers)?;
+    if length != Some(unique.len() as f64) {
         return Err(StoreError::plain("Controller finalizers must be unique"));
     }
     conn.prepare_cached("DELETE FROM controller_finalizers WHERE controller_resource_id = ?")?
@@ -435,13 +481,33 @@ pub fn replace_finalizers(
          VALUES (?, ?, ?)",
     )?;
     for (position, finalizer) in unique.into_iter().enumerate() {
-        insert.execute(params![
-            controller_resource_id,
-            bind(Some(finalizer))?,
-            position as i64
-        ])?;
+        insert.execute(params_from_iter(bind_all(&[
+            Param::text(controller_resource_id),
+            Param::Caller(Some(finalizer)),
+            Param::Own(ValueRef::Real(position as f64)),
+        ])?))?;
     }
     Ok(())
+}
+
+/// SameValueZero of two JSON values that are not objects or arrays.
+fn same_value_zero(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        _ => a == b,
+    }
+}
+
+/// V8's TypeError for spreading a value that is not iterable.
+fn not_iterable(value: &Value) -> StoreError {
+    let described = match value {
+        Value::Bool(b) => format!("boolean {b}"),
+        Value::Number(n) => format!("number {}", js_number(n)),
+        _ => "object".to_string(),
+    };
+    StoreError::Type(format!(
+        "{described} is not iterable (cannot read property Symbol(Symbol.iterator))"
+    ))
 }
 
 /// Queues the resource, or moves an existing item earlier and bumps its version.
@@ -543,7 +609,12 @@ impl ClaimRow {
     }
 
     /// [`assert_controller_claim`] against the lease read with the row.
-    pub fn assert_claim(&self, claim: &Value, now: i64, require_unexpired: bool) -> Result<Lease> {
+    pub fn assert_claim(
+        &self,
+        claim: Option<&Value>,
+        now: i64,
+        require_unexpired: bool,
+    ) -> Result<Lease> {
         check_claim_target(&self.row, claim)?;
         let lease = self.lease.clone().ok_or_else(|| {
             StoreError::plain(format!("Lease is missing: {}", self.row.resource_id))
@@ -604,9 +675,9 @@ pub fn bump_controller_resource(
     compare_and_set_revision(conn, resource_id, expected, now)
 }
 
-fn check_claim_target(row: &ControllerRow, claim: &Value) -> Result<()> {
-    if !same_text(&row.controller_name, prop(claim, "controller"))
-        || !same_text(&row.resource_key, prop(claim, "key"))
+fn check_claim_target(row: &ControllerRow, claim: Option<&Value>) -> Result<()> {
+    if !same_text(&row.controller_name, read(claim, "controller")?)
+        || !same_text(&row.resource_key, read(claim, "key")?)
     {
         return Err(StoreError::plain(
             "Controller claim targets another resource",
@@ -620,7 +691,7 @@ fn check_claim_target(row: &ControllerRow, claim: &Value) -> Result<()> {
 pub fn assert_controller_claim(
     conn: &Connection,
     row: &ControllerRow,
-    claim: &Value,
+    claim: Option<&Value>,
     now: i64,
     require_unexpired: bool,
 ) -> Result<Lease> {
@@ -631,18 +702,19 @@ pub fn assert_controller_claim(
 
 fn check_claim_lease(
     lease: Lease,
-    claim: &Value,
+    claim: Option<&Value>,
     now: i64,
     require_unexpired: bool,
 ) -> Result<Lease> {
+    let owner_id = read(claim, "ownerId")?;
     let holds = lease.owner_type.as_deref() == Some("controller")
         && lease
             .owner_id
             .as_deref()
-            .is_some_and(|owner| same_text(owner, prop(claim, "ownerId")))
-        && same_number(lease.generation, prop(claim, "generation"))
+            .is_some_and(|owner| same_text(owner, owner_id))
+        && same_number(lease.generation, read(claim, "generation")?)
         && lease.token_hash.is_some()
-        && lease.token_matches(&token_hash_of(prop(claim, "token"))?)
+        && lease.token_matches(&token_hash_of(read(claim, "token")?)?)
         && !(require_unexpired && lease.expires_at.is_none_or(|expires| expires <= now));
     if !holds {
         return Err(StoreError::plain("Controller claim is stale"));
@@ -657,22 +729,24 @@ pub fn release_lease(
     conn: &Connection,
     resource_id: &str,
     revision: i64,
-    claim: &Value,
+    claim: Option<&Value>,
     lease: &Lease,
     now: i64,
 ) -> Result<Option<i64>> {
-    let released = conn
-        .prepare_cached(
-            "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
-                    acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
-             WHERE resource_id = ? AND owner_id = ? AND token_hash = ? AND generation = ?",
-        )?
-        .execute(params![
-            resource_id,
-            bind(prop(claim, "ownerId"))?,
-            &token_hash_of(prop(claim, "token"))?[..],
-            bind(prop(claim, "generation"))?
-        ])?;
+    let mut statement = conn.prepare_cached(
+        "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
+                acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
+         WHERE resource_id = ? AND owner_id = ? AND token_hash = ? AND generation = ?",
+    )?;
+    let owner_id = read(claim, "ownerId")?;
+    let token_hash = token_hash_of(read(claim, "token")?)?;
+    let generation = read(claim, "generation")?;
+    let released = statement.execute(params_from_iter(bind_all(&[
+        Param::text(resource_id),
+        Param::Caller(owner_id),
+        Param::blob(&token_hash),
+        Param::Caller(generation),
+    ])?))?;
     if released != 1 {
         return Ok(None);
     }
@@ -743,9 +817,9 @@ pub fn insert_control_event(
 }
 
 /// `putText(value)` of a caller value: only strings can be stored as text.
-pub fn put_caller_text(conn: &Connection, value: &Value, now: i64) -> Result<BlobHash> {
+pub fn put_caller_text(conn: &Connection, value: Option<&Value>, now: i64) -> Result<BlobHash> {
     match value {
-        Value::String(text) => put_text(conn, text, now),
-        other => Err(buffer_argument_error(Some(other))),
+        Some(Value::String(text)) => put_text(conn, text, now),
+        other => Err(buffer_argument_error(other)),
     }
 }

@@ -1,0 +1,168 @@
+// Controller methods (putResource … listEvents) given what a JavaScript caller can pass but the
+// types forbid: null and missing objects, arrays and objects where a string belongs, numbers
+// where a token or text belongs, edge numbers. The answers are the reference's: the TypeErrors
+// its own property reads and method calls throw, Node's argument errors (with `code`), and
+// better-sqlite3's binding rules (arrays spread into positional values, a plain object is a bag
+// of named parameters) — each thrown at the statement where the reference throws it.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { failure } from './support/failure';
+
+// eslint-disable-next-line @typescript-eslint/no-var-requires
+const { SqliteControllerStore } = require('../index.js');
+
+const T0 = Date.parse('2026-11-01T00:00:00.000Z');
+const iso = (ms: number) => new Date(ms).toISOString();
+let dir: string;
+let store: any;
+let uid: string;
+let held: any;
+
+function sql(text: string, ...params: unknown[]): any {
+  const statement = store.state.connection.prepare(text);
+  return statement.reader ? statement.all(...params) : statement.run(...params);
+}
+
+const nullRead = (name: string) => ({ name: 'TypeError', message: `Cannot read properties of null (reading '${name}')` });
+const undefinedRead = (name: string) => ({
+  name: 'TypeError',
+  message: `Cannot read properties of undefined (reading '${name}')`,
+});
+const tooFew = { name: 'RangeError', message: 'Too few parameter values were provided' };
+const tooMany = { name: 'RangeError', message: 'Too many parameter values were provided' };
+
+beforeEach(() => {
+  jest.useFakeTimers({ now: T0 });
+  dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'piw-controller-hostile-')));
+  fs.mkdirSync(path.join(dir, 'project'));
+  store = new SqliteControllerStore(path.join(dir, 'state.sqlite'), { projectPath: path.join(dir, 'project') });
+  uid = store.putResource({ controller: 'jobs', key: 'alpha', spec: { n: 1 }, initialStatus: {} }).metadata.uid;
+  held = store.claimNext({ controllers: ['jobs'], ownerId: 'w1', leaseMs: 60_000 });
+});
+
+afterEach(() => {
+  store.close();
+  jest.useRealTimers();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+describe('resources', () => {
+  test('a missing or null options object fails on its first property read', () => {
+    expect(failure(() => store.putResource(null))).toEqual(nullRead('controller'));
+    expect(failure(() => store.putResource())).toEqual(undefinedRead('controller'));
+    expect(failure(() => store.getResource())).toEqual(undefinedRead('controller'));
+    expect(failure(() => store.deleteResource({ controller: 'jobs', key: 'alpha' }))).toEqual(undefinedRead('controller'));
+    expect(failure(() => store.deleteResource({ controller: 'jobs', key: 'alpha' }, 1, null))).toEqual(nullRead('controller'));
+  });
+
+  test('an array is bound as its items: one item stands for itself, more are too many values', () => {
+    const created = store.putResource({ controller: ['jobs'], key: 'k', spec: {}, initialStatus: {} });
+    expect(created.metadata).toMatchObject({ controller: 'jobs', key: 'k', resourceVersion: 1 });
+    expect(store.getResource({ controller: 'jobs', key: ['alpha'] }).metadata.uid).toBe(uid);
+    expect(store.listResources({ controller: ['jobs'] }).map((r: any) => r.metadata.key)).toEqual(['alpha', 'k']);
+    expect(failure(() => store.getResource({ controller: 'jobs', key: [] }))).toEqual(tooFew);
+    expect(failure(() => store.getResource({ controller: 'jobs', key: ['alpha', 'x'] }))).toEqual(tooMany);
+    expect(failure(() => store.getResource({ controller: 'jobs', key: [['alpha']] }))).toEqual({
+      name: 'TypeError',
+      message: 'SQLite3 can only bind numbers, strings, bigints, buffers, and null',
+    });
+  });
+
+  test('a plain object is a bag of named parameters, so the positional value is missing', () => {
+    expect(failure(() => store.getResourceByUid({}))).toEqual(tooFew);
+    expect(failure(() => store.getResourceByUid({ uid }))).toEqual(tooFew);
+    expect(failure(() => store.getResource({ controller: {}, key: {} }))).toEqual({
+      name: 'TypeError',
+      message: 'You cannot specify named parameters in two different objects',
+    });
+  });
+  test('finalizers are spread into a Set: strings by code point, objects never equal, others not iterable', () => {
+    const ref = { controller: 'jobs', key: 'alpha' };
+    const update = (finalizers: unknown) => () => store.updateFinalizers({ ref, expectedResourceVersion: 2, finalizers });
+    expect(failure(update(5))).toEqual({
+      name: 'TypeError',
+      message: 'number 5 is not iterable (cannot read property Symbol(Symbol.iterator))',
+    });
+    expect(failure(update(undefined))).toEqual(undefinedRead('length'));
+    // Two objects are two items (not "must be unique"); the first binds as a named bag.
+    expect(failure(update([{}, {}]))).toEqual(tooFew);
+    // One code point, two UTF-16 code units.
+    expect(failure(update('\u{1f600}'))).toEqual({ name: 'Error', message: 'Controller finalizers must be unique' });
+    expect(store.updateFinalizers({ ref, expectedResourceVersion: 2, finalizers: 'ab' }).metadata.finalizers).toEqual(['a', 'b']);
+  });
+});
+
+describe('queue', () => {
+  test('claimNext reads controllers, exclusions and options as the reference does', () => {
+    expect(failure(() => store.claimNext({}))).toEqual(undefinedRead('length'));
+    expect(failure(() => store.claimNext({ controllers: 'jobs', ownerId: 'w2', leaseMs: 1000 }))).toEqual({
+      name: 'TypeError',
+      message: 'options.controllers.map is not a function',
+    });
+    expect(failure(() => store.claimNext({ controllers: ['jobs'], ownerId: 'w2', leaseMs: 1000, exclude: [null] }))).toEqual(
+      nullRead('controller'),
+    );
+  });
+
+  test('a string leaseMs makes the expiry a string: stored, then an invalid date inside the transaction', () => {
+    store.putResource({ controller: 'jobs', key: 'beta', spec: {}, initialStatus: {} });
+    expect(failure(() => store.claimNext({ controllers: ['jobs'], ownerId: 'w2', leaseMs: '1000' }))).toEqual({
+      name: 'RangeError',
+      message: 'Invalid time value',
+    });
+    // Rolled back: beta is still unclaimed.
+    expect(sql("SELECT owner_id FROM leases l JOIN controller_resources c ON c.resource_id = l.resource_id WHERE c.resource_key = 'beta'")).toEqual([
+      { owner_id: null },
+    ]);
+    // renewClaim has no transaction: the expiry is written, then the date fails.
+    expect(failure(() => store.renewClaim(held, '1000'))).toEqual({ name: 'RangeError', message: 'Invalid time value' });
+    expect(sql("SELECT expires_at FROM leases WHERE owner_id = 'w1'")).toEqual([{ expires_at: Number(`${T0}1000`) }]);
+    expect(held.expiresAt).toBe(iso(T0 + 60_000));
+  });
+
+  test('a number ownerId is bound as a double: SQLite stores its text as "5.0"', () => {
+    store.putResource({ controller: 'jobs', key: 'beta', spec: {}, initialStatus: {} });
+    const claim = store.claimNext({ controllers: ['jobs'], ownerId: 5, leaseMs: 1000 });
+    expect(claim).toMatchObject({ key: 'beta', ownerId: 5 });
+    expect(sql("SELECT actor_id FROM events WHERE event_type = 'lease.claimed' ORDER BY event_seq DESC LIMIT 1")).toEqual([
+      { actor_id: '5.0' },
+    ]);
+  });
+
+  test('renewClaim on a null claim', () => {
+    expect(failure(() => store.renewClaim(null, 1000))).toEqual(nullRead('controller'));
+  });
+});
+
+describe('effects and child workflows', () => {
+  test('objects and arrays as ids, null claims and null updates', () => {
+    expect(failure(() => store.listEffects({ uid }))).toEqual(tooFew);
+    expect(failure(() => store.getWorkflowByRequestId({ id: 'x' }))).toEqual(tooFew);
+    const fp = 'ab'.repeat(32);
+    expect(failure(() => store.reserveWorkflow({ resourceUid: uid, claim: null, requestKey: 'w', workflow: 'c', inputFingerprint: fp }))).toEqual(
+      nullRead('controller'),
+    );
+    const { record } = store.reserveWorkflow({ resourceUid: uid, claim: held, requestKey: 'w', workflow: 'c', inputFingerprint: fp });
+    expect(store.listWorkflows([uid]).map((w: any) => w.requestId)).toEqual([record.requestId]);
+    expect(failure(() => store.updateWorkflow(record.requestId, null, held))).toEqual(nullRead('error'));
+    expect(failure(() => store.updateWorkflow(record.requestId, { state: 'running' }, null))).toEqual(nullRead('controller'));
+    expect(failure(() => store.completeWorkflow(record.requestId, null))).toEqual(nullRead('state'));
+  });
+});
+
+describe('events', () => {
+  test('a null claim is checked (only undefined means none); null options fail', () => {
+    expect(failure(() => store.recordEvent({ controller: 'jobs', key: 'alpha', type: 't', claim: null }))).toEqual(nullRead('controller'));
+    expect(failure(() => store.listEvents(null))).toEqual(nullRead('controller'));
+  });
+
+  test('limits SQLite cannot take as an integer are its datatype mismatch', () => {
+    for (const limit of [1.5, 1e21, 'x', [1.5]]) {
+      expect(failure(() => store.listEvents({ limit }))).toEqual({ name: 'SqliteError', message: 'datatype mismatch', code: 'SQLITE_MISMATCH' });
+    }
+    expect(store.listEvents({ limit: '1' })).toHaveLength(1);
+    expect(store.listEvents({ limit: [1] })).toHaveLength(1);
+    expect(failure(() => store.listEvents({ limit: {} }))).toEqual(tooFew);
+  });
+});
