@@ -149,6 +149,11 @@ describe('effects and child workflows', () => {
     expect(failure(() => store.updateWorkflow(record.requestId, { state: 'running' }, null))).toEqual(nullRead('controller'));
     expect(failure(() => store.completeWorkflow(record.requestId, null))).toEqual(nullRead('state'));
   });
+  test('an array fingerprint is Buffer.from(array): one byte per item', () => {
+    const bytes = Array.from({ length: 32 }, (_, index) => (index === 0 ? 256 + 0xab : index === 1 ? '0x10' : 0xab));
+    const { record } = store.reserveWorkflow({ resourceUid: uid, claim: held, requestKey: 'w', workflow: 'c', inputFingerprint: bytes });
+    expect(record.inputFingerprint).toBe('ab10' + 'ab'.repeat(30));
+  });
 });
 
 describe('events', () => {

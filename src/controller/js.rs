@@ -214,6 +214,89 @@ pub fn bind_all<'a>(params: &[Param<'a>]) -> Result<Vec<ToSqlOutput<'a>>> {
     Ok(bound)
 }
 
+/// How `Buffer.from(value, encoding)` reads its first argument.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Encoding {
+    /// `"utf8"`.
+    Utf8,
+    /// `"hex"`.
+    Hex,
+}
+
+/// `Buffer.from(value, encoding)`: a string decoded with `encoding`, an array's items each
+/// made a byte (`ToNumber`, then modulo 256; the encoding is ignored); anything else is Node's
+/// `ERR_INVALID_ARG_TYPE`.
+pub fn buffer_from(value: Option<&Value>, encoding: Encoding) -> Result<Vec<u8>> {
+    match value {
+        Some(Value::String(text)) => Ok(match encoding {
+            Encoding::Utf8 => text.as_bytes().to_vec(),
+            Encoding::Hex => buffer_from_hex(text),
+        }),
+        Some(Value::Array(items)) => {
+            Ok(items.iter().map(|item| to_uint8(to_number(item))).collect())
+        }
+        other => Err(buffer_argument_error(other)),
+    }
+}
+
+/// `ToNumber(value)` of a JSON value.
+pub fn to_number(value: &Value) -> f64 {
+    match value {
+        Value::Null => 0.0,
+        Value::Bool(b) => f64::from(u8::from(*b)),
+        Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
+        Value::String(text) => string_to_number(text),
+        Value::Array(_) => string_to_number(&template(Some(value))),
+        Value::Object(_) => f64::NAN,
+    }
+}
+
+/// JavaScript's `StringToNumber`: decimal, `0x`/`0o`/`0b` integers, `Infinity`, surrounding
+/// white space ignored, the empty string 0, anything else NaN.
+fn string_to_number(text: &str) -> f64 {
+    let text = text.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
+    if text.is_empty() {
+        return 0.0;
+    }
+    for (prefix, radix) in [
+        ("0x", 16),
+        ("0X", 16),
+        ("0o", 8),
+        ("0O", 8),
+        ("0b", 2),
+        ("0B", 2),
+    ] {
+        if let Some(digits) = text.strip_prefix(prefix) {
+            return u128::from_str_radix(digits, radix).map_or(f64::NAN, |n| n as f64);
+        }
+    }
+    let unsigned = text.trim_start_matches(['+', '-']);
+    if unsigned == "Infinity" && text.len() - unsigned.len() <= 1 {
+        return if text.starts_with('-') {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        };
+    }
+    // Rust also reads "inf" and "nan", which JavaScript does not.
+    if !text
+        .bytes()
+        .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
+    {
+        return f64::NAN;
+    }
+    text.parse().unwrap_or(f64::NAN)
+}
+
+/// `ToUint8`: modulo 256 of the truncated number, 0 for NaN and infinities.
+fn to_uint8(n: f64) -> u8 {
+    if n.is_finite() {
+        n.trunc().rem_euclid(256.0) as u8
+    } else {
+        0
+    }
+}
+
 /// `Buffer.from(text, "hex")`: pairs of hex digits (either case) up to the first invalid pair;
 /// a trailing odd digit is dropped.
 pub fn buffer_from_hex(text: &str) -> Vec<u8> {
@@ -245,6 +328,30 @@ mod tests {
         assert_eq!(buffer_from_hex("ab zz cd"), vec![0xab]);
         assert_eq!(buffer_from_hex("zz"), Vec::<u8>::new());
         assert_eq!(buffer_from_hex("abé0"), vec![0xab]);
+    }
+
+    #[test]
+    fn buffers_from_arrays_take_each_item_modulo_256() {
+        let items = json!([
+            "0x10",
+            "12",
+            " 7 ",
+            "",
+            null,
+            true,
+            [5],
+            {},
+            "1e1",
+            300,
+            -1,
+            1.9,
+            "inf"
+        ]);
+        assert_eq!(
+            buffer_from(Some(&items), Encoding::Hex).unwrap(),
+            vec![0x10, 0x0c, 7, 0, 0, 1, 5, 0, 10, 0x2c, 0xff, 1, 0]
+        );
+        assert!(buffer_from(Some(&json!(5)), Encoding::Utf8).is_err());
     }
 
     #[test]

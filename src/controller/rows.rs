@@ -9,11 +9,11 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
 use super::js::{
-    bind_all, buffer_argument_error, length_of, read, same_number, same_text, template,
-    token_hash_of, Param,
+    bind_all, buffer_from, length_of, read, same_number, same_text, template, token_hash_of,
+    Encoding, Param,
 };
 use crate::error::{Result, StoreError};
-use crate::state::blobs::{put_text, BlobHash, JsonReads, MEDIA_JSON};
+use crate::state::blobs::{put_blob, put_text, BlobHash, JsonReads, MEDIA_JSON, MEDIA_TEXT};
 use crate::state::json::{js_number, record_text};
 use crate::state::revisions::{
     compare_and_set_revision, insert_event, require_lease, EventDraft, Lease,
@@ -817,9 +817,10 @@ pub fn insert_control_event(
 }
 
 /// `putText(value)` of a caller value: only strings can be stored as text.
+/// `putText(value)` of a caller value: `Buffer.from(value, "utf8")` stored as `text/plain`.
 pub fn put_caller_text(conn: &Connection, value: Option<&Value>, now: i64) -> Result<BlobHash> {
     match value {
         Some(Value::String(text)) => put_text(conn, text, now),
-        other => Err(buffer_argument_error(other)),
+        other => put_blob(conn, &buffer_from(other, Encoding::Utf8)?, MEDIA_TEXT, now),
     }
 }

@@ -5,9 +5,7 @@
 use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
-use super::js::{
-    bind_all, buffer_argument_error, buffer_from_hex, is_nullish, read, same_text, template, Param,
-};
+use super::js::{bind_all, buffer_from, is_nullish, read, same_text, template, Encoding, Param};
 use super::rows::{assert_controller_claim, put_caller_text, require_controller_row_by_uid};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{read_text, BlobHash};
@@ -166,10 +164,7 @@ fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
                input_fingerprint, status, attempt_count, created_at, updated_at
              ) VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?)",
         )?;
-        let fingerprint_bytes = match fingerprint {
-            Some(Value::String(hex)) => buffer_from_hex(hex),
-            other => return Err(buffer_argument_error(other)),
-        };
+        let fingerprint_bytes = buffer_from(fingerprint, Encoding::Hex)?;
         statement.execute(params_from_iter(bind_all(&[
             Param::text(&request_id),
             Param::text(&source.controller_resource_id),
