@@ -11,6 +11,7 @@ const path = require('node:path');
 const { jsonEnvelope } = require('./lib/canonical-json.js');
 const errors = require('./lib/errors.js');
 const { METHODS } = require('./lib/methods.js');
+const { RETRY, encodeAllArguments, encodeArguments, encodeError } = require('./lib/wire.js');
 const { binding, created } = require('./lib/native.js');
 const { workflowStatePath } = require('./lib/paths.js');
 const { StateDatabase, nativeStateOf } = require('./lib/state-database.js');
@@ -23,16 +24,29 @@ function canonicalProjectPath(value) {
   }
 }
 
-/** `new Date(value ?? now)` as epoch ms, or null when invalid (the core throws "Invalid timestamp"). */
-function timeValue(value) {
-  const time = (value === undefined ? new Date() : new Date(value)).getTime();
-  return Number.isFinite(time) ? time : null;
+/** What JavaScript threw while the JS layer read a value; the core throws it where the reference would. */
+function thrown(error) {
+  return { $error: encodeError(error) };
 }
 
-/** `Date.parse(value)` as epoch ms, or null for NaN (SQLite then sees NULL, as in the reference). */
+/** `new Date(value ?? now)` as epoch ms, null when invalid (the core throws "Invalid timestamp"), or what it threw. */
+function timeValue(value) {
+  try {
+    const time = (value === undefined ? new Date() : new Date(value)).getTime();
+    return Number.isFinite(time) ? time : null;
+  } catch (error) {
+    return thrown(error);
+  }
+}
+
+/** `Date.parse(value)` as epoch ms, null for NaN (SQLite then sees NULL, as in the reference), or what it threw. */
 function dateValue(value) {
-  const time = Date.parse(value);
-  return Number.isFinite(time) ? time : null;
+  try {
+    const time = Date.parse(value);
+    return Number.isFinite(time) ? time : null;
+  } catch (error) {
+    return thrown(error);
+  }
 }
 
 function replaceAt(wire, copied, { index, property }, convert) {
@@ -55,21 +69,26 @@ function valueAt(args, { index, property }) {
   return arg === null || arg === undefined ? undefined : arg[property];
 }
 
-/** The arguments as the core reads them; the caller's objects are never modified. */
-function wireArguments(spec, args) {
+/**
+ * The arguments as the core reads them (lib/wire.js); the caller's objects are never modified.
+ * `all`: tag every value that needs it, strings included (after the core answered RETRY).
+ */
+function wireArguments(spec, args, all = false) {
+  const encodeList = all ? encodeAllArguments : encodeArguments;
   // Most calls convert nothing: the arguments are sent as they are, without a copy.
-  if (spec.plain) return JSON.stringify(args);
+  if (spec.plain) return encodeList(args);
   const wire = Array.from(args);
   const copied = new Set();
   for (const at of spec.time) replaceAt(wire, copied, at, timeValue);
   for (const at of spec.date) replaceAt(wire, copied, at, dateValue);
   for (const at of spec.json) replaceAt(wire, copied, at, jsonEnvelope);
-  return JSON.stringify(wire);
+  return encodeList(wire);
 }
 
 /** Decodes the core's reply (see src/lib.rs) and applies its in-place claim changes. */
 function readReply(spec, args, reply) {
   if (reply === '') return undefined;
+  if (reply === RETRY) throw new Error('pi-workflows-native: the core could not read the arguments');
   const tag = reply.charCodeAt(0);
   if (tag === 33 /* ! */) throw errors.errorFromWire(JSON.parse(reply.slice(1)));
   let value;
@@ -161,7 +180,10 @@ class SqliteControllerStore {
   /** Runs one core method; shared by every public method. */
   static #invoke(store, method, index, args) {
     const spec = METHODS[method];
-    return readReply(spec, args, store.#native.call(index, wireArguments(spec, args), Date.now()));
+    const clock = Date.now();
+    let reply = store.#native.call(index, wireArguments(spec, args), clock);
+    if (reply === RETRY) reply = store.#native.call(index, wireArguments(spec, args, true), clock);
+    return readReply(spec, args, reply);
   }
 
   /** `#invoke` on a worker thread, queued behind this database's earlier asynchronous calls. */
@@ -169,7 +191,8 @@ class SqliteControllerStore {
     const spec = METHODS[method];
     let wire;
     try {
-      wire = wireArguments(spec, args);
+      // Every value checked now (a RETRY later would read the arguments after the call).
+      wire = wireArguments(spec, args, true);
     } catch (error) {
       return Promise.reject(error);
     }

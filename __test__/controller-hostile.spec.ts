@@ -14,6 +14,11 @@ const { SqliteControllerStore } = require('../index.js');
 
 const T0 = Date.parse('2026-11-01T00:00:00.000Z');
 const iso = (ms: number) => new Date(ms).toISOString();
+const TOKEN_TYPE =
+  'The "data" argument must be of type string or an instance of Buffer, TypedArray, or DataView. Received type number (5)';
+const BUFFER_TYPE =
+  'The first argument must be of type string or an instance of Buffer, ArrayBuffer, or Array or an Array-like Object. Received type number (5)';
+
 let dir: string;
 let store: any;
 let uid: string;
@@ -77,6 +82,19 @@ describe('resources', () => {
       message: 'You cannot specify named parameters in two different objects',
     });
   });
+  test("a number token fails in Node's hash with its code", () => {
+    const claim = { ...held, token: 5 };
+    const status = { observedGeneration: 1, conditions: [], controllerStatus: {} };
+    expect(failure(() => store.updateStatus({ ref: { controller: 'jobs', key: 'alpha' }, expectedResourceVersion: 2, claim, status }))).toEqual({
+      name: 'TypeError',
+      message: TOKEN_TYPE,
+      code: 'ERR_INVALID_ARG_TYPE',
+    });
+    expect(failure(() => store.renewClaim(claim, 1000))).toEqual({ name: 'TypeError', message: TOKEN_TYPE, code: 'ERR_INVALID_ARG_TYPE' });
+    // settleClaim treats any failure of the claim check as "not settled".
+    expect(store.settleClaim(claim)).toBe(false);
+  });
+
   test('finalizers are spread into a Set: strings by code point, objects never equal, others not iterable', () => {
     const ref = { controller: 'jobs', key: 'alpha' };
     const update = (finalizers: unknown) => () => store.updateFinalizers({ ref, expectedResourceVersion: 2, finalizers });
@@ -136,6 +154,20 @@ describe('queue', () => {
 });
 
 describe('effects and child workflows', () => {
+  test('a number where text belongs fails in Buffer.from with its code', () => {
+    store.reserveEffect({ key: 'e1', resourceUid: uid, claim: held, generation: 1, kind: 'k', requestFingerprint: 'f' });
+    expect(failure(() => store.updateEffect({ resourceUid: uid, key: 'e1', claim: held, state: 'pending', error: 5 }))).toEqual({
+      name: 'TypeError',
+      message: BUFFER_TYPE,
+      code: 'ERR_INVALID_ARG_TYPE',
+    });
+    expect(failure(() => store.reserveWorkflow({ resourceUid: uid, claim: held, requestKey: 'w', workflow: 'c', inputFingerprint: 5 }))).toEqual({
+      name: 'TypeError',
+      message: BUFFER_TYPE,
+      code: 'ERR_INVALID_ARG_TYPE',
+    });
+  });
+
   test('objects and arrays as ids, null claims and null updates', () => {
     expect(failure(() => store.listEffects({ uid }))).toEqual(tooFew);
     expect(failure(() => store.getWorkflowByRequestId({ id: 'x' }))).toEqual(tooFew);
@@ -163,7 +195,7 @@ describe('events', () => {
   });
 
   test('limits SQLite cannot take as an integer are its datatype mismatch', () => {
-    for (const limit of [1.5, 1e21, 'x', [1.5]]) {
+    for (const limit of [1.5, Infinity, -Infinity, NaN, 1e21, 'x', [1.5]]) {
       expect(failure(() => store.listEvents({ limit }))).toEqual({ name: 'SqliteError', message: 'datatype mismatch', code: 'SQLITE_MISMATCH' });
     }
     expect(store.listEvents({ limit: '1' })).toHaveLength(1);

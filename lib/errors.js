@@ -45,13 +45,19 @@ Object.defineProperty(SqliteError.prototype, 'name', {
   enumerable: false,
 });
 
+/** Node's argument errors carry `code` as an own enumerable property. */
+function withCode(error, code) {
+  if (code !== undefined) error.code = code;
+  return error;
+}
+
 /** Rebuilds the error the core reported (`{kind, message?, code?, args?}`). */
 function errorFromWire(wire) {
   switch (wire.kind) {
     case 'TypeError':
-      return new TypeError(wire.message);
+      return withCode(new TypeError(wire.message), wire.code);
     case 'RangeError':
-      return new RangeError(wire.message);
+      return withCode(new RangeError(wire.message), wire.code);
     case 'SqliteError':
       return new SqliteError(wire.message, wire.code);
     case 'ResourceConflictError':
@@ -63,7 +69,7 @@ function errorFromWire(wire) {
     case 'WorkflowRequestConflictError':
       return new WorkflowRequestConflictError(...wire.args);
     default:
-      return new Error(wire.message);
+      return withCode(new Error(wire.message), wire.code);
   }
 }
 

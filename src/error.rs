@@ -17,6 +17,16 @@ pub enum StoreError {
     Type(String),
     /// A `RangeError` (better-sqlite3's parameter-count errors).
     Range(String),
+    /// An error JavaScript itself throws in the reference (V8's or Node's): its class name,
+    /// message and Node's `code` when it has one (`ERR_INVALID_ARG_TYPE`).
+    Js {
+        /// The constructor name (`TypeError`, `RangeError`, `Error`).
+        name: String,
+        /// The message.
+        message: String,
+        /// Node's error code, an own enumerable property of the error.
+        code: Option<String>,
+    },
     /// An SQLite failure: better-sqlite3's `SqliteError` with SQLite's message and code name.
     Sqlite {
         /// SQLite's extended result code name, e.g. `SQLITE_CONSTRAINT_UNIQUE`.
@@ -67,6 +77,16 @@ impl StoreError {
             StoreError::Plain(message) => json!({ "kind": "Error", "message": message }),
             StoreError::Type(message) => json!({ "kind": "TypeError", "message": message }),
             StoreError::Range(message) => json!({ "kind": "RangeError", "message": message }),
+            StoreError::Js {
+                name,
+                message,
+                code: Some(code),
+            } => json!({ "kind": name, "message": message, "code": code }),
+            StoreError::Js {
+                name,
+                message,
+                code: None,
+            } => json!({ "kind": name, "message": message }),
             StoreError::Sqlite { code, message } => {
                 json!({ "kind": "SqliteError", "message": message, "code": code })
             }

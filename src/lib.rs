@@ -4,13 +4,15 @@
 //! This file holds the napi surface only: `NativeState` (one state database connection, shared
 //! by a JS `StateDatabase` and the stores built on it) and `NativeStore` (a store bound to a
 //! project). Every method returns one string: a result's JSON, `""` for `undefined`, `~{…}` when
-//! a store method changed the caller's claim in place, or `!{…}` for an error that `index.js`
-//! rethrows as the reference's error class. Panics are caught and reported as errors; an open
+//! a store method changed the caller's claim in place, `!{…}` for an error that `index.js`
+//! rethrows as the reference's error class, or `?` ([`RETRY`]) when the arguments did not parse
+//! (the JS layer then sends them again, fully tagged). Panics are caught and reported as errors; an open
 //! transaction is rolled back first, so a panic never leaves the file half-written.
 #![deny(clippy::all)]
 // Errors carry the JSON values the reference interpolates; they are rare, so size is no concern.
 #![allow(clippy::result_large_err)]
 
+pub mod args;
 pub mod connection;
 pub mod controller;
 pub mod error;
@@ -300,6 +302,9 @@ impl NativeStore {
     }
 }
 
+/// The reply asking the JS layer to send the call again with every value tagged (lib/wire.js).
+pub const RETRY: &str = "?";
+
 fn run_store_call(
     state: &SharedState,
     project_id: Option<&str>,
@@ -308,9 +313,12 @@ fn run_store_call(
     clock: f64,
 ) -> String {
     guarded(state, |state| {
-        let args = match parse_json(args_json)? {
-            Value::Array(args) => args,
-            _ => return Err(StoreError::plain("Store arguments are not a JSON array")),
+        let args = match serde_json::from_str(args_json) {
+            Ok(Value::Array(args)) => args,
+            Ok(_) => return Err(StoreError::plain("Store arguments are not a JSON array")),
+            // The JS layer's fast path does not look at strings; one with a lone surrogate
+            // does not parse, and the JS layer sends the call again with it tagged.
+            Err(_) => return Ok(RETRY.into()),
         };
         let store = Store::new(state, project_id);
         let reply = store::dispatch_at(&store, method, &Call::new(args, clock as i64))?;

@@ -29,13 +29,16 @@ impl Call {
 
     /// Positional argument `index`; `null` when absent or `undefined`.
     pub fn arg(&self, index: usize) -> &Value {
-        self.args.get(index).unwrap_or(&NULL)
+        match self.args.get(index) {
+            Some(value) if crate::args::Js::of(value) != crate::args::Js::Undefined => value,
+            _ => &NULL,
+        }
     }
 }
 
-/// Property `name` of an object argument; `null` when absent.
+/// Property `name` of an object argument; `null` when absent or `undefined`.
 pub fn field<'a>(object: &'a Value, name: &str) -> &'a Value {
-    object.get(name).unwrap_or(&NULL)
+    crate::args::prop(object, name).unwrap_or(&NULL)
 }
 
 /// Whether property `name` is present and not `null`/`undefined`.
@@ -83,9 +86,10 @@ pub fn opt_int(value: &Value, what: &str) -> Result<Option<i64>> {
 
 /// A timestamp the JS layer parsed: epoch ms, or `Invalid timestamp`.
 pub fn time(value: &Value) -> Result<i64> {
-    value
-        .as_i64()
-        .ok_or_else(|| StoreError::plain("Invalid timestamp"))
+    match crate::args::Js::of(value) {
+        crate::args::Js::Undefined => Err(StoreError::plain("Invalid timestamp")),
+        js => crate::args::time(js, 0),
+    }
 }
 
 /// A string list (`undefined` → empty).

@@ -1,6 +1,7 @@
 // Where the conformance data lives. The traces directory is `$PIW_CONFORMANCE_DIR` when set,
 // otherwise `../shared/conformance/traces` relative to the repository root (the `shared/`
-// folder is a sibling of the checkout). Fixtures sit next to the traces directory.
+// folder is a sibling of the checkout). Fixtures and the hostile-input traces (`hostile/`) sit
+// next to the traces directory.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -12,6 +13,8 @@ export type ConformancePaths = {
   root: string;
   traces: string;
   fixtures: string;
+  /** The hostile-input traces (bad and unusual arguments, closed and read-only stores). */
+  hostile: string;
 };
 
 /**
@@ -25,7 +28,7 @@ export function conformancePaths(env: NodeJS.ProcessEnv = process.env): Conforma
   const nested = path.join(traces, 'traces');
   if (fs.existsSync(nested) && fs.statSync(nested).isDirectory()) traces = nested;
   const root = path.dirname(traces);
-  return { root, traces, fixtures: path.join(root, 'fixtures') };
+  return { root, traces, fixtures: path.join(root, 'fixtures'), hostile: path.join(root, 'hostile') };
 }
 
 /** Throws a loud error unless `dir` is an existing directory. */

@@ -61,6 +61,8 @@ export type ReplayOptions = {
   conformanceRoot: string;
   /** Keep the temporary directory (its path is added to a failure message). */
   keepDir?: boolean;
+  /** A diagnostic: go on past differences and report every differing step at the end. */
+  allSteps?: boolean;
 };
 
 /** A trace step did not do what the reference did. */
@@ -178,15 +180,21 @@ export function replayTrace(trace: Trace, options: ReplayOptions): void {
   };
   options.clock.freeze(trace.clockStart);
   let failed = false;
+  const failures: string[] = [];
   try {
     trace.steps.forEach((step, index) => {
       try {
         runStep(context, step);
       } catch (error) {
         failed = true;
-        throw new TraceFailure(failureMessage(trace, step, index, error, context));
+        const message = failureMessage(trace, step, index, error, context);
+        if (!options.allSteps) throw new TraceFailure(message);
+        failures.push(message);
       }
     });
+    if (failures.length > 0) {
+      throw new TraceFailure(`${failures.length} of ${trace.steps.length} steps differ\n\n${failures.join('\n\n')}`);
+    }
   } finally {
     for (const store of context.opened) {
       try {

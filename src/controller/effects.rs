@@ -5,7 +5,7 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
-use super::js::{bind_all, read, same_number, same_text, same_value, template, Param};
+use super::js::{bind_params, read, same_number, same_text, same_value, template, Js, Param};
 use super::rows::ControllerRow;
 use super::rows::{
     bump_controller_resource, insert_claim_event, put_caller_text, require_claim_row_by_uid,
@@ -96,7 +96,7 @@ fn effect_row(
 ) -> Result<Option<EffectRow>> {
     let mut statement =
         conn.prepare_cached(&effect_select("WHERE c.uid = ? AND e.idempotency_key = ?"))?;
-    let bound = bind_all(&[Param::Caller(uid), Param::Caller(key)])?;
+    let bound = bind_params(&[Param::Caller(uid), Param::Caller(key)])?;
     Ok(statement
         .query_row(params_from_iter(bound), EffectRow::from_row)
         .optional()?)
@@ -161,21 +161,17 @@ fn map_effect(conn: &Connection, row: &EffectRow) -> Result<Value> {
 /// caller's values, without the ones the caller left undefined.
 fn reservation_payload(options: Option<&Value>) -> Result<String> {
     let mut payload = Map::new();
+    // Checked in sorted key order, as canonical JSON walks them.
     for name in [
-        "key",
-        "resourceUid",
         "generation",
+        "key",
         "kind",
         "requestFingerprint",
+        "resourceUid",
     ] {
         if let Some(value) = read(options, name)? {
-            payload.insert(name.into(), value.clone());
+            payload.insert(name.into(), Js::of(value).json_value()?);
         }
-    }
-    // JSON cannot carry NaN or ±Infinity: the JS layer sends them as null, and a generation
-    // is a number, so a null one stands for a non-finite number.
-    if read(options, "generation")?.is_some_and(Value::is_null) {
-        return Err(StoreError::plain("JSON numbers must be finite"));
     }
     Ok(canonical(&Value::Object(payload)))
 }
@@ -220,7 +216,7 @@ fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
                created_at, updated_at
              ) VALUES (?, ?, ?, ?, ?, ?, ?, 'controller', 'pending', 0, ?, ?)",
         )?;
-        statement.execute(params_from_iter(bind_all(&[
+        statement.execute(params_from_iter(bind_params(&[
             Param::text(&effect_id),
             Param::text(&effect_resource_id),
             Param::text(&source.resource_id),
@@ -353,7 +349,7 @@ fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
         // `options.externalRef ?? null`
         let external_ref = read(options, "externalRef")?.filter(|value| !value.is_null());
         let pending = state.and_then(Value::as_str) == Some("pending");
-        statement.execute(params_from_iter(bind_all(&[
+        statement.execute(params_from_iter(bind_params(&[
             stored_status,
             Param::Caller(external_ref),
             error_hash
@@ -390,7 +386,7 @@ fn list_effects(store: &Store, call: &Call) -> Result<Reply> {
     let mut statement = conn.prepare_cached(&effect_select(
         "WHERE c.uid = ? ORDER BY e.created_at, e.effect_id",
     ))?;
-    let bound = bind_all(&[Param::Caller(call.args.first())])?;
+    let bound = bind_params(&[Param::Caller(call.args.first())])?;
     let rows = statement
         .query_map(params_from_iter(bound), EffectRow::from_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -6,11 +6,11 @@
 //! and the next step compiles it again; `+?` is the same value, read when the statement runs
 //! (the plans are the same either way).
 
-use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
+use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{bind_all, is_nullish, read, Param};
+use super::js::{bind_params, is_nullish, read, Bound, Param};
 use super::rows::{bump_controller_resource, joined_document_text, require_claim_row, ResourceRef};
 use super::{json_arg, time_at};
 use crate::error::Result;
@@ -119,7 +119,7 @@ fn write_events(
     events_source: &str,
     join: &str,
     filter: &str,
-    bound: &[SqlValue],
+    bound: &[Bound<'_>],
     out: &mut String,
 ) -> Result<i64> {
     let sql = format!(
@@ -160,10 +160,10 @@ fn write_events(
 /// kind are searched first. Events are listed newest first, so when the window holds `limit`
 /// matching events they are the answer; otherwise the whole log is searched. SQLite's own plan
 /// collects every event of every controller resource and sorts them, whatever the limit.
-fn recent_window(limit: Option<&SqlValue>) -> Option<(i64, i64)> {
+fn recent_window(limit: Option<&Bound<'_>>) -> Option<(i64, i64)> {
     let limit = match limit? {
-        SqlValue::Integer(limit) => *limit,
-        SqlValue::Real(limit) if limit.fract() == 0.0 && limit.abs() < 1e9 => *limit as i64,
+        Bound::Integer(limit) => *limit,
+        Bound::Real(limit) if limit.fract() == 0.0 && limit.abs() < 1e9 => *limit as i64,
         _ => return None,
     };
     (1..=EVENT_WINDOW_LIMIT)
@@ -206,26 +206,19 @@ fn list_events(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
     let filter = clauses.join(" AND ");
     // One read transaction: the rows and each payload blob under one file lock.
-    let bound = bind_all(&params)?
-        .into_iter()
-        .map(|value| match value {
-            ToSqlOutput::Borrowed(value) => SqlValue::from(value),
-            ToSqlOutput::Owned(value) => value,
-            _ => SqlValue::Null,
-        })
-        .collect();
+    let bound = bind_params(&params)?;
     let out = in_read_transaction(conn, || event_list_text(conn, &filter, bound))?;
     Ok(Reply::json_text(out))
 }
 
 /// The events matching `filter` (bound by `bound`, its last value the limit) as JSON text.
-fn event_list_text(conn: &Connection, filter: &str, bound: Vec<SqlValue>) -> Result<String> {
+fn event_list_text(conn: &Connection, filter: &str, bound: Vec<Bound<'_>>) -> Result<String> {
     let mut out = String::with_capacity(16 * 1024);
     out.push('[');
     let windowed = match recent_window(bound.last()) {
         Some((limit, window)) => {
             let mut windowed = bound.clone();
-            windowed.insert(0, SqlValue::Integer(window));
+            windowed.insert(0, Bound::Integer(window));
             let count = write_events(
                 conn,
                 RECENT_EVENTS,
@@ -267,7 +260,7 @@ fn insert_caller_typed_event(
            actor_id, lease_generation, payload_hash, recorded_at
          ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )?;
-    statement.execute(params_from_iter(bind_all(&[
+    statement.execute(params_from_iter(bind_params(&[
         Param::text(&event_id),
         Param::text(event.resource_id),
         Param::int(event.revision),

@@ -2,11 +2,10 @@
 //! due item under a fresh lease generation, renewing, settling or requeueing a claim, and
 //! listing the queue.
 
-use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{bind_all, length_of, read, same_number, template, token_hash_of, Param};
+use super::js::{bind_params, length_of, read, same_number, template, token_hash_of, Bound, Param};
 use super::rows::{
     bump_controller_resource, claim_row, enqueue_controller_row, lookup_controller_row,
     put_caller_text, release_lease, ClaimRow, ControllerRow, ResourceRef, CLAIM_COLUMNS,
@@ -69,10 +68,10 @@ impl LeaseSum {
     }
 
     /// The sum as better-sqlite3 binds it (a double, NaN becoming NULL, or text).
-    fn bound(&self) -> ValueRef<'_> {
+    fn bound(&self) -> Bound<'_> {
         match self {
-            LeaseSum::Number(n) => ValueRef::Real(*n),
-            LeaseSum::Text(text) => ValueRef::Text(text.as_bytes()),
+            LeaseSum::Number(n) => Bound::Real(*n),
+            LeaseSum::Text(text) => Bound::text(text),
         }
     }
 
@@ -185,7 +184,7 @@ fn next_due_row(
     params.extend(excluded.iter().map(|value| Param::Caller(*value)));
     params.push(Param::int(now));
     params.push(Param::int(now));
-    let mut rows = statement.query(params_from_iter(bind_all(&params)?))?;
+    let mut rows = statement.query(params_from_iter(bind_params(&params)?))?;
     Ok(match rows.next()? {
         Some(row) => Some(ClaimRow::from_row(row)?),
         None => None,
@@ -217,7 +216,7 @@ fn take_lease(
          WHERE resource_id = ? AND generation = ?
            AND (owner_id IS NULL OR expires_at <= ?)",
     )?;
-    let changed = statement.execute(params_from_iter(bind_all(&[
+    let changed = statement.execute(params_from_iter(bind_params(&[
         Param::int(generation),
         Param::Caller(owner_id),
         Param::blob(&token_hash),
@@ -283,7 +282,7 @@ fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
     let owner_id = read(claim, "ownerId")?;
     let token_hash = token_hash_of(read(claim, "token")?)?;
     let generation = read(claim, "generation")?;
-    let changed = statement.execute(params_from_iter(bind_all(&[
+    let changed = statement.execute(params_from_iter(bind_params(&[
         Param::int(now),
         Param::Own(expires.bound()),
         Param::text(&row.resource_id),
@@ -369,7 +368,7 @@ fn requeue_row(
     )?;
     // The JS layer sent `Date.parse(availableAt)` (null for NaN, which binds as NULL).
     let available_at = read(requeue, "availableAt")?;
-    statement.execute(params_from_iter(bind_all(&[
+    statement.execute(params_from_iter(bind_params(&[
         Param::Caller(available_at),
         error_hash
             .as_ref()

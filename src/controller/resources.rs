@@ -4,7 +4,7 @@
 use rusqlite::{params, params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{bind_all, length_of, read, same_number, template, Param};
+use super::js::{bind_params, length_of, read, same_number, template, Param};
 use super::rows::{
     assert_controller_claim, bump_controller_resource, controller_record, controller_row,
     documented_row, documented_row_by_uid, documented_select, enqueue_controller_row, finalizers,
@@ -186,7 +186,7 @@ fn create_resource(
            resource_key, uid, generation, spec_hash, status_hash, created_at, updated_at
          ) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)",
     )?
-    .execute(params_from_iter(bind_all(&[
+    .execute(params_from_iter(bind_params(&[
         Param::text(&controller_resource_id),
         Param::text(&resource_id),
         Param::text(project_id),
@@ -290,7 +290,7 @@ fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
     ));
     let records = in_read_transaction(conn, || {
         let mut statement = conn.prepare_cached(&sql)?;
-        let bound = bind_all(&params)?;
+        let bound = bind_params(&params)?;
         let rows = statement
             .query_map(params_from_iter(bound), DocumentedRow::from_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;

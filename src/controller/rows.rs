@@ -9,12 +9,13 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
 use super::js::{
-    bind_all, buffer_from, length_of, read, same_number, same_text, template, token_hash_of,
-    Encoding, Param,
+    bind_params, buffer_from, length_of, read, same_number, same_text, template, token_hash_of,
+    Bound, Encoding, Js, Param,
 };
+use crate::args::js_number_text;
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_blob, put_text, BlobHash, JsonReads, MEDIA_JSON, MEDIA_TEXT};
-use crate::state::json::{js_number, record_text};
+use crate::state::json::record_text;
 use crate::state::revisions::{
     compare_and_set_revision, insert_event, require_lease, EventDraft, Lease,
 };
@@ -163,7 +164,7 @@ fn query_by_reference<T>(
     };
     let mut statement = conn.prepare_cached(sql)?;
     let (controller, key) = reference.parts()?;
-    let bound = bind_all(&[
+    let bound = bind_params(&[
         Param::text(project_id),
         Param::Caller(controller),
         Param::Caller(key),
@@ -185,7 +186,7 @@ fn query_by_uid<T>(
     read: fn(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Option<T>> {
     let mut statement = conn.prepare_cached(sql)?;
-    let bound = bind_all(&[Param::Caller(uid)])?;
+    let bound = bind_params(&[Param::Caller(uid)])?;
     Ok(statement
         .query_row(params_from_iter(bound), read)
         .optional()?)
@@ -452,20 +453,25 @@ pub fn replace_finalizers(
     finalizers: Option<&Value>,
 ) -> Result<()> {
     let chars: Vec<Value>;
-    let items: &[Value] = match finalizers {
-        None | Some(Value::Null) => &[],
-        Some(Value::Array(items)) => items,
-        Some(Value::String(text)) => {
+    let items: &[Value] = match Js::opt(finalizers) {
+        Js::Undefined | Js::Null => &[],
+        Js::Array(items) => items,
+        Js::String(text) | Js::IllFormed { text, .. } => {
             chars = text.chars().map(|c| Value::String(c.to_string())).collect();
             &chars
         }
-        Some(other) => return Err(not_iterable(other)),
+        other => return Err(not_iterable(other)),
     };
     // SameValueZero: objects and arrays are never equal to another one.
     let mut unique: Vec<&Value> = Vec::with_capacity(items.len());
     for item in items {
-        let seen = !matches!(item, Value::Object(_) | Value::Array(_))
-            && unique.iter().any(|kept| same_value_zero(kept, item));
+        let item_js = Js::of(item);
+        let seen = !matches!(
+            item_js,
+            Js::Object(_) | Js::Array(_) | Js::Instance { .. } | Js::Bytes { .. }
+        ) && unique
+            .iter()
+            .any(|kept| same_value_zero(Js::of(kept), item_js));
         if !seen {
             unique.push(item);
         }
@@ -481,29 +487,29 @@ pub fn replace_finalizers(
          VALUES (?, ?, ?)",
     )?;
     for (position, finalizer) in unique.into_iter().enumerate() {
-        insert.execute(params_from_iter(bind_all(&[
+        insert.execute(params_from_iter(bind_params(&[
             Param::text(controller_resource_id),
             Param::Caller(Some(finalizer)),
-            Param::Own(ValueRef::Real(position as f64)),
+            Param::Own(Bound::Real(position as f64)),
         ])?))?;
     }
     Ok(())
 }
 
-/// SameValueZero of two JSON values that are not objects or arrays.
-fn same_value_zero(a: &Value, b: &Value) -> bool {
+/// SameValueZero of two values that are not objects.
+fn same_value_zero(a: Js<'_>, b: Js<'_>) -> bool {
     match (a, b) {
-        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
-        _ => a == b,
+        (Js::Number(a), Js::Number(b)) => a == b || (a.is_nan() && b.is_nan()),
+        (a, b) => a.strict_eq(b),
     }
 }
 
 /// V8's TypeError for spreading a value that is not iterable.
-fn not_iterable(value: &Value) -> StoreError {
+fn not_iterable(value: Js<'_>) -> StoreError {
     let described = match value {
-        Value::Bool(b) => format!("boolean {b}"),
-        Value::Number(n) => format!("number {}", js_number(n)),
-        _ => "object".to_string(),
+        Js::Bool(b) => format!("boolean {b}"),
+        Js::Number(n) => format!("number {}", js_number_text(n)),
+        other => other.type_of().to_string(),
     };
     StoreError::Type(format!(
         "{described} is not iterable (cannot read property Symbol(Symbol.iterator))"
@@ -741,7 +747,7 @@ pub fn release_lease(
     let owner_id = read(claim, "ownerId")?;
     let token_hash = token_hash_of(read(claim, "token")?)?;
     let generation = read(claim, "generation")?;
-    let released = statement.execute(params_from_iter(bind_all(&[
+    let released = statement.execute(params_from_iter(bind_params(&[
         Param::text(resource_id),
         Param::Caller(owner_id),
         Param::blob(&token_hash),

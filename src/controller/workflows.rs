@@ -5,7 +5,7 @@
 use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
-use super::js::{bind_all, buffer_from, is_nullish, read, same_text, template, Encoding, Param};
+use super::js::{bind_params, buffer_from, is_nullish, read, same_text, template, Encoding, Param};
 use super::rows::{assert_controller_claim, put_caller_text, require_controller_row_by_uid};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{read_text, BlobHash};
@@ -85,7 +85,7 @@ fn workflow_row(
 ) -> Result<Option<WorkflowRow>> {
     let mut statement =
         conn.prepare_cached(&workflow_select("WHERE c.uid = ? AND w.request_key = ?"))?;
-    let bound = bind_all(&[Param::Caller(uid), Param::Caller(request_key)])?;
+    let bound = bind_params(&[Param::Caller(uid), Param::Caller(request_key)])?;
     Ok(statement
         .query_row(params_from_iter(bound), WorkflowRow::from_row)
         .optional()?)
@@ -96,7 +96,7 @@ fn workflow_row_by_id(
     request_id: Option<&Value>,
 ) -> Result<Option<WorkflowRow>> {
     let mut statement = conn.prepare_cached(&workflow_select("WHERE w.request_id = ?"))?;
-    let bound = bind_all(&[Param::Caller(request_id)])?;
+    let bound = bind_params(&[Param::Caller(request_id)])?;
     Ok(statement
         .query_row(params_from_iter(bound), WorkflowRow::from_row)
         .optional()?)
@@ -165,7 +165,7 @@ fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
              ) VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?)",
         )?;
         let fingerprint_bytes = buffer_from(fingerprint, Encoding::Hex)?;
-        statement.execute(params_from_iter(bind_all(&[
+        statement.execute(params_from_iter(bind_params(&[
             Param::text(&request_id),
             Param::text(&source.controller_resource_id),
             Param::Caller(request_key),
@@ -238,10 +238,10 @@ fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
              WHERE request_id = ?",
         )?;
         let run_id = or_null(read(update, "runId")?);
-        statement.execute(params_from_iter(bind_all(&[
-            run_id,
-            run_id,
-            run_id,
+        statement.execute(params_from_iter(bind_params(&[
+            run_id.clone(),
+            run_id.clone(),
+            run_id.clone(),
             run_id,
             Param::Caller(read(update, "state")?),
             or_null(read(update, "attempt")?),
@@ -292,9 +292,9 @@ fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
              WHERE request_id = ?",
         )?;
         let run_id = or_null(reported_run_id);
-        statement.execute(params_from_iter(bind_all(&[
-            run_id,
-            run_id,
+        statement.execute(params_from_iter(bind_params(&[
+            run_id.clone(),
+            run_id.clone(),
             run_id,
             Param::Caller(state),
             or_null(read(update, "attempt")?),
@@ -352,7 +352,7 @@ fn list_workflows(store: &Store, call: &Call) -> Result<Reply> {
     let mut statement = conn.prepare_cached(&workflow_select(
         "WHERE c.uid = ? ORDER BY w.created_at, w.request_id",
     ))?;
-    let bound = bind_all(&[Param::Caller(call.args.first())])?;
+    let bound = bind_params(&[Param::Caller(call.args.first())])?;
     let rows = statement
         .query_map(params_from_iter(bound), WorkflowRow::from_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;

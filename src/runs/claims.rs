@@ -110,7 +110,7 @@ fn next_run_selection(
     }
     // A present `sessionId` (even null) selects by origin session; only an absent one means
     // "headless or already started".
-    match args.get("sessionId") {
+    match crate::args::prop(args, "sessionId") {
         Some(session_id) => {
             clauses.push("b.origin_session_id = ?");
             params.push(match session_id {

@@ -324,7 +324,7 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
     add_list("statuses", "q.status IN");
     add_list("excludeRunIds", "r.run_id NOT IN");
     let filtered = clauses.len() > scope;
-    let limit = options.get("limit").map(sql_value);
+    let limit = crate::args::prop(options, "limit").map(sql_value);
     let mut clause = String::new();
     if !clauses.is_empty() {
         clause.push_str(&format!("WHERE {}", clauses.join(" AND ")));

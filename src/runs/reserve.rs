@@ -153,7 +153,7 @@ impl<'a> Reservation<'a> {
         let run_id = text(field(options, "runId"), "runId")?;
         validate_run_id(run_id)?;
         let now = time(field(options, "now"))?;
-        let definition_digest = digest_buffer(options.get("definitionDigest"))?;
+        let definition_digest = digest_buffer(crate::args::prop(options, "definitionDigest"))?;
         Ok(Reservation {
             options,
             run_id,
@@ -164,7 +164,7 @@ impl<'a> Reservation<'a> {
 
     /// The `options` property, or `None` when it is `undefined`.
     fn defined(&self, name: &str) -> Option<&'a Value> {
-        self.options.get(name)
+        crate::args::prop(self.options, name)
     }
 
     /// The `options` property, or `None` when it is `undefined` or `null` (for `??`).

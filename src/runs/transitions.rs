@@ -280,7 +280,7 @@ fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let run_id = run_id_of(call)?;
     let claim_token = claim_token_of(call)?;
-    let detail = call.arg(0).get("detail");
+    let detail = crate::args::prop(call.arg(0), "detail");
     store.write(|conn| {
         let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
             return Ok(false);
