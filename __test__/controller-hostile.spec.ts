@@ -139,6 +139,25 @@ describe('queue', () => {
     expect(held.expiresAt).toBe(iso(T0 + 60_000));
   });
 
+  test("the expiry is JavaScript's now + leaseMs, dated by JavaScript's own parser", () => {
+    store.putResource({ controller: 'jobs', key: 'beta', spec: {}, initialStatus: {} });
+    store.enqueue({ controller: 'jobs', key: 'beta' }, '1970-01-01T00:00:00.000Z');
+    // now is 0: "0" + "1000" is "01000", which JavaScript reads as the year 1000.
+    const epoch = '1970-01-01T00:00:00.000Z';
+    const claim = store.claimNext({ controllers: ['jobs'], ownerId: 'w2', leaseMs: '1000', now: epoch });
+    expect(claim).toMatchObject({ key: 'beta', expiresAt: '1000-01-01T00:00:00.000Z' });
+    expect(sql("SELECT payload_hash FROM events WHERE event_type = 'lease.claimed' ORDER BY event_seq DESC LIMIT 1")).toHaveLength(1);
+    expect(sql("SELECT CAST(b.content AS TEXT) AS payload FROM events e JOIN blobs b ON b.blob_hash = e.payload_hash WHERE e.event_type = 'lease.claimed' ORDER BY e.event_seq DESC LIMIT 1")).toEqual([
+      { payload: '{"expiresAt":"01000"}' },
+    ]);
+    // A bigint cannot be added to a number: thrown where the reference adds (beta's lease,
+    // stored as 1000, has expired), nothing claimed; with nothing due there is no sum at all.
+    const mix = { name: 'TypeError', message: 'Cannot mix BigInt and other types, use explicit conversions' };
+    expect(failure(() => store.claimNext({ controllers: ['jobs'], ownerId: 'w3', leaseMs: 1000n }))).toEqual(mix);
+    expect(store.claimNext({ controllers: ['other'], ownerId: 'w3', leaseMs: 1000n })).toBeUndefined();
+    expect(failure(() => store.renewClaim(held, 1000n))).toEqual(mix);
+  });
+
   test('a number ownerId is bound as a double: SQLite stores its text as "5.0"', () => {
     store.putResource({ controller: 'jobs', key: 'beta', spec: {}, initialStatus: {} });
     const claim = store.claimNext({ controllers: ['jobs'], ownerId: 5, leaseMs: 1000 });

@@ -13,13 +13,14 @@ pub mod workflows;
 
 use serde_json::Value;
 
+use crate::args::{time, Js};
 use crate::error::Result;
-use crate::wire::{time, Call, JsonArg};
+use crate::wire::{Call, JsonArg};
 
 /// A timestamp the JS layer parsed, read from an argument or property: `undefined` (a
 /// property of a primitive, which the JS layer leaves alone) is `new Date()`, the call's clock.
 fn time_at(value: Option<&Value>, call: &Call) -> Result<i64> {
-    value.map_or(Ok(call.clock), time)
+    time(Js::opt(value), call.clock)
 }
 
 /// A caller JSON document the JS layer canonicalised; `undefined` when absent.

@@ -5,7 +5,9 @@
 use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{bind_params, length_of, read, same_number, template, token_hash_of, Bound, Param};
+use super::js::{
+    bind_params, length_of, read, same_number, thrown_error, token_hash_of, Bound, Js, Param,
+};
 use super::rows::{
     bump_controller_resource, claim_row, enqueue_controller_row, lookup_controller_row,
     put_caller_text, release_lease, ClaimRow, ControllerRow, ResourceRef, CLAIM_COLUMNS,
@@ -14,7 +16,7 @@ use super::rows::{
 use super::time_at;
 use crate::error::{Result, StoreError};
 use crate::state::ids::{random_token, token_hash};
-use crate::state::json::{canonical, js_number};
+use crate::state::json::canonical;
 use crate::state::revisions::{insert_event, require_lease, EventDraft};
 use crate::store::Store;
 use crate::time::{iso, js_iso};
@@ -47,53 +49,61 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
     })
 }
 
-/// `now + leaseMs` in JavaScript arithmetic: a number, or (with a string, array or object
-/// operand) the string concatenation.
-#[derive(Debug, Clone)]
-enum LeaseSum {
-    Number(f64),
-    Text(String),
+/// The lease expiry `now + leaseMs` and its `new Date(…).toISOString()`, which the JS layer
+/// computed with JavaScript's own `+` and `Date` (a string `leaseMs` makes the sum a string,
+/// which only JavaScript's date parser reads) and sent in place of `leaseMs`.
+struct LeaseSum<'a> {
+    /// The sum as a wire value (a number, or a string).
+    sum: Js<'a>,
+    /// `new Date(sum).toISOString()`, or what it threw.
+    iso: Result<String>,
 }
 
-impl LeaseSum {
-    fn of(now: i64, lease_ms: Option<&Value>) -> LeaseSum {
-        let now_ms = now as f64;
-        match lease_ms {
-            None => LeaseSum::Number(f64::NAN),
-            Some(Value::Null) => LeaseSum::Number(now_ms),
-            Some(Value::Bool(b)) => LeaseSum::Number(now_ms + f64::from(u8::from(*b))),
-            Some(Value::Number(n)) => LeaseSum::Number(now_ms + n.as_f64().unwrap_or(f64::NAN)),
-            Some(other) => LeaseSum::Text(format!("{now}{}", template(Some(other)))),
+impl<'a> LeaseSum<'a> {
+    /// The sum the JS layer sent (`{$lease: {sum, iso}}`, or `{$lease: {$error}}` when `+`
+    /// threw, thrown here where the reference adds); without it (the JS layer does not reach
+    /// a property of a primitive, so `leaseMs` is `undefined`) `now + undefined`, NaN.
+    fn of(lease_ms: Option<&'a Value>) -> Result<LeaseSum<'a>> {
+        let Some(envelope) = lease_ms.and_then(|value| value.get("$lease")) else {
+            return Ok(LeaseSum {
+                sum: Js::Number(f64::NAN),
+                iso: Err(invalid_time_value()),
+            });
+        };
+        if let Some(error) = envelope.get("$error").and_then(Value::as_object) {
+            return Err(thrown_error(error));
         }
+        let iso = match envelope.get("iso") {
+            Some(Value::String(iso)) => Ok(iso.clone()),
+            other => Err(other
+                .and_then(|thrown| thrown.get("$error"))
+                .and_then(Value::as_object)
+                .map_or_else(invalid_time_value, thrown_error)),
+        };
+        Ok(LeaseSum {
+            sum: Js::opt(envelope.get("sum")),
+            iso,
+        })
     }
 
     /// The sum as better-sqlite3 binds it (a double, NaN becoming NULL, or text).
-    fn bound(&self) -> Bound<'_> {
-        match self {
-            LeaseSum::Number(n) => Bound::Real(*n),
-            LeaseSum::Text(text) => Bound::text(text),
-        }
+    fn bound(&self) -> Result<Bound<'a>> {
+        self.sum.bind()
     }
 
     /// Canonical JSON of `{expiresAt: sum}`.
     fn payload(&self) -> Result<String> {
-        match self {
-            LeaseSum::Number(n) => match serde_json::Number::from_f64(*n) {
-                Some(n) => Ok(format!("{{\"expiresAt\":{}}}", js_number(&n))),
-                None => Err(StoreError::plain("JSON numbers must be finite")),
-            },
-            LeaseSum::Text(text) => Ok(canonical(&json!({ "expiresAt": text }))),
-        }
+        Ok(canonical(&json!({ "expiresAt": self.sum.json_value()? })))
     }
 
-    /// `new Date(sum).toISOString()`. Every string sum starts with the digits of `now` and is
-    /// no date JavaScript reads.
+    /// `new Date(sum).toISOString()`.
     fn iso(&self) -> Result<String> {
-        match self {
-            LeaseSum::Number(n) => js_iso(*n),
-            LeaseSum::Text(_) => js_iso(f64::NAN),
-        }
+        self.iso.clone()
     }
+}
+
+fn invalid_time_value() -> StoreError {
+    StoreError::Range("Invalid time value".into())
 }
 
 fn enqueue(store: &Store, call: &Call) -> Result<Reply> {
@@ -206,7 +216,7 @@ fn take_lease(
         .ok_or_else(|| StoreError::plain(format!("Lease is missing: {}", row.resource_id)))?;
     let token = random_token();
     let generation = lease.generation + 1;
-    let expires = LeaseSum::of(now, read(options, "leaseMs")?);
+    let expires = LeaseSum::of(read(options, "leaseMs")?)?;
     let owner_id = read(options, "ownerId")?;
     let token_hash = token_hash(&token);
     let mut statement = conn.prepare_cached(
@@ -222,7 +232,7 @@ fn take_lease(
         Param::blob(&token_hash),
         Param::int(now),
         Param::int(now),
-        Param::Own(expires.bound()),
+        Param::Own(expires.bound()?),
         Param::text(&row.resource_id),
         Param::int(lease.generation),
         Param::int(now),
@@ -270,7 +280,7 @@ fn take_lease(
 fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
     let claim = call.args.first();
     let now = time_at(call.args.get(2), call)?;
-    let expires = LeaseSum::of(now, call.args.get(1));
+    let expires = LeaseSum::of(call.args.get(1))?;
     let Some(row) = lookup_controller_row(store, ResourceRef::copied(claim)?)? else {
         return Ok(Reply::value(false));
     };
@@ -284,7 +294,7 @@ fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
     let generation = read(claim, "generation")?;
     let changed = statement.execute(params_from_iter(bind_params(&[
         Param::int(now),
-        Param::Own(expires.bound()),
+        Param::Own(expires.bound()?),
         Param::text(&row.resource_id),
         Param::Caller(owner_id),
         Param::blob(&token_hash),
