@@ -598,6 +598,81 @@ pub fn bind_all<'a>(values: &[Js<'a>], param_count: usize) -> Result<Vec<Bound<'
     Ok(out)
 }
 
+/// The parameters of `statement.get/all/run(...values)`, bound as better-sqlite3 binds them.
+pub fn params_for<'a>(
+    statement: &rusqlite::Statement<'_>,
+    values: &[Js<'a>],
+) -> Result<Vec<Bound<'a>>> {
+    bind_all(values, statement.parameter_count())
+}
+
+impl Bound<'_> {
+    /// The number, when it is one that SQLite reads as a non-negative integer (a LIMIT).
+    pub fn as_count(&self) -> Option<u64> {
+        match *self {
+            Bound::Integer(n) => u64::try_from(n).ok(),
+            Bound::Real(n) if n >= 0.0 && n.fract() == 0.0 && n < 9.2e18 => Some(n as u64),
+            _ => None,
+        }
+    }
+}
+
+/// A primitive JavaScript computed from caller values (`now + options.leaseMs`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sum {
+    /// A number.
+    Number(f64),
+    /// A string (the `+` concatenated).
+    Text(String),
+}
+
+impl Sum {
+    /// Bound as better-sqlite3 binds it.
+    pub fn bind(&self) -> Bound<'_> {
+        match self {
+            Sum::Number(n) => Bound::Real(*n),
+            Sum::Text(text) => Bound::text(text),
+        }
+    }
+
+    /// The value as JSON (canonical JSON refuses a non-finite number).
+    pub fn json_value(&self) -> Result<Value> {
+        match self {
+            Sum::Number(n) => Js::Number(*n).json_value(),
+            Sum::Text(text) => Ok(Value::String(text.clone())),
+        }
+    }
+}
+
+/// `number + value`, as JavaScript's `+` computes it.
+pub fn add_to_number(number: f64, value: Js<'_>) -> Result<Sum> {
+    let other = match value {
+        Js::Number(n) => n,
+        Js::Null => 0.0,
+        Js::Undefined => f64::NAN,
+        Js::Bool(b) => f64::from(u8::from(b)),
+        Js::BigInt(_) => {
+            return Err(StoreError::Type(
+                "Cannot mix BigInt and other types, use explicit conversions".into(),
+            ))
+        }
+        Js::Symbol(_) => {
+            return Err(StoreError::Type(
+                "Cannot convert a Symbol value to a number".into(),
+            ))
+        }
+        // Strings, and objects through their string form, concatenate.
+        other => {
+            return Ok(Sum::Text(format!(
+                "{}{}",
+                js_number_text(number),
+                other.template()?
+            )))
+        }
+    };
+    Ok(Sum::Number(number + other))
+}
+
 /// How Node's argument errors describe the value they received.
 pub fn node_received(value: Js<'_>) -> String {
     let primitive = |kind: &str, inspected: String| {

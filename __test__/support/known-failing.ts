@@ -7,9 +7,7 @@
 export const KNOWN_FAILING_SUFFIX = ' [known failing]';
 
 export const KNOWN_FAILING: ReadonlySet<string> = new Set([
-  'hostile-run-claims',
   'hostile-run-events',
-  'hostile-run-reads',
   'hostile-run-reserve',
   'hostile-run-transitions',
   'hostile-store',

@@ -4,12 +4,12 @@
 //! Also the claim-guarded queue status change (`markWorkflowRunRunning`) and the small helpers
 //! the transitions share: the current claim check and the `lease.ownerType ?? "system"` event.
 
-use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::records::map_workflow_run_with;
-use super::row::{nonterminal_run_row, workflow_run_row, RunRow, RUN_SELECT};
+use super::row::{workflow_run_row, RunRow, RUN_SELECT};
+use crate::args::{add_to_number, bind_all, params_for, token_hash_js, Js, Sum};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::JsonReads;
 use crate::state::ids::token_hash;
@@ -18,7 +18,7 @@ use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft, 
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
 use crate::time::js_iso;
-use crate::wire::{field, int, text, texts, time, Call, Reply};
+use crate::wire::{Call, Reply};
 
 /// The claim methods implemented here.
 pub const METHODS: &[&str] = &[
@@ -62,31 +62,41 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
     Some(reply)
 }
 
-/// `epoch(validTimestamp(options.now))`, read from the first argument.
+/// `epoch(validTimestamp(options.now))`, read from the first argument (V8's TypeError when
+/// `options` is null or undefined).
 pub fn options_now(call: &Call) -> Result<i64> {
-    time(field(call.arg(0), "now"))
+    crate::args::time(Js::arg(call, 0).get("now")?, call.clock)
 }
 
 fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<Reply> {
     let now = options_now(call)?;
-    let args = call.arg(0);
+    let args = Js::arg(call, 0);
     let claim = RunClaim {
-        run_id: text(field(args, "runId"), "runId")?,
-        runner_id: text(field(args, "runnerId"), "runnerId")?,
-        claim_token: text(field(args, "claimToken"), "claimToken")?,
-        lease_ms: int(field(args, "leaseMs"), "leaseMs")?,
+        run_id: args.get_or_undefined("runId"),
+        runner_id: args.get_or_undefined("runnerId"),
+        claim_token: args.get_or_undefined("claimToken"),
+        lease_ms: args.get_or_undefined("leaseMs"),
     };
     Ok(Reply::maybe_text(claim_run(store, &claim, now, options)?))
 }
 
+/// `workflowRunRow(runId)`: the caller's value bound as better-sqlite3 binds it.
+pub fn run_row_of(conn: &Connection, run_id: Js<'_>) -> Result<Option<RunRow>> {
+    let mut statement = conn.prepare_cached(&format!("{RUN_SELECT} WHERE r.run_id = ?"))?;
+    let params = params_for(&statement, &[run_id])?;
+    Ok(statement
+        .query_row(params_from_iter(&params), RunRow::from_row)
+        .optional()?)
+}
+
 /// The selection rules of `claimNextWorkflowRun`, in the reference's order, with their
 /// parameters.
-fn next_run_selection(
-    store: &Store,
-    args: &Value,
-    runner_id: &str,
+fn next_run_selection<'a>(
+    store: &'a Store,
+    args: Js<'a>,
+    runner_id: Js<'a>,
     now: i64,
-) -> Result<(String, Vec<SqlValue>)> {
+) -> Result<(String, Vec<Js<'a>>)> {
     let mut clauses = vec![
         "q.status IN ('queued', 'parked', 'starting', 'running')",
         "q.available_at <= ?",
@@ -98,34 +108,38 @@ fn next_run_selection(
          WHERE i.run_id = r.run_id AND i.status = 'pending')",
         "(q.error_code IS NULL OR q.error_code <> 'workflowSourceChanged')",
     ];
-    let mut params = vec![
-        SqlValue::Integer(now),
-        SqlValue::Integer(now),
-        SqlValue::Text(runner_id.into()),
-        SqlValue::Text(runner_id.into()),
-    ];
+    let now = now as f64;
+    let mut params = vec![Js::Number(now), Js::Number(now), runner_id, runner_id];
     if let Some(project_id) = store.project_id() {
         clauses.insert(0, "r.project_id = ?");
-        params.insert(0, SqlValue::Text(project_id.into()));
+        params.insert(0, Js::String(project_id));
     }
-    // A present `sessionId` (even null) selects by origin session; only an absent one means
+    // A present `sessionId` (even null) selects by origin session; only an undefined one means
     // "headless or already started".
-    match crate::args::prop(args, "sessionId") {
-        Some(session_id) => {
-            clauses.push("b.origin_session_id = ?");
-            params.push(match session_id {
-                Value::Null => SqlValue::Null,
-                other => SqlValue::Text(text(other, "sessionId")?.into()),
-            });
-        }
-        None => clauses.push("(b.execution_mode = 'headless' OR q.status <> 'queued')"),
+    let session_id = args.get_or_undefined("sessionId");
+    if session_id.is_undefined() {
+        clauses.push("(b.execution_mode = 'headless' OR q.status <> 'queued')");
+    } else {
+        clauses.push("b.origin_session_id = ?");
+        params.push(session_id);
     }
-    let excluded = texts(field(args, "excludeRunIds"), "excludeRunIds")?;
+    // `excludeRunIds !== undefined && excludeRunIds.length > 0`, then `.map` and a spread.
+    let excluded = args.get_or_undefined("excludeRunIds");
     let exclusion;
-    if !excluded.is_empty() {
-        exclusion = format!("r.run_id NOT IN ({})", vec!["?"; excluded.len()].join(", "));
+    if !excluded.is_undefined()
+        && excluded
+            .get("length")?
+            .as_number()
+            .is_some_and(|length| length > 0.0)
+    {
+        let items: Vec<Js<'a>> = excluded
+            .method("options.excludeRunIds", "map")?
+            .items()
+            .map(Iterator::collect)
+            .unwrap_or_default();
+        exclusion = format!("r.run_id NOT IN ({})", vec!["?"; items.len()].join(", "));
         clauses.push(&exclusion);
-        params.extend(excluded.iter().map(|id| SqlValue::Text((*id).into())));
+        params.extend(items);
     }
     let sql = format!(
         "{RUN_SELECT} WHERE {} ORDER BY q.available_at, q.created_at LIMIT 1",
@@ -137,22 +151,23 @@ fn next_run_selection(
 /// Picks the next claimable run (outside a transaction, as the reference does), then claims it.
 fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let now = options_now(call)?;
-    let args = call.arg(0);
-    let runner_id = text(field(args, "runnerId"), "runnerId")?;
+    let args = Js::arg(call, 0);
+    let runner_id = args.get_or_undefined("runnerId");
     let (sql, params) = next_run_selection(store, args, runner_id, now)?;
-    let run_id: Option<String> = store
-        .conn()?
-        .prepare(&sql)?
-        .query_row(params_from_iter(params), |row| row.get(0))
+    let conn = store.conn()?;
+    let mut statement = conn.prepare(&sql)?;
+    let params = params_for(&statement, &params)?;
+    let run_id: Option<String> = statement
+        .query_row(params_from_iter(&params), |row| row.get(0))
         .optional()?;
     let Some(run_id) = run_id else {
         return Ok(Reply::undefined());
     };
     let claim = RunClaim {
-        run_id: &run_id,
+        run_id: Js::String(&run_id),
         runner_id,
-        claim_token: text(field(args, "claimToken"), "claimToken")?,
-        lease_ms: int(field(args, "leaseMs"), "leaseMs")?,
+        claim_token: args.get_or_undefined("claimToken"),
+        lease_ms: args.get_or_undefined("leaseMs"),
     };
     Ok(Reply::maybe_text(claim_run(
         store,
@@ -165,19 +180,19 @@ fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 /// Extends an unexpired exact claim; a renewal is a presentation change (summary, replay).
 fn renew(store: &Store, call: &Call) -> Result<Reply> {
     let now = options_now(call)?;
-    let args = call.arg(0);
-    let run_id = text(field(args, "runId"), "runId")?;
-    let claim_token = text(field(args, "claimToken"), "claimToken")?;
-    let lease_ms = int(field(args, "leaseMs"), "leaseMs")?;
+    let args = Js::arg(call, 0);
+    let run_id = args.get_or_undefined("runId");
     let renewed = store.write(|conn| {
-        let Some(row) = workflow_run_row(conn, run_id)? else {
+        let Some(row) = run_row_of(conn, run_id)? else {
             return Ok(false);
         };
         let Some(owner_id) = row.owner_id.as_deref() else {
             return Ok(false);
         };
         let lease = row.lease();
-        let expires_at = stored_expiry(now, lease_ms)?;
+        // The arguments of `.run(…)` in order: `now + options.leaseMs`, then the token's hash.
+        let expires_at = add_to_number(now as f64, args.get_or_undefined("leaseMs"))?;
+        let token_hash = token_hash_js(args.get_or_undefined("claimToken"))?;
         let changed = conn
             .prepare_cached(
                 "UPDATE leases SET heartbeat_at = ?, expires_at = ?
@@ -186,39 +201,33 @@ fn renew(store: &Store, call: &Call) -> Result<Reply> {
             )?
             .execute(params![
                 now,
-                expires_at,
+                expires_at.bind(),
                 row.resource_id,
                 lease.owner_type,
                 owner_id,
-                &token_hash(claim_token)[..],
+                &token_hash[..],
                 lease.generation,
                 now
             ])?;
         if changed != 1 {
             return Ok(false);
         }
-        record_viewer_deltas(conn, run_id, SUMMARY_REPLAY, now)?;
+        record_viewer_deltas(conn, &row.run_id, SUMMARY_REPLAY, now)?;
         Ok(true)
     })?;
     Ok(Reply::value(renewed))
 }
 
-/// `now + leaseMs` as the `leases.expires_at` integer; a sum beyond SQLite's integers fails as
-/// the reference's double fails in the STRICT column (never wraps around).
-fn stored_expiry(now: i64, lease_ms: i64) -> Result<i64> {
-    now.checked_add(lease_ms).ok_or_else(|| StoreError::Sqlite {
-        code: "SQLITE_CONSTRAINT_DATATYPE".into(),
-        message: "cannot store REAL value in INTEGER column leases.expires_at".into(),
-    })
-}
-
-/// The expiry of a new claim. The claim's record formats it with `toISOString()` inside the
-/// reference's transaction, so one outside JavaScript's date range is a `RangeError` and
-/// nothing is claimed.
-fn lease_expires_at(now: i64, lease_ms: i64) -> Result<i64> {
-    let expires_at = stored_expiry(now, lease_ms)?;
-    js_iso(expires_at as f64)?;
-    Ok(expires_at)
+/// What the STRICT `leases.expires_at` holds after binding `expires_at` (SQLite itself refused
+/// what it cannot store); a string SQLite converted is read back.
+fn stored_expiry(conn: &Connection, resource_id: &str, expires_at: &Sum) -> Result<Option<i64>> {
+    match expires_at {
+        Sum::Number(n) if n.is_nan() => Ok(None),
+        Sum::Number(n) => Ok(Some(*n as i64)),
+        Sum::Text(_) => Ok(conn
+            .prepare_cached("SELECT expires_at FROM leases WHERE resource_id = ?")?
+            .query_row([resource_id], |row| row.get(0))?),
+    }
 }
 
 /// Whether `claim_token` is the run's current, unexpired claim at `now`.
@@ -242,31 +251,56 @@ pub fn live_claim_row(
     Ok(workflow_run_row(conn, run_id)?.filter(|row| row.holds_live_claim(claim_token, now)))
 }
 
+/// `verifyWorkflowRunClaim({runId, claimToken, now})` for caller values: the run's row when
+/// the token is its current, unexpired claim. The token is hashed only when the lease has one
+/// (Node then refuses a token that is not a string or bytes).
+pub fn live_claim_row_of(
+    conn: &Connection,
+    run_id: Js<'_>,
+    claim_token: Js<'_>,
+    now: i64,
+) -> Result<Option<RunRow>> {
+    let Some(row) = run_row_of(conn, run_id)? else {
+        return Ok(None);
+    };
+    let (Some(_), Some(expires_at)) = (&row.owner_id, row.claim_expires_at) else {
+        return Ok(None);
+    };
+    let live = match row.token_hash.as_deref() {
+        None => false,
+        Some(hash) => hash == token_hash_js(claim_token)? && expires_at > now,
+    };
+    Ok(live.then_some(row))
+}
+
 fn verify(store: &Store, call: &Call) -> Result<Reply> {
     let now = options_now(call)?;
-    let args = call.arg(0);
-    let run_id = text(field(args, "runId"), "runId")?;
-    let claim_token = text(field(args, "claimToken"), "claimToken")?;
-    Ok(Reply::value(holds_live_claim(
-        store.conn()?,
-        run_id,
-        claim_token,
-        now,
-    )?))
+    let args = Js::arg(call, 0);
+    Ok(Reply::value(
+        live_claim_row_of(
+            store.conn()?,
+            args.get_or_undefined("runId"),
+            args.get_or_undefined("claimToken"),
+            now,
+        )?
+        .is_some(),
+    ))
 }
 
 /// The fencing authority of a claim token (expired or not); `leaseMs` is always 30 s.
 fn authority(store: &Store, call: &Call) -> Result<Reply> {
-    let run_id = text(call.arg(0), "runId")?;
-    let claim_token = text(call.arg(1), "claimToken")?;
+    let claim_token = Js::arg(call, 1);
     let conn = store.conn()?;
-    let Some(row) = workflow_run_row(conn, run_id)? else {
+    let Some(row) = run_row_of(conn, Js::arg(call, 0))? else {
         return Ok(Reply::undefined());
     };
     let (Some(owner_id), Some(_)) = (row.owner_id.as_deref(), row.claim_expires_at) else {
         return Ok(Reply::undefined());
     };
-    if !row.lease().token_matches(&token_hash(claim_token)) {
+    let Some(lease_hash) = row.token_hash.as_deref() else {
+        return Ok(Reply::undefined());
+    };
+    if lease_hash != token_hash_js(claim_token)? {
         return Ok(Reply::undefined());
     }
     let owner_type = runner_owner_type(owner_id);
@@ -274,17 +308,19 @@ fn authority(store: &Store, call: &Call) -> Result<Reply> {
         "actor": { "type": owner_type, "id": owner_id },
         "ownerType": owner_type,
         "ownerId": owner_id,
-        "token": claim_token,
+        "token": claim_token.json_value().unwrap_or(Value::Null),
         "generation": row.lease_generation,
         "leaseMs": 30_000,
     })))
 }
 
 fn mark_running(store: &Store, call: &Call) -> Result<Reply> {
+    // `updateClaimedRunStatus(options.runId, options.claimToken, "running", options.now)`:
+    // the reads in argument order.
+    let args = Js::arg(call, 0);
+    let run_id = args.get("runId")?;
+    let claim_token = args.get("claimToken")?;
     let now = options_now(call)?;
-    let args = call.arg(0);
-    let run_id = text(field(args, "runId"), "runId")?;
-    let claim_token = text(field(args, "claimToken"), "claimToken")?;
     Ok(Reply::value(update_claimed_run_status(
         store,
         run_id,
@@ -297,15 +333,16 @@ fn mark_running(store: &Store, call: &Call) -> Result<Reply> {
 /// Sets the queue status under a live claim (the lease is kept), recording `run.queue_<status>`.
 pub fn update_claimed_run_status(
     store: &Store,
-    run_id: &str,
-    claim_token: &str,
+    run_id: Js<'_>,
+    claim_token: Js<'_>,
     status: &str,
     now: i64,
 ) -> Result<bool> {
     store.write(|conn| {
-        let Some(row) = live_claim_row(conn, run_id, claim_token, now)? else {
+        let Some(row) = live_claim_row_of(conn, run_id, claim_token, now)? else {
             return Ok(false);
         };
+        let run_id = row.run_id.as_str();
         let changed = conn
             .prepare_cached(
                 "UPDATE run_queue SET status = ?, started_at = COALESCE(started_at, ?),
@@ -406,6 +443,18 @@ pub fn runner_owner_type(runner_id: &str) -> &'static str {
     }
 }
 
+/// `has_pending_interaction` for the caller's run id value.
+fn has_pending_interaction_of(conn: &Connection, run_id: Js<'_>) -> Result<bool> {
+    let mut statement = conn.prepare_cached(
+        "SELECT 1 FROM interactive_requests WHERE run_id = ? AND status = 'pending' LIMIT 1",
+    )?;
+    let params = params_for(&statement, &[run_id])?;
+    Ok(statement
+        .query_row(params_from_iter(&params), |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
 /// Whether the run has an `interactive_requests` row in `pending`.
 pub fn has_pending_interaction(conn: &Connection, run_id: &str) -> Result<bool> {
     Ok(conn
@@ -427,17 +476,18 @@ pub fn claim_run(
     store.write(|conn| claim_run_in_transaction(conn, claim, now, options))
 }
 
-/// Who claims a run, with which token, for how long.
+/// Who claims a run, with which token, for how long: the caller's values, used as the
+/// reference's `claimRunInTransaction` uses them.
 #[derive(Debug, Clone, Copy)]
 pub struct RunClaim<'a> {
     /// The run to claim.
-    pub run_id: &'a str,
+    pub run_id: Js<'a>,
     /// The claimant; `host-…` runners get owner type `host`, others `session`.
-    pub runner_id: &'a str,
+    pub runner_id: Js<'a>,
     /// The caller's token; only its SHA-256 is stored.
-    pub claim_token: &'a str,
-    /// Lease duration from `now`.
-    pub lease_ms: i64,
+    pub claim_token: Js<'a>,
+    /// Lease duration from `now` (`now + leaseMs`).
+    pub lease_ms: Js<'a>,
 }
 
 /// Claims the run for `runner_id` unless it is terminal, has a pending interaction (unless
@@ -448,52 +498,59 @@ pub fn claim_run_in_transaction(
     now: i64,
     options: ClaimOptions,
 ) -> Result<Option<String>> {
-    let Some(row) = nonterminal_run_row(conn, claim.run_id)? else {
+    let Some(row) = run_row_of(conn, claim.run_id)?.filter(|row| !row.is_queue_terminal()) else {
         return Ok(None);
     };
-    if !options.allow_pending_interaction && has_pending_interaction(conn, claim.run_id)? {
+    if !options.allow_pending_interaction && has_pending_interaction_of(conn, claim.run_id)? {
         return Ok(None);
     }
     let lease = row.lease();
     let held_by_other = lease
         .owner_id
         .as_deref()
-        .is_some_and(|owner| owner != claim.runner_id)
+        .is_some_and(|owner| !claim.runner_id.strict_eq_str(owner))
         && lease.expires_at.is_some_and(|expires| expires > now);
     if held_by_other {
         return Ok(None);
     }
     let generation = lease.generation + 1;
-    let expires_at = lease_expires_at(now, claim.lease_ms)?;
-    let owner_type = runner_owner_type(claim.runner_id);
-    let token_hash = token_hash(claim.claim_token);
-    let changed = conn
-        .prepare_cached(
-            "UPDATE leases SET generation = ?, owner_type = ?, owner_id = ?, token_hash = ?,
-                    acquired_at = ?, heartbeat_at = ?, expires_at = ?
-             WHERE resource_id = ? AND generation = ?",
-        )?
-        .execute(params![
-            generation,
-            owner_type,
-            claim.runner_id,
-            &token_hash[..],
-            now,
-            now,
-            expires_at,
-            row.resource_id,
-            lease.generation
-        ])?;
+    // `now + leaseMs`, then the arguments of `.run(…)` in order.
+    let expires_sum = add_to_number(now as f64, claim.lease_ms)?;
+    let runner = claim.runner_id.method("runnerId", "startsWith")?;
+    let runner_id = match runner {
+        Js::String(text) | Js::IllFormed { text, .. } => text,
+        _ => "",
+    };
+    let owner_type = runner_owner_type(runner_id);
+    let token_hash = token_hash_js(claim.claim_token)?;
+    let mut update = conn.prepare_cached(
+        "UPDATE leases SET generation = ?, owner_type = ?, owner_id = ?, token_hash = ?,
+                acquired_at = ?, heartbeat_at = ?, expires_at = ?
+         WHERE resource_id = ? AND generation = ?",
+    )?;
+    let bound = bind_all(&[runner], 1)?;
+    let changed = update.execute(params![
+        generation,
+        owner_type,
+        bound[0],
+        &token_hash[..],
+        now,
+        now,
+        expires_sum.bind(),
+        row.resource_id,
+        lease.generation
+    ])?;
     if changed != 1 {
         return Ok(None);
     }
+    let expires_at = stored_expiry(conn, &row.resource_id, &expires_sum)?.unwrap_or_default();
     if !options.preserve_queue_status {
         conn.prepare_cached(
             "UPDATE run_queue
              SET status = 'starting', error_code = NULL, error_hash = NULL, updated_at = ?
              WHERE run_id = ?",
         )?
-        .execute(params![now, claim.run_id])?;
+        .execute(params![now, row.run_id])?;
     }
     let revision = bump_resource_revision(conn, &row.resource_id, now)?;
     insert_event(
@@ -503,16 +560,19 @@ pub fn claim_run_in_transaction(
             revision,
             event_type: "lease.claimed",
             actor_type: owner_type,
-            actor_id: Some(claim.runner_id),
-            payload: &canonical(&json!({ "expiresAt": expires_at })),
+            actor_id: Some(runner_id),
+            payload: &canonical(&json!({ "expiresAt": expires_sum.json_value()? })),
             now,
             lease_generation: Some(generation),
         },
     )?;
+    // The record formats the expiry with `toISOString()` inside the transaction: one outside
+    // JavaScript's date range is a RangeError and nothing is claimed.
+    js_iso(expires_at as f64)?;
     let claimed = RunRow {
         lease_generation: generation,
         owner_type: Some(owner_type.to_owned()),
-        owner_id: Some(claim.runner_id.to_owned()),
+        owner_id: Some(runner_id.to_owned()),
         token_hash: Some(token_hash.to_vec()),
         claim_expires_at: Some(expires_at),
         ..row
@@ -531,6 +591,6 @@ pub fn claim_run_in_transaction(
     Ok(Some(map_workflow_run_with(
         &mut JsonReads::new(conn),
         &claimed,
-        Some(claim.claim_token),
+        Some(&claim.claim_token.template()?),
     )?))
 }

@@ -4,21 +4,20 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use rusqlite::types::Value as Sql;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::records::{
     map_listed_run_record, map_run_record, map_workflow_run, push_views, run_record_select,
-    view_rows, RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
+    RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
 };
-use super::reserve::sql_value;
 use super::row::{RunRow, RunRowRef, RUN_SELECT};
+use crate::args::{params_for, Bound, Js};
 use crate::error::Result;
 use crate::state::blobs::JsonReads;
 use crate::state::read_cache::Snapshot;
 use crate::store::{in_read_transaction, Store};
-use crate::wire::{field, json_text, text, Call, Reply};
+use crate::wire::{json_text, Call, Reply};
 
 /// The read methods implemented here.
 pub const METHODS: &[&str] = &[
@@ -36,20 +35,24 @@ pub const METHODS: &[&str] = &[
 /// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     let reply = match method {
-        "getWorkflowRun" => get_workflow_run(store, call.arg(0)).map(maybe_text),
-        "getWorkflowRunView" => get_workflow_run_view(store, call.arg(0)).map(maybe_text),
+        "getWorkflowRun" => get_workflow_run(store, Js::arg(call, 0)).map(maybe_text),
+        "getWorkflowRunView" => get_workflow_run_view(store, Js::arg(call, 0)).map(maybe_text),
         "workflowRunListRevision" => {
             workflow_run_list_revision(store).map(|revision| Reply::value(revision.to_json()))
         }
-        "listWorkflowRunViews" => list_workflow_run_views(store, call.arg(0)).map(Reply::json_text),
-        "workflowRunProjectPath" => workflow_run_project_path(store, call.arg(0))
-            .map(|path| Reply::maybe(path.map(Value::String))),
-        "listWorkflowRuns" => list_workflow_runs(store, call.arg(0)).map(Reply::json_text),
-        "findSessionReservation" => find_session_reservation(store, call.arg(0)).map(maybe_text),
-        "findSessionReservationView" => {
-            find_session_reservation_view(store, call.arg(0)).map(maybe_text)
+        "listWorkflowRunViews" => {
+            list_workflow_run_views(store, Js::arg(call, 0)).map(Reply::json_text)
         }
-        "isWorkflowRunPaused" => is_workflow_run_paused(store, call.arg(0)).map(Reply::value),
+        "workflowRunProjectPath" => workflow_run_project_path(store, Js::arg(call, 0))
+            .map(|path| Reply::maybe(path.map(Value::String))),
+        "listWorkflowRuns" => list_workflow_runs(store, Js::arg(call, 0)).map(Reply::json_text),
+        "findSessionReservation" => {
+            find_session_reservation(store, Js::arg(call, 0)).map(maybe_text)
+        }
+        "findSessionReservationView" => {
+            find_session_reservation_view(store, Js::arg(call, 0)).map(maybe_text)
+        }
+        "isWorkflowRunPaused" => is_workflow_run_paused(store, Js::arg(call, 0)).map(Reply::value),
         _ => return None,
     };
     Some(reply)
@@ -121,17 +124,27 @@ fn page_records(
     Ok(page)
 }
 
-/// `workflow_run_row` through the statement built once.
-fn run_row(conn: &Connection, run_id: &str) -> Result<Option<RunRow>> {
-    Ok(conn
-        .prepare_cached(run_by_id_select())?
-        .query_row([run_id], RunRow::from_row)
+/// `workflowRunRow(runId)` through the statement built once, the caller's value bound as
+/// better-sqlite3 binds it.
+fn run_row(conn: &Connection, run_id: Js<'_>) -> Result<Option<RunRow>> {
+    let mut statement = conn.prepare_cached(run_by_id_select())?;
+    let params = params_for(&statement, &[run_id])?;
+    Ok(statement
+        .query_row(params_from_iter(&params), RunRow::from_row)
         .optional()?)
 }
 
-fn get_workflow_run(store: &Store, run_id: &Value) -> Result<Option<String>> {
+/// The view rows of `sql` for the caller's values (`workflowRunViewRows(clause, values)`).
+fn view_rows_of(conn: &Connection, sql: &'static str, values: &[Js<'_>]) -> Result<Vec<String>> {
+    let mut statement = conn.prepare_cached(sql)?;
+    let params = params_for(&statement, values)?;
+    let mut views = Vec::new();
+    push_views(&mut statement, params_from_iter(&params), &mut views)?;
+    Ok(views)
+}
+
+fn get_workflow_run(store: &Store, run_id: Js<'_>) -> Result<Option<String>> {
     let conn = store.conn()?;
-    let run_id = text(run_id, "runId")?;
     // One statement reads the run with its documents and root source: one snapshot, so no
     // transaction is needed unless the record needs more reads (mounts, a document missing
     // or not JSON); then the whole record is read again in one read transaction.
@@ -142,7 +155,8 @@ fn get_workflow_run(store: &Store, run_id: &Value) -> Result<Option<String>> {
     // The record is written from SQLite's row buffers while the statement is on its row.
     let found = {
         let mut statement = conn.prepare_cached(sql)?;
-        let mut rows = statement.query([run_id])?;
+        let params = params_for(&statement, &[run_id])?;
+        let mut rows = statement.query(params_from_iter(&params))?;
         match rows.next()? {
             None => None,
             Some(row) => {
@@ -170,8 +184,8 @@ fn maybe_text(text: Option<String>) -> Reply {
     Reply::maybe_text(text)
 }
 
-fn get_workflow_run_view(store: &Store, run_id: &Value) -> Result<Option<String>> {
-    let views = view_rows(store.conn()?, VIEW_BY_RUN_ID, [sql_value(run_id)])?;
+fn get_workflow_run_view(store: &Store, run_id: Js<'_>) -> Result<Option<String>> {
+    let views = view_rows_of(store.conn()?, VIEW_BY_RUN_ID, &[run_id])?;
     Ok(views.into_iter().next())
 }
 
@@ -220,17 +234,16 @@ fn list_revision(conn: &Connection) -> Result<ListRevision> {
         })?)
 }
 
-fn list_workflow_run_views(store: &Store, options: &Value) -> Result<String> {
+fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String> {
     let conn = store.conn()?;
     let own = conn.is_autocommit();
-    let page = [
-        sql_value(field(options, "limit")),
-        sql_value(field(options, "offset")),
-    ];
-    // The revision and the page from one snapshot (the reference reads them one after the other).
+    // The revision and the page from one snapshot (the reference reads them one after the other:
+    // the revision first, then `options.limit` and `options.offset`, then binds them).
     let (current, runs) = in_read_transaction(conn, || {
         let snapshot = store.state.read_cache.snapshot(conn, own)?;
         let current = snapshot.get_or_compute(LIST_REVISION, || list_revision(conn))?;
+        let values = [options.get("limit")?, options.get("offset")?];
+        let page = crate::args::bind_all(&values, 2)?;
         Ok((current, view_page(conn, &snapshot, &page)?))
     })?;
     let mut out = json_text(&current.to_json());
@@ -254,17 +267,19 @@ const VIEW_ORDER_SELECT: &str = "SELECT r.rowid FROM runs r
 /// a row), then each view. Sorting the whole joined select to keep fifty rows dominated the
 /// call. While the database is unchanged, the order of all runs is kept (one sort for every
 /// page); a limit or offset other than a non-negative integer takes SQLite's own reading.
-fn view_page(conn: &Connection, snapshot: &Snapshot<'_>, page: &[Sql; 2]) -> Result<Vec<String>> {
-    let rowids: Vec<i64> = match page {
-        [Sql::Integer(limit), Sql::Integer(offset)]
-            if *limit >= 0 && *offset >= 0 && snapshot.is_caching() =>
-        {
+fn view_page(
+    conn: &Connection,
+    snapshot: &Snapshot<'_>,
+    page: &[Bound<'_>],
+) -> Result<Vec<String>> {
+    let rowids: Vec<i64> = match (page[0].as_count(), page[1].as_count()) {
+        (Some(limit), Some(offset)) if snapshot.is_caching() => {
             let order =
                 snapshot.get_or_compute(VIEW_ORDER, || row_ids(conn, VIEW_ORDER_SELECT, []))?;
             order
                 .iter()
-                .skip(usize::try_from(*offset).unwrap_or(usize::MAX))
-                .take(usize::try_from(*limit).unwrap_or(usize::MAX))
+                .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+                .take(usize::try_from(limit).unwrap_or(usize::MAX))
                 .copied()
                 .collect()
         }
@@ -290,41 +305,61 @@ fn row_ids(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Resul
         .collect::<rusqlite::Result<_>>()?)
 }
 
-fn workflow_run_project_path(store: &Store, run_id: &Value) -> Result<Option<String>> {
-    Ok(store
-        .conn()?
-        .prepare_cached(
-            "SELECT p.canonical_path
+fn workflow_run_project_path(store: &Store, run_id: Js<'_>) -> Result<Option<String>> {
+    let mut statement = store.conn()?.prepare_cached(
+        "SELECT p.canonical_path
              FROM runs r JOIN projects p ON p.project_id = r.project_id WHERE r.run_id = ?",
-        )?
-        .query_row([sql_value(run_id)], |row| row.get::<_, Option<String>>(0))
+    )?;
+    let params = params_for(&statement, &[run_id])?;
+    Ok(statement
+        .query_row(params_from_iter(&params), |row| {
+            row.get::<_, Option<String>>(0)
+        })
         .optional()?
         .flatten())
 }
 
 /// Project-scoped (unless the store has no project), newest first.
-fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
+fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
+    // `options = {}` is the default of an undefined argument only.
+    let empty = serde_json::Map::new();
+    let options = if options.is_undefined() {
+        Js::Object(&empty)
+    } else {
+        options
+    };
     let mut clauses: Vec<String> = Vec::new();
-    let mut params: Vec<Sql> = Vec::new();
+    let mut values: Vec<Js<'_>> = Vec::new();
     if let Some(project_id) = store.project_id() {
         clauses.push("r.project_id = ?".into());
-        params.push(Sql::Text(project_id.into()));
+        values.push(Js::String(project_id));
     }
     let scope = clauses.len();
-    let mut add_list = |name: &str, column_test: &str| {
-        if let Some(items) = field(options, name)
-            .as_array()
-            .filter(|items| !items.is_empty())
-        {
-            let marks = vec!["?"; items.len()].join(", ");
-            clauses.push(format!("{column_test} ({marks})"));
-            params.extend(items.iter().map(sql_value));
+    // `options.<name> !== undefined && options.<name>.length > 0`, then `.map(() => "?")` and
+    // `params.push(...options.<name>)`.
+    for (name, column_test) in [
+        ("statuses", "q.status IN"),
+        ("excludeRunIds", "r.run_id NOT IN"),
+    ] {
+        let list = options.get(name)?;
+        if list.is_undefined() {
+            continue;
         }
-    };
-    add_list("statuses", "q.status IN");
-    add_list("excludeRunIds", "r.run_id NOT IN");
+        let length = list.get("length")?;
+        if !length.as_number().is_some_and(|length| length > 0.0) {
+            continue;
+        }
+        let Some(items) = list.method(&format!("options.{name}"), "map")?.items() else {
+            continue;
+        };
+        let items: Vec<Js<'_>> = items.collect();
+        let marks = vec!["?"; items.len()].join(", ");
+        clauses.push(format!("{column_test} ({marks})"));
+        values.extend(items);
+    }
     let filtered = clauses.len() > scope;
-    let limit = crate::args::prop(options, "limit").map(sql_value);
+    let limit_value = options.get("limit")?;
+    let limit = (!limit_value.is_undefined()).then_some(limit_value);
     let mut clause = String::new();
     if !clauses.is_empty() {
         clause.push_str(&format!("WHERE {}", clauses.join(" AND ")));
@@ -347,25 +382,40 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
     let own = conn.is_autocommit();
     in_read_transaction(conn, || {
         let snapshot = store.state.read_cache.snapshot(conn, own)?;
+        // Bound as the reference binds `.all(...params)`, limit last.
+        let mut all = values.clone();
+        all.extend(limit);
+        let count = all_parameters(&clauses) + usize::from(limit.is_some());
+        let params = crate::args::bind_all(&all, count)?;
+        let limit = limit.map(|_| params[count - 1].clone());
+        let scope_params = &params[..params.len() - usize::from(limit.is_some())];
         let rowids: Vec<i64> = match &limit {
             // Unfiltered, the order of all the project's runs is kept while the database is
             // unchanged; a limit other than a non-negative integer takes SQLite's own reading.
-            None | Some(Sql::Integer(0..)) if !filtered && snapshot.is_caching() => {
+            None | Some(Bound::Integer(_) | Bound::Real(_))
+                if !filtered
+                    && snapshot.is_caching()
+                    && limit
+                        .as_ref()
+                        .is_none_or(|limit| limit.as_count().is_some()) =>
+            {
                 let key = format!("runs.list-order:{}", store.project_id().unwrap_or(""));
                 let order = snapshot.get_or_compute(&key, || {
-                    row_ids(conn, &order_select, params_from_iter(&params))
+                    row_ids(conn, &order_select, params_from_iter(scope_params))
                 })?;
-                let take = match &limit {
-                    Some(Sql::Integer(limit)) => usize::try_from(*limit).unwrap_or(usize::MAX),
-                    _ => usize::MAX,
-                };
+                let take = limit
+                    .as_ref()
+                    .and_then(Bound::as_count)
+                    .map_or(usize::MAX, |limit| {
+                        usize::try_from(limit).unwrap_or(usize::MAX)
+                    });
                 order.iter().take(take).copied().collect()
             }
-            None => row_ids(conn, &order_select, params_from_iter(&params))?,
-            Some(limit) => row_ids(
+            None => row_ids(conn, &order_select, params_from_iter(scope_params))?,
+            Some(_) => row_ids(
                 conn,
                 &format!("{order_select} LIMIT +?"),
-                params_from_iter(params.iter().chain([limit])),
+                params_from_iter(&params),
             )?,
         };
         let mut json = JsonReads::new(conn);
@@ -384,15 +434,16 @@ fn list_workflow_runs(store: &Store, options: &Value) -> Result<String> {
     })
 }
 
-fn find_session_reservation(store: &Store, session_id: &Value) -> Result<Option<String>> {
+fn find_session_reservation(store: &Store, session_id: Js<'_>) -> Result<Option<String>> {
     let conn = store.conn()?;
     in_read_transaction(conn, || {
-        let row = conn
-            .prepare_cached({
-                static SQL: OnceLock<String> = OnceLock::new();
-                run_select(&SQL, OPEN_SESSION_RESERVATION)
-            })?
-            .query_row([sql_value(session_id)], RunRow::from_row)
+        let mut statement = conn.prepare_cached({
+            static SQL: OnceLock<String> = OnceLock::new();
+            run_select(&SQL, OPEN_SESSION_RESERVATION)
+        })?;
+        let params = params_for(&statement, &[session_id])?;
+        let row = statement
+            .query_row(params_from_iter(&params), RunRow::from_row)
             .optional()?;
         match row {
             Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
@@ -401,16 +452,20 @@ fn find_session_reservation(store: &Store, session_id: &Value) -> Result<Option<
     })
 }
 
-fn find_session_reservation_view(store: &Store, session_id: &Value) -> Result<Option<String>> {
-    let views = view_rows(
-        store.conn()?,
-        VIEW_OPEN_SESSION_RESERVATION,
-        [sql_value(session_id)],
-    )?;
+fn find_session_reservation_view(store: &Store, session_id: Js<'_>) -> Result<Option<String>> {
+    let views = view_rows_of(store.conn()?, VIEW_OPEN_SESSION_RESERVATION, &[session_id])?;
     Ok(views.into_iter().next())
 }
 
-fn is_workflow_run_paused(store: &Store, run_id: &Value) -> Result<bool> {
-    let row = run_row(store.conn()?, text(run_id, "runId")?)?;
+fn is_workflow_run_paused(store: &Store, run_id: Js<'_>) -> Result<bool> {
+    let row = run_row(store.conn()?, run_id)?;
     Ok(row.is_some_and(|row| row.paused == 1))
+}
+
+/// The `?` parameters of a list's WHERE clauses.
+fn all_parameters(clauses: &[String]) -> usize {
+    clauses
+        .iter()
+        .map(|clause| clause.matches('?').count())
+        .sum()
 }

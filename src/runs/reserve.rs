@@ -20,7 +20,7 @@ use crate::state::revisions::{
 };
 use crate::state::viewer::initialize_viewer_run;
 use crate::store::Store;
-use crate::wire::{field, int, text, time, Call, JsonArg, Reply};
+use crate::wire::{field, text, time, Call, JsonArg, Reply};
 
 /// The reservation methods implemented here.
 pub const METHODS: &[&str] = &[
@@ -89,11 +89,12 @@ fn without_execution_mode(options: &Value) -> Value {
 }
 
 fn run_claim(options: &Value) -> Result<RunClaim<'_>> {
+    let options = crate::args::Js::of(options);
     Ok(RunClaim {
-        run_id: text(field(options, "runId"), "runId")?,
-        runner_id: text(field(options, "runnerId"), "runnerId")?,
-        claim_token: text(field(options, "claimToken"), "claimToken")?,
-        lease_ms: int(field(options, "leaseMs"), "leaseMs")?,
+        run_id: options.get_or_undefined("runId"),
+        runner_id: options.get_or_undefined("runnerId"),
+        claim_token: options.get_or_undefined("claimToken"),
+        lease_ms: options.get_or_undefined("leaseMs"),
     })
 }
 
