@@ -61,6 +61,21 @@ describe('resources', () => {
     expect(failure(() => store.deleteResource({ controller: 'jobs', key: 'alpha' }, 1, null))).toEqual(nullRead('controller'));
   });
 
+  test('error messages interpolate the values as JavaScript writes them', () => {
+    const notFound = (key: string) => ({ name: 'ResourceNotFoundError', message: `Controller resource not found: jobs/${key}` });
+    expect(failure(() => store.enqueue({ controller: 'jobs' }))).toEqual(notFound('undefined'));
+    expect(failure(() => store.requestDeletion({ controller: 'jobs', key: NaN }))).toEqual(notFound('NaN'));
+    expect(failure(() => store.enqueue({ controller: 'jobs', key: 5n }))).toEqual(notFound('5'));
+    expect(failure(() => store.reserveEffect({ resourceUid: undefined, claim: held, key: 'e' }))).toEqual({
+      name: 'Error',
+      message: 'Controller resource not found: undefined',
+    });
+    expect(failure(() => store.reserveEffect({ resourceUid: uid, claim: held, key: Symbol('k') }))).toEqual({
+      name: 'TypeError',
+      message: 'Cannot convert a Symbol value to a string',
+    });
+  });
+
   test('an array is bound as its items: one item stands for itself, more are too many values', () => {
     const created = store.putResource({ controller: ['jobs'], key: 'k', spec: {}, initialStatus: {} });
     expect(created.metadata).toMatchObject({ controller: 'jobs', key: 'k', resourceVersion: 1 });

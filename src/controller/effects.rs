@@ -5,11 +5,11 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
-use super::js::{bind_params, read, same_number, same_text, same_value, template, Js, Param};
-use super::rows::ControllerRow;
+use super::js::{bind_params, read, same_number, same_text, same_value, Js, Param};
 use super::rows::{
     bump_controller_resource, insert_claim_event, put_caller_text, require_claim_row_by_uid,
 };
+use super::rows::{not_found_error, ControllerRow};
 use super::time_at;
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, read_text};
@@ -107,13 +107,8 @@ fn require_effect_row(
     uid: Option<&Value>,
     key: Option<&Value>,
 ) -> Result<EffectRow> {
-    effect_row(conn, uid, key)?.ok_or_else(|| {
-        StoreError::plain(format!(
-            "Effect record not found: {}/{}",
-            template(uid),
-            template(key)
-        ))
-    })
+    effect_row(conn, uid, key)?
+        .ok_or_else(|| not_found_error("Effect record not found: ", &[uid, key]))
 }
 
 fn effect_key(conn: &Connection, effect_id: &str) -> Result<String> {
@@ -185,7 +180,7 @@ fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
         let claimed = require_claim_row_by_uid(conn, uid)?;
         let lease = claimed.assert_claim(read(options, "claim")?, now, true)?;
         let source = claimed.row;
-        let effect_id = effect_id_for(&source.resource_id, &template(key));
+        let effect_id = effect_id_for(&source.resource_id, &Js::opt(key).template()?);
         if let Some(existing) = effect_row(conn, uid, key)? {
             let same_request = same_number(existing.generation, read(options, "generation")?)
                 && same_text(&existing.kind, read(options, "kind")?)
@@ -364,7 +359,7 @@ fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
             Param::text(&row.effect_id),
         ])?))?;
         bump_controller_resource(conn, &effect_resource_id, revision, now)?;
-        let event_type = format!("effect.{}", template(state));
+        let event_type = format!("effect.{}", Js::opt(state).template()?);
         insert_claim_event(
             conn,
             &effect_resource_id,

@@ -4,7 +4,7 @@
 use rusqlite::{params, params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{bind_params, length_of, read, same_number, template, Param};
+use super::js::{bind_params, length_of, read, same_number, Js, Param};
 use super::rows::{
     assert_controller_claim, bump_controller_resource, controller_record, controller_row,
     documented_row, documented_row_by_uid, documented_select, enqueue_controller_row, finalizers,
@@ -171,7 +171,11 @@ fn create_resource(
     let controller_resource_id = format!("controller-resource-{}", random_uuid());
     let project_id = store.require_project_id()?;
     let (controller, key) = reference.parts()?;
-    let aggregate = format!("{project_id}:{}:{}", template(controller), template(key));
+    let aggregate = format!(
+        "{project_id}:{}:{}",
+        Js::opt(controller).template()?,
+        Js::opt(key).template()?
+    );
     let resource_id = resource_id_for("controller", &aggregate);
     conn.prepare_cached(
         "INSERT INTO resources(
@@ -211,8 +215,8 @@ fn create_resource(
         controller_resource_id,
         resource_id,
         resource_version: 1,
-        controller_name: template(controller),
-        resource_key: template(key),
+        controller_name: Js::opt(controller).template()?,
+        resource_key: Js::opt(key).template()?,
         uid,
         generation: 1,
         spec_hash: spec_hash.to_vec(),

@@ -9,8 +9,8 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
 use super::js::{
-    bind_params, buffer_from, length_of, read, same_number, same_text, template, token_hash_of,
-    Bound, Encoding, Js, Param,
+    bind_params, buffer_from, length_of, read, same_number, same_text, token_hash_of, Bound,
+    Encoding, Js, Param,
 };
 use crate::args::js_number_text;
 use crate::error::{Result, StoreError};
@@ -123,26 +123,32 @@ impl<'a> ResourceRef<'a> {
         }
     }
 
-    /// `new ResourceNotFoundError(ref.controller, ref.key)` (or the TypeError of those reads).
+    /// `new ResourceNotFoundError(ref.controller, ref.key)` (or the TypeError of those reads,
+    /// or of the constructor's template string).
     pub fn not_found(self) -> StoreError {
-        match self.parts() {
-            Ok((controller, key)) => StoreError::ResourceNotFound {
-                controller: controller.cloned().unwrap_or(Value::Null),
-                key: key.cloned().unwrap_or(Value::Null),
-            },
+        match self.templated() {
+            Ok((controller, key)) => StoreError::ResourceNotFound { controller, key },
             Err(error) => error,
         }
     }
 
-    /// `new ResourceConflictError(ref.controller, ref.key)` (or the TypeError of those reads).
+    /// `new ResourceConflictError(ref.controller, ref.key)` (as [`ResourceRef::not_found`]).
     pub fn conflict(self) -> StoreError {
-        match self.parts() {
-            Ok((controller, key)) => StoreError::ResourceConflict {
-                controller: controller.cloned().unwrap_or(Value::Null),
-                key: key.cloned().unwrap_or(Value::Null),
-            },
+        match self.templated() {
+            Ok((controller, key)) => StoreError::ResourceConflict { controller, key },
             Err(error) => error,
         }
+    }
+
+    /// `${controller}` and `${key}` as the error classes' messages interpolate them, sent as
+    /// strings (the JS layer's template of a string is the string): `undefined`, NaN or a
+    /// bigint would not survive as a plain JSON value.
+    fn templated(self) -> Result<(Value, Value)> {
+        let (controller, key) = self.parts()?;
+        Ok((
+            Value::String(Js::opt(controller).template()?),
+            Value::String(Js::opt(key).template()?),
+        ))
     }
 }
 
@@ -666,7 +672,22 @@ pub fn require_claim_row_by_uid(conn: &Connection, uid: Option<&Value>) -> Resul
 
 /// `Controller resource not found: <uid>`.
 fn uid_not_found(uid: Option<&Value>) -> StoreError {
-    StoreError::plain(format!("Controller resource not found: {}", template(uid)))
+    not_found_error("Controller resource not found: ", &[uid])
+}
+
+/// `new Error(`<prefix>${a}/${b}…`)`, or the TypeError the template string throws.
+pub fn not_found_error(prefix: &str, parts: &[Option<&Value>]) -> StoreError {
+    let mut message = prefix.to_string();
+    for (index, part) in parts.iter().enumerate() {
+        if index > 0 {
+            message.push('/');
+        }
+        match Js::opt(*part).template() {
+            Ok(text) => message.push_str(&text),
+            Err(error) => return error,
+        }
+    }
+    StoreError::plain(message)
 }
 
 /// Compare-and-set of a controller or effect resource's revision (never a run's: run resources

@@ -5,8 +5,10 @@
 use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
-use super::js::{bind_params, buffer_from, is_nullish, read, same_text, template, Encoding, Param};
-use super::rows::{assert_controller_claim, put_caller_text, require_controller_row_by_uid};
+use super::js::{bind_params, buffer_from, is_nullish, read, same_text, Encoding, Param};
+use super::rows::{
+    assert_controller_claim, not_found_error, put_caller_text, require_controller_row_by_uid,
+};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{read_text, BlobHash};
 use crate::state::ids::random_uuid;
@@ -103,12 +105,8 @@ fn workflow_row_by_id(
 }
 
 fn require_workflow_row(conn: &Connection, request_id: Option<&Value>) -> Result<WorkflowRow> {
-    workflow_row_by_id(conn, request_id)?.ok_or_else(|| {
-        StoreError::plain(format!(
-            "Workflow request not found: {}",
-            template(request_id)
-        ))
-    })
+    workflow_row_by_id(conn, request_id)?
+        .ok_or_else(|| not_found_error("Workflow request not found: ", &[request_id]))
 }
 
 /// `ChildWorkflowRecord`: `runId` and `error` exist only when set.
