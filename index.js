@@ -127,6 +127,9 @@ function readReply(spec, args, reply) {
     value = JSON.parse(reply);
   }
   if (spec.echo !== undefined && value !== undefined) value.payload = valueAt(args, spec.echo) ?? {};
+  if (spec.returns !== undefined && value !== undefined) {
+    for (const [property, at] of spec.returns) value[property] = valueAt(args, at);
+  }
   return value;
 }
 

@@ -182,6 +182,17 @@ describe('queue', () => {
     ]);
   });
 
+  test("the claim's ownerId and the event's controller, key and type are the caller's own values", () => {
+    store.putResource({ controller: 'jobs', key: 'beta', spec: {}, initialStatus: {} });
+    const claim = store.claimNext({ controllers: ['jobs'], ownerId: 5n, leaseMs: 1000 });
+    expect(claim.ownerId).toBe(5n);
+    // A bigint binds as an INTEGER, stored in the TEXT column as "5".
+    expect(sql("SELECT owner_id FROM leases WHERE owner_id = '5'")).toEqual([{ owner_id: '5' }]);
+    const event = store.recordEvent({ controller: 'jobs', key: 'alpha', type: 7n });
+    expect(event).toMatchObject({ controller: 'jobs', key: 'alpha', type: 7n });
+    expect(sql('SELECT event_type FROM events ORDER BY event_seq DESC LIMIT 1')).toEqual([{ event_type: '7' }]);
+  });
+
   test('renewClaim on a null claim', () => {
     expect(failure(() => store.renewClaim(null, 1000))).toEqual(nullRead('controller'));
   });
@@ -214,6 +225,12 @@ describe('effects and child workflows', () => {
     expect(failure(() => store.updateWorkflow(record.requestId, null, held))).toEqual(nullRead('error'));
     expect(failure(() => store.updateWorkflow(record.requestId, { state: 'running' }, null))).toEqual(nullRead('controller'));
     expect(failure(() => store.completeWorkflow(record.requestId, null))).toEqual(nullRead('state'));
+    // The event payload {requestId, runId, state} is canonical JSON of the caller's values.
+    expect(failure(() => store.completeWorkflow(record.requestId, { state: 'failed', runId: 5n }))).toEqual({
+      name: 'Error',
+      message: 'Unsupported JSON value type: bigint',
+    });
+    expect(store.getWorkflowByRequestId(record.requestId).state).toBe('pending');
   });
   test('an array fingerprint is Buffer.from(array): one byte per item', () => {
     const bytes = Array.from({ length: 32 }, (_, index) => (index === 0 ? 256 + 0xab : index === 1 ? '0x10' : 0xab));

@@ -5,7 +5,7 @@
 use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
-use super::js::{bind_params, buffer_from, is_nullish, read, same_text, Encoding, Param};
+use super::js::{bind_params, buffer_from, is_nullish, read, same_text, Encoding, Js, Param};
 use super::rows::{
     assert_controller_claim, not_found_error, put_caller_text, require_controller_row_by_uid,
 };
@@ -304,7 +304,7 @@ fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
         ])?))?;
         let revision = resource_revision(conn, &source.resource_id)?;
         bump_resource(conn, &source.resource_id, revision, now)?;
-        let payload = completion_payload(request_id, state, reported_run_id, &row);
+        let payload = completion_payload(request_id, state, reported_run_id, &row)?;
         insert_event(
             conn,
             &EventDraft {
@@ -329,20 +329,21 @@ fn completion_payload(
     state: Option<&Value>,
     reported_run_id: Option<&Value>,
     row: &WorkflowRow,
-) -> String {
+) -> Result<String> {
+    // Checked in sorted key order, as canonical JSON walks them; undefined ones are left out.
     let mut payload = Map::new();
     if let Some(request_id) = request_id {
-        payload.insert("requestId".into(), request_id.clone());
-    }
-    if let Some(state) = state {
-        payload.insert("state".into(), state.clone());
+        payload.insert("requestId".into(), Js::of(request_id).json_value()?);
     }
     let run_id = match reported_run_id {
-        Some(reported) if !reported.is_null() => reported.clone(),
+        Some(reported) if !reported.is_null() => Js::of(reported).json_value()?,
         _ => row.run_id.clone().map_or(Value::Null, Value::String),
     };
     payload.insert("runId".into(), run_id);
-    canonical(&Value::Object(payload))
+    if let Some(state) = state {
+        payload.insert("state".into(), Js::of(state).json_value()?);
+    }
+    Ok(canonical(&Value::Object(payload)))
 }
 
 fn list_workflows(store: &Store, call: &Call) -> Result<Reply> {
