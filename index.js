@@ -127,8 +127,8 @@ function readReply(spec, args, reply) {
     value = JSON.parse(reply);
   }
   if (spec.echo !== undefined && value !== undefined) value.payload = valueAt(args, spec.echo) ?? {};
-  if (spec.returns !== undefined && value !== undefined) {
-    for (const [property, at] of spec.returns) value[property] = valueAt(args, at);
+  if (spec.echoProps !== undefined && value !== undefined) {
+    for (const name of spec.echoProps) value[name] = args[0][name];
   }
   return value;
 }

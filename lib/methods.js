@@ -7,9 +7,7 @@
 // - json:  caller JSON documents; sent as canonical-JSON envelopes
 // - claim: the claim object the method may update in place (resourceVersion, expiresAt)
 // - echo:  the record property `payload` is the caller's own payload object (`?? {}`)
-// - returns: `{property: path}`: record properties that are the caller's own values (claimNext's
-//          `ownerId`, recordEvent's `controller`…): put back as the caller's values, which the
-//          core's JSON reply cannot always carry (bigints, -0, lone surrogates)
+// - echoProps: record properties that are the caller's own `args[0][name]`, as they are
 // - lease: `{now, ms}`: the lease expiry `now + leaseMs` (JavaScript's `+`, after `now` was
 //          converted by `time`) and `new Date(that).toISOString()`, sent in place of `ms` as
 //          `{$lease: {sum, iso}}`; what either threw is sent as `{$error}` in its place
@@ -29,7 +27,7 @@ const METHODS = {
   deleteResource: {},
   // C. work queue and claims
   enqueue: { time: ['1'] },
-  claimNext: { time: OPTIONS_NOW, lease: { now: '0.now', ms: '0.leaseMs' }, returns: { ownerId: '0.ownerId' } },
+  claimNext: { time: OPTIONS_NOW, lease: { now: '0.now', ms: '0.leaseMs' }, echoProps: ['ownerId'] },
   renewClaim: { time: ['2'], claim: '0', lease: { now: '2', ms: '1' } },
   settleClaim: { time: ['1'], claim: '0' },
   requeueClaim: { time: ['2'], date: ['1.availableAt'], claim: '0' },
@@ -52,7 +50,7 @@ const METHODS = {
     json: ['0.payload'],
     claim: '0.claim',
     echo: '0.payload',
-    returns: { controller: '0.controller', key: '0.key', type: '0.type' },
+    echoProps: ['controller', 'key', 'type'],
   },
   listEvents: {},
   // G. run reservation
@@ -93,7 +91,12 @@ const METHODS = {
   // K. interactions
   beginWorkflowRunInteractionTimeout: { time: OPTIONS_NOW },
   // L. run events and run effects
-  recordRunEvent: { time: OPTIONS_NOW, json: ['0.payload'], echo: '0.payload' },
+  recordRunEvent: {
+    time: OPTIONS_NOW,
+    json: ['0.payload'],
+    echo: '0.payload',
+    echoProps: ['runId', 'workflowRef', 'type'],
+  },
   listRunEventsAfter: {},
   settleRunEffect: {},
   // M. legacy stubs
@@ -113,10 +116,6 @@ for (const spec of Object.values(METHODS)) {
   }
   spec.claim = spec.claim === undefined ? undefined : parsePath(spec.claim);
   spec.echo = spec.echo === undefined ? undefined : parsePath(spec.echo);
-  spec.returns =
-    spec.returns === undefined
-      ? undefined
-      : Object.entries(spec.returns).map(([property, at]) => [property, parsePath(at)]);
   spec.lease = spec.lease === undefined ? undefined : { now: parsePath(spec.lease.now), ms: parsePath(spec.lease.ms) };
   // No argument to convert before the call (index.js then sends the arguments as they are).
   spec.plain = spec.time.length === 0 && spec.date.length === 0 && spec.json.length === 0;

@@ -7,7 +7,6 @@
 export const KNOWN_FAILING_SUFFIX = ' [known failing]';
 
 export const KNOWN_FAILING: ReadonlySet<string> = new Set([
-  'hostile-run-events',
   'hostile-run-reserve',
   'hostile-run-transitions',
   'hostile-store',

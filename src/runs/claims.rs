@@ -12,7 +12,6 @@ use super::row::{workflow_run_row, RunRow, RUN_SELECT};
 use crate::args::{add_to_number, bind_all, params_for, token_hash_js, Js, Sum};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::JsonReads;
-use crate::state::ids::token_hash;
 use crate::state::json::canonical;
 use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft, Lease};
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
@@ -395,12 +394,12 @@ pub fn insert_lease_holder_event(
     Ok(())
 }
 
-/// Clears the lease when `claim_token` still holds it at `generation` and is unexpired at `now`;
+/// Clears the lease when the token of `token_hash` still holds it at `generation` and is unexpired at `now`;
 /// false when it did not.
 pub fn release_live_lease(
     conn: &Connection,
     resource_id: &str,
-    claim_token: &str,
+    token_hash: &[u8; 32],
     generation: i64,
     now: i64,
 ) -> Result<bool> {
@@ -411,12 +410,7 @@ pub fn release_live_lease(
                  acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
              WHERE resource_id = ? AND token_hash = ? AND generation = ? AND expires_at > ?",
         )?
-        .execute(params![
-            resource_id,
-            &token_hash(claim_token)[..],
-            generation,
-            now
-        ])?;
+        .execute(params![resource_id, &token_hash[..], generation, now])?;
     Ok(changed == 1)
 }
 

@@ -2,17 +2,18 @@
 //! request has outlived its node attempt's deadline, the claimed run gives up on the request
 //! and resumes, so the engine can finish the expired attempt.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::json;
 
-use super::claims::{inconsistent, insert_lease_holder_event, live_claim_row, options_now};
+use super::claims::{inconsistent, insert_lease_holder_event, live_claim_row_of, options_now};
+use crate::args::{params_for, Js};
 use crate::error::Result;
 use crate::state::blobs::put_json;
 use crate::state::json::canonical;
 use crate::state::revisions::bump_resource_revision;
 use crate::state::viewer::{record_viewer_deltas, ViewerDraft};
 use crate::store::Store;
-use crate::wire::{field, text, Call, Reply};
+use crate::wire::{Call, Reply};
 
 /// The interaction methods implemented here.
 pub const METHODS: &[&str] = &["beginWorkflowRunInteractionTimeout"];
@@ -40,12 +41,11 @@ struct ExpiredInteraction {
 fn expired_interaction(
     conn: &Connection,
     run_id: &str,
-    target_session_id: &str,
+    target_session_id: Js<'_>,
     now: i64,
 ) -> Result<Option<ExpiredInteraction>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT i.request_id, i.attempt_id
+    let mut statement = conn.prepare_cached(
+        "SELECT i.request_id, i.attempt_id
              FROM interactive_requests i
              JOIN node_attempts a ON a.attempt_id = i.attempt_id
              JOIN runs r ON r.run_id = i.run_id
@@ -58,8 +58,18 @@ fn expired_interaction(
                  WHERE m.source_id = i.request_id AND m.kind = 'step' AND t.state = 'started'
                )
              ORDER BY a.deadline_at, i.request_id LIMIT 1",
-        )?
-        .query_row(params![run_id, target_session_id, now], |row| {
+    )?;
+    // `.get(options.runId, options.targetSessionId, now)`, bound as given.
+    let params = params_for(
+        &statement,
+        &[
+            Js::String(run_id),
+            target_session_id,
+            Js::Number(now as f64),
+        ],
+    )?;
+    Ok(statement
+        .query_row(params_from_iter(&params), |row| {
             Ok(ExpiredInteraction {
                 request_id: row.get(0)?,
                 attempt_id: row.get(1)?,
@@ -105,14 +115,19 @@ fn resume_from_expired(
 
 fn begin_timeout(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
-    let args = call.arg(0);
-    let run_id = text(field(args, "runId"), "runId")?;
-    let target_session_id = text(field(args, "targetSessionId"), "targetSessionId")?;
-    let claim_token = text(field(args, "claimToken"), "claimToken")?;
+    let args = Js::arg(call, 0);
+    let target_session_id = args.get_or_undefined("targetSessionId");
     store.write(|conn| {
-        let Some(row) = live_claim_row(conn, run_id, claim_token, now)? else {
+        let Some(row) = live_claim_row_of(
+            conn,
+            args.get_or_undefined("runId"),
+            args.get_or_undefined("claimToken"),
+            now,
+        )?
+        else {
             return Ok(false);
         };
+        let run_id = row.run_id.as_str();
         let Some(interaction) = expired_interaction(conn, run_id, target_session_id, now)? else {
             return Ok(false);
         };

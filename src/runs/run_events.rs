@@ -2,19 +2,20 @@
 //! the events of every run in sequence order.
 
 use rusqlite::types::ValueRef;
-use rusqlite::Connection;
+use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::claims::runner_owner_type;
-use super::reserve::sql_value;
-use super::row::require_workflow_run_row;
+use super::claims::{run_row_of, runner_owner_type};
+use crate::args::{bind_all, params_for, Js};
 use crate::controller::rows::joined_document_text;
 use crate::error::{Result, StoreError};
 use crate::state::columns::{opt_str_at, str_at};
-use crate::state::revisions::{bump_resource_revision, event_seq, insert_event, EventDraft};
+use crate::state::revisions::{
+    bump_resource_revision, event_seq, insert_event_binding, EventDraft,
+};
 use crate::store::{in_read_transaction, Store};
 use crate::time::iso;
-use crate::wire::{field, opt_text, text, time, Call, JsonArg, ObjectWriter, Reply};
+use crate::wire::{Call, JsonArg, ObjectWriter, Reply};
 
 /// The run-event methods implemented here.
 pub const METHODS: &[&str] = &["recordRunEvent", "listRunEventsAfter"];
@@ -23,65 +24,84 @@ pub const METHODS: &[&str] = &["recordRunEvent", "listRunEventsAfter"];
 pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
     let reply = match method {
         "recordRunEvent" => store
-            .write(|conn| record_run_event(conn, call.arg(0)))
+            .write(|conn| record_run_event(conn, Js::arg(call, 0), call.clock))
             .map(Reply::value),
-        "listRunEventsAfter" => list_run_events_after(store, call.arg(0), call.arg(1)),
+        "listRunEventsAfter" => list_run_events_after(store, Js::arg(call, 0), Js::arg(call, 1)),
         _ => return None,
     };
     Some(reply)
 }
 
-/// Records the event; the run must exist before the timestamp is even looked at. `payload`
-/// comes back as `{}`: the JS layer puts the caller's own object there.
-fn record_run_event(conn: &Connection, options: &Value) -> Result<Value> {
-    let run_id = text(field(options, "runId"), "runId")?;
-    let row = require_workflow_run_row(conn, run_id)?;
-    let now = time(field(options, "now"))?;
-    let runner_id = opt_text(field(options, "runnerId"), "runnerId")?;
-    let event_type = text(field(options, "type"), "type")?;
+/// Records the event in the reference's order: the run (bound as given; `Workflow run not
+/// found: ${runId}`), the time, the revision bump, then the event with the caller's `type` and
+/// `runnerId` bound as given (`runnerId?.startsWith("host-")` picks the actor type). The
+/// record's `runId`, `workflowRef`, `type` and `payload` are the caller's own values: the JS
+/// layer puts them in (lib/methods.js `echoProps`); placeholders are written here.
+fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Result<Value> {
+    let run_id = options.get("runId")?;
+    let Some(row) = run_row_of(conn, run_id)? else {
+        return Err(StoreError::plain(format!(
+            "Workflow run not found: {}",
+            run_id.template()?
+        )));
+    };
+    let now = crate::args::time(options.get("now")?, clock)?;
     let revision = bump_resource_revision(conn, &row.resource_id, now)?;
-    let event_id = insert_event(
-        conn,
-        &EventDraft {
-            resource_id: &row.resource_id,
-            revision,
-            event_type,
-            actor_type: runner_id.map_or("session", runner_owner_type),
-            actor_id: runner_id,
-            payload: JsonArg::of(field(options, "payload")).text_or("{}")?,
-            now,
-            lease_generation: (row.lease_generation != 0).then_some(row.lease_generation),
-        },
-    )?;
+    let event_type = options.get("type")?;
+    let runner = options.get("runnerId")?;
+    let actor_type = if runner.is_nullish() {
+        "session"
+    } else {
+        match runner.method("options.runnerId?", "startsWith")? {
+            Js::String(text) | Js::IllFormed { text, .. } => runner_owner_type(text),
+            _ => "session",
+        }
+    };
+    let payload = JsonArg::of(options.get_or_undefined_value("payload")).text_or("{}")?;
+    let draft = EventDraft {
+        resource_id: &row.resource_id,
+        revision,
+        event_type: "",
+        actor_type,
+        actor_id: None,
+        payload,
+        now,
+        lease_generation: (row.lease_generation != 0).then_some(row.lease_generation),
+    };
+    // `insertEvent` stores the payload first, then binds the row.
+    let bound = bind_all(&[event_type, runner], 2)?;
+    let event_id = insert_event_binding(conn, &draft, &bound[0], &bound[1])?;
     let seq = event_seq(conn, &event_id)?
         .ok_or_else(|| StoreError::plain("Run event was not recorded"))?;
     Ok(json!({
         "seq": seq,
         "recordedAt": iso(now),
-        "runId": run_id,
-        "workflowRef": field(options, "workflowRef"),
-        "type": event_type,
-        "runnerId": runner_id,
+        "runId": null,
+        "workflowRef": null,
+        "type": null,
+        "runnerId": runner.json_value().unwrap_or(Value::Null),
         "payload": {},
     }))
 }
 
 /// Events of run resources after `seq`, oldest first, `options.limit ?? 100` of them.
-fn list_run_events_after(store: &Store, seq: &Value, options: &Value) -> Result<Reply> {
-    let conn = store.conn()?;
-    let limit = match field(options, "limit") {
-        Value::Null => Value::from(100),
-        limit => limit.clone(),
+fn list_run_events_after(store: &Store, seq: Js<'_>, options: Js<'_>) -> Result<Reply> {
+    // `options = {}` is the default of an undefined argument only.
+    let limit = if options.is_undefined() {
+        Js::Number(100.0)
+    } else {
+        options.get("limit")?.or(Js::Number(100.0))
     };
+    let conn = store.conn()?;
     // One read transaction: the rows and each payload blob under one file lock.
-    let out = in_read_transaction(conn, || run_event_list_text(conn, seq, &limit))?;
+    let out = in_read_transaction(conn, || run_event_list_text(conn, seq, limit))?;
     Ok(Reply::json_text(out))
 }
 
 /// Run events after `seq`, at most `limit`, as JSON text, written straight from SQLite's row
 /// buffers; each payload blob comes in the same row (one statement, not one more per payload).
 /// `LIMIT +?`: see [`crate::controller::events`] (a bare `LIMIT ?` recompiles on every call).
-fn run_event_list_text(conn: &Connection, seq: &Value, limit: &Value) -> Result<String> {
+fn run_event_list_text(conn: &Connection, seq: Js<'_>, limit: Js<'_>) -> Result<String> {
     let mut statement = conn.prepare_cached(
         "SELECT e.event_seq, e.recorded_at, r.run_id, r.workflow_ref, e.event_type,
                 e.actor_id, e.payload_hash, b.media_type, b.content
@@ -89,7 +109,8 @@ fn run_event_list_text(conn: &Connection, seq: &Value, limit: &Value) -> Result<
          LEFT JOIN blobs b ON b.blob_hash = e.payload_hash
          WHERE e.event_seq > ? ORDER BY e.event_seq LIMIT +?",
     )?;
-    let mut rows = statement.query([sql_value(seq), sql_value(limit)])?;
+    let params = params_for(&statement, &[seq, limit])?;
+    let mut rows = statement.query(params_from_iter(&params))?;
     let mut out = String::with_capacity(16 * 1024);
     out.push('[');
     while let Some(row) = rows.next()? {

@@ -1,14 +1,15 @@
 //! Run effects the engine asks the store to settle (`run.park_queue`, `run.settle_queue`): each
 //! pending effect of that type becomes `applied` in its own transaction.
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, params_from_iter, Connection};
 use serde_json::json;
 
+use crate::args::{params_for, Js};
 use crate::error::Result;
 use crate::state::json::canonical;
 use crate::state::revisions::{bump_resource, insert_event, resource_revision, EventDraft};
 use crate::store::Store;
-use crate::wire::{text, Call, Reply};
+use crate::wire::{Call, Reply};
 
 /// The run-effect methods implemented here.
 pub const METHODS: &[&str] = &["settleRunEffect"];
@@ -24,18 +25,22 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
 /// A pending effect of the run: `(effect_id, resource_id)`.
 type PendingEffect = (String, String);
 
+/// `.all(runId, effectType)`: the caller's values bound as better-sqlite3 binds them.
 fn pending_effects(
     conn: &Connection,
-    run_id: &str,
-    effect_type: &str,
+    run_id: Js<'_>,
+    effect_type: Js<'_>,
 ) -> Result<Vec<PendingEffect>> {
-    let effects = conn
-        .prepare_cached(
-            "SELECT e.effect_id, e.resource_id
-             FROM effects e JOIN runs r ON r.resource_id = e.source_resource_id
-             WHERE r.run_id = ? AND e.effect_type = ? AND e.status = 'pending'",
-        )?
-        .query_map([run_id, effect_type], |row| Ok((row.get(0)?, row.get(1)?)))?
+    let mut statement = conn.prepare_cached(
+        "SELECT e.effect_id, e.resource_id
+         FROM effects e JOIN runs r ON r.resource_id = e.source_resource_id
+         WHERE r.run_id = ? AND e.effect_type = ? AND e.status = 'pending'",
+    )?;
+    let params = params_for(&statement, &[run_id, effect_type])?;
+    let effects = statement
+        .query_map(params_from_iter(&params), |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?
         .collect::<rusqlite::Result<_>>()?;
     Ok(effects)
 }
@@ -43,8 +48,8 @@ fn pending_effects(
 /// Lists the pending effects first (outside a transaction, as the reference does), then applies
 /// each one in its own transaction at the call's `Date.now()`.
 fn settle_run_effect(store: &Store, call: &Call) -> Result<()> {
-    let run_id = text(call.arg(0), "runId")?;
-    let effect_type = text(call.arg(1), "effectType")?;
+    let run_id = Js::arg(call, 0);
+    let effect_type = Js::arg(call, 1);
     let now = call.clock;
     for (effect_id, resource_id) in pending_effects(store.conn()?, run_id, effect_type)? {
         store.write(|conn| {
@@ -63,7 +68,10 @@ fn settle_run_effect(store: &Store, call: &Call) -> Result<()> {
                     event_type: "effect.applied",
                     actor_type: "system",
                     actor_id: None,
-                    payload: &canonical(&json!({ "runId": run_id, "effectType": effect_type })),
+                    payload: &canonical(&json!({
+                        "effectType": effect_type.json_value()?,
+                        "runId": run_id.json_value()?,
+                    })),
                     now,
                     lease_generation: None,
                 },

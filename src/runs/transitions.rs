@@ -2,14 +2,15 @@
 //! ambiguous effect), the terminal transitions (complete, fail, cancel — with the cancellation
 //! of a run's dependents), deletion and the origin-session binding.
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, params_from_iter, Connection};
 use serde_json::{json, Value};
 
 use super::claims::{
-    has_pending_interaction, inconsistent, insert_lease_holder_event, live_claim_row, options_now,
-    release_live_lease,
+    has_pending_interaction, inconsistent, insert_lease_holder_event, live_claim_row_of,
+    options_now, release_live_lease, run_row_of,
 };
-use super::row::{nonterminal_run_row, workflow_run_row, RunRow};
+use super::row::{nonterminal_run_row, RunRow};
+use crate::args::{params_for, token_hash_js, Js};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, put_text, BlobHash};
 use crate::state::ids::{random_uuid, token_hash};
@@ -59,10 +60,6 @@ fn run_id_of(call: &Call) -> Result<&str> {
     text(field(call.arg(0), "runId"), "runId")
 }
 
-fn claim_token_of(call: &Call) -> Result<&str> {
-    text(field(call.arg(0), "claimToken"), "claimToken")
-}
-
 /// Whether the lease is held by someone and not yet expired at `now`.
 fn lease_is_live(lease: &Lease, now: i64) -> bool {
     lease.owner_id.is_some() && lease.expires_at.is_some_and(|expires| expires > now)
@@ -84,28 +81,38 @@ fn record_transition(
 }
 
 fn release_by_call(store: &Store, call: &Call, status: &str) -> Result<bool> {
+    // `releaseRunClaim(options.runId, options.claimToken, status, options.now)`: the reads in
+    // argument order.
+    let options = Js::arg(call, 0);
+    let run_id = options.get("runId")?;
+    let claim_token = options.get("claimToken")?;
     let now = options_now(call)?;
-    release_run_claim(store, run_id_of(call)?, claim_token_of(call)?, status, now)
+    release_run_claim(store, run_id, claim_token, status, now)
 }
 
 /// Sets the queue status (`parked`, or `done` with `finished_at`) and releases the caller's live
-/// claim.
+/// claim. The caller's values are bound and hashed as the reference does (`workflowRunRow`,
+/// then `verifyWorkflowRunClaim`).
 fn release_run_claim(
     store: &Store,
-    run_id: &str,
-    claim_token: &str,
+    run_id: Js<'_>,
+    claim_token: Js<'_>,
     status: &str,
     now: i64,
 ) -> Result<bool> {
     store.write(|conn| {
-        let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
+        if run_row_of(conn, run_id)?.is_none() {
+            return Ok(false);
+        }
+        let Some(row) = live_claim_row_of(conn, run_id, claim_token, now)? else {
             return Ok(false);
         };
+        let token_hash = token_hash_js(claim_token)?;
         let finished_at = (status == "done").then_some(now);
         conn.prepare_cached(
             "UPDATE run_queue SET status = ?, updated_at = ?, finished_at = ? WHERE run_id = ?",
         )?
-        .execute(params![status, now, finished_at, run_id])?;
+        .execute(params![status, now, finished_at, row.run_id])?;
         let lease = row.lease();
         let released = conn
             .prepare_cached(
@@ -113,11 +120,7 @@ fn release_run_claim(
                         acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
                  WHERE resource_id = ? AND token_hash = ? AND generation = ?",
             )?
-            .execute(params![
-                row.resource_id,
-                &token_hash(claim_token)[..],
-                lease.generation
-            ])?;
+            .execute(params![row.resource_id, &token_hash[..], lease.generation])?;
         if released != 1 {
             return Ok(false);
         }
@@ -162,11 +165,12 @@ fn record_control_event(
 /// Pauses a parked, ownerless run that waits on a pending interaction (idempotent).
 fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
-    let run_id = run_id_of(call)?;
+    let run_id = Js::arg(call, 0).get_or_undefined("runId");
     store.write(|conn| {
-        let Some(row) = workflow_run_row(conn, run_id)? else {
+        let Some(row) = run_row_of(conn, run_id)? else {
             return Ok(false);
         };
+        let run_id = row.run_id.as_str();
         if row.status != "parked" {
             return Ok(false);
         }
@@ -203,11 +207,12 @@ fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
 /// Lifts the pause of a parked, waiting, ownerless run that still has a pending interaction.
 fn resume_paused(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
-    let run_id = run_id_of(call)?;
+    let run_id = Js::arg(call, 0).get_or_undefined("runId");
     store.write(|conn| {
-        let Some(row) = workflow_run_row(conn, run_id)? else {
+        let Some(row) = run_row_of(conn, run_id)? else {
             return Ok(false);
         };
+        let run_id = row.run_id.as_str();
         if row.status != "parked" || row.run_status != "waiting" || row.paused != 1 {
             return Ok(false);
         }
@@ -268,23 +273,29 @@ fn detail_text(detail: Option<&Value>) -> Result<&str> {
 /// of the run with its whole lease gives both.
 fn claimed_row(
     conn: &Connection,
-    run_id: &str,
-    claim_token: &str,
+    run_id: Js<'_>,
+    claim_token: Js<'_>,
     now: i64,
 ) -> Result<Option<RunRow>> {
-    live_claim_row(conn, run_id, claim_token, now)
+    if run_row_of(conn, run_id)?.is_none() {
+        return Ok(None);
+    }
+    live_claim_row_of(conn, run_id, claim_token, now)
 }
 
 /// Parks a claimed run whose workflow source changed, keeping the detail as the queue error.
 fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
-    let run_id = run_id_of(call)?;
-    let claim_token = claim_token_of(call)?;
+    let options = Js::arg(call, 0);
+    let run_id = options.get_or_undefined("runId");
+    let claim_token = options.get_or_undefined("claimToken");
     let detail = crate::args::prop(call.arg(0), "detail");
     store.write(|conn| {
         let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
             return Ok(false);
         };
+        let run_id = row.run_id.as_str();
+        let token_hash = token_hash_js(claim_token)?;
         let lease = row.lease();
         let detail = truncate_detail(detail_text(detail)?);
         let error_hash = put_text(conn, &detail, now)?;
@@ -305,7 +316,7 @@ fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
         if run != 1 || queue != 1 {
             return Err(inconsistent(run_id, "has inconsistent source-change state"));
         }
-        if !release_live_lease(conn, &row.resource_id, claim_token, lease.generation, now)? {
+        if !release_live_lease(conn, &row.resource_id, &token_hash, lease.generation, now)? {
             return Err(inconsistent(run_id, "claim changed during source recovery"));
         }
         let payload = json!({ "status": "parked", "code": "workflowSourceChanged" });
@@ -319,12 +330,15 @@ const AMBIGUOUS_EFFECT_DETAIL: &str = "effect outcome is ambiguous; explicit rec
 /// Parks a claimed, running run whose effect outcome is unknown; its attempts wait too.
 fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
-    let run_id = run_id_of(call)?;
-    let claim_token = claim_token_of(call)?;
+    let options = Js::arg(call, 0);
+    let run_id = options.get_or_undefined("runId");
+    let claim_token = options.get_or_undefined("claimToken");
     store.write(|conn| {
         let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
             return Ok(false);
         };
+        let run_id = row.run_id.as_str();
+        let token_hash = token_hash_js(claim_token)?;
         let lease = row.lease();
         let error_hash = put_text(conn, AMBIGUOUS_EFFECT_DETAIL, now)?;
         conn.prepare_cached(
@@ -353,7 +367,7 @@ fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
                 "has inconsistent ambiguous-effect state",
             ));
         }
-        if !release_live_lease(conn, &row.resource_id, claim_token, lease.generation, now)? {
+        if !release_live_lease(conn, &row.resource_id, &token_hash, lease.generation, now)? {
             return Err(inconsistent(run_id, "claim changed during effect recovery"));
         }
         let payload = json!({ "status": "waiting", "code": "effectAmbiguous" });
@@ -447,7 +461,13 @@ fn terminal_run(
             return Ok(false);
         }
         if let Some(token) = claim_token {
-            if !release_live_lease(conn, &row.resource_id, token, lease.generation, now)? {
+            if !release_live_lease(
+                conn,
+                &row.resource_id,
+                &token_hash(token),
+                lease.generation,
+                now,
+            )? {
                 return Err(inconsistent(
                     run_id,
                     "claim changed during terminal transition",
@@ -730,16 +750,19 @@ fn cancel_stale(
 /// at the call's `Date.now()`.
 fn delete(store: &Store, call: &Call) -> Result<bool> {
     let now = call.clock;
-    let run_id = run_id_of(call)?;
-    let claim_token = claim_token_of(call)?;
+    let options = Js::arg(call, 0);
     store.write(|conn| {
-        let Some(row) = workflow_run_row(conn, run_id)? else {
+        // Read inside the transaction, as the reference reads `options.runId`.
+        let Some(row) = run_row_of(conn, options.get("runId")?)? else {
             return Ok(false);
         };
         let lease = row.lease();
-        let live = lease.owner_id.is_some()
-            && lease.expires_at.is_some_and(|expires| expires > now)
-            && lease.token_matches(&token_hash(claim_token));
+        let live = match (&lease.owner_id, &lease.token_hash, lease.expires_at) {
+            (Some(_), Some(hash), Some(expires)) if expires > now => {
+                hash[..] == token_hash_js(options.get_or_undefined("claimToken"))?[..]
+            }
+            _ => false,
+        };
         if !live {
             return Ok(false);
         }
@@ -753,16 +776,19 @@ fn delete(store: &Store, call: &Call) -> Result<bool> {
 /// Binds the run to an origin session (interactive), outside any transaction, as the
 /// reference does.
 fn set_origin_session(store: &Store, call: &Call) -> Result<bool> {
-    let run_id = text(call.arg(0), "runId")?;
-    let origin_session_id = text(call.arg(1), "originSessionId")?;
-    let changed = store
-        .conn()?
-        .prepare_cached(
-            "INSERT INTO run_bindings(run_id, origin_session_id, execution_mode, created_at)
-             VALUES (?, ?, 'interactive', ?)
-             ON CONFLICT(run_id) DO UPDATE SET origin_session_id = excluded.origin_session_id",
-        )?
-        .execute(params![run_id, origin_session_id, call.clock])?;
+    let mut statement = store.conn()?.prepare_cached(
+        "INSERT INTO run_bindings(run_id, origin_session_id, execution_mode, created_at)
+         VALUES (?, ?, 'interactive', ?)
+         ON CONFLICT(run_id) DO UPDATE SET origin_session_id = excluded.origin_session_id",
+    )?;
+    // `.run(runId, originSessionId, now)`, each bound as better-sqlite3 binds it.
+    let values = [
+        Js::arg(call, 0),
+        Js::arg(call, 1),
+        Js::Number(call.clock as f64),
+    ];
+    let params = params_for(&statement, &values)?;
+    let changed = statement.execute(params_from_iter(&params))?;
     Ok(changed == 1)
 }
 

@@ -153,9 +153,38 @@ pub fn insert_event_with_stored_payload(
     insert_event_row(conn, event, payload_hash)
 }
 
+/// [`insert_event`] with `event_type` and `actor_id` bound from caller values (a run event's
+/// type and runner id are the caller's, bound as better-sqlite3 binds them; the draft's own
+/// `event_type`/`actor_id` are not used).
+pub fn insert_event_binding(
+    conn: &Connection,
+    event: &EventDraft<'_>,
+    event_type: &dyn rusqlite::ToSql,
+    actor_id: &dyn rusqlite::ToSql,
+) -> Result<String> {
+    let payload_hash = put_json(conn, event.payload, event.now)?;
+    insert_row(conn, event, event_type, actor_id, &payload_hash)
+}
+
 fn insert_event_row(
     conn: &Connection,
     event: &EventDraft<'_>,
+    payload_hash: &BlobHash,
+) -> Result<String> {
+    insert_row(
+        conn,
+        event,
+        &event.event_type,
+        &event.actor_id,
+        payload_hash,
+    )
+}
+
+fn insert_row(
+    conn: &Connection,
+    event: &EventDraft<'_>,
+    event_type: &dyn rusqlite::ToSql,
+    actor_id: &dyn rusqlite::ToSql,
     payload_hash: &BlobHash,
 ) -> Result<String> {
     let event_id = format!("event-{}", random_uuid());
@@ -169,9 +198,9 @@ fn insert_event_row(
         event_id,
         event.resource_id,
         event.revision,
-        event.event_type,
+        event_type,
         event.actor_type,
-        event.actor_id,
+        actor_id,
         event.lease_generation,
         &payload_hash[..],
         event.now
