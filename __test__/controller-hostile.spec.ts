@@ -193,6 +193,12 @@ describe('queue', () => {
     expect(sql('SELECT event_type FROM events ORDER BY event_seq DESC LIMIT 1')).toEqual([{ event_type: '7' }]);
   });
 
+  test('requeueClaim with undefined options settles; with null it reads null', () => {
+    expect(failure(() => store.requeueClaim(held, null))).toEqual(nullRead('error'));
+    expect(store.requeueClaim(held, undefined)).toBe(true);
+    expect(store.listQueue()).toEqual([]);
+  });
+
   test('renewClaim on a null claim', () => {
     expect(failure(() => store.renewClaim(null, 1000))).toEqual(nullRead('controller'));
   });

@@ -41,7 +41,11 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
         "settleClaim" => settle_claim(store, call, None, call.args.get(1)),
         // `requeue === undefined` settles without requeueing; `null` is read (and throws).
         "requeueClaim" => {
-            let requeue = call.args.get(1).map(Some);
+            let requeue = call
+                .args
+                .get(1)
+                .filter(|options| !Js::of(options).is_undefined())
+                .map(Some);
             settle_claim(store, call, requeue, call.args.get(2))
         }
         "listQueue" => list_queue(store, call),
