@@ -9,7 +9,7 @@ use super::js::{bind_params, read, same_number, same_text, same_value, Js, Param
 use super::rows::{
     bump_controller_resource, insert_claim_event, put_caller_text, require_claim_row_by_uid,
 };
-use super::rows::{not_found_error, ControllerRow};
+use super::rows::{not_found_error, opt_text_lossy, text_lossy, ControllerRow};
 use super::time_at;
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, read_text};
@@ -67,12 +67,12 @@ impl EffectRow {
             effect_id: row.get(0)?,
             resource_uid: row.get(1)?,
             generation: row.get(2)?,
-            kind: row.get(3)?,
+            kind: text_lossy(row, 3)?,
             state: row.get(4)?,
             request_fingerprint: sql_to_json(row.get(5)?),
             started_at: row.get(6)?,
             completed_at: row.get(7)?,
-            external_ref: row.get(8)?,
+            external_ref: opt_text_lossy(row, 8)?,
             error_hash: row.get(9)?,
         })
     }
@@ -113,7 +113,7 @@ fn require_effect_row(
 
 fn effect_key(conn: &Connection, effect_id: &str) -> Result<String> {
     conn.prepare_cached("SELECT idempotency_key FROM effects WHERE effect_id = ?")?
-        .query_row([effect_id], |row| row.get(0))
+        .query_row([effect_id], |row| text_lossy(row, 0))
         .optional()?
         .ok_or_else(|| StoreError::plain(format!("Effect is missing: {effect_id}")))
 }

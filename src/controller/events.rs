@@ -6,6 +6,8 @@
 //! and the next step compiles it again; `+?` is the same value, read when the statement runs
 //! (the plans are the same either way).
 
+use std::borrow::Cow;
+
 use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
@@ -15,7 +17,6 @@ use super::rows::{bump_controller_resource, joined_document_text, require_claim_
 use super::{json_arg, time_at};
 use crate::error::Result;
 use crate::state::blobs::put_json;
-use crate::state::columns::str_at;
 use crate::state::ids::random_uuid;
 use crate::state::revisions::{insert_event, EventDraft};
 use crate::store::{in_read_transaction, Store};
@@ -144,9 +145,9 @@ fn write_events(
         event
             .int("seq", row.get(0)?)
             .time("recordedAt", row.get(1)?)
-            .str("controller", str_at(row, 2)?)
-            .str("key", str_at(row, 3)?)
-            .str("type", str_at(row, 4)?);
+            .str("controller", &text_at(row, 2)?)
+            .str("key", &text_at(row, 3)?)
+            .str("type", &text_at(row, 4)?);
         match row.get_ref(5)? {
             ValueRef::Null => event.raw("payload", "{}"),
             _ => event.raw("payload", &joined_document_text(row, 6)?),
@@ -272,4 +273,13 @@ fn insert_caller_typed_event(
         Param::int(event.now),
     ])?))?;
     Ok(())
+}
+
+/// A TEXT column borrowed when it is UTF-8, else decoded as V8 decodes it (see
+/// [`text_lossy`](super::rows::text_lossy)).
+fn text_at<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Cow<'r, str>> {
+    match row.get_ref(index)? {
+        ValueRef::Text(bytes) => Ok(String::from_utf8_lossy(bytes)),
+        _ => row.get::<_, String>(index).map(Cow::Owned),
+    }
 }

@@ -10,8 +10,8 @@ use super::js::{
 };
 use super::rows::{
     bump_controller_resource, claim_row, enqueue_controller_row, lookup_controller_row,
-    put_caller_text, release_lease, ClaimRow, ControllerRow, ResourceRef, CLAIM_COLUMNS,
-    CONTROLLER_COLUMNS,
+    put_caller_text, release_lease, text_lossy, ClaimRow, ControllerRow, ResourceRef,
+    CLAIM_COLUMNS, CONTROLLER_COLUMNS,
 };
 use super::time_at;
 use crate::error::{Result, StoreError};
@@ -407,8 +407,8 @@ fn list_queue(store: &Store, _call: &Call) -> Result<Reply> {
     let rows = statement
         .query_map([project_id], |row| {
             let mut item = serde_json::Map::new();
-            item.insert("controller".into(), row.get::<_, String>(0)?.into());
-            item.insert("key".into(), row.get::<_, String>(1)?.into());
+            item.insert("controller".into(), text_lossy(row, 0)?.into());
+            item.insert("key".into(), text_lossy(row, 1)?.into());
             item.insert("availableAt".into(), iso(row.get(2)?).into());
             item.insert("consecutiveErrors".into(), row.get::<_, i64>(3)?.into());
             Ok((item, row.get::<_, Option<i64>>(4)?))

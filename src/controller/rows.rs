@@ -70,14 +70,32 @@ impl ControllerRow {
             controller_resource_id: row.get(0)?,
             resource_id: row.get(1)?,
             resource_version: row.get(2)?,
-            controller_name: row.get(3)?,
-            resource_key: row.get(4)?,
+            controller_name: text_lossy(row, 3)?,
+            resource_key: text_lossy(row, 4)?,
             uid: row.get(5)?,
             generation: row.get(6)?,
             spec_hash: row.get(7)?,
             status_hash: row.get(8)?,
             deletion_requested_at: row.get(9)?,
         })
+    }
+}
+
+/// A TEXT column as better-sqlite3 hands it to JavaScript: bytes that are not UTF-8 (a lone
+/// surrogate of a caller's string is bound as V8's 3-byte sequence) become U+FFFD per maximal
+/// invalid subpart, as V8 decodes them; any other type fails as `row.get::<String>` does.
+pub fn text_lossy(row: &Row<'_>, index: usize) -> rusqlite::Result<String> {
+    match row.get_ref(index)? {
+        ValueRef::Text(bytes) => Ok(String::from_utf8_lossy(bytes).into_owned()),
+        _ => row.get(index),
+    }
+}
+
+/// [`text_lossy`] of a nullable column.
+pub fn opt_text_lossy(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<String>> {
+    match row.get_ref(index)? {
+        ValueRef::Null => Ok(None),
+        _ => text_lossy(row, index).map(Some),
     }
 }
 
@@ -390,7 +408,11 @@ impl DocumentedRow {
             row: ControllerRow::from_row(row)?,
             spec: joined_blob(row, 10)?,
             status: joined_blob(row, 12)?,
-            finalizers: row.get(14)?,
+            // Only valid UTF-8 is taken as SQLite wrote it; otherwise they are read again.
+            finalizers: match row.get_ref(14)? {
+                ValueRef::Text(text) => std::str::from_utf8(text).ok().map(str::to_owned),
+                _ => None,
+            },
         })
     }
 
@@ -446,7 +468,7 @@ pub fn finalizers(conn: &Connection, controller_resource_id: &str) -> Result<Vec
         "SELECT finalizer FROM controller_finalizers
          WHERE controller_resource_id = ? ORDER BY position",
     )?;
-    let rows = statement.query_map([controller_resource_id], |row| row.get(0))?;
+    let rows = statement.query_map([controller_resource_id], |row| text_lossy(row, 0))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 

@@ -7,7 +7,8 @@ use serde_json::{json, Map, Value};
 
 use super::js::{bind_params, buffer_from, is_nullish, read, same_text, Encoding, Js, Param};
 use super::rows::{
-    assert_controller_claim, not_found_error, put_caller_text, require_controller_row_by_uid,
+    assert_controller_claim, not_found_error, opt_text_lossy, put_caller_text,
+    require_controller_row_by_uid, text_lossy,
 };
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{read_text, BlobHash};
@@ -69,10 +70,10 @@ impl WorkflowRow {
         Ok(WorkflowRow {
             request_id: row.get(0)?,
             resource_uid: row.get(1)?,
-            request_key: row.get(2)?,
+            request_key: text_lossy(row, 2)?,
             input_fingerprint: row.get(3)?,
-            workflow_name: row.get(4)?,
-            run_id: row.get(5)?,
+            workflow_name: text_lossy(row, 4)?,
+            run_id: opt_text_lossy(row, 5)?,
             status: row.get(6)?,
             attempt_count: row.get(7)?,
             error_hash: row.get(8)?,
