@@ -874,8 +874,15 @@ pub fn same_value(stored: &Value, caller: Option<&Value>) -> bool {
     }
 }
 
-/// A caller value bound as better-sqlite3 binds one anonymous parameter.
+/// A caller value bound as better-sqlite3 binds one anonymous parameter, except that a string
+/// with lone surrogates is bound as its readable text (one U+FFFD each), as this helper always
+/// did; better-sqlite3 itself writes V8's WTF-8 bytes ([`Js::bind`], checked against
+/// better-sqlite3 12), which read back as three U+FFFD each. Callers of this helper (the
+/// controller side) keep their behaviour until they move to [`Js::bind`].
 pub fn bind(value: Option<&Value>) -> Result<SqlValue> {
+    if let Js::IllFormed { text, .. } = Js::opt(value) {
+        return Ok(SqlValue::Text(text.into()));
+    }
     Ok(match Js::opt(value).bind()? {
         Bound::Null => SqlValue::Null,
         Bound::Integer(n) => SqlValue::Integer(n),

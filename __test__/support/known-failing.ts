@@ -8,6 +8,5 @@ export const KNOWN_FAILING_SUFFIX = ' [known failing]';
 
 export const KNOWN_FAILING: ReadonlySet<string> = new Set([
   'hostile-run-reserve',
-  'hostile-run-transitions',
   'hostile-store',
 ]);

@@ -9,18 +9,18 @@ use super::claims::{
     has_pending_interaction, inconsistent, insert_lease_holder_event, live_claim_row_of,
     options_now, release_live_lease, run_row_of,
 };
-use super::row::{nonterminal_run_row, RunRow};
+use super::row::RunRow;
 use crate::args::{params_for, token_hash_js, Js};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, put_text, BlobHash};
-use crate::state::ids::{random_uuid, token_hash};
+use crate::state::ids::random_uuid;
 use crate::state::json::canonical;
 use crate::state::revisions::{
     bump_resource, bump_resource_revision, insert_event, resource_revision, EventDraft, Lease,
 };
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
-use crate::wire::{field, opt_text, text, Call, Reply};
+use crate::wire::{Call, Reply};
 
 /// The transition methods implemented here.
 pub const METHODS: &[&str] = &[
@@ -54,10 +54,6 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
         _ => return None,
     };
     Some(outcome.map(Reply::value))
-}
-
-fn run_id_of(call: &Call) -> Result<&str> {
-    text(field(call.arg(0), "runId"), "runId")
 }
 
 /// Whether the lease is held by someone and not yet expired at `now`.
@@ -376,98 +372,119 @@ fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
     })
 }
 
-/// What a terminal transition records.
+/// What a terminal transition records: the caller's `errorCode` and `errorMessage` for a
+/// failure, as the reference binds and stores them.
 struct Terminal<'a> {
     status: &'a str,
-    code: &'a str,
-    error: &'a str,
+    code: Js<'a>,
+    error: Js<'a>,
 }
 
 fn fail(store: &Store, call: &Call) -> Result<bool> {
-    let now = options_now(call)?;
-    let args = call.arg(0);
+    // `terminalRun(options.runId, options.claimToken, "failed", options.errorCode,
+    // options.errorMessage, options.now)`: the reads in argument order.
+    let options = Js::arg(call, 0);
+    let run_id = options.get("runId")?;
+    let claim_token = options.get("claimToken")?;
     let terminal = Terminal {
         status: "failed",
-        code: text(field(args, "errorCode"), "errorCode")?,
-        error: text(field(args, "errorMessage"), "errorMessage")?,
+        code: options.get("errorCode")?,
+        error: options.get("errorMessage")?,
     };
-    let claim_token = opt_text(field(args, "claimToken"), "claimToken")?;
-    terminal_run(store, run_id_of(call)?, claim_token, &terminal, now)
+    let now = options_now(call)?;
+    terminal_run(store, run_id, claim_token, &terminal, now)
 }
 
 const CANCELLED: Terminal<'static> = Terminal {
     status: "cancelled",
-    code: "cancelled",
-    error: "Workflow run cancelled",
+    code: Js::String("cancelled"),
+    error: Js::String("Workflow run cancelled"),
 };
 
 /// Cancels through the claim (or an unclaimed queued/starting run); without a token, falls
 /// back to the stale-claim cancellation.
 fn cancel(store: &Store, call: &Call) -> Result<bool> {
+    let options = Js::arg(call, 0);
+    let run_id = options.get("runId")?;
+    let claim_token = options.get("claimToken")?;
     let now = options_now(call)?;
-    let run_id = run_id_of(call)?;
-    let claim_token = opt_text(field(call.arg(0), "claimToken"), "claimToken")?;
     let cancelled = terminal_run(store, run_id, claim_token, &CANCELLED, now)?;
-    if cancelled || claim_token.is_some() {
+    if cancelled || !claim_token.is_undefined() {
         return Ok(cancelled);
     }
-    cancel_stale(store, run_id, "workflow-control", &random_uuid(), now)
+    cancel_stale(
+        store,
+        run_id,
+        Js::String("workflow-control"),
+        Js::String(&random_uuid()),
+        now,
+    )
 }
 
-/// Ends a nonterminal run as `failed` or `cancelled`. Without a token only an ownerless queued
-/// or starting run qualifies; with one, the claim must be live.
+/// `state.putText(value)`: `Buffer.from(value, "utf8")` refuses what is not a string.
+fn text_of(value: Js<'_>) -> Result<&str> {
+    match value {
+        Js::String(text) | Js::IllFormed { text, .. } => Ok(text),
+        other => Err(crate::args::buffer_from_error(other)),
+    }
+}
+
+/// Ends a nonterminal run as `failed` or `cancelled`. Without a token (`undefined`) only an
+/// ownerless queued or starting run qualifies; with one, the claim must be live.
 fn terminal_run(
     store: &Store,
-    run_id: &str,
-    claim_token: Option<&str>,
+    run_id: Js<'_>,
+    claim_token: Js<'_>,
     terminal: &Terminal<'_>,
     now: i64,
 ) -> Result<bool> {
     store.write(|conn| {
-        let Some(row) = nonterminal_run_row(conn, run_id)? else {
+        let Some(row) = run_row_of(conn, run_id)?.filter(|row| !row.is_queue_terminal()) else {
             return Ok(false);
         };
+        let run_id = row.run_id.as_str();
         let lease = row.lease();
-        let allowed = match claim_token {
-            None => {
-                matches!(row.status.as_str(), "queued" | "starting") && lease.owner_id.is_none()
+        let token_hash = if claim_token.is_undefined() {
+            if !(matches!(row.status.as_str(), "queued" | "starting") && lease.owner_id.is_none()) {
+                return Ok(false);
             }
-            Some(token) => {
-                lease.owner_id.is_some()
-                    && lease.token_matches(&token_hash(token))
-                    && lease.expires_at.is_some_and(|expires| expires > now)
+            None
+        } else {
+            let (Some(_), Some(hash), Some(expires)) =
+                (&lease.owner_id, &lease.token_hash, lease.expires_at)
+            else {
+                return Ok(false);
+            };
+            if expires <= now {
+                return Ok(false);
             }
+            let token_hash = token_hash_js(claim_token)?;
+            if hash[..] != token_hash[..] {
+                return Ok(false);
+            }
+            Some(token_hash)
         };
-        if !allowed {
-            return Ok(false);
-        }
         let revision = resource_revision(conn, &row.resource_id)?;
-        let error_hash = put_text(conn, terminal.error, now)?;
-        let queue = conn
-            .prepare_cached(
-                "UPDATE run_queue
-                 SET status = ?, error_code = ?, error_hash = ?, updated_at = ?, finished_at = ?
-                 WHERE run_id = ? AND status NOT IN ('done', 'failed', 'cancelled')",
-            )?
-            .execute(params![
-                terminal.status,
-                terminal.code,
-                &error_hash[..],
-                now,
-                now,
-                run_id
-            ])?;
+        let error_hash = put_text(conn, text_of(terminal.error)?, now)?;
+        let mut update = conn.prepare_cached(
+            "UPDATE run_queue
+             SET status = ?, error_code = ?, error_hash = ?, updated_at = ?, finished_at = ?
+             WHERE run_id = ? AND status NOT IN ('done', 'failed', 'cancelled')",
+        )?;
+        let code = crate::args::bind_all(&[terminal.code], 1)?;
+        let queue = update.execute(params![
+            terminal.status,
+            code[0],
+            &error_hash[..],
+            now,
+            now,
+            run_id
+        ])?;
         if queue != 1 {
             return Ok(false);
         }
-        if let Some(token) = claim_token {
-            if !release_live_lease(
-                conn,
-                &row.resource_id,
-                &token_hash(token),
-                lease.generation,
-                now,
-            )? {
+        if let Some(token_hash) = token_hash {
+            if !release_live_lease(conn, &row.resource_id, &token_hash, lease.generation, now)? {
                 return Err(inconsistent(
                     run_id,
                     "claim changed during terminal transition",
@@ -488,9 +505,9 @@ fn terminal_run(
         bump_resource(conn, &row.resource_id, revision, now)?;
         let event_type = format!("run.queue_{}", terminal.status);
         let payload = json!({
+            "code": terminal.code.json_value()?,
+            "error": terminal.error.json_value()?,
             "status": terminal.status,
-            "code": terminal.code,
-            "error": terminal.error,
         });
         insert_lease_holder_event(conn, &row, revision + 1, &event_type, &lease, &payload, now)?;
         record_viewer_deltas(conn, run_id, SUMMARY_REPLAY, now)?;
@@ -640,34 +657,49 @@ fn cancel_dependents(
 
 fn cancel_stale_by_call(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
-    let args = call.arg(0);
-    let control_id = opt_text(field(args, "controlId"), "controlId")?.unwrap_or("workflow-control");
-    let claim_token = match opt_text(field(args, "claimToken"), "claimToken")? {
-        Some(token) => token.to_owned(),
-        None => random_uuid(),
+    let options = Js::arg(call, 0);
+    let control_id = options
+        .get_or_undefined("controlId")
+        .or(Js::String("workflow-control"));
+    let uuid;
+    let claim_token = match options.get_or_undefined("claimToken") {
+        token if token.is_nullish() => {
+            uuid = random_uuid();
+            Js::String(&uuid)
+        }
+        token => token,
     };
-    cancel_stale(store, run_id_of(call)?, control_id, &claim_token, now)
+    cancel_stale(
+        store,
+        options.get_or_undefined("runId"),
+        control_id,
+        claim_token,
+        now,
+    )
 }
 
 /// Cancels a nonterminal run whose claim is absent or expired, under a short system lease
-/// taken (and released) for the purpose.
+/// taken (and released) for the purpose. `controlId` and the token are the caller's values,
+/// bound and hashed as the reference does.
 fn cancel_stale(
     store: &Store,
-    run_id: &str,
-    control_id: &str,
-    claim_token: &str,
+    run_id: Js<'_>,
+    control_id: Js<'_>,
+    claim_token: Js<'_>,
     now: i64,
 ) -> Result<bool> {
     store.write(|conn| {
-        let Some(row) = nonterminal_run_row(conn, run_id)? else {
+        let Some(row) = run_row_of(conn, run_id)?.filter(|row| !row.is_queue_terminal()) else {
             return Ok(false);
         };
+        let run_id = row.run_id.as_str();
         let lease = row.lease();
         if lease_is_live(&lease, now) {
             return Ok(false);
         }
         let generation = lease.generation + 1;
-        let hash = token_hash(claim_token);
+        let hash = token_hash_js(claim_token)?;
+        let owner = crate::args::bind_all(&[control_id], 1)?;
         let claimed = conn
             .prepare_cached(
                 "UPDATE leases
@@ -678,7 +710,7 @@ fn cancel_stale(
             )?
             .execute(params![
                 generation,
-                control_id,
+                owner[0],
                 &hash[..],
                 now,
                 now,
@@ -690,7 +722,13 @@ fn cancel_stale(
         if claimed != 1 {
             return Ok(false);
         }
-        let error_hash = put_text(conn, CANCELLED.error, now)?;
+        // The owner id as SQLite stored it (a number becomes its text, '5.0'), for the
+        // statements and the event that bind controlId again.
+        let stored_owner: String = conn
+            .prepare_cached("SELECT owner_id FROM leases WHERE resource_id = ?")?
+            .query_row([&row.resource_id], |row| row.get(0))?;
+        let control_id = stored_owner.as_str();
+        let error_hash = put_text(conn, "Workflow run cancelled", now)?;
         let queue = conn
             .prepare_cached(
                 "UPDATE run_queue
