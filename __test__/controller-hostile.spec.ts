@@ -219,6 +219,21 @@ describe('effects and child workflows', () => {
     });
   });
 
+  test("a conflict's key is formatted from the caller's own value", () => {
+    const effect = { resourceUid: uid, claim: held, generation: 1, kind: 'k', requestFingerprint: 'f' };
+    store.reserveEffect({ ...effect, key: '5' });
+    // 5n binds as the INTEGER 5, which matches the TEXT key "5"; JSON.stringify(5n) throws.
+    expect(failure(() => store.reserveEffect({ ...effect, key: 5n, kind: 'other' }))).toEqual({
+      name: 'TypeError',
+      message: 'Do not know how to serialize a BigInt',
+    });
+    store.reserveEffect({ ...effect, key: 'a\ud800' });
+    expect(failure(() => store.reserveEffect({ ...effect, key: 'a\ud800', kind: 'other' }))).toEqual({
+      name: 'EffectRequestConflictError',
+      message: 'Effect key "a\\ud800" was reused with a different request',
+    });
+  });
+
   test('objects and arrays as ids, null claims and null updates', () => {
     expect(failure(() => store.listEffects({ uid }))).toEqual(tooFew);
     expect(failure(() => store.getWorkflowByRequestId({ id: 'x' }))).toEqual(tooFew);
