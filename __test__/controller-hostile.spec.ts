@@ -61,6 +61,17 @@ describe('resources', () => {
     expect(failure(() => store.deleteResource({ controller: 'jobs', key: 'alpha' }, 1, null))).toEqual(nullRead('controller'));
   });
 
+  test('a key is validated by its length as JavaScript compares it', () => {
+    const put = (key: unknown) => () => store.putResource({ controller: 'jobs', key, spec: {}, initialStatus: {} });
+    const invalid = { name: 'Error', message: 'resource key is invalid' };
+    expect(failure(put({ length: '600' }))).toEqual(invalid);
+    expect(failure(put({ length: 0 }))).toEqual(invalid);
+    expect(failure(put('x'.repeat(513)))).toEqual(invalid);
+    // No length, or "0" (not === 0): valid, and bound as better-sqlite3 binds it.
+    expect(put(5)().metadata.key).toBe('5.0');
+    expect(failure(put({ length: '0' }))).toEqual(tooFew);
+  });
+
   test('error messages interpolate the values as JavaScript writes them', () => {
     const notFound = (key: string) => ({ name: 'ResourceNotFoundError', message: `Controller resource not found: jobs/${key}` });
     expect(failure(() => store.enqueue({ controller: 'jobs' }))).toEqual(notFound('undefined'));

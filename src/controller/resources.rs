@@ -4,7 +4,7 @@
 use rusqlite::{params, params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{bind_params, length_of, read, same_number, Js, Param};
+use super::js::{bind_params, read, same_number, to_number, Js, Param};
 use super::rows::{
     assert_controller_claim, bump_controller_resource, controller_record, controller_row,
     documented_row, documented_row_by_uid, documented_select, enqueue_controller_row, finalizers,
@@ -47,14 +47,21 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
     })
 }
 
-/// `validateName`/`validateKey`: `value.length` of 1–512 (a value without a length passes).
+/// `validateName`/`validateKey`: `value.length === 0 || value.length > 512` is invalid (the
+/// `>` compares numerically, so a string or bigint `length` of an object counts too; a value
+/// without a length passes).
 fn validate_key(value: Option<&Value>, label: &str) -> Result<()> {
-    match length_of(value)? {
-        Some(length) if length == 0.0 || length > 512.0 => {
-            Err(StoreError::plain(format!("{label} is invalid")))
-        }
-        _ => Ok(()),
+    let length = Js::opt(value).get("length")?;
+    let invalid = match length {
+        Js::Number(n) => n == 0.0 || n > 512.0,
+        Js::BigInt(digits) => digits.parse::<f64>().is_ok_and(|n| n > 512.0),
+        Js::Undefined | Js::Symbol(_) => false,
+        other => to_number(other).is_ok_and(|n| n > 512.0),
+    };
+    if invalid {
+        return Err(StoreError::plain(format!("{label} is invalid")));
     }
+    Ok(())
 }
 
 /// Canonical text of `{observedGeneration: 0, conditions: [], controllerStatus}`.
