@@ -3,6 +3,7 @@
 // stores built on it share.
 
 const os = require('node:os');
+const fs = require('node:fs');
 const path = require('node:path');
 
 const { canonicalJson, normalizeJson } = require('./canonical-json.js');
@@ -15,6 +16,9 @@ const NATIVE = Symbol('pi-workflows-native.state');
 class StateDatabase {
   constructor(options = {}) {
     const filePath = path.resolve(options.filePath ?? workflowStatePath(options.homeDir));
+    // The reference's first file-system call on the path refuses a NUL byte with Node's own
+    // TypeError (ERR_INVALID_ARG_VALUE); any fs call validates the path the same way.
+    if (filePath.includes('\0')) fs.accessSync(filePath);
     const mode = options.mode ?? 'read-write';
     const native = created(() =>
       binding.NativeState.open(

@@ -81,7 +81,9 @@ fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<Repl
 
 /// `workflowRunRow(runId)`: the caller's value bound as better-sqlite3 binds it.
 pub fn run_row_of(conn: &Connection, run_id: Js<'_>) -> Result<Option<RunRow>> {
-    let mut statement = conn.prepare_cached(&format!("{RUN_SELECT} WHERE r.run_id = ?"))?;
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let sql = SQL.get_or_init(|| format!("{RUN_SELECT} WHERE r.run_id = ?"));
+    let mut statement = conn.prepare_cached(sql)?;
     let params = params_for(&statement, &[run_id])?;
     Ok(statement
         .query_row(params_from_iter(&params), RunRow::from_row)

@@ -20,7 +20,7 @@ use crate::state::revisions::{
 };
 use crate::state::viewer::initialize_viewer_run;
 use crate::store::Store;
-use crate::wire::{field, text, time, Call, JsonArg, Reply};
+use crate::wire::{field, time, Call, JsonArg, Reply};
 
 /// The reservation methods implemented here.
 pub const METHODS: &[&str] = &[
@@ -51,6 +51,7 @@ fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<Strin
     let request = Reservation::validate(options)?;
     let project_id = store.project_id();
     store.write(|conn| {
+        request.require_text_run_id()?;
         if let Some(existing) = workflow_run_row(conn, request.run_id)? {
             request.assert_compatible(conn, &existing)?;
             let run = map_workflow_run(conn, &existing)?;
@@ -66,8 +67,9 @@ fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<Strin
 }
 
 fn enqueue_workflow_run(store: &Store, options: &Value) -> Result<String> {
-    let run_id = text(field(options, "runId"), "runId")?;
-    let existing = match workflow_run_row(store.conn()?, run_id)? {
+    // `this.getWorkflowRun(options.runId)`: the caller's value bound as given.
+    let run_id = crate::args::Js::of(options).get("runId")?;
+    let existing = match super::claims::run_row_of(store.conn()?, run_id)? {
         Some(row) => Some(map_workflow_run(store.conn()?, &row)?),
         None => None,
     };
@@ -76,7 +78,8 @@ fn enqueue_workflow_run(store: &Store, options: &Value) -> Result<String> {
     }
     let now = time(field(options, "now"))?;
     let claim = run_claim(options)?;
-    claim_run(store, &claim, now, ClaimOptions::default())?.ok_or_else(|| not_claimed(run_id))
+    claim_run(store, &claim, now, ClaimOptions::default())?
+        .ok_or_else(|| not_claimed(&run_id.template().unwrap_or_default()))
 }
 
 /// enqueueWorkflowRun forwards every reservation field except `executionMode`.
@@ -106,8 +109,23 @@ fn not_claimed(run_id: &str) -> StoreError {
 struct Reservation<'a> {
     options: &'a Value,
     run_id: &'a str,
+    /// Whether `runId` was a string. `validateRunId` tests its text (a number passes), and the
+    /// reference then binds the number itself everywhere; that path is not emulated yet, so
+    /// such a request fails inside the transaction (after the closed/read-only checks).
+    run_id_is_text: bool,
     now: i64,
     definition_digest: Vec<u8>,
+}
+
+impl Reservation<'_> {
+    /// The unemulated path of a run id that is not a string (see `run_id_is_text`).
+    fn require_text_run_id(&self) -> Result<()> {
+        if self.run_id_is_text {
+            Ok(())
+        } else {
+            Err(StoreError::plain("runId must be a string"))
+        }
+    }
 }
 
 /// What a run's lineage resolves to.
@@ -151,13 +169,15 @@ impl<'a> Documents<'a> {
 impl<'a> Reservation<'a> {
     /// Run id, then timestamp, then digest — the reference's order.
     fn validate(options: &'a Value) -> Result<Reservation<'a>> {
-        let run_id = text(field(options, "runId"), "runId")?;
-        validate_run_id(run_id)?;
+        // `validateRunId(options.runId)`: the pattern tests the value's text.
+        let run_id_value = crate::args::Js::of(options).get("runId")?;
+        validate_run_id(&run_id_value.template()?)?;
         let now = time(field(options, "now"))?;
         let definition_digest = digest_buffer(crate::args::prop(options, "definitionDigest"))?;
         Ok(Reservation {
             options,
-            run_id,
+            run_id: run_id_value.as_str().unwrap_or(""),
+            run_id_is_text: run_id_value.as_str().is_some(),
             now,
             definition_digest,
         })
@@ -206,6 +226,7 @@ impl<'a> Reservation<'a> {
         conn: &Connection,
         project_id: Option<&str>,
     ) -> Result<String> {
+        self.require_text_run_id()?;
         if let Some(existing) = workflow_run_row(conn, self.run_id)? {
             // The reference's duplicate check reads the whole record, which can itself fail.
             map_workflow_run(conn, &existing)?;
