@@ -8,5 +8,4 @@ export const KNOWN_FAILING_SUFFIX = ' [known failing]';
 
 export const KNOWN_FAILING: ReadonlySet<string> = new Set([
   'hostile-run-reserve',
-  'hostile-store',
 ]);
