@@ -64,6 +64,31 @@ function replaceAt(wire, copied, { index, property }, convert) {
   wire[index][property] = convert(target[property]);
 }
 
+/**
+ * `now + leaseMs` and `new Date(now + leaseMs).toISOString()` as the reference computes them
+ * (the sum may be a string, whose date only JavaScript's parser can tell), in place of leaseMs.
+ * `now` is the converted time; when it is not a number the core throws before it reads this.
+ */
+function replaceLease(wire, copied, { now, ms }) {
+  const time = valueAt(wire, now);
+  if (typeof time !== 'number') return;
+  replaceAt(wire, copied, ms, (leaseMs) => {
+    let sum;
+    try {
+      sum = time + leaseMs;
+    } catch (error) {
+      return { $lease: thrown(error) };
+    }
+    let iso;
+    try {
+      iso = new Date(sum).toISOString();
+    } catch (error) {
+      iso = thrown(error);
+    }
+    return { $lease: { sum, iso } };
+  });
+}
+
 function valueAt(args, { index, property }) {
   const arg = args[index];
   if (property === undefined) return arg;
@@ -83,6 +108,7 @@ function wireArguments(spec, args, all = false) {
   for (const at of spec.time) replaceAt(wire, copied, at, timeValue);
   for (const at of spec.date) replaceAt(wire, copied, at, dateValue);
   for (const at of spec.json) replaceAt(wire, copied, at, jsonEnvelope);
+  if (spec.lease !== undefined) replaceLease(wire, copied, spec.lease);
   return encodeList(wire);
 }
 

@@ -51,6 +51,51 @@ function withCode(error, code) {
   return error;
 }
 
+/** The first key of a tagged wire value (lib/wire.js). */
+const TAG = '\u0000';
+
+/** UTF-16 code units of WTF-8 bytes (a lone surrogate is a 3-byte sequence there). */
+function fromWtf8(hex) {
+  const bytes = [];
+  for (let i = 0; i + 1 < hex.length; i += 2) bytes.push(parseInt(hex.slice(i, i + 2), 16));
+  let out = '';
+  for (let i = 0; i < bytes.length; ) {
+    const b = bytes[i];
+    let code;
+    let size;
+    if (b < 0x80) [code, size] = [b, 1];
+    else if (b < 0xe0) [code, size] = [((b & 0x1f) << 6) | (bytes[i + 1] & 0x3f), 2];
+    else if (b < 0xf0) [code, size] = [((b & 0x0f) << 12) | ((bytes[i + 1] & 0x3f) << 6) | (bytes[i + 2] & 0x3f), 3];
+    else {
+      [code, size] = [((b & 0x07) << 18) | ((bytes[i + 1] & 0x3f) << 12) | ((bytes[i + 2] & 0x3f) << 6) | (bytes[i + 3] & 0x3f), 4];
+    }
+    out += String.fromCodePoint(code);
+    i += size;
+  }
+  return out;
+}
+
+/**
+ * A caller's value the core passed back as an error argument (lib/wire.js tags): the value
+ * itself where it can be rebuilt, so the error class formats it as the reference's does
+ * (`JSON.stringify(5n)` throws there as here).
+ */
+function callerValue(value) {
+  if (value === null || typeof value !== 'object' || Object.keys(value)[0] !== TAG) return value;
+  switch (value[TAG]) {
+    case 'undefined':
+      return undefined;
+    case 'number':
+      return Number(value.v);
+    case 'bigint':
+      return BigInt(value.v);
+    case 'string':
+      return fromWtf8(value.wtf8);
+    default:
+      return value;
+  }
+}
+
 /** Rebuilds the error the core reported (`{kind, message?, code?, args?}`). */
 function errorFromWire(wire) {
   switch (wire.kind) {
@@ -65,9 +110,9 @@ function errorFromWire(wire) {
     case 'ResourceNotFoundError':
       return new ResourceNotFoundError(...wire.args);
     case 'EffectRequestConflictError':
-      return new EffectRequestConflictError(...wire.args);
+      return new EffectRequestConflictError(...wire.args.map(callerValue));
     case 'WorkflowRequestConflictError':
-      return new WorkflowRequestConflictError(...wire.args);
+      return new WorkflowRequestConflictError(...wire.args.map(callerValue));
     default:
       return withCode(new Error(wire.message), wire.code);
   }

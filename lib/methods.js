@@ -8,6 +8,9 @@
 // - claim: the claim object the method may update in place (resourceVersion, expiresAt)
 // - echo:  the record property `payload` is the caller's own payload object (`?? {}`)
 // - echoProps: record properties that are the caller's own `args[0][name]`, as they are
+// - lease: `{now, ms}`: the lease expiry `now + leaseMs` (JavaScript's `+`, after `now` was
+//          converted by `time`) and `new Date(that).toISOString()`, sent in place of `ms` as
+//          `{$lease: {sum, iso}}`; what either threw is sent as `{$error}` in its place
 
 const OPTIONS_NOW = ['0.now'];
 const RUN_JSON = ['0.definitionSnapshot', '0.input', '0.launchOptions'];
@@ -24,8 +27,8 @@ const METHODS = {
   deleteResource: {},
   // C. work queue and claims
   enqueue: { time: ['1'] },
-  claimNext: { time: OPTIONS_NOW },
-  renewClaim: { time: ['2'], claim: '0' },
+  claimNext: { time: OPTIONS_NOW, lease: { now: '0.now', ms: '0.leaseMs' }, echoProps: ['ownerId'] },
+  renewClaim: { time: ['2'], claim: '0', lease: { now: '2', ms: '1' } },
   settleClaim: { time: ['1'], claim: '0' },
   requeueClaim: { time: ['2'], date: ['1.availableAt'], claim: '0' },
   listQueue: {},
@@ -42,7 +45,13 @@ const METHODS = {
   completeWorkflow: {},
   listWorkflows: {},
   // F. controller events
-  recordEvent: { time: OPTIONS_NOW, json: ['0.payload'], claim: '0.claim', echo: '0.payload' },
+  recordEvent: {
+    time: OPTIONS_NOW,
+    json: ['0.payload'],
+    claim: '0.claim',
+    echo: '0.payload',
+    echoProps: ['controller', 'key', 'type'],
+  },
   listEvents: {},
   // G. run reservation
   reserveWorkflowRun: { time: OPTIONS_NOW, json: RUN_JSON },
@@ -107,6 +116,7 @@ for (const spec of Object.values(METHODS)) {
   }
   spec.claim = spec.claim === undefined ? undefined : parsePath(spec.claim);
   spec.echo = spec.echo === undefined ? undefined : parsePath(spec.echo);
+  spec.lease = spec.lease === undefined ? undefined : { now: parsePath(spec.lease.now), ms: parsePath(spec.lease.ms) };
   // No argument to convert before the call (index.js then sends the arguments as they are).
   spec.plain = spec.time.length === 0 && spec.date.length === 0 && spec.json.length === 0;
 }

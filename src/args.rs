@@ -1101,3 +1101,276 @@ mod tests {
         );
     }
 }
+
+// ---- Raw wire values read where the reference reads them, and statement parameters that mix
+// the store's own values with the caller's.
+
+/// `object.name` over raw wire values (`None` is `undefined`), as [`Js::get`] reads it: the
+/// property-read TypeError for `null`/`undefined`, `undefined` for a primitive's property; the
+/// raw value is kept (a tagged `undefined` reads as `None`).
+pub fn read<'a>(object: Option<&'a Value>, name: &str) -> Result<Option<&'a Value>> {
+    let raw = match Js::opt(object) {
+        nullish @ (Js::Undefined | Js::Null) => return Err(read_error(nullish, name)),
+        Js::Object(map) => map.get(name),
+        Js::Instance { props, .. } => props.and_then(|props| props.get(name)),
+        _ => None,
+    };
+    Ok(raw.filter(|value| Js::of(value) != Js::Undefined))
+}
+
+/// `value.length` as a number, `None` when it is not one (`undefined`, or an object's
+/// non-number `length`); reading it from `null`/`undefined` throws.
+pub fn length_of(value: Option<&Value>) -> Result<Option<f64>> {
+    Ok(Js::opt(value).get("length")?.as_number())
+}
+
+/// One argument of a `stmt.run/get/all(…)` call: a value the store computed (bound as it is)
+/// or a caller's value (bound by better-sqlite3's rules, arrays spread, one named-parameter
+/// object).
+#[derive(Debug, Clone)]
+pub enum Param<'a> {
+    /// A value of the store's own.
+    Own(Bound<'a>),
+    /// A caller's value (`None` for `undefined`).
+    Caller(Option<&'a Value>),
+}
+
+impl<'a> Param<'a> {
+    /// The store's own text.
+    pub fn text(text: &'a str) -> Param<'a> {
+        Param::Own(Bound::text(text))
+    }
+
+    /// The store's own integer.
+    pub fn int(value: i64) -> Param<'a> {
+        Param::Own(Bound::Integer(value))
+    }
+
+    /// The store's own bytes.
+    pub fn blob(bytes: &[u8]) -> Param<'a> {
+        Param::Own(Bound::Blob(bytes.to_vec()))
+    }
+
+    /// SQL NULL.
+    pub fn null() -> Param<'a> {
+        Param::Own(Bound::Null)
+    }
+}
+
+/// [`bind_all`] for a parameter list mixing the store's values and the caller's, with one
+/// argument per `?` as every statement of the store is written: the same rules and errors in
+/// the same order (a value it cannot bind first, then "Too many" past the last parameter, then
+/// the final count).
+pub fn bind_params<'a>(params: &[Param<'a>]) -> Result<Vec<Bound<'a>>> {
+    let count = params.len();
+    let mut out = Vec::with_capacity(count);
+    let mut named = false;
+    let push = |bound: Bound<'a>, out: &mut Vec<Bound<'a>>| -> Result<()> {
+        if out.len() == count {
+            return Err(StoreError::Range(
+                "Too many parameter values were provided".into(),
+            ));
+        }
+        out.push(bound);
+        Ok(())
+    };
+    for param in params {
+        match param {
+            Param::Own(bound) => push(bound.clone(), &mut out)?,
+            Param::Caller(value) => match Js::opt(*value) {
+                Js::Array(items) => {
+                    for item in items {
+                        push(Js::of(item).bind()?, &mut out)?;
+                    }
+                }
+                Js::Object(_) => {
+                    if named {
+                        return Err(StoreError::Type(
+                            "You cannot specify named parameters in two different objects".into(),
+                        ));
+                    }
+                    named = true;
+                }
+                other => push(other.bind()?, &mut out)?,
+            },
+        }
+    }
+    if out.len() < count {
+        return Err(StoreError::Range(
+            "Too few parameter values were provided".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// How `Buffer.from(value, encoding)` decodes a string.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Encoding {
+    /// `"utf8"` (lone surrogates as U+FFFD).
+    Utf8,
+    /// `"hex"`.
+    Hex,
+}
+
+/// `Buffer.from(value, encoding)`: a string decoded with `encoding`, a byte view copied, an
+/// array's items each made a byte (`ToNumber`, then modulo 256; the encoding is ignored);
+/// anything else is Node's `ERR_INVALID_ARG_TYPE`.
+pub fn buffer_from(value: Option<&Value>, encoding: Encoding) -> Result<Vec<u8>> {
+    match Js::opt(value) {
+        Js::String(text) | Js::IllFormed { text, .. } => Ok(match encoding {
+            Encoding::Utf8 => text.as_bytes().to_vec(),
+            Encoding::Hex => buffer_from_hex(text),
+        }),
+        Js::Bytes { hex, .. } => Ok(hex::decode(hex).unwrap_or_default()),
+        Js::Array(items) => items
+            .iter()
+            .map(|item| to_number(Js::of(item)).map(to_uint8))
+            .collect(),
+        other => Err(buffer_from_error(other)),
+    }
+}
+
+/// `ToNumber(value)` (`Number(value)`).
+pub fn to_number(value: Js<'_>) -> Result<f64> {
+    Ok(match value {
+        Js::Undefined => f64::NAN,
+        Js::Null => 0.0,
+        Js::Bool(b) => f64::from(u8::from(b)),
+        Js::Number(n) => n,
+        Js::String(text) | Js::IllFormed { text, .. } => string_to_number(text),
+        Js::BigInt(_) => {
+            return Err(StoreError::Type(
+                "Cannot convert a BigInt value to a number".into(),
+            ))
+        }
+        Js::Symbol(_) => {
+            return Err(StoreError::Type(
+                "Cannot convert a Symbol value to a number".into(),
+            ))
+        }
+        other => string_to_number(&other.template()?),
+    })
+}
+
+/// JavaScript's `StringToNumber`: decimal, `0x`/`0o`/`0b` integers, `Infinity`, surrounding
+/// white space ignored, the empty string 0, anything else NaN.
+fn string_to_number(text: &str) -> f64 {
+    let text = text.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
+    if text.is_empty() {
+        return 0.0;
+    }
+    for (prefix, radix) in [
+        ("0x", 16),
+        ("0X", 16),
+        ("0o", 8),
+        ("0O", 8),
+        ("0b", 2),
+        ("0B", 2),
+    ] {
+        if let Some(digits) = text.strip_prefix(prefix) {
+            return u128::from_str_radix(digits, radix).map_or(f64::NAN, |n| n as f64);
+        }
+    }
+    let unsigned = text.trim_start_matches(['+', '-']);
+    if unsigned == "Infinity" && text.len() - unsigned.len() <= 1 {
+        return if text.starts_with('-') {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        };
+    }
+    // Rust also reads "inf" and "nan", which JavaScript does not.
+    if !text
+        .bytes()
+        .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
+    {
+        return f64::NAN;
+    }
+    text.parse().unwrap_or(f64::NAN)
+}
+
+/// `ToUint8`: modulo 256 of the truncated number, 0 for NaN and infinities.
+fn to_uint8(n: f64) -> u8 {
+    if n.is_finite() {
+        n.trunc().rem_euclid(256.0) as u8
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod raw_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn mixed_parameters_bind_as_better_sqlite3_binds_them() {
+        let message = |params: &[Param<'_>]| match bind_params(params) {
+            Ok(bound) => format!("{} bound", bound.len()),
+            Err(StoreError::Type(m) | StoreError::Range(m)) => m,
+            Err(other) => other.to_string(),
+        };
+        let one = json!(["a"]);
+        let two = json!(["a", "b"]);
+        let empty = json!([]);
+        let object = json!({});
+        let flag = json!(true);
+        assert_eq!(message(&[Param::Caller(Some(&one))]), "1 bound");
+        assert_eq!(
+            message(&[Param::Caller(Some(&empty)), Param::int(1)]),
+            "Too few parameter values were provided"
+        );
+        assert_eq!(
+            message(&[Param::Caller(Some(&two)), Param::int(1)]),
+            "Too many parameter values were provided"
+        );
+        assert_eq!(
+            message(&[Param::Caller(Some(&object)), Param::Caller(Some(&object))]),
+            "You cannot specify named parameters in two different objects"
+        );
+        // A value of a type it refuses fails before the count does, even past the last one.
+        assert_eq!(
+            message(&[Param::Caller(Some(&two)), Param::Caller(Some(&flag))]),
+            CANNOT_BIND
+        );
+        assert_eq!(message(&[Param::Caller(None)]), "1 bound");
+    }
+
+    #[test]
+    fn raw_property_reads_throw_on_undefined_and_null() {
+        let object = json!({"a": null, "u": {"\u{0}": "undefined"}});
+        assert_eq!(read(Some(&object), "a").unwrap(), Some(&Value::Null));
+        assert_eq!(read(Some(&object), "u").unwrap(), None);
+        assert_eq!(read(Some(&json!("text")), "a").unwrap(), None);
+        assert_eq!(
+            read(None, "a").unwrap_err(),
+            StoreError::Type("Cannot read properties of undefined (reading 'a')".into())
+        );
+        assert_eq!(length_of(Some(&json!("\u{1f600}"))).unwrap(), Some(2.0));
+        assert_eq!(length_of(Some(&json!(5))).unwrap(), None);
+    }
+
+    #[test]
+    fn buffers_from_arrays_take_each_item_modulo_256() {
+        let items = json!([
+            "0x10",
+            "12",
+            " 7 ",
+            "",
+            null,
+            true,
+            [5],
+            {},
+            "1e1",
+            300,
+            -1,
+            1.9,
+            "inf"
+        ]);
+        assert_eq!(
+            buffer_from(Some(&items), Encoding::Hex).unwrap(),
+            vec![0x10, 0x0c, 7, 0, 0, 1, 5, 0, 10, 0x2c, 0xff, 1, 0]
+        );
+        assert!(buffer_from(Some(&json!(5)), Encoding::Utf8).is_err());
+    }
+}

@@ -7,11 +7,5 @@
 export const KNOWN_FAILING_SUFFIX = ' [known failing]';
 
 export const KNOWN_FAILING: ReadonlySet<string> = new Set([
-  'hostile-child-workflows',
-  'hostile-effects',
-  'hostile-events',
-  'hostile-queue',
-  'hostile-resources',
   'hostile-run-reserve',
-  'hostile-store',
 ]);

@@ -2,14 +2,15 @@
 //! resource and key, its state updates under the resource's claim, and reads.
 
 use rusqlite::types::Value as SqlValue;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
-use super::js::{bind, prop, same_number, same_text, same_value, template};
-use super::rows::ControllerRow;
+use super::js::{bind_params, read, same_number, same_text, same_value, Js, Param};
 use super::rows::{
     bump_controller_resource, insert_claim_event, put_caller_text, require_claim_row_by_uid,
 };
+use super::rows::{not_found_error, opt_text_lossy, text_lossy, ControllerRow};
+use super::time_at;
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, read_text};
 use crate::state::ids::{effect_id_for, resource_id_for};
@@ -17,7 +18,7 @@ use crate::state::json::canonical;
 use crate::state::revisions::{insert_lease, resource_revision};
 use crate::store::Store;
 use crate::time::iso;
-use crate::wire::{field, time, Call, Reply};
+use crate::wire::{Call, Reply};
 
 /// The methods implemented here.
 pub const METHODS: &[&str] = &["reserveEffect", "getEffect", "updateEffect", "listEffects"];
@@ -66,12 +67,12 @@ impl EffectRow {
             effect_id: row.get(0)?,
             resource_uid: row.get(1)?,
             generation: row.get(2)?,
-            kind: row.get(3)?,
+            kind: text_lossy(row, 3)?,
             state: row.get(4)?,
             request_fingerprint: sql_to_json(row.get(5)?),
             started_at: row.get(6)?,
             completed_at: row.get(7)?,
-            external_ref: row.get(8)?,
+            external_ref: opt_text_lossy(row, 8)?,
             error_hash: row.get(9)?,
         })
     }
@@ -93,9 +94,11 @@ fn effect_row(
     uid: Option<&Value>,
     key: Option<&Value>,
 ) -> Result<Option<EffectRow>> {
-    Ok(conn
-        .prepare_cached(&effect_select("WHERE c.uid = ? AND e.idempotency_key = ?"))?
-        .query_row(params![bind(uid)?, bind(key)?], EffectRow::from_row)
+    let mut statement =
+        conn.prepare_cached(&effect_select("WHERE c.uid = ? AND e.idempotency_key = ?"))?;
+    let bound = bind_params(&[Param::Caller(uid), Param::Caller(key)])?;
+    Ok(statement
+        .query_row(params_from_iter(bound), EffectRow::from_row)
         .optional()?)
 }
 
@@ -104,18 +107,13 @@ fn require_effect_row(
     uid: Option<&Value>,
     key: Option<&Value>,
 ) -> Result<EffectRow> {
-    effect_row(conn, uid, key)?.ok_or_else(|| {
-        StoreError::plain(format!(
-            "Effect record not found: {}/{}",
-            template(uid),
-            template(key)
-        ))
-    })
+    effect_row(conn, uid, key)?
+        .ok_or_else(|| not_found_error("Effect record not found: ", &[uid, key]))
 }
 
 fn effect_key(conn: &Connection, effect_id: &str) -> Result<String> {
     conn.prepare_cached("SELECT idempotency_key FROM effects WHERE effect_id = ?")?
-        .query_row([effect_id], |row| row.get(0))
+        .query_row([effect_id], |row| text_lossy(row, 0))
         .optional()?
         .ok_or_else(|| StoreError::plain(format!("Effect is missing: {effect_id}")))
 }
@@ -156,7 +154,7 @@ fn map_effect(conn: &Connection, row: &EffectRow) -> Result<Value> {
 
 /// Canonical JSON of `{key, resourceUid, generation, kind, requestFingerprint}` from the
 /// caller's values, without the ones the caller left undefined.
-fn reservation_payload(options: &Value) -> Result<String> {
+fn reservation_payload(options: Option<&Value>) -> Result<String> {
     let mut payload = Map::new();
     // Checked in sorted key order, as canonical JSON walks them.
     for name in [
@@ -166,29 +164,29 @@ fn reservation_payload(options: &Value) -> Result<String> {
         "requestFingerprint",
         "resourceUid",
     ] {
-        if let Some(value) = prop(options, name) {
-            payload.insert(name.into(), crate::args::Js::of(value).json_value()?);
+        if let Some(value) = read(options, name)? {
+            payload.insert(name.into(), Js::of(value).json_value()?);
         }
     }
     Ok(canonical(&Value::Object(payload)))
 }
 
 fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.arg(0);
-    let now = time(field(options, "now"))?;
-    let uid = prop(options, "resourceUid");
-    let key = prop(options, "key");
+    let options = call.args.first();
+    let now = time_at(read(options, "now")?, call)?;
+    let uid = read(options, "resourceUid")?;
+    let key = read(options, "key")?;
     let reservation = store.write(|conn| {
         let claimed = require_claim_row_by_uid(conn, uid)?;
-        let lease = claimed.assert_claim(field(options, "claim"), now, true)?;
+        let lease = claimed.assert_claim(read(options, "claim")?, now, true)?;
         let source = claimed.row;
-        let effect_id = effect_id_for(&source.resource_id, &template(key));
+        let effect_id = effect_id_for(&source.resource_id, &Js::opt(key).template()?);
         if let Some(existing) = effect_row(conn, uid, key)? {
-            let same_request = same_number(existing.generation, prop(options, "generation"))
-                && same_text(&existing.kind, prop(options, "kind"))
+            let same_request = same_number(existing.generation, read(options, "generation")?)
+                && same_text(&existing.kind, read(options, "kind")?)
                 && same_value(
                     &existing.request_fingerprint,
-                    prop(options, "requestFingerprint"),
+                    read(options, "requestFingerprint")?,
                 );
             if !same_request {
                 return Err(StoreError::EffectRequestConflict {
@@ -206,26 +204,26 @@ fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
         )?
         .execute(params![effect_resource_id, effect_id, now, now])?;
         insert_lease(conn, &effect_resource_id)?;
-        conn.prepare_cached(
+        let mut statement = conn.prepare_cached(
             "INSERT INTO effects(
                effect_id, resource_id, source_resource_id, source_revision, effect_type,
                idempotency_key, payload_hash, owner_scope, status, attempt_count,
                created_at, updated_at
              ) VALUES (?, ?, ?, ?, ?, ?, ?, 'controller', 'pending', 0, ?, ?)",
-        )?
-        .execute(params![
-            effect_id,
-            effect_resource_id,
-            source.resource_id,
-            source.resource_version,
-            bind(prop(options, "kind"))?,
-            bind(key)?,
-            &payload_hash[..],
-            now,
-            now
-        ])?;
+        )?;
+        statement.execute(params_from_iter(bind_params(&[
+            Param::text(&effect_id),
+            Param::text(&effect_resource_id),
+            Param::text(&source.resource_id),
+            Param::int(source.resource_version),
+            Param::Caller(read(options, "kind")?),
+            Param::Caller(key),
+            Param::blob(&payload_hash[..]),
+            Param::int(now),
+            Param::int(now),
+        ])?))?;
         insert_claim_event(conn, &effect_resource_id, 1, "effect.reserved", &lease, now)?;
-        let record = match reserved_record(options, &source, now) {
+        let record = match reserved_record(options, &source, now)? {
             Some(record) => record,
             None => map_effect(conn, &require_effect_row(conn, uid, key)?)?,
         };
@@ -238,47 +236,54 @@ fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
 /// they read back as they are: a string `key` and `kind` (the `key` column and `kind` of the
 /// record), and a string or absent/null `requestFingerprint` (what `json_extract` gives of the
 /// stored payload). `None` otherwise: the record is then read back.
-fn reserved_record(options: &Value, source: &ControllerRow, now: i64) -> Option<Value> {
-    let key = prop(options, "key")?.as_str()?;
-    let kind = prop(options, "kind")?.as_str()?;
-    let fingerprint = match prop(options, "requestFingerprint") {
+fn reserved_record(
+    options: Option<&Value>,
+    source: &ControllerRow,
+    now: i64,
+) -> Result<Option<Value>> {
+    let (Some(Value::String(key)), Some(Value::String(kind))) =
+        (read(options, "key")?, read(options, "kind")?)
+    else {
+        return Ok(None);
+    };
+    let fingerprint = match read(options, "requestFingerprint")? {
         None | Some(Value::Null) => Value::Null,
         Some(Value::String(text)) => Value::String(text.clone()),
-        Some(_) => return None,
+        Some(_) => return Ok(None),
     };
     let mut record = Map::new();
-    record.insert("key".into(), key.into());
+    record.insert("key".into(), key.as_str().into());
     record.insert("resourceUid".into(), source.uid.clone().into());
     record.insert("generation".into(), source.generation.into());
-    record.insert("kind".into(), kind.into());
+    record.insert("kind".into(), kind.as_str().into());
     record.insert("state".into(), "pending".into());
     record.insert("requestFingerprint".into(), fingerprint);
     record.insert("startedAt".into(), iso(now).into());
-    Some(Value::Object(record))
+    Ok(Some(Value::Object(record)))
 }
 
 /// The record of the effect `updateEffect` just updated, from `row` (read before the update)
 /// and the values it wrote, when they read back as they are: a string `key`, `state` and
 /// `error` (or none), a string or absent/null `externalRef`. `None` otherwise.
 fn updated_record(
-    options: &Value,
+    options: Option<&Value>,
     source: &ControllerRow,
     row: &EffectRow,
     now: i64,
 ) -> Option<Value> {
-    let key = prop(options, "key")?.as_str()?;
-    let state = prop(options, "state")?.as_str()?;
+    let key = read(options, "key").ok()??.as_str()?;
+    let state = read(options, "state").ok()??.as_str()?;
     let stored_state = if state == "indeterminate" {
         "ambiguous"
     } else {
         state
     };
-    let external_ref = match prop(options, "externalRef") {
+    let external_ref = match read(options, "externalRef").ok()? {
         None | Some(Value::Null) => None,
         Some(Value::String(text)) => Some(text.as_str()),
         Some(_) => return None,
     };
-    let error = match prop(options, "error") {
+    let error = match read(options, "error").ok()? {
         None => None,
         Some(Value::String(text)) => Some(text.as_str()),
         Some(_) => return None,
@@ -312,43 +317,49 @@ fn get_effect(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.arg(0);
-    let now = time(field(options, "now"))?;
-    let uid = prop(options, "resourceUid");
-    let key = prop(options, "key");
-    let state = prop(options, "state");
+    let options = call.args.first();
+    let now = time_at(read(options, "now")?, call)?;
     let record = store.write(|conn| {
+        let uid = read(options, "resourceUid")?;
         let claimed = require_claim_row_by_uid(conn, uid)?;
-        let lease = claimed.assert_claim(field(options, "claim"), now, true)?;
+        let lease = claimed.assert_claim(read(options, "claim")?, now, true)?;
         let source = claimed.row;
+        let key = read(options, "key")?;
         let row = require_effect_row(conn, uid, key)?;
         let effect_resource_id = resource_id_for("effect", &row.effect_id);
         let revision = resource_revision(conn, &effect_resource_id)?;
-        let error_hash = prop(options, "error")
-            .map(|error| put_caller_text(conn, error, now))
+        let error_hash = read(options, "error")?
+            .map(|error| put_caller_text(conn, Some(error), now))
             .transpose()?;
-        let stored_status = match state {
-            Some(Value::String(state)) if state == "indeterminate" => {
-                SqlValue::from("ambiguous".to_string())
-            }
-            other => bind(other)?,
-        };
-        let pending = state.and_then(Value::as_str) == Some("pending");
-        conn.prepare_cached(
+        let mut statement = conn.prepare_cached(
             "UPDATE effects
              SET status = ?, external_ref = ?, error_hash = ?, updated_at = ?, settled_at = ?
              WHERE effect_id = ?",
-        )?
-        .execute(params![
+        )?;
+        let state = read(options, "state")?;
+        let stored_status = match state {
+            Some(Value::String(state)) if state == "indeterminate" => Param::text("ambiguous"),
+            other => Param::Caller(other),
+        };
+        // `options.externalRef ?? null`
+        let external_ref = read(options, "externalRef")?.filter(|value| !value.is_null());
+        let pending = state.and_then(Value::as_str) == Some("pending");
+        statement.execute(params_from_iter(bind_params(&[
             stored_status,
-            bind(prop(options, "externalRef"))?,
-            error_hash.as_ref().map(|hash| &hash[..]),
-            now,
-            if pending { None } else { Some(now) },
-            row.effect_id
-        ])?;
+            Param::Caller(external_ref),
+            error_hash
+                .as_ref()
+                .map_or(Param::null(), |hash| Param::blob(&hash[..])),
+            Param::int(now),
+            if pending {
+                Param::null()
+            } else {
+                Param::int(now)
+            },
+            Param::text(&row.effect_id),
+        ])?))?;
         bump_controller_resource(conn, &effect_resource_id, revision, now)?;
-        let event_type = format!("effect.{}", template(state));
+        let event_type = format!("effect.{}", Js::opt(state).template()?);
         insert_claim_event(
             conn,
             &effect_resource_id,
@@ -370,8 +381,9 @@ fn list_effects(store: &Store, call: &Call) -> Result<Reply> {
     let mut statement = conn.prepare_cached(&effect_select(
         "WHERE c.uid = ? ORDER BY e.created_at, e.effect_id",
     ))?;
+    let bound = bind_params(&[Param::Caller(call.args.first())])?;
     let rows = statement
-        .query_map([bind(call.args.first())?], EffectRow::from_row)?
+        .query_map(params_from_iter(bound), EffectRow::from_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let records = rows
         .iter()

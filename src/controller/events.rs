@@ -6,18 +6,22 @@
 //! and the next step compiles it again; `+?` is the same value, read when the statement runs
 //! (the plans are the same either way).
 
-use rusqlite::types::{Value as SqlValue, ValueRef};
+use std::borrow::Cow;
+
+use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{bind, is_nullish, prop, template};
+use super::js::{bind_params, is_nullish, read, Bound, Param};
 use super::rows::{bump_controller_resource, joined_document_text, require_claim_row, ResourceRef};
+use super::{json_arg, time_at};
 use crate::error::Result;
-use crate::state::columns::str_at;
+use crate::state::blobs::put_json;
+use crate::state::ids::random_uuid;
 use crate::state::revisions::{insert_event, EventDraft};
 use crate::store::{in_read_transaction, Store};
 use crate::time::iso;
-use crate::wire::{field, time, Call, JsonArg, ObjectWriter, Reply};
+use crate::wire::{Call, ObjectWriter, Reply};
 
 /// The methods implemented here.
 pub const METHODS: &[&str] = &["recordEvent", "listEvents"];
@@ -37,49 +41,68 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
 /// Records an event with a revision bump. The returned `payload` is the caller's own object,
 /// which the JS layer puts back in place of the `{}` sent here.
 fn record_event(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.arg(0);
-    let now = time(field(options, "now"))?;
-    let reference = ResourceRef::of(options);
-    let claim = prop(options, "claim").filter(|claim| !claim.is_null());
-    let event_type = prop(options, "type");
-    let (seq, revision) = store.write(|conn| {
+    let options = call.args.first();
+    let now = time_at(read(options, "now")?, call)?;
+    let (seq, revision, controller, key, event_type) = store.write(|conn| {
+        let reference = ResourceRef::copied(options)?;
         let claimed = require_claim_row(conn, store.project_id(), reference)?;
+        // Only `undefined` means no claim: a `null` one is checked (and fails to be read).
+        let claim = read(options, "claim")?;
         let lease = claim
-            .map(|claim| claimed.assert_claim(claim, now, true))
+            .map(|claim| claimed.assert_claim(Some(claim), now, true))
             .transpose()?;
         let row = &claimed.row;
         // The revision was read with the row, in this transaction.
         let revision = row.resource_version + 1;
         bump_controller_resource(conn, &row.resource_id, revision - 1, now)?;
-        insert_event(
-            conn,
-            &EventDraft {
-                resource_id: &row.resource_id,
-                revision,
-                event_type: &template(event_type),
-                actor_type: if lease.is_some() {
-                    "controller"
-                } else {
-                    "control"
-                },
-                actor_id: lease.as_ref().and_then(|lease| lease.owner_id.as_deref()),
-                payload: JsonArg::of(field(options, "payload")).text_or("{}")?,
-                now,
-                lease_generation: lease.as_ref().map(|lease| lease.generation),
+        let event_type = read(options, "type")?;
+        let payload = json_arg(read(options, "payload")?).text_or("{}")?;
+        let event = EventDraft {
+            resource_id: &row.resource_id,
+            revision,
+            event_type: "",
+            actor_type: if lease.is_some() {
+                "controller"
+            } else {
+                "control"
             },
-        )?;
+            actor_id: lease.as_ref().and_then(|lease| lease.owner_id.as_deref()),
+            payload,
+            now,
+            lease_generation: lease.as_ref().map(|lease| lease.generation),
+        };
+        match event_type {
+            Some(Value::String(text)) => {
+                insert_event(
+                    conn,
+                    &EventDraft {
+                        event_type: text,
+                        ..event
+                    },
+                )?;
+            }
+            other => insert_caller_typed_event(conn, &event, other)?,
+        }
         // The events INSERT is the last row insert: `event_seq` is its rowid (AUTOINCREMENT).
-        Ok((conn.last_insert_rowid(), revision))
+        let (controller, key) = reference.parts()?;
+        Ok((
+            conn.last_insert_rowid(),
+            revision,
+            controller,
+            key,
+            event_type,
+        ))
     })?;
     let caller_value = |value: Option<&Value>| value.cloned().unwrap_or(Value::Null);
     let event = json!({
         "seq": seq,
         "recordedAt": iso(now),
-        "controller": caller_value(reference.controller),
-        "key": caller_value(reference.key),
+        "controller": caller_value(controller),
+        "key": caller_value(key),
         "type": caller_value(event_type),
         "payload": {},
     });
+    let claim = read(options, "claim")?;
     let reply = Reply::value(event);
     Ok(if claim.is_some() {
         reply.set_claim("resourceVersion", revision)
@@ -97,7 +120,7 @@ fn write_events(
     events_source: &str,
     join: &str,
     filter: &str,
-    bound: &[SqlValue],
+    bound: &[Bound<'_>],
     out: &mut String,
 ) -> Result<i64> {
     let sql = format!(
@@ -122,9 +145,9 @@ fn write_events(
         event
             .int("seq", row.get(0)?)
             .time("recordedAt", row.get(1)?)
-            .str("controller", str_at(row, 2)?)
-            .str("key", str_at(row, 3)?)
-            .str("type", str_at(row, 4)?);
+            .str("controller", &text_at(row, 2)?)
+            .str("key", &text_at(row, 3)?)
+            .str("type", &text_at(row, 4)?);
         match row.get_ref(5)? {
             ValueRef::Null => event.raw("payload", "{}"),
             _ => event.raw("payload", &joined_document_text(row, 6)?),
@@ -138,10 +161,10 @@ fn write_events(
 /// kind are searched first. Events are listed newest first, so when the window holds `limit`
 /// matching events they are the answer; otherwise the whole log is searched. SQLite's own plan
 /// collects every event of every controller resource and sorts them, whatever the limit.
-fn recent_window(limit: Option<&SqlValue>) -> Option<(i64, i64)> {
+fn recent_window(limit: Option<&Bound<'_>>) -> Option<(i64, i64)> {
     let limit = match limit? {
-        SqlValue::Integer(limit) => *limit,
-        SqlValue::Real(limit) if limit.fract() == 0.0 && limit.abs() < 1e9 => *limit as i64,
+        Bound::Integer(limit) => *limit,
+        Bound::Real(limit) if limit.fract() == 0.0 && limit.abs() < 1e9 => *limit as i64,
         _ => return None,
     };
     (1..=EVENT_WINDOW_LIMIT)
@@ -158,42 +181,45 @@ const EVENT_WINDOW_LIMIT: i64 = 10_000;
 /// Newest first; unscoped without a project. `limit` is bound as given (`-1` is unlimited, a
 /// fraction is SQLite's datatype mismatch).
 fn list_events(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.arg(0);
+    // `options = {}` stands in for `undefined` only.
+    let defaults = Value::Object(Default::default());
+    let options = Some(call.args.first().unwrap_or(&defaults));
     let mut clauses = vec!["r.resource_type = 'controller'"];
-    let mut bound = Vec::new();
+    let mut params = Vec::new();
     if let Some(project_id) = store.project_id() {
         clauses.push("c.project_id = ?");
-        bound.push(SqlValue::Text(project_id.to_string()));
+        params.push(Param::text(project_id));
     }
-    if let Some(controller) = prop(options, "controller") {
+    if let Some(controller) = read(options, "controller")? {
         clauses.push("c.controller_name = ?");
-        bound.push(bind(Some(controller))?);
+        params.push(Param::Caller(Some(controller)));
     }
-    if let Some(key) = prop(options, "key") {
+    if let Some(key) = read(options, "key")? {
         clauses.push("c.resource_key = ?");
-        bound.push(bind(Some(key))?);
+        params.push(Param::Caller(Some(key)));
     }
-    let limit = prop(options, "limit");
-    bound.push(if is_nullish(limit) {
-        SqlValue::Integer(DEFAULT_EVENT_LIMIT)
+    let limit = read(options, "limit")?;
+    params.push(if is_nullish(limit) {
+        Param::int(DEFAULT_EVENT_LIMIT)
     } else {
-        bind(limit)?
+        Param::Caller(limit)
     });
     let conn = store.conn()?;
     let filter = clauses.join(" AND ");
     // One read transaction: the rows and each payload blob under one file lock.
+    let bound = bind_params(&params)?;
     let out = in_read_transaction(conn, || event_list_text(conn, &filter, bound))?;
     Ok(Reply::json_text(out))
 }
 
 /// The events matching `filter` (bound by `bound`, its last value the limit) as JSON text.
-fn event_list_text(conn: &Connection, filter: &str, bound: Vec<SqlValue>) -> Result<String> {
+fn event_list_text(conn: &Connection, filter: &str, bound: Vec<Bound<'_>>) -> Result<String> {
     let mut out = String::with_capacity(16 * 1024);
     out.push('[');
     let windowed = match recent_window(bound.last()) {
         Some((limit, window)) => {
             let mut windowed = bound.clone();
-            windowed.insert(0, SqlValue::Integer(window));
+            windowed.insert(0, Bound::Integer(window));
             let count = write_events(
                 conn,
                 RECENT_EVENTS,
@@ -216,4 +242,44 @@ fn event_list_text(conn: &Connection, filter: &str, bound: Vec<SqlValue>) -> Res
     }
     out.push(']');
     Ok(out)
+}
+
+/// The event insert for an event `type` that is not a string: the payload is stored, then the
+/// row is inserted with the caller's value bound as better-sqlite3 binds it (a number becomes
+/// its REAL text, `null`/`undefined` fail the NOT NULL constraint, an object or array the
+/// parameter count).
+fn insert_caller_typed_event(
+    conn: &Connection,
+    event: &EventDraft<'_>,
+    event_type: Option<&Value>,
+) -> Result<()> {
+    let payload_hash = put_json(conn, event.payload, event.now)?;
+    let event_id = format!("event-{}", random_uuid());
+    let mut statement = conn.prepare_cached(
+        "INSERT INTO events(
+           event_id, resource_id, resource_revision, event_type, actor_type,
+           actor_id, lease_generation, payload_hash, recorded_at
+         ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )?;
+    statement.execute(params_from_iter(bind_params(&[
+        Param::text(&event_id),
+        Param::text(event.resource_id),
+        Param::int(event.revision),
+        Param::Caller(event_type),
+        Param::text(event.actor_type),
+        event.actor_id.map_or(Param::null(), Param::text),
+        event.lease_generation.map_or(Param::null(), Param::int),
+        Param::blob(&payload_hash[..]),
+        Param::int(event.now),
+    ])?))?;
+    Ok(())
+}
+
+/// A TEXT column borrowed when it is UTF-8, else decoded as V8 decodes it (see
+/// [`text_lossy`](super::rows::text_lossy)).
+fn text_at<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Cow<'r, str>> {
+    match row.get_ref(index)? {
+        ValueRef::Text(bytes) => Ok(String::from_utf8_lossy(bytes)),
+        _ => row.get::<_, String>(index).map(Cow::Owned),
+    }
 }

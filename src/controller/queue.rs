@@ -2,23 +2,25 @@
 //! due item under a fresh lease generation, renewing, settling or requeueing a claim, and
 //! listing the queue.
 
-use rusqlite::types::Value as SqlValue;
-use rusqlite::{params, params_from_iter, Connection};
+use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{bind, prop, same_number, template, token_hash_of};
+use super::js::{
+    bind_params, length_of, read, same_number, thrown_error, token_hash_of, Bound, Js, Param,
+};
 use super::rows::{
     bump_controller_resource, claim_row, enqueue_controller_row, lookup_controller_row,
-    put_caller_text, release_lease, ClaimRow, ControllerRow, ResourceRef, CLAIM_COLUMNS,
-    CONTROLLER_COLUMNS,
+    put_caller_text, release_lease, text_lossy, ClaimRow, ControllerRow, ResourceRef,
+    CLAIM_COLUMNS, CONTROLLER_COLUMNS,
 };
+use super::time_at;
 use crate::error::{Result, StoreError};
 use crate::state::ids::{random_token, token_hash};
 use crate::state::json::canonical;
-use crate::state::revisions::{insert_event, EventDraft};
+use crate::state::revisions::{insert_event, require_lease, EventDraft};
 use crate::store::Store;
 use crate::time::{iso, js_iso};
-use crate::wire::{field, time, Call, Reply};
+use crate::wire::{Call, Reply};
 
 /// The methods implemented here.
 pub const METHODS: &[&str] = &[
@@ -36,35 +38,82 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
         "enqueue" => enqueue(store, call),
         "claimNext" => claim_next(store, call),
         "renewClaim" => renew_claim(store, call),
-        "settleClaim" => settle_claim(store, call, None, call.arg(1)),
+        "settleClaim" => settle_claim(store, call, None, call.args.get(1)),
+        // `requeue === undefined` settles without requeueing; `null` is read (and throws).
         "requeueClaim" => {
-            let requeue = Some(call.arg(1)).filter(|options| !options.is_null());
-            settle_claim(store, call, requeue, call.arg(2))
+            let requeue = call
+                .args
+                .get(1)
+                .filter(|options| !Js::of(options).is_undefined())
+                .map(Some);
+            settle_claim(store, call, requeue, call.args.get(2))
         }
         "listQueue" => list_queue(store, call),
         _ => return None,
     })
 }
 
-/// `now + leaseMs` in JavaScript arithmetic, bound as better-sqlite3 binds the sum (NaN
-/// becomes NULL); the whole number of milliseconds when it is one. Also returns the sum, which
-/// the reference turns into `expiresAt` with `new Date(sum).toISOString()`.
-fn lease_expiry(now: i64, lease_ms: Option<&Value>) -> (SqlValue, f64) {
-    let sum = now as f64 + lease_ms.and_then(Value::as_f64).unwrap_or(f64::NAN);
-    let bound = if sum.is_nan() {
-        SqlValue::Null
-    } else if sum.fract() == 0.0 && sum.abs() < 9.0e15 {
-        SqlValue::Integer(sum as i64)
-    } else {
-        SqlValue::Real(sum)
-    };
-    (bound, sum)
+/// The lease expiry `now + leaseMs` and its `new Date(…).toISOString()`, which the JS layer
+/// computed with JavaScript's own `+` and `Date` (a string `leaseMs` makes the sum a string,
+/// which only JavaScript's date parser reads) and sent in place of `leaseMs`.
+struct LeaseSum<'a> {
+    /// The sum as a wire value (a number, or a string).
+    sum: Js<'a>,
+    /// `new Date(sum).toISOString()`, or what it threw.
+    iso: Result<String>,
+}
+
+impl<'a> LeaseSum<'a> {
+    /// The sum the JS layer sent (`{$lease: {sum, iso}}`, or `{$lease: {$error}}` when `+`
+    /// threw, thrown here where the reference adds); without it (the JS layer does not reach
+    /// a property of a primitive, so `leaseMs` is `undefined`) `now + undefined`, NaN.
+    fn of(lease_ms: Option<&'a Value>) -> Result<LeaseSum<'a>> {
+        let Some(envelope) = lease_ms.and_then(|value| value.get("$lease")) else {
+            return Ok(LeaseSum {
+                sum: Js::Number(f64::NAN),
+                iso: Err(invalid_time_value()),
+            });
+        };
+        if let Some(error) = envelope.get("$error").and_then(Value::as_object) {
+            return Err(thrown_error(error));
+        }
+        let iso = match envelope.get("iso") {
+            Some(Value::String(iso)) => Ok(iso.clone()),
+            other => Err(other
+                .and_then(|thrown| thrown.get("$error"))
+                .and_then(Value::as_object)
+                .map_or_else(invalid_time_value, thrown_error)),
+        };
+        Ok(LeaseSum {
+            sum: Js::opt(envelope.get("sum")),
+            iso,
+        })
+    }
+
+    /// The sum as better-sqlite3 binds it (a double, NaN becoming NULL, or text).
+    fn bound(&self) -> Result<Bound<'a>> {
+        self.sum.bind()
+    }
+
+    /// Canonical JSON of `{expiresAt: sum}`.
+    fn payload(&self) -> Result<String> {
+        Ok(canonical(&json!({ "expiresAt": self.sum.json_value()? })))
+    }
+
+    /// `new Date(sum).toISOString()`.
+    fn iso(&self) -> Result<String> {
+        self.iso.clone()
+    }
+}
+
+fn invalid_time_value() -> StoreError {
+    StoreError::Range("Invalid time value".into())
 }
 
 fn enqueue(store: &Store, call: &Call) -> Result<Reply> {
-    let reference = ResourceRef::of(call.arg(0));
+    let reference = ResourceRef::of(call.args.first());
     let row = lookup_controller_row(store, reference)?.ok_or_else(|| reference.not_found())?;
-    let available_at = time(call.arg(1))?;
+    let available_at = time_at(call.args.get(1), call)?;
     enqueue_controller_row(
         store.conn()?,
         &row.controller_resource_id,
@@ -75,22 +124,30 @@ fn enqueue(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.arg(0);
-    let controllers = field(options, "controllers")
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    if controllers.is_empty() {
+    let options = call.args.first();
+    let controllers = read(options, "controllers")?;
+    if length_of(controllers)? == Some(0.0) {
         return Ok(Reply::undefined());
     }
-    let now = time(field(options, "now"))?;
-    let exclusions = field(options, "exclude")
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let now = time_at(read(options, "now")?, call)?;
+    let Some(Value::Array(controllers)) = controllers else {
+        return Err(StoreError::Type(
+            "options.controllers.map is not a function".into(),
+        ));
+    };
+    let exclusions = match read(options, "exclude")? {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(items)) => items.as_slice(),
+        Some(_) => return Err(StoreError::Type("exclusions.map is not a function".into())),
+    };
+    let mut excluded = Vec::with_capacity(exclusions.len() * 2);
+    for exclusion in exclusions {
+        let (controller, key) = ResourceRef::of(Some(exclusion)).parts()?;
+        excluded.push(controller);
+        excluded.push(key);
+    }
     let claim = store.write(|conn| {
-        let project_id = store.require_project_id()?;
-        let Some(row) = next_due_row(conn, project_id, controllers, exclusions, now)? else {
+        let Some(row) = next_due_row(store, conn, controllers, &excluded, now)? else {
             return Ok(None);
         };
         take_lease(conn, &row, options, now)
@@ -101,15 +158,16 @@ fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 /// The earliest due queue item of these controllers whose lease is free or expired, with its
 /// lease and queue item.
 fn next_due_row(
+    store: &Store,
     conn: &Connection,
-    project_id: &str,
     controllers: &[Value],
-    exclusions: &[Value],
+    excluded: &[Option<&Value>],
     now: i64,
 ) -> Result<Option<ClaimRow>> {
     let placeholders = vec!["?"; controllers.len()].join(", ");
     let exclusion_sql =
-        vec!["AND NOT (c.controller_name = ? AND c.resource_key = ?)"; exclusions.len()].join("\n");
+        vec!["AND NOT (c.controller_name = ? AND c.resource_key = ?)"; excluded.len() / 2]
+            .join("\n");
     // Driven from the queue's (available_at, created_at) index: SQLite then sorts only the
     // items due first and stops, instead of sorting every item of the controllers for one row.
     // (project_id, controller_name, resource_key) is unique, so the order is total and the row
@@ -128,18 +186,19 @@ fn next_due_row(
          ORDER BY q.available_at, c.controller_name, c.resource_key
          LIMIT 1"
     );
-    let mut bound = vec![SqlValue::Text(project_id.to_string())];
-    for controller in controllers {
-        bound.push(bind(Some(controller))?);
-    }
-    for excluded in exclusions {
-        bound.push(bind(prop(excluded, "controller"))?);
-        bound.push(bind(prop(excluded, "key"))?);
-    }
-    bound.push(SqlValue::Integer(now));
-    bound.push(SqlValue::Integer(now));
     let mut statement = conn.prepare_cached(&sql)?;
-    let mut rows = statement.query(params_from_iter(bound))?;
+    let project_id = store.require_project_id()?;
+    let mut params = Vec::with_capacity(controllers.len() + excluded.len() + 3);
+    params.push(Param::text(project_id));
+    params.extend(
+        controllers
+            .iter()
+            .map(|controller| Param::Caller(Some(controller))),
+    );
+    params.extend(excluded.iter().map(|value| Param::Caller(*value)));
+    params.push(Param::int(now));
+    params.push(Param::int(now));
+    let mut rows = statement.query(params_from_iter(bind_params(&params)?))?;
     Ok(match rows.next()? {
         Some(row) => Some(ClaimRow::from_row(row)?),
         None => None,
@@ -151,7 +210,7 @@ fn next_due_row(
 fn take_lease(
     conn: &Connection,
     due: &ClaimRow,
-    options: &Value,
+    options: Option<&Value>,
     now: i64,
 ) -> Result<Option<Value>> {
     let row = &due.row;
@@ -161,36 +220,39 @@ fn take_lease(
         .ok_or_else(|| StoreError::plain(format!("Lease is missing: {}", row.resource_id)))?;
     let token = random_token();
     let generation = lease.generation + 1;
-    let owner_id = prop(options, "ownerId");
-    let (expires_bound, expires_sum) = lease_expiry(now, prop(options, "leaseMs"));
-    let changed = conn
-        .prepare_cached(
-            "UPDATE leases
-             SET generation = ?, owner_type = 'controller', owner_id = ?, token_hash = ?,
-                 acquired_at = ?, heartbeat_at = ?, expires_at = ?
-             WHERE resource_id = ? AND generation = ?
-               AND (owner_id IS NULL OR expires_at <= ?)",
-        )?
-        .execute(params![
-            generation,
-            bind(owner_id)?,
-            &token_hash(&token)[..],
-            now,
-            now,
-            expires_bound,
-            row.resource_id,
-            lease.generation,
-            now
-        ])?;
+    let expires = LeaseSum::of(read(options, "leaseMs")?)?;
+    let owner_id = read(options, "ownerId")?;
+    let token_hash = token_hash(&token);
+    let mut statement = conn.prepare_cached(
+        "UPDATE leases
+         SET generation = ?, owner_type = 'controller', owner_id = ?, token_hash = ?,
+             acquired_at = ?, heartbeat_at = ?, expires_at = ?
+         WHERE resource_id = ? AND generation = ?
+           AND (owner_id IS NULL OR expires_at <= ?)",
+    )?;
+    let changed = statement.execute(params_from_iter(bind_params(&[
+        Param::int(generation),
+        Param::Caller(owner_id),
+        Param::blob(&token_hash),
+        Param::int(now),
+        Param::int(now),
+        Param::Own(expires.bound()?),
+        Param::text(&row.resource_id),
+        Param::int(lease.generation),
+        Param::int(now),
+    ])?))?;
     if changed != 1 {
         return Ok(None);
     }
-    // SQLite stored a whole number; one outside JavaScript's date range makes the reference's
-    // `toISOString()` throw inside the transaction, so nothing is claimed.
-    let expires_text = js_iso(expires_sum)?;
-    let expires_at = expires_sum as i64;
     bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
-    let owner_text = owner_id.map(|value| template(Some(value)));
+    // The event's actor is the owner as SQLite stored it (a number bound as a double is
+    // stored as its text, `5.0`), which the lease row now holds.
+    let stored_owner = match owner_id {
+        Some(Value::String(owner)) => owner.clone(),
+        _ => require_lease(conn, &row.resource_id)?
+            .owner_id
+            .unwrap_or_default(),
+    };
     insert_event(
         conn,
         &EventDraft {
@@ -198,72 +260,75 @@ fn take_lease(
             revision: row.resource_version + 1,
             event_type: "lease.claimed",
             actor_type: "controller",
-            actor_id: owner_text.as_deref(),
-            payload: &canonical(&json!({ "expiresAt": expires_at })),
+            actor_id: Some(&stored_owner),
+            payload: &expires.payload()?,
             now,
             lease_generation: Some(generation),
         },
     )?;
+    let queue_version = due.require_queue_version()?;
     Ok(Some(json!({
         "controller": row.controller_name,
         "key": row.resource_key,
         "ownerId": owner_id.cloned().unwrap_or(Value::Null),
         "token": token,
         "generation": generation,
-        "queueVersion": due.require_queue_version()?,
+        "queueVersion": queue_version,
         "resourceVersion": row.resource_version + 1,
         "consecutiveErrors": due.consecutive_errors.unwrap_or(0),
-        "expiresAt": expires_text,
+        "expiresAt": expires.iso()?,
     })))
 }
 
 /// Extends an unexpired lease held exactly by `claim` (no transaction, as in the reference).
 fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
-    let claim = call.arg(0);
-    let now = time(call.arg(2))?;
-    let (expires_bound, expires_sum) = lease_expiry(now, call.args.get(1));
-    let Some(row) = lookup_controller_row(store, ResourceRef::of(claim))? else {
+    let claim = call.args.first();
+    let now = time_at(call.args.get(2), call)?;
+    let expires = LeaseSum::of(call.args.get(1))?;
+    let Some(row) = lookup_controller_row(store, ResourceRef::copied(claim)?)? else {
         return Ok(Reply::value(false));
     };
-    let token_hash = token_hash_of(prop(claim, "token"))?;
-    let changed = store
-        .conn()?
-        .prepare_cached(
-            "UPDATE leases SET heartbeat_at = ?, expires_at = ?
-             WHERE resource_id = ? AND owner_type = 'controller' AND owner_id = ?
-               AND token_hash = ? AND generation = ? AND expires_at > ?",
-        )?
-        .execute(params![
-            now,
-            expires_bound,
-            row.resource_id,
-            bind(prop(claim, "ownerId"))?,
-            &token_hash[..],
-            bind(prop(claim, "generation"))?,
-            now
-        ])?;
+    let mut statement = store.conn()?.prepare_cached(
+        "UPDATE leases SET heartbeat_at = ?, expires_at = ?
+         WHERE resource_id = ? AND owner_type = 'controller' AND owner_id = ?
+           AND token_hash = ? AND generation = ? AND expires_at > ?",
+    )?;
+    let owner_id = read(claim, "ownerId")?;
+    let token_hash = token_hash_of(read(claim, "token")?)?;
+    let generation = read(claim, "generation")?;
+    let changed = statement.execute(params_from_iter(bind_params(&[
+        Param::int(now),
+        Param::Own(expires.bound()?),
+        Param::text(&row.resource_id),
+        Param::Caller(owner_id),
+        Param::blob(&token_hash),
+        Param::Caller(generation),
+        Param::int(now),
+    ])?))?;
     if changed != 1 {
         return Ok(Reply::value(false));
     }
-    // As in the reference, an expiry outside JavaScript's date range throws after the renewal
-    // was written (renewClaim has no transaction).
-    Ok(Reply::value(true).set_claim("expiresAt", js_iso(expires_sum)?))
+    // As in the reference, an expiry JavaScript cannot date throws after the renewal was
+    // written (renewClaim has no transaction).
+    Ok(Reply::value(true).set_claim("expiresAt", expires.iso()?))
 }
 
-/// `settleClaim` (no `requeue`) and `requeueClaim`: a claim that no longer holds the lease
-/// (even an expired one is accepted) makes this return false.
+/// `settleClaim` (`requeue` undefined) and `requeueClaim`: a claim that no longer holds the
+/// lease (even an expired one is accepted) makes this return false.
 fn settle_claim(
     store: &Store,
     call: &Call,
-    requeue: Option<&Value>,
-    now_value: &Value,
+    requeue: Option<Option<&Value>>,
+    now_value: Option<&Value>,
 ) -> Result<Reply> {
-    let now = time(now_value)?;
-    let claim = call.arg(0);
+    let now = time_at(now_value, call)?;
+    let claim = call.args.first();
     let (settled, resource_version) = store.write(|conn| {
-        let Some(claimed) = claim_row(conn, store.project_id(), ResourceRef::of(claim))? else {
+        let reference = ResourceRef::copied(claim)?;
+        let Some(claimed) = claim_row(conn, store.project_id(), reference)? else {
             return Ok((false, None));
         };
+        // Any failure of the check (a token Node cannot hash, too) means "not settled".
         let Ok(lease) = claimed.assert_claim(claim, now, false) else {
             return Ok((false, None));
         };
@@ -271,7 +336,7 @@ fn settle_claim(
         let current = claimed.require_queue_version()?;
         match requeue {
             None => {
-                if same_number(current, prop(claim, "queueVersion")) {
+                if same_number(current, read(claim, "queueVersion")?) {
                     conn.prepare_cached(
                         "DELETE FROM controller_queue WHERE controller_resource_id = ?",
                     )?
@@ -300,22 +365,31 @@ fn settle_claim(
 
 /// Moves the queue item to `requeue.availableAt` (SQL NULL when unparseable) and counts an
 /// error.
-fn requeue_row(conn: &Connection, row: &ControllerRow, requeue: &Value, now: i64) -> Result<()> {
-    let error_hash = prop(requeue, "error")
-        .map(|error| put_caller_text(conn, error, now))
+fn requeue_row(
+    conn: &Connection,
+    row: &ControllerRow,
+    requeue: Option<&Value>,
+    now: i64,
+) -> Result<()> {
+    let error_hash = read(requeue, "error")?
+        .map(|error| put_caller_text(conn, Some(error), now))
         .transpose()?;
-    conn.prepare_cached(
+    let mut statement = conn.prepare_cached(
         "UPDATE controller_queue
          SET available_at = ?, queue_version = queue_version + 1,
              consecutive_errors = consecutive_errors + 1,
              last_error_hash = ?, updated_at = ? WHERE controller_resource_id = ?",
-    )?
-    .execute(params![
-        bind(prop(requeue, "availableAt"))?,
-        error_hash.as_ref().map(|hash| &hash[..]),
-        now,
-        row.controller_resource_id
-    ])?;
+    )?;
+    // The JS layer sent `Date.parse(availableAt)` (null for NaN, which binds as NULL).
+    let available_at = read(requeue, "availableAt")?;
+    statement.execute(params_from_iter(bind_params(&[
+        Param::Caller(available_at),
+        error_hash
+            .as_ref()
+            .map_or(Param::null(), |hash| Param::blob(&hash[..])),
+        Param::int(now),
+        Param::text(&row.controller_resource_id),
+    ])?))?;
     Ok(())
 }
 
@@ -333,8 +407,8 @@ fn list_queue(store: &Store, _call: &Call) -> Result<Reply> {
     let rows = statement
         .query_map([project_id], |row| {
             let mut item = serde_json::Map::new();
-            item.insert("controller".into(), row.get::<_, String>(0)?.into());
-            item.insert("key".into(), row.get::<_, String>(1)?.into());
+            item.insert("controller".into(), text_lossy(row, 0)?.into());
+            item.insert("key".into(), text_lossy(row, 1)?.into());
             item.insert("availableAt".into(), iso(row.get(2)?).into());
             item.insert("consecutiveErrors".into(), row.get::<_, i64>(3)?.into());
             Ok((item, row.get::<_, Option<i64>>(4)?))

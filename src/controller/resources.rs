@@ -4,20 +4,21 @@
 use rusqlite::{params, params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{bind, prop, same_number, template, utf16_length};
+use super::js::{bind_params, read, same_number, to_number, Js, Param};
 use super::rows::{
     assert_controller_claim, bump_controller_resource, controller_record, controller_row,
     documented_row, documented_row_by_uid, documented_select, enqueue_controller_row, finalizers,
     insert_claim_event, insert_control_event, replace_finalizers, require_claim_row,
     require_controller_row, require_resource, ControllerRow, DocumentedRow, ResourceRef,
 };
+use super::{json_arg, time_at};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, JsonReads};
 use crate::state::ids::{random_uuid, resource_id_for};
 use crate::state::json::{canonical, record_text};
 use crate::state::revisions::insert_lease;
 use crate::store::{in_read_transaction, Store};
-use crate::wire::{field, time, Call, JsonArg, Reply};
+use crate::wire::{Call, JsonArg, Reply};
 
 /// The methods implemented here.
 pub const METHODS: &[&str] = &[
@@ -46,20 +47,18 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
     })
 }
 
-/// `validateName`/`validateKey`: 1–512 UTF-16 code units.
+/// `validateName`/`validateKey`: `value.length === 0 || value.length > 512` is invalid (the
+/// `>` compares numerically, so a string or bigint `length` of an object counts too; a value
+/// without a length passes).
 fn validate_key(value: Option<&Value>, label: &str) -> Result<()> {
-    let length = match value {
-        None | Some(Value::Null) => {
-            let what = if value.is_none() { "undefined" } else { "null" };
-            return Err(StoreError::Type(format!(
-                "Cannot read properties of {what} (reading 'length')"
-            )));
-        }
-        Some(Value::String(text)) => utf16_length(text),
-        Some(Value::Array(items)) => items.len(),
-        Some(_) => return Ok(()),
+    let length = Js::opt(value).get("length")?;
+    let invalid = match length {
+        Js::Number(n) => n == 0.0 || n > 512.0,
+        Js::BigInt(digits) => digits.parse::<f64>().is_ok_and(|n| n > 512.0),
+        Js::Undefined | Js::Symbol(_) => false,
+        other => to_number(other).is_ok_and(|n| n > 512.0),
     };
-    if length == 0 || length > 512 {
+    if invalid {
         return Err(StoreError::plain(format!("{label} is invalid")));
     }
     Ok(())
@@ -80,16 +79,19 @@ fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
     if store.is_read_only() {
         return Err(StoreError::plain("Controller store is read-only"));
     }
-    let options = call.arg(0);
-    let reference = ResourceRef::of(options);
-    validate_key(reference.controller, "controller")?;
-    validate_key(reference.key, "resource key")?;
-    let now = time(field(options, "now"))?;
-    let spec_text = JsonArg::of(field(options, "spec")).text()?;
-    let status_text = initial_status_text(JsonArg::of(field(options, "initialStatus")))?;
+    let options = call.args.first();
+    let controller = read(options, "controller")?;
+    validate_key(controller, "controller")?;
+    let key = read(options, "key")?;
+    validate_key(key, "resource key")?;
+    let reference = ResourceRef::Parts(controller, key);
+    let now = time_at(read(options, "now")?, call)?;
+    let spec_text = json_arg(read(options, "spec")?).text()?;
+    let status_text = initial_status_text(json_arg(read(options, "initialStatus")?))?;
     // Not inside a caller's transaction: there the reference stores the blobs in it and then
     // fails to begin its own, which rolls the caller's back.
-    if store.project_id().is_some() && has_text_values(reference) && store.conn()?.is_autocommit() {
+    if store.project_id().is_some() && reference.texts().is_some() && store.conn()?.is_autocommit()
+    {
         // When the call itself fails (a resource row left behind by deleteResource makes the
         // insert fail on its primary key, for one), nothing was written: the reference's own
         // path then runs, storing the blobs outside its transaction and failing the same way.
@@ -124,12 +126,6 @@ fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
         require_resource(conn, store.project_id(), reference)
     })?;
     Ok(Reply::json_text(record))
-}
-
-/// Whether `controller` and `key` are strings (stored and read back as they are).
-fn has_text_values(reference: ResourceRef<'_>) -> bool {
-    matches!(reference.controller, Some(Value::String(_)))
-        && matches!(reference.key, Some(Value::String(_)))
 }
 
 /// `putResource` when nothing in its transaction can fail but SQLite itself (a project, string
@@ -183,10 +179,11 @@ fn create_resource(
     let uid = random_uuid();
     let controller_resource_id = format!("controller-resource-{}", random_uuid());
     let project_id = store.require_project_id()?;
+    let (controller, key) = reference.parts()?;
     let aggregate = format!(
         "{project_id}:{}:{}",
-        template(reference.controller),
-        template(reference.key)
+        Js::opt(controller).template()?,
+        Js::opt(key).template()?
     );
     let resource_id = resource_id_for("controller", &aggregate);
     conn.prepare_cached(
@@ -202,18 +199,18 @@ fn create_resource(
            resource_key, uid, generation, spec_hash, status_hash, created_at, updated_at
          ) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)",
     )?
-    .execute(params![
-        controller_resource_id,
-        resource_id,
-        project_id,
-        bind(reference.controller)?,
-        bind(reference.key)?,
-        uid,
-        spec_hash,
-        status_hash,
-        now,
-        now
-    ])?;
+    .execute(params_from_iter(bind_params(&[
+        Param::text(&controller_resource_id),
+        Param::text(&resource_id),
+        Param::text(project_id),
+        Param::Caller(controller),
+        Param::Caller(key),
+        Param::text(&uid),
+        Param::blob(spec_hash),
+        Param::blob(status_hash),
+        Param::int(now),
+        Param::int(now),
+    ])?))?;
     enqueue_controller_row(conn, &controller_resource_id, now, now)?;
     insert_control_event(
         conn,
@@ -227,8 +224,8 @@ fn create_resource(
         controller_resource_id,
         resource_id,
         resource_version: 1,
-        controller_name: template(reference.controller),
-        resource_key: template(reference.key),
+        controller_name: Js::opt(controller).template()?,
+        resource_key: Js::opt(key).template()?,
         uid,
         generation: 1,
         spec_hash: spec_hash.to_vec(),
@@ -271,7 +268,7 @@ fn get_resource(store: &Store, call: &Call) -> Result<Reply> {
     }
     // One statement (the record with its documents): no read transaction needed.
     let conn = store.conn()?;
-    let record = documented_row(conn, store.project_id(), ResourceRef::of(call.arg(0)))?
+    let record = documented_row(conn, store.project_id(), ResourceRef::of(call.args.first()))?
         .map(|row| row.record(conn))
         .transpose()?;
     Ok(Reply::maybe_text(record))
@@ -286,16 +283,18 @@ fn get_resource_by_uid(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.arg(0);
+    // `options = {}` stands in for `undefined` only.
+    let defaults = Value::Object(Default::default());
+    let options = Some(call.args.first().unwrap_or(&defaults));
     let mut clauses = vec!["1 = 1"];
-    let mut bound = Vec::new();
+    let mut params = Vec::new();
     if let Some(project_id) = store.project_id() {
         clauses.push("c.project_id = ?");
-        bound.push(bind(Some(&Value::from(project_id)))?);
+        params.push(Param::text(project_id));
     }
-    if let Some(controller) = prop(options, "controller") {
+    if let Some(controller) = read(options, "controller")? {
         clauses.push("c.controller_name = ?");
-        bound.push(bind(Some(controller))?);
+        params.push(Param::Caller(Some(controller)));
     }
     let conn = store.conn()?;
     let sql = documented_select(&format!(
@@ -304,6 +303,7 @@ fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
     ));
     let records = in_read_transaction(conn, || {
         let mut statement = conn.prepare_cached(&sql)?;
+        let bound = bind_params(&params)?;
         let rows = statement
             .query_map(params_from_iter(bound), DocumentedRow::from_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -334,24 +334,23 @@ fn expect_version(
 }
 
 fn update_status(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.arg(0);
-    let now = time(field(options, "now"))?;
-    let reference = ResourceRef::of(field(options, "ref"));
-    let claim = field(options, "claim");
+    let options = call.args.first();
+    let now = time_at(read(options, "now")?, call)?;
     let (record, resource_version) = store.write(|conn| {
+        let reference = ResourceRef::of(read(options, "ref")?);
         let claimed = require_claim_row(conn, store.project_id(), reference)?;
-        let lease = claimed.assert_claim(claim, now, true)?;
+        let lease = claimed.assert_claim(read(options, "claim")?, now, true)?;
         let mut row = claimed.row;
-        expect_version(&row, prop(options, "expectedResourceVersion"), reference)?;
-        let status_text = JsonArg::of(field(options, "status")).text()?;
+        expect_version(&row, read(options, "expectedResourceVersion")?, reference)?;
+        let status_text = json_arg(read(options, "status")?).text()?;
         let status_hash = put_json(conn, status_text, now)?;
         conn.prepare_cached(
             "UPDATE controller_resources SET status_hash = ?, updated_at = ?
              WHERE controller_resource_id = ?",
         )?
         .execute(params![&status_hash[..], now, row.controller_resource_id])?;
-        if let Some(list) = prop(options, "finalizers") {
-            replace_finalizers(conn, &row.controller_resource_id, list)?;
+        if let Some(list) = read(options, "finalizers")? {
+            replace_finalizers(conn, &row.controller_resource_id, Some(list))?;
         }
         bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
         let revision = row.resource_version + 1;
@@ -378,8 +377,8 @@ fn update_status(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
-    let now = time(call.arg(1))?;
-    let reference = ResourceRef::of(call.arg(0));
+    let now = time_at(call.args.get(1), call)?;
+    let reference = ResourceRef::of(call.args.first());
     let record = store.write(|conn| {
         let row = require_controller_row(conn, store.project_id(), reference)?;
         if row.deletion_requested_at.is_none() {
@@ -405,16 +404,16 @@ fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.arg(0);
-    let now = time(field(options, "now"))?;
-    let reference = ResourceRef::of(field(options, "ref"));
+    let options = call.args.first();
+    let now = time_at(read(options, "now")?, call)?;
     let record = store.write(|conn| {
+        let reference = ResourceRef::of(read(options, "ref")?);
         let row = require_controller_row(conn, store.project_id(), reference)?;
-        expect_version(&row, prop(options, "expectedResourceVersion"), reference)?;
+        expect_version(&row, read(options, "expectedResourceVersion")?, reference)?;
         replace_finalizers(
             conn,
             &row.controller_resource_id,
-            field(options, "finalizers"),
+            read(options, "finalizers")?,
         )?;
         conn.prepare_cached(
             "UPDATE controller_resources SET updated_at = ? WHERE controller_resource_id = ?",
@@ -437,10 +436,10 @@ fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
 /// Deletes the controller row once deletion was requested and no finalizers remain; the
 /// `resources` row stays behind, as in the reference.
 fn delete_resource(store: &Store, call: &Call) -> Result<Reply> {
-    let reference = ResourceRef::of(call.arg(0));
+    let reference = ResourceRef::of(call.args.first());
     let deleted = store.write(|conn| {
         let row = require_controller_row(conn, store.project_id(), reference)?;
-        assert_controller_claim(conn, &row, call.arg(2), call.clock, true)?;
+        assert_controller_claim(conn, &row, call.args.get(2), call.clock, true)?;
         expect_version(&row, call.args.get(1), reference)?;
         if row.deletion_requested_at.is_none()
             || !finalizers(conn, &row.controller_resource_id)?.is_empty()

@@ -5,14 +5,16 @@
 use std::sync::LazyLock;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
 use super::js::{
-    bind, buffer_argument_error, prop, same_number, same_text, template, token_hash_of,
+    bind_params, buffer_from, length_of, read, same_number, same_text, token_hash_of, Bound,
+    Encoding, Js, Param,
 };
+use crate::args::js_number_text;
 use crate::error::{Result, StoreError};
-use crate::state::blobs::{put_text, BlobHash, JsonReads, MEDIA_JSON};
+use crate::state::blobs::{put_blob, put_text, BlobHash, JsonReads, MEDIA_JSON, MEDIA_TEXT};
 use crate::state::json::record_text;
 use crate::state::revisions::{
     compare_and_set_revision, insert_event, require_lease, EventDraft, Lease,
@@ -68,8 +70,8 @@ impl ControllerRow {
             controller_resource_id: row.get(0)?,
             resource_id: row.get(1)?,
             resource_version: row.get(2)?,
-            controller_name: row.get(3)?,
-            resource_key: row.get(4)?,
+            controller_name: text_lossy(row, 3)?,
+            resource_key: text_lossy(row, 4)?,
             uid: row.get(5)?,
             generation: row.get(6)?,
             spec_hash: row.get(7)?,
@@ -79,38 +81,92 @@ impl ControllerRow {
     }
 }
 
-/// A `{controller, key}` reference as the caller gave it.
+/// A TEXT column as better-sqlite3 hands it to JavaScript: bytes that are not UTF-8 (a lone
+/// surrogate of a caller's string is bound as V8's 3-byte sequence) become U+FFFD per maximal
+/// invalid subpart, as V8 decodes them; any other type fails as `row.get::<String>` does.
+pub fn text_lossy(row: &Row<'_>, index: usize) -> rusqlite::Result<String> {
+    match row.get_ref(index)? {
+        ValueRef::Text(bytes) => Ok(String::from_utf8_lossy(bytes).into_owned()),
+        _ => row.get(index),
+    }
+}
+
+/// [`text_lossy`] of a nullable column.
+pub fn opt_text_lossy(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<String>> {
+    match row.get_ref(index)? {
+        ValueRef::Null => Ok(None),
+        _ => text_lossy(row, index).map(Some),
+    }
+}
+
+/// A `{controller, key}` reference as the caller gave it: either the object itself, whose
+/// properties are read where the reference reads them (reading them from `null` or `undefined`
+/// throws there, not before), or the two values already read (`{controller: claim.controller,
+/// key: claim.key}` built by the reference before the lookup).
 #[derive(Debug, Clone, Copy)]
-pub struct ResourceRef<'a> {
-    /// The `controller` property, `None` when absent.
-    pub controller: Option<&'a Value>,
-    /// The `key` property, `None` when absent.
-    pub key: Option<&'a Value>,
+pub enum ResourceRef<'a> {
+    /// The caller's reference object (`None` for `undefined`).
+    Object(Option<&'a Value>),
+    /// `controller` and `key`, already read.
+    Parts(Option<&'a Value>, Option<&'a Value>),
 }
 
 impl<'a> ResourceRef<'a> {
-    /// Reads `{controller, key}` from the caller's object (missing properties stay `None`).
-    pub fn of(object: &'a Value) -> ResourceRef<'a> {
-        ResourceRef {
-            controller: prop(object, "controller"),
-            key: prop(object, "key"),
+    /// The caller's reference object (`None` for `undefined`).
+    pub fn of(object: Option<&'a Value>) -> ResourceRef<'a> {
+        ResourceRef::Object(object)
+    }
+
+    /// `{controller: object.controller, key: object.key}`: both read now.
+    pub fn copied(object: Option<&'a Value>) -> Result<ResourceRef<'a>> {
+        let (controller, key) = ResourceRef::Object(object).parts()?;
+        Ok(ResourceRef::Parts(controller, key))
+    }
+
+    /// `ref.controller`, then `ref.key`.
+    pub fn parts(self) -> Result<(Option<&'a Value>, Option<&'a Value>)> {
+        match self {
+            ResourceRef::Object(object) => Ok((read(object, "controller")?, read(object, "key")?)),
+            ResourceRef::Parts(controller, key) => Ok((controller, key)),
         }
     }
 
-    /// `ResourceNotFoundError` for this reference, with the values as the caller gave them.
+    /// Both values when they are strings (stored and read back as they are).
+    pub fn texts(self) -> Option<(&'a str, &'a str)> {
+        match self.parts() {
+            Ok((Some(Value::String(controller)), Some(Value::String(key)))) => {
+                Some((controller, key))
+            }
+            _ => None,
+        }
+    }
+
+    /// `new ResourceNotFoundError(ref.controller, ref.key)` (or the TypeError of those reads,
+    /// or of the constructor's template string).
     pub fn not_found(self) -> StoreError {
-        StoreError::ResourceNotFound {
-            controller: self.controller.cloned().unwrap_or(Value::Null),
-            key: self.key.cloned().unwrap_or(Value::Null),
+        match self.templated() {
+            Ok((controller, key)) => StoreError::ResourceNotFound { controller, key },
+            Err(error) => error,
         }
     }
 
-    /// `ResourceConflictError` for this reference, with the values as the caller gave them.
+    /// `new ResourceConflictError(ref.controller, ref.key)` (as [`ResourceRef::not_found`]).
     pub fn conflict(self) -> StoreError {
-        StoreError::ResourceConflict {
-            controller: self.controller.cloned().unwrap_or(Value::Null),
-            key: self.key.cloned().unwrap_or(Value::Null),
+        match self.templated() {
+            Ok((controller, key)) => StoreError::ResourceConflict { controller, key },
+            Err(error) => error,
         }
+    }
+
+    /// `${controller}` and `${key}` as the error classes' messages interpolate them, sent as
+    /// strings (the JS layer's template of a string is the string): `undefined`, NaN or a
+    /// bigint would not survive as a plain JSON value.
+    fn templated(self) -> Result<(Value, Value)> {
+        let (controller, key) = self.parts()?;
+        Ok((
+            Value::String(Js::opt(controller).template()?),
+            Value::String(Js::opt(key).template()?),
+        ))
     }
 }
 
@@ -130,16 +186,15 @@ fn query_by_reference<T>(
     let Some(project_id) = project_id else {
         return Ok(None);
     };
-    Ok(conn
-        .prepare_cached(sql)?
-        .query_row(
-            params![
-                project_id,
-                bind(reference.controller)?,
-                bind(reference.key)?
-            ],
-            read,
-        )
+    let mut statement = conn.prepare_cached(sql)?;
+    let (controller, key) = reference.parts()?;
+    let bound = bind_params(&[
+        Param::text(project_id),
+        Param::Caller(controller),
+        Param::Caller(key),
+    ])?;
+    Ok(statement
+        .query_row(params_from_iter(bound), read)
         .optional()?)
 }
 
@@ -154,9 +209,10 @@ fn query_by_uid<T>(
     sql: &str,
     read: fn(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Option<T>> {
-    Ok(conn
-        .prepare_cached(sql)?
-        .query_row([bind(uid)?], read)
+    let mut statement = conn.prepare_cached(sql)?;
+    let bound = bind_params(&[Param::Caller(uid)])?;
+    Ok(statement
+        .query_row(params_from_iter(bound), read)
         .optional()?)
 }
 
@@ -352,7 +408,11 @@ impl DocumentedRow {
             row: ControllerRow::from_row(row)?,
             spec: joined_blob(row, 10)?,
             status: joined_blob(row, 12)?,
-            finalizers: row.get(14)?,
+            // Only valid UTF-8 is taken as SQLite wrote it; otherwise they are read again.
+            finalizers: match row.get_ref(14)? {
+                ValueRef::Text(text) => std::str::from_utf8(text).ok().map(str::to_owned),
+                _ => None,
+            },
         })
     }
 
@@ -408,24 +468,44 @@ pub fn finalizers(conn: &Connection, controller_resource_id: &str) -> Result<Vec
         "SELECT finalizer FROM controller_finalizers
          WHERE controller_resource_id = ? ORDER BY position",
     )?;
-    let rows = statement.query_map([controller_resource_id], |row| row.get(0))?;
+    let rows = statement.query_map([controller_resource_id], |row| text_lossy(row, 0))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// Replaces the finalizer list; duplicates are refused before anything changes.
+/// Replaces the finalizer list as the reference does: `[...new Set(finalizers)]` (a string is
+/// iterated by code point; `null`/`undefined` make an empty set, other non-iterables throw),
+/// refused when shorter than `finalizers.length`, then one insert per item.
 pub fn replace_finalizers(
     conn: &Connection,
     controller_resource_id: &str,
-    finalizers: &Value,
+    finalizers: Option<&Value>,
 ) -> Result<()> {
-    let items = finalizers.as_array().map(Vec::as_slice).unwrap_or_default();
+    let chars: Vec<Value>;
+    let items: &[Value] = match Js::opt(finalizers) {
+        Js::Undefined | Js::Null => &[],
+        Js::Array(items) => items,
+        Js::String(text) | Js::IllFormed { text, .. } => {
+            chars = text.chars().map(|c| Value::String(c.to_string())).collect();
+            &chars
+        }
+        other => return Err(not_iterable(other)),
+    };
+    // SameValueZero: objects and arrays are never equal to another one.
     let mut unique: Vec<&Value> = Vec::with_capacity(items.len());
     for item in items {
-        if !unique.contains(&item) {
+        let item_js = Js::of(item);
+        let seen = !matches!(
+            item_js,
+            Js::Object(_) | Js::Array(_) | Js::Instance { .. } | Js::Bytes { .. }
+        ) && unique
+            .iter()
+            .any(|kept| same_value_zero(Js::of(kept), item_js));
+        if !seen {
             unique.push(item);
         }
     }
-    if unique.len() != items.len() {
+    let length = length_of(finalizers)?;
+    if length != Some(unique.len() as f64) {
         return Err(StoreError::plain("Controller finalizers must be unique"));
     }
     conn.prepare_cached("DELETE FROM controller_finalizers WHERE controller_resource_id = ?")?
@@ -435,13 +515,33 @@ pub fn replace_finalizers(
          VALUES (?, ?, ?)",
     )?;
     for (position, finalizer) in unique.into_iter().enumerate() {
-        insert.execute(params![
-            controller_resource_id,
-            bind(Some(finalizer))?,
-            position as i64
-        ])?;
+        insert.execute(params_from_iter(bind_params(&[
+            Param::text(controller_resource_id),
+            Param::Caller(Some(finalizer)),
+            Param::Own(Bound::Real(position as f64)),
+        ])?))?;
     }
     Ok(())
+}
+
+/// SameValueZero of two values that are not objects.
+fn same_value_zero(a: Js<'_>, b: Js<'_>) -> bool {
+    match (a, b) {
+        (Js::Number(a), Js::Number(b)) => a == b || (a.is_nan() && b.is_nan()),
+        (a, b) => a.strict_eq(b),
+    }
+}
+
+/// V8's TypeError for spreading a value that is not iterable.
+fn not_iterable(value: Js<'_>) -> StoreError {
+    let described = match value {
+        Js::Bool(b) => format!("boolean {b}"),
+        Js::Number(n) => format!("number {}", js_number_text(n)),
+        other => other.type_of().to_string(),
+    };
+    StoreError::Type(format!(
+        "{described} is not iterable (cannot read property Symbol(Symbol.iterator))"
+    ))
 }
 
 /// Queues the resource, or moves an existing item earlier and bumps its version.
@@ -543,7 +643,12 @@ impl ClaimRow {
     }
 
     /// [`assert_controller_claim`] against the lease read with the row.
-    pub fn assert_claim(&self, claim: &Value, now: i64, require_unexpired: bool) -> Result<Lease> {
+    pub fn assert_claim(
+        &self,
+        claim: Option<&Value>,
+        now: i64,
+        require_unexpired: bool,
+    ) -> Result<Lease> {
         check_claim_target(&self.row, claim)?;
         let lease = self.lease.clone().ok_or_else(|| {
             StoreError::plain(format!("Lease is missing: {}", self.row.resource_id))
@@ -589,7 +694,22 @@ pub fn require_claim_row_by_uid(conn: &Connection, uid: Option<&Value>) -> Resul
 
 /// `Controller resource not found: <uid>`.
 fn uid_not_found(uid: Option<&Value>) -> StoreError {
-    StoreError::plain(format!("Controller resource not found: {}", template(uid)))
+    not_found_error("Controller resource not found: ", &[uid])
+}
+
+/// `new Error(`<prefix>${a}/${b}…`)`, or the TypeError the template string throws.
+pub fn not_found_error(prefix: &str, parts: &[Option<&Value>]) -> StoreError {
+    let mut message = prefix.to_string();
+    for (index, part) in parts.iter().enumerate() {
+        if index > 0 {
+            message.push('/');
+        }
+        match Js::opt(*part).template() {
+            Ok(text) => message.push_str(&text),
+            Err(error) => return error,
+        }
+    }
+    StoreError::plain(message)
 }
 
 /// Compare-and-set of a controller or effect resource's revision (never a run's: run resources
@@ -604,9 +724,9 @@ pub fn bump_controller_resource(
     compare_and_set_revision(conn, resource_id, expected, now)
 }
 
-fn check_claim_target(row: &ControllerRow, claim: &Value) -> Result<()> {
-    if !same_text(&row.controller_name, prop(claim, "controller"))
-        || !same_text(&row.resource_key, prop(claim, "key"))
+fn check_claim_target(row: &ControllerRow, claim: Option<&Value>) -> Result<()> {
+    if !same_text(&row.controller_name, read(claim, "controller")?)
+        || !same_text(&row.resource_key, read(claim, "key")?)
     {
         return Err(StoreError::plain(
             "Controller claim targets another resource",
@@ -620,7 +740,7 @@ fn check_claim_target(row: &ControllerRow, claim: &Value) -> Result<()> {
 pub fn assert_controller_claim(
     conn: &Connection,
     row: &ControllerRow,
-    claim: &Value,
+    claim: Option<&Value>,
     now: i64,
     require_unexpired: bool,
 ) -> Result<Lease> {
@@ -631,18 +751,19 @@ pub fn assert_controller_claim(
 
 fn check_claim_lease(
     lease: Lease,
-    claim: &Value,
+    claim: Option<&Value>,
     now: i64,
     require_unexpired: bool,
 ) -> Result<Lease> {
+    let owner_id = read(claim, "ownerId")?;
     let holds = lease.owner_type.as_deref() == Some("controller")
         && lease
             .owner_id
             .as_deref()
-            .is_some_and(|owner| same_text(owner, prop(claim, "ownerId")))
-        && same_number(lease.generation, prop(claim, "generation"))
+            .is_some_and(|owner| same_text(owner, owner_id))
+        && same_number(lease.generation, read(claim, "generation")?)
         && lease.token_hash.is_some()
-        && lease.token_matches(&token_hash_of(prop(claim, "token"))?)
+        && lease.token_matches(&token_hash_of(read(claim, "token")?)?)
         && !(require_unexpired && lease.expires_at.is_none_or(|expires| expires <= now));
     if !holds {
         return Err(StoreError::plain("Controller claim is stale"));
@@ -657,22 +778,24 @@ pub fn release_lease(
     conn: &Connection,
     resource_id: &str,
     revision: i64,
-    claim: &Value,
+    claim: Option<&Value>,
     lease: &Lease,
     now: i64,
 ) -> Result<Option<i64>> {
-    let released = conn
-        .prepare_cached(
-            "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
-                    acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
-             WHERE resource_id = ? AND owner_id = ? AND token_hash = ? AND generation = ?",
-        )?
-        .execute(params![
-            resource_id,
-            bind(prop(claim, "ownerId"))?,
-            &token_hash_of(prop(claim, "token"))?[..],
-            bind(prop(claim, "generation"))?
-        ])?;
+    let mut statement = conn.prepare_cached(
+        "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
+                acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
+         WHERE resource_id = ? AND owner_id = ? AND token_hash = ? AND generation = ?",
+    )?;
+    let owner_id = read(claim, "ownerId")?;
+    let token_hash = token_hash_of(read(claim, "token")?)?;
+    let generation = read(claim, "generation")?;
+    let released = statement.execute(params_from_iter(bind_params(&[
+        Param::text(resource_id),
+        Param::Caller(owner_id),
+        Param::blob(&token_hash),
+        Param::Caller(generation),
+    ])?))?;
     if released != 1 {
         return Ok(None);
     }
@@ -743,9 +866,10 @@ pub fn insert_control_event(
 }
 
 /// `putText(value)` of a caller value: only strings can be stored as text.
-pub fn put_caller_text(conn: &Connection, value: &Value, now: i64) -> Result<BlobHash> {
+/// `putText(value)` of a caller value: `Buffer.from(value, "utf8")` stored as `text/plain`.
+pub fn put_caller_text(conn: &Connection, value: Option<&Value>, now: i64) -> Result<BlobHash> {
     match value {
-        Value::String(text) => put_text(conn, text, now),
-        other => Err(buffer_argument_error(Some(other))),
+        Some(Value::String(text)) => put_text(conn, text, now),
+        other => put_blob(conn, &buffer_from(other, Encoding::Utf8)?, MEDIA_TEXT, now),
     }
 }

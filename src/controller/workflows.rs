@@ -2,20 +2,21 @@
 //! request per resource and key, its progress under the resource's claim, the scheduler's
 //! completion report, and reads.
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
-use super::js::{
-    bind, buffer_argument_error, buffer_from_hex, is_nullish, prop, same_text, template,
+use super::js::{bind_params, buffer_from, is_nullish, read, same_text, Encoding, Js, Param};
+use super::rows::{
+    assert_controller_claim, not_found_error, opt_text_lossy, put_caller_text,
+    require_controller_row_by_uid, text_lossy,
 };
-use super::rows::{assert_controller_claim, put_caller_text, require_controller_row_by_uid};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{read_text, BlobHash};
 use crate::state::ids::random_uuid;
 use crate::state::json::canonical;
 use crate::state::revisions::{bump_resource, insert_event, resource_revision, EventDraft};
 use crate::store::Store;
-use crate::wire::{field, Call, Reply};
+use crate::wire::{Call, Reply};
 
 /// The methods implemented here.
 pub const METHODS: &[&str] = &[
@@ -69,10 +70,10 @@ impl WorkflowRow {
         Ok(WorkflowRow {
             request_id: row.get(0)?,
             resource_uid: row.get(1)?,
-            request_key: row.get(2)?,
+            request_key: text_lossy(row, 2)?,
             input_fingerprint: row.get(3)?,
-            workflow_name: row.get(4)?,
-            run_id: row.get(5)?,
+            workflow_name: text_lossy(row, 4)?,
+            run_id: opt_text_lossy(row, 5)?,
             status: row.get(6)?,
             attempt_count: row.get(7)?,
             error_hash: row.get(8)?,
@@ -85,12 +86,11 @@ fn workflow_row(
     uid: Option<&Value>,
     request_key: Option<&Value>,
 ) -> Result<Option<WorkflowRow>> {
-    Ok(conn
-        .prepare_cached(&workflow_select("WHERE c.uid = ? AND w.request_key = ?"))?
-        .query_row(
-            params![bind(uid)?, bind(request_key)?],
-            WorkflowRow::from_row,
-        )
+    let mut statement =
+        conn.prepare_cached(&workflow_select("WHERE c.uid = ? AND w.request_key = ?"))?;
+    let bound = bind_params(&[Param::Caller(uid), Param::Caller(request_key)])?;
+    Ok(statement
+        .query_row(params_from_iter(bound), WorkflowRow::from_row)
         .optional()?)
 }
 
@@ -98,19 +98,16 @@ fn workflow_row_by_id(
     conn: &Connection,
     request_id: Option<&Value>,
 ) -> Result<Option<WorkflowRow>> {
-    Ok(conn
-        .prepare_cached(&workflow_select("WHERE w.request_id = ?"))?
-        .query_row([bind(request_id)?], WorkflowRow::from_row)
+    let mut statement = conn.prepare_cached(&workflow_select("WHERE w.request_id = ?"))?;
+    let bound = bind_params(&[Param::Caller(request_id)])?;
+    Ok(statement
+        .query_row(params_from_iter(bound), WorkflowRow::from_row)
         .optional()?)
 }
 
 fn require_workflow_row(conn: &Connection, request_id: Option<&Value>) -> Result<WorkflowRow> {
-    workflow_row_by_id(conn, request_id)?.ok_or_else(|| {
-        StoreError::plain(format!(
-            "Workflow request not found: {}",
-            template(request_id)
-        ))
-    })
+    workflow_row_by_id(conn, request_id)?
+        .ok_or_else(|| not_found_error("Workflow request not found: ", &[request_id]))
 }
 
 /// `ChildWorkflowRecord`: `runId` and `error` exist only when set.
@@ -139,15 +136,15 @@ fn map_workflow(conn: &Connection, row: &WorkflowRow) -> Result<Value> {
 }
 
 fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.arg(0);
+    let options = call.args.first();
     let now = call.clock;
-    let uid = prop(options, "resourceUid");
-    let request_key = prop(options, "requestKey");
-    let workflow = prop(options, "workflow");
-    let fingerprint = prop(options, "inputFingerprint");
     let reservation = store.write(|conn| {
+        let uid = read(options, "resourceUid")?;
         let source = require_controller_row_by_uid(conn, uid)?;
-        assert_controller_claim(conn, &source, field(options, "claim"), now, true)?;
+        assert_controller_claim(conn, &source, read(options, "claim")?, now, true)?;
+        let request_key = read(options, "requestKey")?;
+        let workflow = read(options, "workflow")?;
+        let fingerprint = read(options, "inputFingerprint")?;
         if let Some(existing) = workflow_row(conn, uid, request_key)? {
             // The stored fingerprint is lower-case hex; the argument is compared as given.
             let same_request = same_text(&existing.workflow_name, workflow)
@@ -159,26 +156,23 @@ fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
             }
             return Ok(json!({ "record": map_workflow(conn, &existing)?, "created": false }));
         }
-        let fingerprint_bytes = match fingerprint {
-            Some(Value::String(hex)) => buffer_from_hex(hex),
-            other => return Err(buffer_argument_error(other)),
-        };
         let request_id = random_uuid();
-        conn.prepare_cached(
+        let mut statement = conn.prepare_cached(
             "INSERT INTO controller_workflows(
                request_id, controller_resource_id, request_key, workflow_name,
                input_fingerprint, status, attempt_count, created_at, updated_at
              ) VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?)",
-        )?
-        .execute(params![
-            request_id,
-            source.controller_resource_id,
-            bind(request_key)?,
-            bind(workflow)?,
-            fingerprint_bytes,
-            now,
-            now
-        ])?;
+        )?;
+        let fingerprint_bytes = buffer_from(fingerprint, Encoding::Hex)?;
+        statement.execute(params_from_iter(bind_params(&[
+            Param::text(&request_id),
+            Param::text(&source.controller_resource_id),
+            Param::Caller(request_key),
+            Param::Caller(workflow),
+            Param::blob(&fingerprint_bytes),
+            Param::int(now),
+            Param::int(now),
+        ])?))?;
         let record = map_workflow(conn, &require_workflow_row(conn, Some(&request_id.into()))?)?;
         Ok(json!({ "record": record, "created": true }))
     })?;
@@ -202,27 +196,36 @@ fn get_workflow_by_request_id(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 /// `update.error` stored as text unless it is `undefined` or `null`.
-fn update_error_hash(conn: &Connection, update: &Value, now: i64) -> Result<Option<BlobHash>> {
-    let error = prop(update, "error");
+fn update_error_hash(
+    conn: &Connection,
+    update: Option<&Value>,
+    now: i64,
+) -> Result<Option<BlobHash>> {
+    let error = read(update, "error")?;
     if is_nullish(error) {
         return Ok(None);
     }
-    error
-        .map(|error| put_caller_text(conn, error, now))
-        .transpose()
+    put_caller_text(conn, error, now).map(Some)
+}
+
+/// `value ?? null`.
+fn or_null(value: Option<&Value>) -> Param<'_> {
+    match value {
+        None | Some(Value::Null) => Param::null(),
+        value => Param::Caller(value),
+    }
 }
 
 fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let request_id = call.args.first();
-    let update = call.arg(1);
+    let update = call.args.get(1);
     let now = call.clock;
     let record = store.write(|conn| {
         let row = require_workflow_row(conn, request_id)?;
         let source = require_controller_row_by_uid(conn, Some(&row.resource_uid.clone().into()))?;
-        assert_controller_claim(conn, &source, call.arg(2), now, true)?;
+        assert_controller_claim(conn, &source, call.args.get(2), now, true)?;
         let error_hash = update_error_hash(conn, update, now)?;
-        let run_id = bind(prop(update, "runId"))?;
-        conn.prepare_cached(
+        let mut statement = conn.prepare_cached(
             "UPDATE controller_workflows
              SET reserved_run_id = COALESCE(?, reserved_run_id),
                  run_id = CASE
@@ -232,18 +235,21 @@ fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
                  status = ?, attempt_count = COALESCE(?, attempt_count),
                  error_hash = ?, updated_at = ?
              WHERE request_id = ?",
-        )?
-        .execute(params![
+        )?;
+        let run_id = or_null(read(update, "runId")?);
+        statement.execute(params_from_iter(bind_params(&[
+            run_id.clone(),
+            run_id.clone(),
+            run_id.clone(),
             run_id,
-            run_id,
-            run_id,
-            run_id,
-            bind(prop(update, "state"))?,
-            bind(prop(update, "attempt"))?,
-            error_hash.as_ref().map(|hash| &hash[..]),
-            now,
-            bind(request_id)?
-        ])?;
+            Param::Caller(read(update, "state")?),
+            or_null(read(update, "attempt")?),
+            error_hash
+                .as_ref()
+                .map_or(Param::null(), |hash| Param::blob(&hash[..])),
+            Param::int(now),
+            Param::Caller(request_id),
+        ])?))?;
         map_workflow(conn, &require_workflow_row(conn, request_id)?)
     })?;
     Ok(Reply::value(record))
@@ -253,16 +259,16 @@ fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
 /// with a revision bump and a `workflow_state_changed` event on the controller resource.
 fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let request_id = call.args.first();
-    let update = call.arg(1);
+    let update = call.args.get(1);
     let conn = store.conn()?;
     let row = require_workflow_row(conn, request_id)?;
-    let state = prop(update, "state");
+    let state = read(update, "state")?;
     if matches!(state.and_then(Value::as_str), Some("pending" | "running")) {
         return Err(StoreError::plain(
             "Scheduler completion must report a settled child state",
         ));
     }
-    let reported_run_id = prop(update, "runId");
+    let reported_run_id = read(update, "runId")?;
     if let (Some(reported), Some(reserved)) = (reported_run_id, &row.run_id) {
         if !same_text(reserved, Some(reported)) {
             return Err(StoreError::plain(
@@ -274,8 +280,7 @@ fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let now = call.clock;
     let record = store.write(|conn| {
         let error_hash = update_error_hash(conn, update, now)?;
-        let run_id = bind(reported_run_id)?;
-        conn.prepare_cached(
+        let mut statement = conn.prepare_cached(
             "UPDATE controller_workflows
              SET run_id = CASE
                    WHEN ? IS NOT NULL AND EXISTS(SELECT 1 FROM runs WHERE run_id = ?) THEN ?
@@ -284,20 +289,23 @@ fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
                  status = ?, attempt_count = COALESCE(?, attempt_count),
                  error_hash = ?, updated_at = ?
              WHERE request_id = ?",
-        )?
-        .execute(params![
+        )?;
+        let run_id = or_null(reported_run_id);
+        statement.execute(params_from_iter(bind_params(&[
+            run_id.clone(),
+            run_id.clone(),
             run_id,
-            run_id,
-            run_id,
-            bind(state)?,
-            bind(prop(update, "attempt"))?,
-            error_hash.as_ref().map(|hash| &hash[..]),
-            now,
-            bind(request_id)?
-        ])?;
+            Param::Caller(state),
+            or_null(read(update, "attempt")?),
+            error_hash
+                .as_ref()
+                .map_or(Param::null(), |hash| Param::blob(&hash[..])),
+            Param::int(now),
+            Param::Caller(request_id),
+        ])?))?;
         let revision = resource_revision(conn, &source.resource_id)?;
         bump_resource(conn, &source.resource_id, revision, now)?;
-        let payload = completion_payload(request_id, state, reported_run_id, &row);
+        let payload = completion_payload(request_id, state, reported_run_id, &row)?;
         insert_event(
             conn,
             &EventDraft {
@@ -322,20 +330,21 @@ fn completion_payload(
     state: Option<&Value>,
     reported_run_id: Option<&Value>,
     row: &WorkflowRow,
-) -> String {
+) -> Result<String> {
+    // Checked in sorted key order, as canonical JSON walks them; undefined ones are left out.
     let mut payload = Map::new();
     if let Some(request_id) = request_id {
-        payload.insert("requestId".into(), request_id.clone());
-    }
-    if let Some(state) = state {
-        payload.insert("state".into(), state.clone());
+        payload.insert("requestId".into(), Js::of(request_id).json_value()?);
     }
     let run_id = match reported_run_id {
-        Some(reported) if !reported.is_null() => reported.clone(),
+        Some(reported) if !reported.is_null() => Js::of(reported).json_value()?,
         _ => row.run_id.clone().map_or(Value::Null, Value::String),
     };
     payload.insert("runId".into(), run_id);
-    canonical(&Value::Object(payload))
+    if let Some(state) = state {
+        payload.insert("state".into(), Js::of(state).json_value()?);
+    }
+    Ok(canonical(&Value::Object(payload)))
 }
 
 fn list_workflows(store: &Store, call: &Call) -> Result<Reply> {
@@ -343,8 +352,9 @@ fn list_workflows(store: &Store, call: &Call) -> Result<Reply> {
     let mut statement = conn.prepare_cached(&workflow_select(
         "WHERE c.uid = ? ORDER BY w.created_at, w.request_id",
     ))?;
+    let bound = bind_params(&[Param::Caller(call.args.first())])?;
     let rows = statement
-        .query_map([bind(call.args.first())?], WorkflowRow::from_row)?
+        .query_map(params_from_iter(bound), WorkflowRow::from_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let records = rows
         .iter()
