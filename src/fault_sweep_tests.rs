@@ -61,10 +61,13 @@ fn put(store: &Store<'_>, key: &str, spec: Value) -> Result<Option<Value>> {
 }
 
 fn claim_next(store: &Store<'_>) -> Result<Option<Value>> {
+    // The JS layer sends `now + leaseMs` and its date, computed by JavaScript, for `leaseMs`.
+    let expires_at = NOW + 60_000;
+    let lease = json!({ "$lease": { "sum": expires_at, "iso": crate::time::iso(expires_at) } });
     call(
         store,
         "claimNext",
-        json!({ "controllers": ["sweep"], "ownerId": "sweeper", "leaseMs": 60_000, "now": NOW }),
+        json!({ "controllers": ["sweep"], "ownerId": "sweeper", "leaseMs": lease, "now": NOW }),
     )
 }
 
