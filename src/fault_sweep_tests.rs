@@ -11,7 +11,7 @@
 //! `cargo test` tries at most [`QUICK_POINTS`] Ns per point, spread over the whole range.
 
 use std::ffi::CStr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rusqlite::Connection;
 use serde_json::{json, Value};
@@ -20,6 +20,7 @@ use crate::error::Result;
 use crate::state::vfs::{self, faults};
 use crate::state::{Mode, OpenOptions, StateDb};
 use crate::store::{dispatch, resolve_project, Store};
+use crate::test_support::{dump_tables, open_read_write, Scratch};
 use crate::wire::Call;
 
 const NOW: i64 = 1_789_257_600_000;
@@ -241,35 +242,11 @@ const OPERATIONS: &[Operation] = &[
 
 /// Every table, `blobs` included, row for row.
 fn dump(conn: &Connection) -> rusqlite::Result<String> {
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")?
-        .query_map([], |row| row.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut out = String::new();
-    for table in tables {
-        let mut statement = conn.prepare(&format!("SELECT * FROM \"{table}\" ORDER BY rowid"))?;
-        let columns = statement.column_count();
-        let mut rows = statement.query([])?;
-        while let Some(row) = rows.next()? {
-            out.push_str(&table);
-            for index in 0..columns {
-                out.push_str(&format!("|{:?}", row.get_ref(index)?));
-            }
-            out.push('\n');
-        }
-    }
-    Ok(out)
+    dump_tables(conn, |_| true)
 }
 
 fn open(dir: &Path) -> StateDb {
-    // The JS layer makes the folder before the core opens the file (lib/state-database.js).
-    std::fs::create_dir_all(dir).unwrap();
-    StateDb::open(OpenOptions {
-        file_path: dir.join("state.sqlite"),
-        mode: Mode::ReadWrite,
-        now: NOW,
-    })
-    .expect("open")
+    open_read_write(&dir.join("state.sqlite"), NOW)
 }
 
 /// Copies the state file and its WAL as a crash leaves them (not the wal-index).
@@ -280,14 +257,6 @@ fn copy_files(from: &Path, to: &Path) {
         if source.exists() {
             std::fs::copy(&source, to.join(format!("state.sqlite{suffix}"))).unwrap();
         }
-    }
-}
-
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -456,12 +425,8 @@ fn rows_after(
 }
 
 fn sweep(vfs_name: &'static CStr, full: bool) -> (Tally, Vec<String>) {
-    let root = std::env::temp_dir().join(format!(
-        "piw-fault-sweep-{}-{}",
-        vfs_name.to_string_lossy(),
-        std::process::id()
-    ));
-    let _scratch = Scratch(root.clone());
+    let scratch = Scratch::new(&format!("fault-sweep-{}", vfs_name.to_string_lossy()));
+    let root = scratch.path();
     let mut tally = Tally::default();
     let mut lines = Vec::new();
     for (number, op) in OPERATIONS.iter().enumerate() {

@@ -10,8 +10,9 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{json, Map, Value};
 
-use crate::state::{Mode, OpenOptions, StateDb};
+use crate::state::StateDb;
 use crate::store::{dispatch, implemented_methods, resolve_project, Store};
+use crate::test_support::{dump_tables, open_read_write};
 use crate::wire::Call;
 
 /// Methods whose reference commits a first transaction before a later step can fail.
@@ -194,37 +195,14 @@ fn call() -> impl Strategy<Value = (String, Vec<Value>, i64)> {
 
 /// Every table but `blobs`, row for row.
 fn dump(state: &StateDb) -> String {
-    let conn = state.conn().unwrap();
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'blobs' ORDER BY name")
-        .unwrap()
-        .query_map([], |row| row.get(0))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
-    let mut out = String::new();
-    for table in tables {
-        let mut statement = conn.prepare(&format!("SELECT * FROM \"{table}\"")).unwrap();
-        let columns = statement.column_count();
-        let mut rows = statement.query([]).unwrap();
-        while let Some(row) = rows.next().unwrap() {
-            out.push_str(&table);
-            for index in 0..columns {
-                out.push_str(&format!("|{:?}", row.get_ref(index).unwrap()));
-            }
-            out.push('\n');
-        }
-    }
-    out
+    dump_tables(state.conn().unwrap(), |table| {
+        !table.starts_with("sqlite_") && table != "blobs"
+    })
+    .unwrap()
 }
 
 fn open_state(dir: &std::path::Path) -> StateDb {
-    let state = StateDb::open(OpenOptions {
-        file_path: dir.join("state.sqlite"),
-        mode: Mode::ReadWrite,
-        now: 1_789_257_600_000,
-    })
-    .unwrap();
+    let state = open_read_write(&dir.join("state.sqlite"), 1_789_257_600_000);
     // Durability is not under test here; skip the fsync of every commit.
     state
         .conn()

@@ -27,6 +27,8 @@ pub mod wire;
 mod fault_sweep_tests;
 #[cfg(test)]
 mod fuzz_tests;
+#[cfg(test)]
+mod test_support;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;

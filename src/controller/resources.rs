@@ -456,43 +456,21 @@ fn delete_resource(store: &Store, call: &Call) -> Result<Reply> {
 #[cfg(test)]
 mod tests {
     use std::cell::Cell;
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
     use serde_json::json;
 
     use crate::error::StoreError;
     use crate::state::vfs::{self, faults};
-    use crate::state::{Mode, OpenOptions, StateDb};
+    use crate::state::StateDb;
     use crate::store::{dispatch, resolve_project, Store};
+    use crate::test_support::{open_read_write, Scratch};
     use crate::wire::Call;
 
     const NOW: i64 = 1_789_257_600_000;
 
-    struct Scratch(PathBuf);
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn scratch(label: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!(
-            "piw-put-{label}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
     fn open(dir: &Path) -> StateDb {
-        StateDb::open(OpenOptions {
-            file_path: dir.join("state.sqlite"),
-            mode: Mode::ReadWrite,
-            now: NOW,
-        })
-        .unwrap()
+        open_read_write(&dir.join("state.sqlite"), NOW)
     }
 
     fn put(state: &StateDb, project: Option<&str>, key: &str) -> crate::error::Result<()> {
@@ -537,10 +515,10 @@ mod tests {
     /// on the reference path (issue 12: 10 s instead of the 5 s busy timeout).
     #[test]
     fn a_held_write_lock_is_waited_for_once() {
-        let dir = scratch("busy");
-        let state = open(&dir.0);
+        let dir = Scratch::new("put-busy");
+        let state = open(dir.path());
         let project = resolve_project(&state, "/p", NOW).unwrap();
-        let holder = rusqlite::Connection::open(dir.0.join("state.sqlite")).unwrap();
+        let holder = rusqlite::Connection::open(dir.file("state.sqlite")).unwrap();
         holder.execute_batch("BEGIN IMMEDIATE").unwrap();
         state.conn().unwrap().busy_handler(Some(give_up)).unwrap();
         let blobs = blob_count(&state);
@@ -560,9 +538,9 @@ mod tests {
             (faults::Kind::Eio, "SQLITE_IOERR_WRITE"),
             (faults::Kind::Enospc, "SQLITE_FULL"),
         ] {
-            let dir = scratch(&format!("io-{kind:?}"));
+            let dir = Scratch::new(&format!("put-io-{kind:?}"));
             vfs::use_for_thread(Some(faults::name()));
-            let state = open(&dir.0);
+            let state = open(dir.path());
             let project = resolve_project(&state, "/p", NOW).unwrap();
             let blobs = blob_count(&state);
             faults::arm(faults::Point::Write, 1, kind);

@@ -361,40 +361,20 @@ mod tests {
     /// A state file (the real schema) after heavy use: a resource whose spec and status were
     /// replaced many times, events, a run, and blobs nothing ever referred to.
     mod real_schema {
-        use std::path::{Path, PathBuf};
+        use std::path::Path;
 
         use rusqlite::Connection;
         use serde_json::json;
 
-        use crate::state::{Mode, OpenOptions, StateDb};
+        use crate::state::StateDb;
         use crate::store::{dispatch, resolve_project, Store};
+        use crate::test_support::{open_read_write, Scratch};
         use crate::wire::Call;
 
         const NOW: i64 = 1_789_257_600_000;
 
-        struct Scratch(PathBuf);
-
-        impl Drop for Scratch {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-
-        fn scratch(label: &str) -> Scratch {
-            let dir =
-                std::env::temp_dir().join(format!("piw-prune-{label}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            Scratch(dir)
-        }
-
         fn open(file: &Path) -> StateDb {
-            StateDb::open(OpenOptions {
-                file_path: file.to_path_buf(),
-                mode: Mode::ReadWrite,
-                now: NOW,
-            })
-            .unwrap()
+            open_read_write(file, NOW)
         }
 
         fn call(store: &Store<'_>, method: &str, options: serde_json::Value) {
@@ -530,9 +510,9 @@ mod tests {
         /// the reference leaves it, with foreign keys enforced again afterwards.
         #[test]
         fn an_open_prunes_what_the_reference_prunes() {
-            let dir = scratch("equivalence");
-            let ours = dir.0.join("ours.sqlite");
-            let theirs = dir.0.join("theirs.sqlite");
+            let dir = Scratch::new("prune-equivalence");
+            let ours = dir.file("ours.sqlite");
+            let theirs = dir.file("theirs.sqlite");
             heavy_use(&ours, 400, 200, 1_500);
             std::fs::copy(&ours, &theirs).unwrap();
             let reference = Connection::open(&theirs).unwrap();
@@ -565,8 +545,8 @@ mod tests {
         /// Counted in SQLite virtual-machine steps, which do not depend on the machine.
         #[test]
         fn the_prune_is_linear_in_the_rows_of_the_file() {
-            let dir = scratch("linear");
-            let file = dir.0.join("state.sqlite");
+            let dir = Scratch::new("prune-linear");
+            let file = dir.file("state.sqlite");
             heavy_use(&file, 10, 2_000, 2_000);
             let state = open(&file);
             let conn = state.conn().unwrap();

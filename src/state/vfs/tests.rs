@@ -4,32 +4,9 @@
 use super::wal_appends::{wal_writes, PUBLISHED_UNWRITTEN};
 use super::*;
 use rusqlite::{params, Connection, OpenFlags};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// A scratch folder, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(label: &str) -> Scratch {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_nanos());
-        let dir =
-            std::env::temp_dir().join(format!("piw-vfs-{label}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("scratch folder");
-        Scratch(dir)
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::test_support::Scratch;
 
 const FLAGS: OpenFlags = OpenFlags::SQLITE_OPEN_READ_WRITE
     .union(OpenFlags::SQLITE_OPEN_CREATE)
