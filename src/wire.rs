@@ -75,15 +75,6 @@ pub fn int(value: &Value, what: &str) -> Result<i64> {
         .ok_or_else(|| StoreError::plain(format!("{what} must be an integer")))
 }
 
-/// An optional integer (`undefined`/`null` → `None`).
-pub fn opt_int(value: &Value, what: &str) -> Result<Option<i64>> {
-    if value.is_null() {
-        Ok(None)
-    } else {
-        int(value, what).map(Some)
-    }
-}
-
 /// A timestamp the JS layer parsed: epoch ms, or `Invalid timestamp`.
 pub fn time(value: &Value) -> Result<i64> {
     match crate::args::Js::of(value) {
@@ -157,11 +148,6 @@ impl<'a> JsonArg<'a> {
             JsonArg::Undefined | JsonArg::Canonical("null") => Ok(fallback),
             other => other.text(),
         }
-    }
-
-    /// Whether the argument was `undefined`.
-    pub fn is_undefined(self) -> bool {
-        self == JsonArg::Undefined
     }
 }
 

@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, Hasher};
 
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -281,114 +280,6 @@ fn keys_sorted(value: &Value) -> bool {
         }
         _ => true,
     }
-}
-
-/// Deletes every blob no foreign-key column refers to; returns how many went. The caller holds
-/// the write transaction.
-///
-/// The referenced hashes are collected in memory, reading each referencing table once for all
-/// its blob columns, rather than inserted row by row into a temporary B-tree: the same blobs
-/// go, at a fraction of the cost (open prunes, and the referencing tables are the big ones).
-pub fn prune_unreferenced(conn: &Connection) -> Result<usize> {
-    let mut referenced: HashSet<Vec<u8>, BuildHashPrefix> = HashSet::default();
-    for (table, columns) in blob_references(conn)? {
-        let list = columns
-            .iter()
-            .map(|column| quote_identifier(column))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut statement =
-            conn.prepare(&format!("SELECT {list} FROM {}", quote_identifier(&table)))?;
-        let mut rows = statement.query([])?;
-        while let Some(row) = rows.next()? {
-            for index in 0..columns.len() {
-                // Only BLOB values equal a blob_hash (a STRICT BLOB column).
-                if let ValueRef::Blob(hash) = row.get_ref(index)? {
-                    if !referenced.contains(hash) {
-                        referenced.insert(hash.to_vec());
-                    }
-                }
-            }
-        }
-    }
-    let unreferenced: Vec<i64> = {
-        let mut statement = conn.prepare_cached("SELECT rowid, blob_hash FROM blobs")?;
-        let mut rows = statement.query([])?;
-        let mut unreferenced = Vec::new();
-        while let Some(row) = rows.next()? {
-            let is_referenced = match row.get_ref(1)? {
-                ValueRef::Blob(hash) => referenced.contains(hash),
-                _ => false,
-            };
-            if !is_referenced {
-                unreferenced.push(row.get(0)?);
-            }
-        }
-        unreferenced
-    };
-    let mut delete = conn.prepare_cached("DELETE FROM blobs WHERE rowid = ?")?;
-    for rowid in &unreferenced {
-        delete.execute([rowid])?;
-    }
-    Ok(unreferenced.len())
-}
-
-/// Hashes content hashes by their first bytes: they are SHA-256 digests, already uniform, so
-/// SipHash over every byte of every referencing row would only cost time.
-#[derive(Default)]
-struct BuildHashPrefix;
-
-#[derive(Default)]
-struct HashPrefix(u64);
-
-impl BuildHasher for BuildHashPrefix {
-    type Hasher = HashPrefix;
-
-    fn build_hasher(&self) -> HashPrefix {
-        HashPrefix::default()
-    }
-}
-
-impl Hasher for HashPrefix {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut prefix = [0u8; 8];
-        let length = bytes.len().min(8);
-        prefix[..length].copy_from_slice(&bytes[..length]);
-        self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(prefix);
-    }
-}
-
-/// Each table other than `blobs` with the columns whose foreign key targets `blobs.blob_hash`.
-fn blob_references(conn: &Connection) -> Result<Vec<(String, Vec<String>)>> {
-    let tables: Vec<String> = conn
-        .prepare(
-            "SELECT name FROM sqlite_schema
-             WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'blobs'",
-        )?
-        .query_map([], |row| row.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut references = Vec::new();
-    let mut columns_of = conn.prepare(
-        "SELECT \"from\" FROM pragma_foreign_key_list(?)
-         WHERE \"table\" = 'blobs' AND \"to\" = 'blob_hash'",
-    )?;
-    for table in tables {
-        let columns: Vec<String> = columns_of
-            .query_map([&table], |row| row.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        if !columns.is_empty() {
-            references.push((table, columns));
-        }
-    }
-    Ok(references)
-}
-
-fn quote_identifier(value: &str) -> String {
-    format!("\"{}\"", value.replace('"', "\"\""))
 }
 
 #[cfg(test)]
