@@ -12,10 +12,9 @@ const { moduleGraph, cyclicEdges, expandUseTree } = require('../scripts/module-c
 // store.rs is both the per-call context and the router (issue 15), so each domain module that
 // takes a `Store` and the router that names its dispatcher import each other; through store.rs
 // the helpers the domain modules share (controller::rows, runs::claims) are on the cycle too.
-// args <-> wire: the argument views and the wire call share types. state <-> private_fs and
-// vfs <-> wal_appends: a child module using its parent's type (`Mode`, `ShimFile`).
+// state <-> private_fs and vfs <-> wal_appends: a child module using its parent's type (`Mode`,
+// `ShimFile`).
 const KNOWN_CYCLIC_EDGES = [
-  'crate::args -> crate::wire',
   'crate::controller::effects -> crate::controller::rows',
   'crate::controller::effects -> crate::store',
   'crate::controller::events -> crate::controller::rows',
@@ -57,7 +56,6 @@ const KNOWN_CYCLIC_EDGES = [
   'crate::store -> crate::runs::run_events',
   'crate::store -> crate::runs::settle',
   'crate::store -> crate::runs::transitions',
-  'crate::wire -> crate::args',
 ];
 
 function crate(files: Record<string, string>): string {

@@ -11,30 +11,10 @@ use serde_json::{Map, Value};
 use crate::error::{Result, StoreError};
 use crate::time::push_iso;
 
+/// One method call (defined with the argument views, which read it).
+pub use crate::args::Call;
+
 static NULL: Value = Value::Null;
-
-/// One method call: its arguments and `Date.now()` at the call.
-pub struct Call {
-    /// The positional arguments, as the JS layer encoded them.
-    pub args: Vec<Value>,
-    /// `Date.now()` when the call was made (for paths where the reference reads the clock).
-    pub clock: i64,
-}
-
-impl Call {
-    /// A call with these arguments at `clock`.
-    pub fn new(args: Vec<Value>, clock: i64) -> Call {
-        Call { args, clock }
-    }
-
-    /// Positional argument `index`; `null` when absent or `undefined`.
-    pub fn arg(&self, index: usize) -> &Value {
-        match self.args.get(index) {
-            Some(value) if crate::args::Js::of(value) != crate::args::Js::Undefined => value,
-            _ => &NULL,
-        }
-    }
-}
 
 /// Property `name` of an object argument; `null` when absent or `undefined`.
 pub fn field<'a>(object: &'a Value, name: &str) -> &'a Value {
