@@ -10,7 +10,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore, StateDatabase, SqliteError } = require('../index.js');
 
 const CLOSED = 'The database connection is not open';

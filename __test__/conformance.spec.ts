@@ -36,7 +36,6 @@ import { decode, Encoded, TextBlob } from './support/values';
 // with TZ=UTC, and a different zone must fail loudly rather than produce confusing diffs.
 assertUtc();
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { SqliteControllerStore } = require('../index.js') as { SqliteControllerStore: StoreClass };
 
 const paths = conformancePaths();

@@ -6,7 +6,6 @@ import path from 'node:path';
 
 import Database from 'better-sqlite3';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore } = require('../index.js');
 
 type Db = Database.Database;

@@ -5,7 +5,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { failure } from './support/failure';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore, ResourceNotFoundError } = require('../index.js');
 
 const T0 = Date.parse('2026-09-05T00:00:00.000Z');

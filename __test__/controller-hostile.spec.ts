@@ -9,7 +9,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { failure } from './support/failure';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore } = require('../index.js');
 
 const T0 = Date.parse('2026-11-01T00:00:00.000Z');

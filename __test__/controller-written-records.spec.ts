@@ -5,7 +5,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore } = require('../index.js');
 
 let dir: string;

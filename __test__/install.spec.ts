@@ -11,7 +11,6 @@ import path from 'node:path';
 const ROOT = path.join(__dirname, '..');
 const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 const FIXTURE = path.join(__dirname, 'fixtures', 'install', 'consumer.ts');
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { npm } = require('../scripts/pack.js');
 
 type Packed = { tarball: string; files: string[] };

@@ -4,7 +4,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const loader = require('../lib/loader.js');
 
 const ROOT = path.join(__dirname, '..');

@@ -6,11 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { apiTable } = require('../scripts/api-table.js');
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { report } = require('../scripts/pack.js');
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore } = require('../index.js');
 
 const ROOT = path.join(__dirname, '..');

@@ -2,7 +2,6 @@
 // shared pool of 200 controller resources and 200 workflow runs (see reliability/contention.js).
 // The long version runs under `npm run soak`.
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { runContention, checkFencing, checkRevisions } = require('./reliability/contention.js');
 
 const SECONDS = Number(process.env.PIW_CONTENTION_SECONDS ?? 4);
@@ -61,11 +60,8 @@ describe('the fencing checker is not vacuous', () => {
 });
 
 describe('SQLITE_BUSY', () => {
-  // eslint-disable-next-line @typescript-eslint/no-var-requires
   const { openStore, runNode, tableDigests, tempDir } = require('./reliability/common.js');
-  // eslint-disable-next-line @typescript-eslint/no-var-requires
   const path = require('node:path');
-  // eslint-disable-next-line @typescript-eslint/no-var-requires
   const fs = require('node:fs');
 
   /** Runs `attempt` while another process holds the write lock for `holdMs`. */

@@ -4,9 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { runCrashes, checkInvariants } = require('./reliability/crash.js');
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { openStore, runReservation, tempDir } = require('./reliability/common.js');
 
 const KILLS = Number(process.env.PIW_CRASH_KILLS ?? 20);

@@ -3,9 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore } = require('../index.js');
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { runReservation, tableDigests, tempDir } = require('./reliability/common.js');
 
 let dir: string;

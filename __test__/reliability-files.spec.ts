@@ -4,9 +4,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore, StateDatabase } = require('../index.js');
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { fileDigest, runReservation, tempDir } = require('./reliability/common.js');
 
 let dir: string;

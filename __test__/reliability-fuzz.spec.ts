@@ -2,9 +2,7 @@
 // (see reliability/fuzz.js). `npm run soak` runs 1,000,000 calls.
 import fc from 'fast-check';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { runFuzz, callArbitrary } = require('./reliability/fuzz.js');
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { METHODS } = require('../lib/methods.js');
 
 const CALLS = Number(process.env.PIW_FUZZ_CALLS ?? 3_000);

@@ -8,7 +8,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore } = require('../index.js');
 
 const run = promisify(execFile);

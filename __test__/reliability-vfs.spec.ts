@@ -9,7 +9,6 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { openStore, random, rows, tempDir } = require('./reliability/common.js');
 
 const COMMON = path.join(__dirname, 'reliability', 'common.js');

@@ -5,9 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { SqliteControllerStore } = require('../index.js');
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { runReservation, tempDir } = require('./reliability/common.js');
 
 let dir: string;

@@ -7,7 +7,6 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore } = require('../index.js');
 
 export const T0 = Date.parse('2026-09-15T00:00:00.005Z');

@@ -6,9 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore } = require('../index.js');
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const Database = require('better-sqlite3');
 
 const ORPHANS = 30_000;

@@ -6,7 +6,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore, SqliteError } = require('../index.js');
 
 const ROOT = path.join(__dirname, '..');

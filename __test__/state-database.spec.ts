@@ -18,7 +18,6 @@ import { FIXTURE_TRACE } from './support/traces';
 
 assertUtc();
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { SqliteControllerStore } = require('../index.js') as { SqliteControllerStore: StoreClass };
 
 const paths = conformancePaths();

@@ -10,7 +10,6 @@ import path from 'node:path';
 
 import Database from 'better-sqlite3';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore, StateDatabase } = require('../index.js');
 
 const INCOMPATIBLE =

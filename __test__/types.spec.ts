@@ -7,9 +7,7 @@ import path from 'node:path';
 
 import ts from 'typescript';
 
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { SqliteControllerStore } = require('../index.js');
-// eslint-disable-next-line @typescript-eslint/no-var-requires
 const { asyncStoreBlock, currentBlock, FILE } = require('../scripts/async-types.js');
 
 const ROOT = path.join(__dirname, '..');

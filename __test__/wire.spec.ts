@@ -6,14 +6,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const wire = require('../lib/wire.js') as {
   TAG: string;
   encode(value: unknown): unknown;
   encodeArguments(args: unknown[]): string;
   encodeAllArguments(args: unknown[]): string;
 };
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { SqliteControllerStore } = require('../index.js');
 
 const T = wire.TAG;
@@ -26,6 +24,7 @@ describe('wire encoding', () => {
 
   it('tags what JSON would lose', () => {
     const sent = JSON.parse(
+      // eslint-disable-next-line no-sparse-arrays -- the hole is what the wire must tag
       wire.encodeArguments([undefined, { a: undefined, b: NaN, c: -0, d: Infinity }, 10n, [1, , 2], Buffer.from('ab')]),
     );
     expect(sent[0]).toEqual({ [T]: 'undefined' });

@@ -15,6 +15,8 @@ const { SqliteError } = require('./errors.js');
 const { workflowStatePath, assertNoLegacyState, RESET_INSTRUCTION } = require('./paths.js');
 
 const NATIVE = Symbol('pi-workflows-native.state');
+// The core's spelling of the two media types `blobs.media_type` holds.
+const [MEDIA_JSON, MEDIA_TEXT] = binding.NativeState.mediaTypes();
 
 class StateDatabase {
   constructor(options = {}) {
@@ -82,11 +84,11 @@ class StateDatabase {
   }
 
   putJson(value, now = Date.now()) {
-    return this.putBlob(Buffer.from(canonicalJson(value), 'utf8'), 'application/json', now);
+    return this.putBlob(Buffer.from(canonicalJson(value), 'utf8'), MEDIA_JSON, now);
   }
 
   putText(value, now = Date.now()) {
-    return this.putBlob(Buffer.from(value, 'utf8'), 'text/plain', now);
+    return this.putBlob(Buffer.from(value, 'utf8'), MEDIA_TEXT, now);
   }
 
   putBlob(content, mediaType, now = Date.now()) {

@@ -1,6 +1,7 @@
 'use strict';
 // `npm run pack:local [-- --out DIR] [-- --json]`: the two tarballs a release publishes for this machine,
-// made the way the release workflow (.github/workflows/release.yml) makes them:
+// made the way the `publish` job of .github/workflows/CI.yml makes them on a version tag
+// (`napi artifacts`, then `napi pre-publish`):
 //
 //   pi-workflows-native-<version>.tgz           the JS package (npm's own file selection), with
 //                                               the optionalDependencies `napi pre-publish` adds:

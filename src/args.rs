@@ -37,10 +37,32 @@ use serde_json::{Map, Value};
 
 use crate::error::{Result, StoreError};
 use crate::state::ids::token_hash;
-use crate::wire::Call;
 
 /// The first key of a tagged wire value.
 pub const TAG: &str = "\u{0}";
+
+/// One method call: its arguments and `Date.now()` at the call.
+pub struct Call {
+    /// The positional arguments, as the JS layer encoded them.
+    pub args: Vec<Value>,
+    /// `Date.now()` when the call was made (for paths where the reference reads the clock).
+    pub clock: i64,
+}
+
+impl Call {
+    /// A call with these arguments at `clock`.
+    pub fn new(args: Vec<Value>, clock: i64) -> Call {
+        Call { args, clock }
+    }
+
+    /// Positional argument `index`; `null` when absent or `undefined`.
+    pub fn arg(&self, index: usize) -> &Value {
+        match self.args.get(index) {
+            Some(value) if Js::of(value) != Js::Undefined => value,
+            _ => &Value::Null,
+        }
+    }
+}
 
 /// One JavaScript value as the reference's code sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -241,7 +241,8 @@ impl NativeState {
         })
     }
 
-    /// Media type constants, so the JS layer never spells them differently.
+    /// The media types the core writes into `blobs.media_type`, JSON then text:
+    /// `lib/state-database.js` takes its `putJson`/`putText` spellings from here.
     #[napi]
     pub fn media_types() -> Vec<String> {
         vec![MEDIA_JSON.into(), MEDIA_TEXT.into()]

@@ -134,7 +134,8 @@ pub fn dispatch(store: &Store<'_>, method: &str, call: &Call) -> Result<Reply> {
 }
 
 /// Runs the public method at `index` of [`implemented_methods`], straight in its module:
-/// the JS layer names methods by position, which spares converting and matching a name.
+/// the JS layer names methods by position, so no method name crosses napi as a string and no
+/// module is tried in turn; the module's dispatcher still matches the name within its own list.
 pub fn dispatch_at(store: &Store<'_>, index: u32, call: &Call) -> Result<Reply> {
     match METHOD_TABLE.get(index as usize) {
         Some((method, dispatch)) => {

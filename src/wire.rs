@@ -11,30 +11,10 @@ use serde_json::{Map, Value};
 use crate::error::{Result, StoreError};
 use crate::time::push_iso;
 
+/// One method call (defined with the argument views, which read it).
+pub use crate::args::Call;
+
 static NULL: Value = Value::Null;
-
-/// One method call: its arguments and `Date.now()` at the call.
-pub struct Call {
-    /// The positional arguments, as the JS layer encoded them.
-    pub args: Vec<Value>,
-    /// `Date.now()` when the call was made (for paths where the reference reads the clock).
-    pub clock: i64,
-}
-
-impl Call {
-    /// A call with these arguments at `clock`.
-    pub fn new(args: Vec<Value>, clock: i64) -> Call {
-        Call { args, clock }
-    }
-
-    /// Positional argument `index`; `null` when absent or `undefined`.
-    pub fn arg(&self, index: usize) -> &Value {
-        match self.args.get(index) {
-            Some(value) if crate::args::Js::of(value) != crate::args::Js::Undefined => value,
-            _ => &NULL,
-        }
-    }
-}
 
 /// Property `name` of an object argument; `null` when absent or `undefined`.
 pub fn field<'a>(object: &'a Value, name: &str) -> &'a Value {
@@ -73,15 +53,6 @@ pub fn int(value: &Value, what: &str) -> Result<i64> {
                 .map(|f| f as i64)
         })
         .ok_or_else(|| StoreError::plain(format!("{what} must be an integer")))
-}
-
-/// An optional integer (`undefined`/`null` → `None`).
-pub fn opt_int(value: &Value, what: &str) -> Result<Option<i64>> {
-    if value.is_null() {
-        Ok(None)
-    } else {
-        int(value, what).map(Some)
-    }
 }
 
 /// A timestamp the JS layer parsed: epoch ms, or `Invalid timestamp`.
@@ -157,11 +128,6 @@ impl<'a> JsonArg<'a> {
             JsonArg::Undefined | JsonArg::Canonical("null") => Ok(fallback),
             other => other.text(),
         }
-    }
-
-    /// Whether the argument was `undefined`.
-    pub fn is_undefined(self) -> bool {
-        self == JsonArg::Undefined
     }
 }
 

@@ -453,12 +453,12 @@ function special(kind) {
     case 'nullProto':
       return Object.assign(Object.create(null), { controller: 'fz-a', key: 'k0' });
     case 'sparse':
-      // eslint-disable-next-line no-sparse-arrays
+      // eslint-disable-next-line no-sparse-arrays -- a hole is the hostile input under test
       return ['fz-a', , 'fz-b'];
     case 'manyItems':
       return Array.from({ length: 40_000 }, (_, index) => `fz-${index}`);
     case 'boxedString':
-      // eslint-disable-next-line no-new-wrappers
+      // eslint-disable-next-line no-new-wrappers -- a boxed String is the hostile input under test
       return new String('fz-a');
     case 'protoPollution':
       return JSON.parse('{"__proto__": {"polluted": true}, "controller": "fz-a", "key": "k0"}');

@@ -565,17 +565,6 @@ pub fn enqueue_controller_row(
     Ok(())
 }
 
-/// `consecutive_errors` of the queue item, 0 without one.
-pub fn queue_errors(conn: &Connection, controller_resource_id: &str) -> Result<i64> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT consecutive_errors FROM controller_queue WHERE controller_resource_id = ?",
-        )?
-        .query_row([controller_resource_id], |row| row.get(0))
-        .optional()?
-        .unwrap_or(0))
-}
-
 /// The queue item's `queue_version` (bumped by every enqueue).
 pub fn queue_version(conn: &Connection, controller_resource_id: &str) -> Result<i64> {
     conn.prepare_cached(

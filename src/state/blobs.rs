@@ -3,14 +3,13 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, Hasher};
 
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::ids::sha256;
-use super::json::record_text_of;
+use super::json::{record_text_of, sort_keys};
 use crate::error::{Result, StoreError};
 
 /// Media type of JSON blobs.
@@ -242,162 +241,11 @@ impl<'c> JsonReads<'c> {
     }
 }
 
-/// Object keys in JavaScript's default sort order, recursively. Stored JSON is canonical, so
-/// its keys are nearly always sorted already: checked first, without rebuilding anything.
-pub fn sort_keys(value: Value) -> Value {
-    if keys_sorted(&value) {
-        return value;
-    }
-    match value {
-        Value::Array(items) => Value::Array(items.into_iter().map(sort_keys).collect()),
-        Value::Object(map) => {
-            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
-            entries.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
-            Value::Object(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k, sort_keys(v)))
-                    .collect(),
-            )
-        }
-        other => other,
-    }
-}
-
-fn keys_sorted(value: &Value) -> bool {
-    match value {
-        Value::Array(items) => items.iter().all(keys_sorted),
-        Value::Object(map) => {
-            let mut keys = map.keys();
-            let ordered = match keys.next() {
-                None => true,
-                Some(first) => keys
-                    .try_fold(first, |previous, key| {
-                        (previous.encode_utf16().cmp(key.encode_utf16()).is_lt()).then_some(key)
-                    })
-                    .is_some(),
-            };
-            ordered && map.values().all(keys_sorted)
-        }
-        _ => true,
-    }
-}
-
-/// Deletes every blob no foreign-key column refers to; returns how many went. The caller holds
-/// the write transaction.
-///
-/// The referenced hashes are collected in memory, reading each referencing table once for all
-/// its blob columns, rather than inserted row by row into a temporary B-tree: the same blobs
-/// go, at a fraction of the cost (open prunes, and the referencing tables are the big ones).
-pub fn prune_unreferenced(conn: &Connection) -> Result<usize> {
-    let mut referenced: HashSet<Vec<u8>, BuildHashPrefix> = HashSet::default();
-    for (table, columns) in blob_references(conn)? {
-        let list = columns
-            .iter()
-            .map(|column| quote_identifier(column))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut statement =
-            conn.prepare(&format!("SELECT {list} FROM {}", quote_identifier(&table)))?;
-        let mut rows = statement.query([])?;
-        while let Some(row) = rows.next()? {
-            for index in 0..columns.len() {
-                // Only BLOB values equal a blob_hash (a STRICT BLOB column).
-                if let ValueRef::Blob(hash) = row.get_ref(index)? {
-                    if !referenced.contains(hash) {
-                        referenced.insert(hash.to_vec());
-                    }
-                }
-            }
-        }
-    }
-    let unreferenced: Vec<i64> = {
-        let mut statement = conn.prepare_cached("SELECT rowid, blob_hash FROM blobs")?;
-        let mut rows = statement.query([])?;
-        let mut unreferenced = Vec::new();
-        while let Some(row) = rows.next()? {
-            let is_referenced = match row.get_ref(1)? {
-                ValueRef::Blob(hash) => referenced.contains(hash),
-                _ => false,
-            };
-            if !is_referenced {
-                unreferenced.push(row.get(0)?);
-            }
-        }
-        unreferenced
-    };
-    let mut delete = conn.prepare_cached("DELETE FROM blobs WHERE rowid = ?")?;
-    for rowid in &unreferenced {
-        delete.execute([rowid])?;
-    }
-    Ok(unreferenced.len())
-}
-
-/// Hashes content hashes by their first bytes: they are SHA-256 digests, already uniform, so
-/// SipHash over every byte of every referencing row would only cost time.
-#[derive(Default)]
-struct BuildHashPrefix;
-
-#[derive(Default)]
-struct HashPrefix(u64);
-
-impl BuildHasher for BuildHashPrefix {
-    type Hasher = HashPrefix;
-
-    fn build_hasher(&self) -> HashPrefix {
-        HashPrefix::default()
-    }
-}
-
-impl Hasher for HashPrefix {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut prefix = [0u8; 8];
-        let length = bytes.len().min(8);
-        prefix[..length].copy_from_slice(&bytes[..length]);
-        self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(prefix);
-    }
-}
-
-/// Each table other than `blobs` with the columns whose foreign key targets `blobs.blob_hash`.
-fn blob_references(conn: &Connection) -> Result<Vec<(String, Vec<String>)>> {
-    let tables: Vec<String> = conn
-        .prepare(
-            "SELECT name FROM sqlite_schema
-             WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'blobs'",
-        )?
-        .query_map([], |row| row.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut references = Vec::new();
-    let mut columns_of = conn.prepare(
-        "SELECT \"from\" FROM pragma_foreign_key_list(?)
-         WHERE \"table\" = 'blobs' AND \"to\" = 'blob_hash'",
-    )?;
-    for table in tables {
-        let columns: Vec<String> = columns_of
-            .query_map([&table], |row| row.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        if !columns.is_empty() {
-            references.push((table, columns));
-        }
-    }
-    Ok(references)
-}
-
-fn quote_identifier(value: &str) -> String {
-    format!("\"{}\"", value.replace('"', "\"\""))
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{keys_sorted, put_blob, put_json, put_text, sort_keys};
-    use crate::state::json::keys_in_order;
+    use super::{put_blob, put_json, put_text};
     use crate::state::schema::STATE_SCHEMA_SQL;
     use rusqlite::Connection;
-    use serde_json::json;
 
     /// The real schema, so the conflict marker is tested against the `CHECK` it relies on.
     fn blobs() -> Connection {
@@ -479,47 +327,5 @@ mod tests {
         // The refused put left the conflicting row as it was.
         assert_eq!((stored[0].2, stored[0].3.as_slice()), (5, &b"wrong"[..]));
         assert_eq!(stored[1].4, 1);
-    }
-
-    #[test]
-    fn sorted_keys_reads_text_as_keys_sorted_reads_the_value() {
-        for text in [
-            r#"{"a":1,"b":{"x":[{"p":null,"q":true}],"y":"s"}}"#,
-            r#"{"b":1,"a":2}"#,
-            r#"[{"a":1},{"d":{"c":1,"b":2}}]"#,
-            "{\"\u{1f600}\":1,\"\u{ff61}\":2}",
-            "{\"\u{ff61}\":1,\"\u{1f600}\":2}",
-            r#"{"a\u0062":1,"ac":2}"#,
-            r#"[1,-2.5e3,"x",false,null,{}]"#,
-        ] {
-            let value: serde_json::Value = serde_json::from_str(text).unwrap();
-            assert_eq!(keys_in_order(text), keys_sorted(&value), "{text}");
-        }
-        // A repeated key is never served as stored text.
-        assert!(!keys_in_order(r#"{"a":1,"a":2}"#));
-        // Nor one plain serde_json refuses (a lone surrogate).
-        assert!(!keys_in_order(r#"{"a":"\ud800"}"#));
-    }
-
-    fn keys(value: &serde_json::Value) -> Vec<String> {
-        value.as_object().unwrap().keys().cloned().collect()
-    }
-
-    #[test]
-    fn sorts_keys_by_utf16_code_units_at_every_level() {
-        // U+1F600 is a surrogate pair (0xD83D …), below U+FF61 in UTF-16 but not in UTF-8.
-        let value = sort_keys(
-            json!({"\u{ff61}": 1, "b": {"z": 1, "a": [{"y": 1, "x": 2}]}, "\u{1f600}": 2}),
-        );
-        assert_eq!(keys(&value), ["b", "\u{1f600}", "\u{ff61}"]);
-        assert_eq!(keys(&value["b"]), ["a", "z"]);
-        assert_eq!(keys(&value["b"]["a"][0]), ["x", "y"]);
-    }
-
-    #[test]
-    fn leaves_sorted_values_as_they_are() {
-        let sorted = json!({"a": [1, {"b": null, "c": "d"}], "e": {}});
-        assert_eq!(sort_keys(sorted.clone()), sorted);
-        assert_eq!(keys(&sort_keys(json!({"b": 1, "a": 2}))), ["a", "b"]);
     }
 }

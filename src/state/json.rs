@@ -96,10 +96,48 @@ pub fn record_text_of(text: Cow<'_, str>) -> std::result::Result<String, String>
         return Ok(text.into_owned());
     }
     let value = parse(&text).map_err(|error| format!("Stored JSON is invalid: {error}"))?;
-    Ok(
-        serde_json::to_string(&crate::state::blobs::sort_keys(value))
-            .expect("a JSON value always serializes"),
-    )
+    Ok(serde_json::to_string(&sort_keys(value)).expect("a JSON value always serializes"))
+}
+
+/// Object keys in JavaScript's default sort order, recursively. Stored JSON is canonical, so
+/// its keys are nearly always sorted already: checked first, without rebuilding anything.
+pub fn sort_keys(value: Value) -> Value {
+    if keys_sorted(&value) {
+        return value;
+    }
+    match value {
+        Value::Array(items) => Value::Array(items.into_iter().map(sort_keys).collect()),
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, sort_keys(v)))
+                    .collect(),
+            )
+        }
+        other => other,
+    }
+}
+
+fn keys_sorted(value: &Value) -> bool {
+    match value {
+        Value::Array(items) => items.iter().all(keys_sorted),
+        Value::Object(map) => {
+            let mut keys = map.keys();
+            let ordered = match keys.next() {
+                None => true,
+                Some(first) => keys
+                    .try_fold(first, |previous, key| {
+                        (previous.encode_utf16().cmp(key.encode_utf16()).is_lt()).then_some(key)
+                    })
+                    .is_some(),
+            };
+            ordered && map.values().all(keys_sorted)
+        }
+        _ => true,
+    }
 }
 
 /// Whether plain serde_json reads `text` and every object in it has its keys strictly in
@@ -294,7 +332,9 @@ fn replace_lone_surrogates(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{canonical, parse, record_text, MAX_JSON_DEPTH};
+    use super::{
+        canonical, keys_in_order, keys_sorted, parse, record_text, sort_keys, MAX_JSON_DEPTH,
+    };
     use serde_json::json;
 
     #[test]
@@ -366,5 +406,47 @@ mod tests {
         let error = outcome.unwrap().join().unwrap().unwrap_err();
         assert!(error.contains("needs more stack"), "{error}");
         assert_eq!(canonical(&parse(&nested(300)).unwrap()), nested(300));
+    }
+
+    #[test]
+    fn sorted_keys_reads_text_as_keys_sorted_reads_the_value() {
+        for text in [
+            r#"{"a":1,"b":{"x":[{"p":null,"q":true}],"y":"s"}}"#,
+            r#"{"b":1,"a":2}"#,
+            r#"[{"a":1},{"d":{"c":1,"b":2}}]"#,
+            "{\"\u{1f600}\":1,\"\u{ff61}\":2}",
+            "{\"\u{ff61}\":1,\"\u{1f600}\":2}",
+            r#"{"a\u0062":1,"ac":2}"#,
+            r#"[1,-2.5e3,"x",false,null,{}]"#,
+        ] {
+            let value: serde_json::Value = serde_json::from_str(text).unwrap();
+            assert_eq!(keys_in_order(text), keys_sorted(&value), "{text}");
+        }
+        // A repeated key is never served as stored text.
+        assert!(!keys_in_order(r#"{"a":1,"a":2}"#));
+        // Nor one plain serde_json refuses (a lone surrogate).
+        assert!(!keys_in_order(r#"{"a":"\ud800"}"#));
+    }
+
+    fn keys(value: &serde_json::Value) -> Vec<String> {
+        value.as_object().unwrap().keys().cloned().collect()
+    }
+
+    #[test]
+    fn sorts_keys_by_utf16_code_units_at_every_level() {
+        // U+1F600 is a surrogate pair (0xD83D …), below U+FF61 in UTF-16 but not in UTF-8.
+        let value = sort_keys(
+            json!({"\u{ff61}": 1, "b": {"z": 1, "a": [{"y": 1, "x": 2}]}, "\u{1f600}": 2}),
+        );
+        assert_eq!(keys(&value), ["b", "\u{1f600}", "\u{ff61}"]);
+        assert_eq!(keys(&value["b"]), ["a", "z"]);
+        assert_eq!(keys(&value["b"]["a"][0]), ["x", "y"]);
+    }
+
+    #[test]
+    fn leaves_sorted_values_as_they_are() {
+        let sorted = json!({"a": [1, {"b": null, "c": "d"}], "e": {}});
+        assert_eq!(sort_keys(sorted.clone()), sorted);
+        assert_eq!(keys(&sort_keys(json!({"b": 1, "a": 2}))), ["a", "b"]);
     }
 }
