@@ -3,17 +3,17 @@
 //! and claim in one transaction, or adopt an identical existing run) and enqueue (reserve if
 //! missing, then claim in a second transaction).
 
-use rusqlite::types::Value as Sql;
 use rusqlite::{params, Connection};
 use serde_json::{json, Value};
 
-use super::claims::{claim_run, claim_run_in_transaction, ClaimOptions, RunClaim};
+use super::claims::{claim_run, claim_run_in_transaction, run_row_of, ClaimOptions, RunClaim};
 use super::records::{map_workflow_run, map_workflow_run_with, read_queued_run_sources};
-use super::row::{require_workflow_run_row, workflow_run_row, RunRow};
+use super::row::RunRow;
+use crate::args::{bind_params, Bound, Js, Param};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, read_json, BlobHash, JsonReads};
 use crate::state::ids::resource_id_for;
-use crate::state::json::{canonical, js_number};
+use crate::state::json::canonical;
 use crate::state::revisions::{
     bump_resource_revision, insert_event, insert_event_with_stored_payload, insert_lease,
     EventDraft,
@@ -51,8 +51,7 @@ fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<Strin
     let request = Reservation::validate(options)?;
     let project_id = store.project_id();
     store.write(|conn| {
-        request.require_text_run_id()?;
-        if let Some(existing) = workflow_run_row(conn, request.run_id)? {
+        if let Some(existing) = run_row_of(conn, request.run_id)? {
             request.assert_compatible(conn, &existing)?;
             let run = map_workflow_run(conn, &existing)?;
             return Ok(format!(r#"{{"state":"adopted","run":{run}}}"#));
@@ -61,7 +60,7 @@ fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<Strin
         let claim = run_claim(options)?;
         match claim_run_in_transaction(conn, &claim, request.now, ClaimOptions::default())? {
             Some(run) => Ok(format!(r#"{{"state":"claimed","run":{run}}}"#)),
-            None => Err(not_claimed(request.run_id)),
+            None => Err(not_claimed(&request.run_key)),
         }
     })
 }
@@ -106,33 +105,30 @@ fn not_claimed(run_id: &str) -> StoreError {
 }
 
 /// A reservation request that passed the checks made before the transaction.
+///
+/// `validateRunId` tests only the text of `runId` (`String(value)`: a number, a bigint or a
+/// one-item array passes); the reference then uses the value itself everywhere: bound as
+/// better-sqlite3 binds it (a number as REAL, stored as `'5.0'` in the TEXT columns and matching
+/// them when looked up), and interpolated in templates (`resourceIdFor`, messages) as `"5"`.
 struct Reservation<'a> {
     options: &'a Value,
-    run_id: &'a str,
-    /// Whether `runId` was a string. `validateRunId` tests its text (a number passes), and the
-    /// reference then binds the number itself everywhere; that path is not emulated yet, so
-    /// such a request fails inside the transaction (after the closed/read-only checks).
-    run_id_is_text: bool,
+    /// `options.runId` as the caller gave it (`None` is `undefined`).
+    run_id_value: Option<&'a Value>,
+    /// The same value as JavaScript sees it.
+    run_id: Js<'a>,
+    /// `${options.runId}`.
+    run_key: String,
     now: i64,
     definition_digest: Vec<u8>,
-}
-
-impl Reservation<'_> {
-    /// The unemulated path of a run id that is not a string (see `run_id_is_text`).
-    fn require_text_run_id(&self) -> Result<()> {
-        if self.run_id_is_text {
-            Ok(())
-        } else {
-            Err(StoreError::plain("runId must be a string"))
-        }
-    }
 }
 
 /// What a run's lineage resolves to.
 struct Lineage<'a> {
     parent_run_id: Option<&'a Value>,
-    root_run_id: String,
-    lineage_kind: Option<&'a str>,
+    /// The parent's root (text), or `None`: the run is its own root (`options.runId`, bound).
+    root_run_id: Option<String>,
+    /// `null` for a root run, else `options.lineageKind ?? "continuation"`.
+    lineage_kind: Js<'a>,
     restart_number: i64,
     parent_terminal_fingerprint: Option<Vec<u8>>,
 }
@@ -170,14 +166,16 @@ impl<'a> Reservation<'a> {
     /// Run id, then timestamp, then digest — the reference's order.
     fn validate(options: &'a Value) -> Result<Reservation<'a>> {
         // `validateRunId(options.runId)`: the pattern tests the value's text.
-        let run_id_value = crate::args::Js::of(options).get("runId")?;
-        validate_run_id(&run_id_value.template()?)?;
+        let run_id = Js::of(options).get("runId")?;
+        let run_key = run_id.template()?;
+        validate_run_id(&run_key)?;
         let now = time(field(options, "now"))?;
         let definition_digest = digest_buffer(crate::args::prop(options, "definitionDigest"))?;
         Ok(Reservation {
             options,
-            run_id: run_id_value.as_str().unwrap_or(""),
-            run_id_is_text: run_id_value.as_str().is_some(),
+            run_id_value: crate::args::prop(options, "runId"),
+            run_id,
+            run_key,
             now,
             definition_digest,
         })
@@ -196,29 +194,34 @@ impl<'a> Reservation<'a> {
     fn parent_row(&self, conn: &Connection) -> Result<Option<RunRow>> {
         match self.defined("parentRunId") {
             None => Ok(None),
+            // `requireWorkflowRunRow(options.parentRunId)`: the value bound as given.
             Some(parent_run_id) => {
-                let parent = match parent_run_id.as_str() {
-                    Some(id) => workflow_run_row(conn, id)?,
-                    None => None,
-                };
-                parent.map(Some).ok_or_else(|| {
-                    StoreError::plain(format!(
-                        "Workflow run not found: {}",
-                        js_string(parent_run_id)
-                    ))
-                })
+                let parent_run_id = Js::of(parent_run_id);
+                match run_row_of(conn, parent_run_id)? {
+                    Some(row) => Ok(Some(row)),
+                    None => Err(not_found(parent_run_id)?),
+                }
             }
         }
     }
 
-    /// `lineageKind ?? "continuation"` for a child run, `null` for a root run.
-    fn expected_lineage_kind(&self) -> Option<&'a str> {
-        self.defined("parentRunId")?;
-        Some(
-            self.given("lineageKind")
-                .and_then(Value::as_str)
-                .unwrap_or("continuation"),
-        )
+    /// `lineageKind ?? "continuation"` for a child run (any value the caller gave), `null` for
+    /// a root run.
+    fn expected_lineage_kind(&self) -> Js<'a> {
+        if self.defined("parentRunId").is_none() {
+            return Js::Null;
+        }
+        Js::opt(self.given("lineageKind")).or(Js::String("continuation"))
+    }
+
+    /// `this.workflowRunRow(options.runId)`.
+    fn existing_row(&self, conn: &Connection) -> Result<Option<RunRow>> {
+        run_row_of(conn, self.run_id)
+    }
+
+    /// `options.runId` as one statement parameter.
+    fn run_id_param(&self) -> Param<'a> {
+        Param::Caller(self.run_id_value)
     }
 
     fn reserve_in_transaction(
@@ -226,20 +229,23 @@ impl<'a> Reservation<'a> {
         conn: &Connection,
         project_id: Option<&str>,
     ) -> Result<String> {
-        self.require_text_run_id()?;
-        if let Some(existing) = workflow_run_row(conn, self.run_id)? {
+        if let Some(existing) = self.existing_row(conn)? {
             // The reference's duplicate check reads the whole record, which can itself fail.
             map_workflow_run(conn, &existing)?;
             return Err(StoreError::plain(format!(
                 "Workflow run already reserved: {}",
-                self.run_id
+                self.run_key
             )));
         }
         let lineage = self.resolve_lineage(conn)?;
         let documents = self.insert_run(conn, project_id, &lineage)?;
         // The record reads the run back (other rows decide what it shows: an existing
         // definition keeps its name and snapshot), but not the documents just stored.
-        let row = require_workflow_run_row(conn, self.run_id)?;
+        // `requireWorkflowRun(options.runId)`: looked up by the value as bound.
+        let row = match self.existing_row(conn)? {
+            Some(row) => row,
+            None => return Err(not_found(self.run_id)?),
+        };
         map_workflow_run_with(
             &mut JsonReads::with_stored(conn, documents.stored()),
             &row,
@@ -265,8 +271,8 @@ impl<'a> Reservation<'a> {
             }
             return Ok(Lineage {
                 parent_run_id: None,
-                root_run_id: self.run_id.to_string(),
-                lineage_kind: None,
+                root_run_id: None,
+                lineage_kind: Js::Null,
                 restart_number: 0,
                 parent_terminal_fingerprint: None,
             });
@@ -281,12 +287,12 @@ impl<'a> Reservation<'a> {
         }
         let mut lineage = Lineage {
             parent_run_id: self.defined("parentRunId"),
-            root_run_id: parent.root_run_id.clone(),
+            root_run_id: Some(parent.root_run_id.clone()),
             lineage_kind,
             restart_number: parent.restart_number,
             parent_terminal_fingerprint: None,
         };
-        if lineage_kind == Some("restart") {
+        if lineage_kind.strict_eq_str("restart") {
             self.check_restart(&parent, &mut lineage)?;
         } else {
             self.check_continuation(conn, &parent)?;
@@ -353,6 +359,9 @@ impl<'a> Reservation<'a> {
         )?
         .execute(params![self.now, self.now, parent.run_id])?;
         let revision = bump_resource_revision(conn, &parent.resource_id, self.now)?;
+        let actor_id = stored_text(conn, self.defined("originSessionId"))?;
+        // `{ continuationRunId: options.runId }`: the caller's value, as canonical JSON.
+        let payload = canonical(&json!({ "continuationRunId": self.run_id.json_value()? }));
         insert_event(
             conn,
             &EventDraft {
@@ -360,8 +369,8 @@ impl<'a> Reservation<'a> {
                 revision,
                 event_type: "run.queue_done_for_continuation",
                 actor_type: "session",
-                actor_id: self.given("originSessionId").and_then(Value::as_str),
-                payload: &canonical(&json!({ "continuationRunId": self.run_id })),
+                actor_id: actor_id.as_deref(),
+                payload: &payload,
                 now: self.now,
                 lease_generation: None,
             },
@@ -377,27 +386,38 @@ impl<'a> Reservation<'a> {
         lineage: &Lineage<'_>,
     ) -> Result<Documents<'a>> {
         let documents = self.put_documents(conn)?;
-        let resource_id = resource_id_for("run", self.run_id);
+        // `resourceIdFor("run", options.runId)` interpolates the value in a template.
+        let resource_id = resource_id_for("run", &self.run_key);
         self.insert_definition(conn, &documents.definition_hash)?;
+        let values = bind_params(&[
+            Param::text(&resource_id),
+            self.run_id_param(),
+            Param::int(self.now),
+            Param::int(self.now),
+        ])?;
         conn.prepare_cached(
             "INSERT INTO resources(resource_id, resource_type, aggregate_key, revision, created_at, updated_at)
              VALUES (?, 'run', ?, 1, ?, ?)",
         )?
-        .execute(params![resource_id, self.run_id, self.now, self.now])?;
+        .execute(rusqlite::params_from_iter(&values))?;
         insert_lease(conn, &resource_id)?;
         let project_id = project_id.ok_or_else(|| {
             StoreError::plain("Controller project is not registered in the state database")
         })?;
         self.insert_run_row(conn, &resource_id, project_id, lineage, &documents)?;
-        initialize_viewer_run(conn, self.run_id, self.now)?;
-        documents.source.insert(conn, self.run_id)?;
+        // The run id as the runs row stored it (the same text a TEXT column stores for the
+        // bound value).
+        let stored_run_id = stored_text(conn, self.run_id_value)?.unwrap_or_default();
+        initialize_viewer_run(conn, &stored_run_id, self.now)?;
+        documents.source.insert(conn, self.run_id_param())?;
         self.insert_binding_and_queue(conn)?;
+        let actor_id = stored_text(conn, self.defined("originSessionId"))?;
         let queued = EventDraft {
             resource_id: &resource_id,
             revision: 1,
             event_type: "run.queued",
             actor_type: "session",
-            actor_id: field(self.options, "originSessionId").as_str(),
+            actor_id: actor_id.as_deref(),
             payload: "{}",
             now: self.now,
             lease_generation: None,
@@ -433,18 +453,19 @@ impl<'a> Reservation<'a> {
 
     /// The first definition stored for a digest keeps its workflow name.
     fn insert_definition(&self, conn: &Connection, definition_hash: &BlobHash) -> Result<()> {
+        let values = bind_params(&[
+            Param::blob(&self.definition_digest),
+            Param::Caller(self.defined("workflowName")),
+            Param::blob(&definition_hash[..]),
+            Param::int(self.now),
+        ])?;
         conn.prepare_cached(
             "INSERT INTO workflow_definitions(
                definition_digest, workflow_name, definition_hash, created_at
              ) VALUES (?, ?, ?, ?)
              ON CONFLICT(definition_digest) DO NOTHING",
         )?
-        .execute(params![
-            self.definition_digest,
-            sql_value(field(self.options, "workflowName")),
-            &definition_hash[..],
-            self.now
-        ])?;
+        .execute(rusqlite::params_from_iter(&values))?;
         Ok(())
     }
 
@@ -456,6 +477,37 @@ impl<'a> Reservation<'a> {
         lineage: &Lineage<'_>,
         documents: &Documents<'_>,
     ) -> Result<()> {
+        let root_run_id = match &lineage.root_run_id {
+            Some(root) => Param::text(root),
+            None => self.run_id_param(),
+        };
+        // The caller's `lineageKind` is bound as given (an array spreads), the default as text.
+        let lineage_kind = match (lineage.lineage_kind, self.given("lineageKind")) {
+            (Js::Null, _) => Param::null(),
+            (_, Some(kind)) => Param::Caller(Some(kind)),
+            (_, None) => Param::text("continuation"),
+        };
+        let fingerprint = match &lineage.parent_terminal_fingerprint {
+            Some(bytes) => Param::blob(bytes),
+            None => Param::null(),
+        };
+        let values = bind_params(&[
+            self.run_id_param(),
+            Param::text(resource_id),
+            Param::text(project_id),
+            // `options.parentRunId ?? null`
+            Param::Caller(lineage.parent_run_id.filter(|value| !value.is_null())),
+            root_run_id,
+            lineage_kind,
+            Param::int(lineage.restart_number),
+            fingerprint,
+            Param::blob(&self.definition_digest),
+            Param::Caller(self.defined("workflowSourceRef")),
+            Param::blob(&documents.launch_options_hash[..]),
+            Param::blob(&documents.input_hash[..]),
+            Param::int(self.now),
+            Param::int(self.now),
+        ])?;
         conn.prepare_cached(
             "INSERT INTO runs(
                run_id, resource_id, project_id, parent_run_id, root_run_id, lineage_kind,
@@ -464,41 +516,36 @@ impl<'a> Reservation<'a> {
                input_hash, created_at, updated_at
              ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?)",
         )?
-        .execute(params![
-            self.run_id,
-            resource_id,
-            project_id,
-            lineage.parent_run_id.map(sql_value),
-            lineage.root_run_id,
-            lineage.lineage_kind,
-            lineage.restart_number,
-            lineage.parent_terminal_fingerprint,
-            self.definition_digest,
-            sql_value(field(self.options, "workflowSourceRef")),
-            &documents.launch_options_hash[..],
-            &documents.input_hash[..],
-            self.now,
-            self.now
-        ])?;
+        .execute(rusqlite::params_from_iter(&values))?;
         Ok(())
     }
 
     /// The binding (`executionMode ?? "interactive"`) and the queue row, whose affinity is the
     /// reserving runner; the queue's partial index allows one active run per origin session.
     fn insert_binding_and_queue(&self, conn: &Connection) -> Result<()> {
-        let origin_session_id = sql_value(field(self.options, "originSessionId"));
-        let execution_mode = self
-            .given("executionMode")
-            .map_or_else(|| Sql::Text("interactive".into()), sql_value);
+        let origin_session_id = Param::Caller(self.defined("originSessionId"));
+        let execution_mode = match self.given("executionMode") {
+            Some(mode) => Param::Caller(Some(mode)),
+            None => Param::text("interactive"),
+        };
+        let values = bind_params(&[
+            self.run_id_param(),
+            origin_session_id.clone(),
+            execution_mode,
+            Param::int(self.now),
+        ])?;
         conn.prepare_cached(
             "INSERT INTO run_bindings(run_id, origin_session_id, execution_mode, created_at)
              VALUES (?, ?, ?, ?)",
         )?
-        .execute(params![
-            self.run_id,
+        .execute(rusqlite::params_from_iter(&values))?;
+        let values = bind_params(&[
+            self.run_id_param(),
+            Param::int(self.now),
+            Param::Caller(self.defined("runnerId")),
             origin_session_id,
-            execution_mode,
-            self.now
+            Param::int(self.now),
+            Param::int(self.now),
         ])?;
         conn.prepare_cached(
             "INSERT INTO run_queue(
@@ -506,14 +553,7 @@ impl<'a> Reservation<'a> {
                consecutive_errors, created_at, updated_at
              ) VALUES (?, 'queued', ?, ?, ?, 0, ?, ?)",
         )?
-        .execute(params![
-            self.run_id,
-            self.now,
-            sql_value(field(self.options, "runnerId")),
-            origin_session_id,
-            self.now,
-            self.now
-        ])?;
+        .execute(rusqlite::params_from_iter(&values))?;
         Ok(())
     }
 
@@ -522,7 +562,7 @@ impl<'a> Reservation<'a> {
         if !self.is_compatible(conn, row)? {
             return Err(StoreError::plain(format!(
                 "Workflow run preparation conflicts: {}",
-                self.run_id
+                self.run_key
             )));
         }
         Ok(())
@@ -533,10 +573,12 @@ impl<'a> Reservation<'a> {
     fn is_compatible(&self, conn: &Connection, row: &RunRow) -> Result<bool> {
         let lineage_kind = self.expected_lineage_kind();
         let parent = self.parent_row(conn)?;
-        let root_run_id = parent
-            .as_ref()
-            .map_or(self.run_id, |parent| parent.root_run_id.as_str());
-        let restart_number_matches = if lineage_kind == Some("restart") {
+        // `parent?.rootRunId ?? options.runId`, compared with `===`.
+        let root_run_id_matches = match &parent {
+            Some(parent) => row.root_run_id == parent.root_run_id,
+            None => self.run_id.strict_eq_str(&row.root_run_id),
+        };
+        let restart_number_matches = if lineage_kind.strict_eq_str("restart") {
             match self.given("restartNumber") {
                 Some(number) => number_equals(number, row.restart_number),
                 None => {
@@ -580,8 +622,8 @@ impl<'a> Reservation<'a> {
             self.defined("originSessionId"),
         ) && execution_mode_matches
             && parent_run_id_matches(row, self.given("parentRunId"))
-            && row.root_run_id == root_run_id
-            && row.lineage_kind.as_deref() == lineage_kind
+            && root_run_id_matches
+            && same_nullable_text(row.lineage_kind.as_deref(), lineage_kind)
             && restart_number_matches
             && row.parent_terminal_fingerprint == fingerprint)
     }
@@ -606,31 +648,45 @@ fn js_equals_text(stored: Option<&str>, value: Option<&Value>) -> bool {
     }
 }
 
+/// `stored === value` for a nullable text column and a caller value.
+fn same_nullable_text(stored: Option<&str>, value: Js<'_>) -> bool {
+    match stored {
+        None => value == Js::Null,
+        Some(stored) => value.strict_eq_str(stored),
+    }
+}
+
+/// `Workflow run not found: ${runId}`.
+fn not_found(run_id: Js<'_>) -> Result<StoreError> {
+    Ok(StoreError::plain(format!(
+        "Workflow run not found: {}",
+        run_id.template()?
+    )))
+}
+
+/// What a TEXT column stores for a caller value the reference binds there: the string itself,
+/// or the text SQLite makes of a number (`5` as REAL is `'5.0'`); `None` for `null`/`undefined`.
+/// The value is bound as one parameter by better-sqlite3's rules (a one-item array spreads);
+/// values it cannot bind fail with its error.
+fn stored_text(conn: &Connection, value: Option<&Value>) -> Result<Option<String>> {
+    if let Some(text) = Js::opt(value).as_str() {
+        return Ok(Some(text.to_string()));
+    }
+    let bound = bind_params(&[Param::Caller(value)])?;
+    if bound.first() == Some(&Bound::Null) {
+        return Ok(None);
+    }
+    Ok(conn
+        .prepare_cached("SELECT CAST(? AS TEXT)")?
+        .query_row(rusqlite::params_from_iter(&bound), |row| {
+            row.get::<_, Option<String>>(0)
+        })?)
+}
+
 /// `value === n` for a caller value and an integer.
 fn number_equals(value: &Value, n: i64) -> bool {
-    value.as_f64() == Some(n as f64)
-}
-
-/// `String(value)` for the values a message interpolates.
-fn js_string(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        Value::Number(number) => js_number(number),
-        other => other.to_string(),
-    }
-}
-
-/// A caller value bound as better-sqlite3 binds it (numbers, text, null).
-pub(crate) fn sql_value(value: &Value) -> Sql {
-    match value {
-        Value::Null => Sql::Null,
-        Value::Bool(flag) => Sql::Integer(i64::from(*flag)),
-        Value::Number(number) => number
-            .as_i64()
-            .map_or_else(|| Sql::Real(number.as_f64().unwrap_or(0.0)), Sql::Integer),
-        Value::String(text) => Sql::Text(text.clone()),
-        other => Sql::Text(other.to_string()),
-    }
+    // Through the JavaScript view: a tagged -0 is `=== 0`, as in JavaScript.
+    Js::of(value).strict_eq_number(n as f64)
 }
 
 /// `^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`
@@ -746,26 +802,35 @@ impl QueuedSource<'_> {
     }
 
     /// The root row (`mount_path ''`), then one row per mount (`mountPath.join("/")`).
-    fn insert(&self, conn: &Connection, run_id: &str) -> Result<()> {
+    fn insert(&self, conn: &Connection, run_id: Param<'_>) -> Result<()> {
         let mut insert = conn.prepare_cached(
             "INSERT INTO run_sources(run_id, mount_path, source_type, source_ref, source_revision)
              VALUES (?, ?, ?, ?, ?)",
         )?;
         let (kind, reference, revision) = source_parts(self.root);
-        insert.execute(params![run_id, "", kind, reference, revision])?;
+        let root = bind_params(&[
+            run_id.clone(),
+            Param::text(""),
+            Param::text(kind),
+            Param::text(reference),
+            Param::text(revision),
+        ])?;
+        insert.execute(rusqlite::params_from_iter(&root))?;
         for mounted in self.mounted {
             let mount_path: Vec<&str> = field(mounted, "mountPath")
                 .as_array()
                 .map(|parts| parts.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
             let (kind, reference, revision) = source_parts(field(mounted, "source"));
-            insert.execute(params![
-                run_id,
-                mount_path.join("/"),
-                kind,
-                reference,
-                revision
+            let joined = mount_path.join("/");
+            let values = bind_params(&[
+                run_id.clone(),
+                Param::text(&joined),
+                Param::text(kind),
+                Param::text(reference),
+                Param::text(revision),
             ])?;
+            insert.execute(rusqlite::params_from_iter(&values))?;
         }
         Ok(())
     }
