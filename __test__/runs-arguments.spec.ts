@@ -89,7 +89,6 @@ test('a closed store answers with the connection error before reading arguments'
 });
 
 describe('reservation reads its arguments as the reference does', () => {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
   const Database = require('better-sqlite3');
   const interactive = (runId: unknown, extra: Record<string, unknown> = {}) => ({
     ...runReservation('x', { executionMode: undefined, originSessionId: `session-${String(runId)}`, ...extra }),
