@@ -1,0 +1,370 @@
+//! Leases and fencing for both kinds of holder: controller resources and workflow runs.
+//!
+//! Every read and write of the `leases` table lives here: the generation-0 row of a new
+//! resource, reading it, taking it (free, expired, or by generation alone), renewing and
+//! releasing it, the liveness rule, and the event a holder's change is attributed to. Callers
+//! pass a resource id and a [`Holder`] (owner type, owner id, token hash), never a run or
+//! controller row; their own rules (pending interactions, queue states, finalizers) stay
+//! with them.
+//!
+//! Every write is fenced: a take by the generation it read, a renewal or release by the
+//! generation and the token hash (and, where the reference checks them, the owner and the
+//! expiry). Values a caller supplied arrive as [`Param`]s and are bound here in statement
+//! order through [`bind_params`], with better-sqlite3's rules; values already bound elsewhere
+//! arrive as `Param::Own`.
+
+use rusqlite::types::FromSql;
+use rusqlite::{params_from_iter, Connection, OptionalExtension};
+
+use super::revisions::{insert_event, EventDraft};
+use crate::args::{bind_params, Bound, Param};
+use crate::error::{Result, StoreError};
+
+/// The `leases` row of a resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lease {
+    /// Incremented by every claim; the fencing number.
+    pub generation: i64,
+    /// `session`, `host`, `controller` or `system`; `None` when unowned.
+    pub owner_type: Option<String>,
+    /// The owner's id; `None` when unowned.
+    pub owner_id: Option<String>,
+    /// SHA-256 of the owner's token.
+    pub token_hash: Option<Vec<u8>>,
+    /// Lease expiry (epoch ms).
+    pub expires_at: Option<i64>,
+}
+
+impl Lease {
+    /// `lease.generation || undefined`: generation 0 is recorded as no generation.
+    pub fn event_generation(&self) -> Option<i64> {
+        (self.generation != 0).then_some(self.generation)
+    }
+
+    /// Whether the stored token hash equals `hash`.
+    pub fn token_matches(&self, hash: &[u8]) -> bool {
+        self.token_hash.as_deref() == Some(hash)
+    }
+
+    /// Whether someone holds the lease and it has not expired at `now` (an undated lease is
+    /// not live).
+    pub fn is_live(&self, now: i64) -> bool {
+        self.owner_id.is_some() && self.expires_at.is_some_and(|expires| expires > now)
+    }
+}
+
+/// Which kind of holder takes, renews or releases a lease; it decides the owner type stored
+/// and the expiry rule of a take.
+#[derive(Debug, Clone)]
+pub enum HolderKind<'a> {
+    /// A workflow run's runner (`session` or `host`, bound as given): takes by generation
+    /// alone (the caller has judged the current holder's liveness).
+    Runner(Param<'a>),
+    /// A controller (`owner_type = 'controller'`): takes a free or expired lease.
+    Controller,
+    /// The control plane's short lease (`owner_type = 'system'`): takes a free, expired or
+    /// undated lease.
+    System,
+}
+
+/// Who holds (or is to hold) a lease.
+#[derive(Debug, Clone)]
+pub struct Holder<'a> {
+    /// The owner type and its take rule.
+    pub kind: HolderKind<'a>,
+    /// `leases.owner_id`, bound in statement order.
+    pub owner_id: Param<'a>,
+    /// SHA-256 of the holder's token.
+    pub token_hash: &'a [u8],
+}
+
+/// What a release is fenced by, beside the resource and the generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence {
+    /// The token hash (the caller verified the claim in this transaction).
+    Token,
+    /// The token hash, unexpired at `now`.
+    LiveToken,
+    /// The owner id and the token hash (a controller's verified claim).
+    Owner,
+    /// The system owner, its id and token hash, unexpired at `now`.
+    LiveSystemOwner,
+}
+
+/// The resource's lease, or `Lease is missing: <id>`.
+pub fn require_lease(conn: &Connection, resource_id: &str) -> Result<Lease> {
+    conn.prepare_cached(
+        "SELECT generation, owner_type, owner_id, token_hash, expires_at
+         FROM leases WHERE resource_id = ?",
+    )?
+    .query_row([resource_id], |row| {
+        Ok(Lease {
+            generation: row.get(0)?,
+            owner_type: row.get(1)?,
+            owner_id: row.get(2)?,
+            token_hash: row.get(3)?,
+            expires_at: row.get(4)?,
+        })
+    })
+    .optional()?
+    .ok_or_else(|| StoreError::plain(format!("Lease is missing: {resource_id}")))
+}
+
+/// Inserts the generation-0 lease row every new resource gets.
+pub fn insert_lease(conn: &Connection, resource_id: &str) -> Result<()> {
+    conn.prepare_cached("INSERT INTO leases(resource_id, generation) VALUES (?, 0)")?
+        .execute([resource_id])?;
+    Ok(())
+}
+
+/// `leases.owner_id` as SQLite stored it (a number bound as a double becomes its text, `5.0`),
+/// read as `T` (a `String` fails on NULL as `row.get` does).
+pub fn stored_owner_id<T: FromSql>(conn: &Connection, resource_id: &str) -> Result<T> {
+    Ok(conn
+        .prepare_cached("SELECT owner_id FROM leases WHERE resource_id = ?")?
+        .query_row([resource_id], |row| row.get(0))?)
+}
+
+/// `leases.expires_at` as the STRICT column holds it after binding (a numeric text converted).
+pub fn stored_expires_at(conn: &Connection, resource_id: &str) -> Result<Option<i64>> {
+    Ok(conn
+        .prepare_cached("SELECT expires_at FROM leases WHERE resource_id = ?")?
+        .query_row([resource_id], |row| row.get(0))?)
+}
+
+/// Runs `sql` with `params` bound as better-sqlite3 binds them; the number of rows changed.
+fn execute(conn: &Connection, sql: &str, params: &[Param<'_>]) -> Result<usize> {
+    let mut statement = conn.prepare_cached(sql)?;
+    Ok(statement.execute(params_from_iter(bind_params(params)?))?)
+}
+
+/// Takes generation `from_generation + 1` for `holder` until `expires_at`, fenced by
+/// `from_generation` and the holder kind's expiry rule; false when it did not take.
+pub fn take(
+    conn: &Connection,
+    resource_id: &str,
+    holder: &Holder<'_>,
+    from_generation: i64,
+    expires_at: Param<'_>,
+    now: i64,
+) -> Result<bool> {
+    let generation = Param::int(from_generation + 1);
+    let owner_id = holder.owner_id.clone();
+    let token_hash = Param::blob(holder.token_hash);
+    let changed = match &holder.kind {
+        HolderKind::Runner(owner_type) => execute(
+            conn,
+            "UPDATE leases SET generation = ?, owner_type = ?, owner_id = ?, token_hash = ?,
+                acquired_at = ?, heartbeat_at = ?, expires_at = ?
+         WHERE resource_id = ? AND generation = ?",
+            &[
+                generation,
+                owner_type.clone(),
+                owner_id,
+                token_hash,
+                Param::int(now),
+                Param::int(now),
+                expires_at,
+                Param::text(resource_id),
+                Param::int(from_generation),
+            ],
+        )?,
+        HolderKind::Controller => execute(
+            conn,
+            "UPDATE leases
+         SET generation = ?, owner_type = 'controller', owner_id = ?, token_hash = ?,
+             acquired_at = ?, heartbeat_at = ?, expires_at = ?
+         WHERE resource_id = ? AND generation = ?
+           AND (owner_id IS NULL OR expires_at <= ?)",
+            &[
+                generation,
+                owner_id,
+                token_hash,
+                Param::int(now),
+                Param::int(now),
+                expires_at,
+                Param::text(resource_id),
+                Param::int(from_generation),
+                Param::int(now),
+            ],
+        )?,
+        HolderKind::System => execute(
+            conn,
+            "UPDATE leases
+                 SET generation = ?, owner_type = 'system', owner_id = ?, token_hash = ?,
+                     acquired_at = ?, heartbeat_at = ?, expires_at = ?
+                 WHERE resource_id = ? AND generation = ?
+                   AND (owner_id IS NULL OR expires_at IS NULL OR expires_at <= ?)",
+            &[
+                generation,
+                owner_id,
+                token_hash,
+                Param::int(now),
+                Param::int(now),
+                expires_at,
+                Param::text(resource_id),
+                Param::int(from_generation),
+                Param::int(now),
+            ],
+        )?,
+    };
+    Ok(changed == 1)
+}
+
+/// Extends the holder's lease at `generation` to `expires_at` when it is unexpired at `now`;
+/// false when it did not.
+pub fn renew(
+    conn: &Connection,
+    resource_id: &str,
+    holder: &Holder<'_>,
+    generation: Param<'_>,
+    expires_at: Param<'_>,
+    now: i64,
+) -> Result<bool> {
+    let owner_id = holder.owner_id.clone();
+    let token_hash = Param::blob(holder.token_hash);
+    let bound_owner_type = |owner_type: Param<'_>| {
+        execute(
+            conn,
+            "UPDATE leases SET heartbeat_at = ?, expires_at = ?
+                 WHERE resource_id = ? AND owner_type = ? AND owner_id = ?
+                   AND token_hash = ? AND generation = ? AND expires_at > ?",
+            &[
+                Param::int(now),
+                expires_at.clone(),
+                Param::text(resource_id),
+                owner_type,
+                owner_id.clone(),
+                token_hash.clone(),
+                generation.clone(),
+                Param::int(now),
+            ],
+        )
+    };
+    let changed = match &holder.kind {
+        HolderKind::Runner(owner_type) => bound_owner_type(owner_type.clone())?,
+        HolderKind::System => bound_owner_type(Param::text("system"))?,
+        HolderKind::Controller => execute(
+            conn,
+            "UPDATE leases SET heartbeat_at = ?, expires_at = ?
+         WHERE resource_id = ? AND owner_type = 'controller' AND owner_id = ?
+           AND token_hash = ? AND generation = ? AND expires_at > ?",
+            &[
+                Param::int(now),
+                expires_at.clone(),
+                Param::text(resource_id),
+                owner_id.clone(),
+                token_hash.clone(),
+                generation.clone(),
+                Param::int(now),
+            ],
+        )?,
+    };
+    Ok(changed == 1)
+}
+
+/// Clears the owner, token and times of the holder's lease at `generation`, fenced by `fence`
+/// (judged at `now` where it says so); false when it did not release. The generation is kept:
+/// the next take moves on from it.
+pub fn release(
+    conn: &Connection,
+    resource_id: &str,
+    holder: &Holder<'_>,
+    generation: Param<'_>,
+    fence: Fence,
+    now: i64,
+) -> Result<bool> {
+    let token_hash = Param::blob(holder.token_hash);
+    let changed = match fence {
+        Fence::Token => execute(
+            conn,
+            "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
+                        acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
+                 WHERE resource_id = ? AND token_hash = ? AND generation = ?",
+            &[Param::text(resource_id), token_hash, generation],
+        )?,
+        Fence::LiveToken => execute(
+            conn,
+            "UPDATE leases
+             SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
+                 acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
+             WHERE resource_id = ? AND token_hash = ? AND generation = ? AND expires_at > ?",
+            &[
+                Param::text(resource_id),
+                token_hash,
+                generation,
+                Param::int(now),
+            ],
+        )?,
+        Fence::Owner => execute(
+            conn,
+            "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
+                acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
+         WHERE resource_id = ? AND owner_id = ? AND token_hash = ? AND generation = ?",
+            &[
+                Param::text(resource_id),
+                holder.owner_id.clone(),
+                token_hash,
+                generation,
+            ],
+        )?,
+        Fence::LiveSystemOwner => {
+            if !matches!(holder.kind, HolderKind::System) {
+                return Err(StoreError::plain(
+                    "Only the system holder is released by its owner and expiry",
+                ));
+            }
+            execute(
+                conn,
+                "UPDATE leases
+                 SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
+                     acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
+                 WHERE resource_id = ? AND owner_type = 'system' AND owner_id = ?
+                   AND token_hash = ? AND generation = ? AND expires_at > ?",
+                &[
+                    Param::text(resource_id),
+                    holder.owner_id.clone(),
+                    token_hash,
+                    generation,
+                    Param::int(now),
+                ],
+            )?
+        }
+    };
+    Ok(changed == 1)
+}
+
+/// An event attributed to the lease holder read before the change: actor
+/// `lease.ownerType ?? "system"`, generation `lease.generation || undefined`. `payload` is
+/// canonical JSON text.
+pub fn insert_holder_event(
+    conn: &Connection,
+    resource_id: &str,
+    revision: i64,
+    event_type: &str,
+    lease: &Lease,
+    payload: &str,
+    now: i64,
+) -> Result<String> {
+    insert_event(
+        conn,
+        &EventDraft {
+            resource_id,
+            revision,
+            event_type,
+            actor_type: lease.owner_type.as_deref().unwrap_or("system"),
+            actor_id: lease.owner_id.as_deref(),
+            payload,
+            now,
+            lease_generation: lease.event_generation(),
+        },
+    )
+}
+
+/// `Bound` of an optional text the store read (NULL for `None`).
+pub fn bound_text(text: Option<&str>) -> Param<'_> {
+    match text {
+        Some(text) => Param::text(text),
+        None => Param::Own(Bound::Null),
+    }
+}
