@@ -16,9 +16,8 @@ use crate::args::js_number_text;
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_blob, put_text, BlobHash, JsonReads, MEDIA_JSON, MEDIA_TEXT};
 use crate::state::json::record_text;
-use crate::state::revisions::{
-    compare_and_set_revision, insert_event, require_lease, EventDraft, Lease,
-};
+use crate::state::leases::{self, require_lease, Fence, Holder, HolderKind, Lease};
+use crate::state::revisions::{compare_and_set_revision, insert_event, EventDraft};
 use crate::store::Store;
 use crate::wire::{json_text, ObjectWriter};
 
@@ -782,21 +781,15 @@ pub fn release_lease(
     lease: &Lease,
     now: i64,
 ) -> Result<Option<i64>> {
-    let mut statement = conn.prepare_cached(
-        "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
-                acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
-         WHERE resource_id = ? AND owner_id = ? AND token_hash = ? AND generation = ?",
-    )?;
     let owner_id = read(claim, "ownerId")?;
     let token_hash = token_hash_of(read(claim, "token")?)?;
-    let generation = read(claim, "generation")?;
-    let released = statement.execute(params_from_iter(bind_params(&[
-        Param::text(resource_id),
-        Param::Caller(owner_id),
-        Param::blob(&token_hash),
-        Param::Caller(generation),
-    ])?))?;
-    if released != 1 {
+    let generation = Param::Caller(read(claim, "generation")?);
+    let holder = Holder {
+        kind: HolderKind::Controller,
+        owner_id: Param::Caller(owner_id),
+        token_hash: &token_hash,
+    };
+    if !leases::release(conn, resource_id, &holder, generation, Fence::Owner, now)? {
         return Ok(None);
     }
     bump_controller_resource(conn, resource_id, revision, now)?;
