@@ -265,13 +265,13 @@ pub fn live_claim_row_of(
     let Some(row) = run_row_of(conn, run_id)? else {
         return Ok(None);
     };
-    let (Some(_), Some(expires_at)) = (&row.owner_id, row.claim_expires_at) else {
-        return Ok(None);
-    };
-    let live = match row.token_hash.as_deref() {
-        None => false,
-        Some(hash) => hash == token_hash_js(claim_token)? && expires_at > now,
-    };
+    let live = leases::holds_live(
+        row.owner_id.as_deref(),
+        row.token_hash.as_deref(),
+        row.claim_expires_at,
+        now,
+        || token_hash_js(claim_token),
+    )?;
     Ok(live.then_some(row))
 }
 

@@ -67,6 +67,23 @@ pub enum HolderKind<'a> {
     System,
 }
 
+/// The claim check both holders' verifications share: the lease has an owner, an expiry and a
+/// token, the presented token hashes to it, and it is unexpired at `now`. `presented` (the
+/// presented token's hash) is asked for only once the lease has an owner, an expiry and a
+/// token, so a token the caller cannot hash fails only then, as in the reference.
+pub fn holds_live<E>(
+    owner_id: Option<&str>,
+    token_hash: Option<&[u8]>,
+    expires_at: Option<i64>,
+    now: i64,
+    presented: impl FnOnce() -> std::result::Result<[u8; 32], E>,
+) -> std::result::Result<bool, E> {
+    let (Some(_), Some(expires_at), Some(hash)) = (owner_id, expires_at, token_hash) else {
+        return Ok(false);
+    };
+    Ok(hash == presented()? && expires_at > now)
+}
+
 /// Who holds (or is to hold) a lease.
 #[derive(Debug, Clone)]
 pub struct Holder<'a> {
@@ -374,8 +391,8 @@ pub fn bound_text(text: Option<&str>) -> Param<'_> {
 #[cfg(test)]
 mod tests {
     use super::{
-        insert_holder_event, insert_lease, release, renew, require_lease, stored_expires_at,
-        stored_owner_id, take, Fence, Holder, HolderKind, Lease,
+        holds_live, insert_holder_event, insert_lease, release, renew, require_lease,
+        stored_expires_at, stored_owner_id, take, Fence, Holder, HolderKind, Lease,
     };
     use crate::args::Param;
     use crate::error::StoreError;
@@ -459,6 +476,33 @@ mod tests {
         let took = take(conn, RESOURCE, &holder, 0, Param::int(EXPIRES), NOW).unwrap();
         assert!(took, "{}: take of a free lease", kind.name);
         holder
+    }
+
+    #[test]
+    fn a_live_claim_needs_owner_expiry_and_the_token_and_hashes_only_then() {
+        let hash = token_hash("token-a");
+        let refused = || Err::<[u8; 32], &str>("not hashable");
+        let live = |owner, stored: Option<&[u8]>, expires, now| {
+            holds_live(owner, stored, expires, now, || {
+                Ok::<_, &str>(token_hash("token-a"))
+            })
+        };
+        assert_eq!(live(Some("a"), Some(&hash), Some(EXPIRES), NOW), Ok(true));
+        assert_eq!(
+            live(Some("a"), Some(&hash), Some(EXPIRES), EXPIRES),
+            Ok(false)
+        );
+        let other = token_hash("token-b");
+        assert_eq!(live(Some("a"), Some(&other), Some(EXPIRES), NOW), Ok(false));
+        for (owner, stored, expires) in [
+            (None, Some(&hash[..]), Some(EXPIRES)),
+            (Some("a"), None, Some(EXPIRES)),
+            (Some("a"), Some(&hash[..]), None),
+        ] {
+            assert_eq!(holds_live(owner, stored, expires, NOW, refused), Ok(false));
+        }
+        let asked = holds_live(Some("a"), Some(&hash), Some(EXPIRES), EXPIRES, refused);
+        assert_eq!(asked, Err("not hashable"));
     }
 
     #[test]
