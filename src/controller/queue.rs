@@ -17,7 +17,7 @@ use super::time_at;
 use crate::error::{Result, StoreError};
 use crate::state::ids::{random_token, token_hash};
 use crate::state::json::canonical;
-use crate::state::leases::{self, Holder, HolderKind};
+use crate::state::leases::{self, Holder, HolderKind, CONTROLLER_TAKEABLE};
 use crate::state::revisions::{insert_event, EventDraft};
 use crate::store::Store;
 use crate::time::{iso, js_iso};
@@ -183,7 +183,7 @@ fn next_due_row(
            AND c.controller_name IN ({placeholders})
            {exclusion_sql}
            AND q.available_at <= ?
-           AND (l.owner_id IS NULL OR l.expires_at <= ?)
+           AND {CONTROLLER_TAKEABLE}
          ORDER BY q.available_at, c.controller_name, c.resource_key
          LIMIT 1"
     );

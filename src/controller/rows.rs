@@ -16,7 +16,7 @@ use crate::args::js_number_text;
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_blob, put_text, BlobHash, JsonReads, MEDIA_JSON, MEDIA_TEXT};
 use crate::state::json::record_text;
-use crate::state::leases::{self, require_lease, Fence, Holder, HolderKind, Lease};
+use crate::state::leases::{self, lease_columns, require_lease, Fence, Holder, HolderKind, Lease};
 use crate::state::revisions::{compare_and_set_revision, insert_event, EventDraft};
 use crate::store::Store;
 use crate::wire::{json_text, ObjectWriter};
@@ -601,8 +601,8 @@ pub struct ClaimRow {
 
 /// The columns [`ClaimRow::from_row`] reads after [`CONTROLLER_COLUMNS`], over `leases l`
 /// and `controller_queue q`.
-pub const CLAIM_COLUMNS: &str = "l.generation, l.owner_type, l.owner_id, l.token_hash,
-    l.expires_at, q.queue_version, q.consecutive_errors";
+pub const CLAIM_COLUMNS: &str =
+    concat!(lease_columns!(), ", q.queue_version, q.consecutive_errors");
 
 /// [`controller_select`] with the lease and the queue item, then `clause`.
 fn claim_select(clause: &str) -> String {
@@ -622,17 +622,7 @@ static CLAIM_BY_UID: LazyLock<String> = LazyLock::new(|| claim_select(BY_UID));
 impl ClaimRow {
     /// Reads a row of [`CONTROLLER_COLUMNS`] followed by [`CLAIM_COLUMNS`].
     pub fn from_row(row: &Row<'_>) -> rusqlite::Result<ClaimRow> {
-        let generation: Option<i64> = row.get(10)?;
-        let lease = match generation {
-            None => None,
-            Some(generation) => Some(Lease {
-                generation,
-                owner_type: row.get(11)?,
-                owner_id: row.get(12)?,
-                token_hash: row.get(13)?,
-                expires_at: row.get(14)?,
-            }),
-        };
+        let lease = Lease::from_columns(row, 10)?;
         Ok(ClaimRow {
             row: ControllerRow::from_row(row)?,
             lease,
@@ -763,7 +753,7 @@ fn check_claim_lease(
         && same_number(lease.generation, read(claim, "generation")?)
         && lease.token_hash.is_some()
         && lease.token_matches(&token_hash_of(read(claim, "token")?)?)
-        && !(require_unexpired && lease.expires_at.is_none_or(|expires| expires <= now));
+        && (!require_unexpired || lease.is_unexpired(now));
     if !holds {
         return Err(StoreError::plain("Controller claim is stale"));
     }

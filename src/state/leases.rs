@@ -35,7 +35,42 @@ pub struct Lease {
     pub expires_at: Option<i64>,
 }
 
+/// The lease columns of a statement that joins `leases l` to the row it reads, in the order
+/// [`Lease::from_columns`] reads them (a macro, so callers can `concat!` it into their own list).
+macro_rules! lease_columns {
+    () => {
+        "l.generation, l.owner_type, l.owner_id, l.token_hash,
+    l.expires_at"
+    };
+}
+pub(crate) use lease_columns;
+
+/// A controller take's expiry rule as a condition over `leases l` (free, or expired at the `?`
+/// bound to `now`): how a read finds the rows [`take`] with [`HolderKind::Controller`] can take.
+pub const CONTROLLER_TAKEABLE: &str = "(l.owner_id IS NULL OR l.expires_at <= ?)";
+
 impl Lease {
+    /// The lease read by [`lease_columns!`] from column `first` on; `None` when a left join
+    /// found no lease row (a NULL generation).
+    pub fn from_columns(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Option<Lease>> {
+        let generation: Option<i64> = row.get(first)?;
+        Ok(match generation {
+            None => None,
+            Some(generation) => Some(Lease {
+                generation,
+                owner_type: row.get(first + 1)?,
+                owner_id: row.get(first + 2)?,
+                token_hash: row.get(first + 3)?,
+                expires_at: row.get(first + 4)?,
+            }),
+        })
+    }
+
+    /// Whether the lease has an expiry after `now` (an undated lease is expired).
+    pub fn is_unexpired(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|expires| expires > now)
+    }
+
     /// `lease.generation || undefined`: generation 0 is recorded as no generation.
     pub fn event_generation(&self) -> Option<i64> {
         (self.generation != 0).then_some(self.generation)
@@ -49,7 +84,7 @@ impl Lease {
     /// Whether someone holds the lease and it has not expired at `now` (an undated lease is
     /// not live).
     pub fn is_live(&self, now: i64) -> bool {
-        self.owner_id.is_some() && self.expires_at.is_some_and(|expires| expires > now)
+        self.owner_id.is_some() && self.is_unexpired(now)
     }
 }
 
@@ -393,12 +428,13 @@ mod tests {
     use super::{
         holds_live, insert_holder_event, insert_lease, release, renew, require_lease,
         stored_expires_at, stored_owner_id, take, Fence, Holder, HolderKind, Lease,
+        CONTROLLER_TAKEABLE,
     };
     use crate::args::Param;
     use crate::error::StoreError;
     use crate::state::ids::token_hash;
     use crate::state::schema::STATE_SCHEMA_SQL;
-    use rusqlite::Connection;
+    use rusqlite::{Connection, OptionalExtension};
 
     /// A holder kind under test: how it is built, the owner type it stores, the fence its
     /// domain releases it by, and whether its take refuses a lease another holder has live.
@@ -503,6 +539,61 @@ mod tests {
         }
         let asked = holds_live(Some("a"), Some(&hash), Some(EXPIRES), EXPIRES, refused);
         assert_eq!(asked, Err("not hashable"));
+    }
+
+    #[test]
+    fn a_joined_read_finds_what_a_controller_take_can_take() {
+        let sql = format!(
+            "SELECT {} FROM resources r LEFT JOIN leases l ON l.resource_id = r.resource_id
+             WHERE r.resource_id = ? AND {CONTROLLER_TAKEABLE}",
+            lease_columns!()
+        );
+        let takeable = |conn: &Connection, now: i64| -> Option<Option<Lease>> {
+            conn.prepare(&sql)
+                .unwrap()
+                .query_row(rusqlite::params![RESOURCE, now], |row| {
+                    Lease::from_columns(row, 0)
+                })
+                .optional()
+                .unwrap()
+        };
+        for kind in HOLDERS {
+            let conn = database();
+            assert_eq!(
+                takeable(&conn, NOW),
+                Some(Some(lease(&conn))),
+                "{}",
+                kind.name
+            );
+            let hash = token_hash("token-a");
+            taken(&conn, kind, "owner-a", &hash);
+            for now in [NOW, EXPIRES] {
+                let found = takeable(&conn, now);
+                assert_eq!(
+                    lease(&conn).is_unexpired(now),
+                    now < EXPIRES,
+                    "{}",
+                    kind.name
+                );
+                let controller_hash = token_hash("token-c");
+                let controller = holder(&HOLDERS[2], "owner-c", &controller_hash);
+                let took = take(&conn, RESOURCE, &controller, 1, Param::int(now + 1), now);
+                assert_eq!(found.is_some(), took.unwrap(), "{} at {now}", kind.name);
+            }
+        }
+        let conn = database();
+        conn.execute("DELETE FROM leases", []).unwrap();
+        let unleased = conn
+            .query_row(
+                &format!(
+                    "SELECT {} FROM resources r LEFT JOIN leases l ON l.resource_id = r.resource_id",
+                    lease_columns!()
+                ),
+                [],
+                |row| Lease::from_columns(row, 0),
+            )
+            .unwrap();
+        assert_eq!(unleased, None);
     }
 
     #[test]
