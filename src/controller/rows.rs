@@ -783,18 +783,13 @@ pub fn release_lease(
         return Ok(None);
     }
     bump_controller_resource(conn, resource_id, revision, now)?;
-    insert_event(
+    insert_claim_event(
         conn,
-        &EventDraft {
-            resource_id,
-            revision: revision + 1,
-            event_type: "lease.released",
-            actor_type: "controller",
-            actor_id: lease.owner_id.as_deref(),
-            payload: "{}",
-            now,
-            lease_generation: Some(lease.generation),
-        },
+        resource_id,
+        revision + 1,
+        "lease.released",
+        lease,
+        now,
     )?;
     Ok(Some(revision + 1))
 }
@@ -809,18 +804,14 @@ pub fn insert_claim_event(
     lease: &Lease,
     now: i64,
 ) -> Result<String> {
-    insert_event(
+    leases::insert_controller_holder_event(
         conn,
-        &EventDraft {
-            resource_id,
-            revision,
-            event_type,
-            actor_type: "controller",
-            actor_id: lease.owner_id.as_deref(),
-            payload: "{}",
-            now,
-            lease_generation: Some(lease.generation),
-        },
+        resource_id,
+        revision,
+        event_type,
+        lease,
+        "{}",
+        now,
     )
 }
 

@@ -413,6 +413,32 @@ pub fn insert_holder_event(
     )
 }
 
+/// An event a controller's verified claim is attributed to: actor `controller`, the claim's
+/// owner and generation as `lease` holds them. `payload` is canonical JSON text.
+pub fn insert_controller_holder_event(
+    conn: &Connection,
+    resource_id: &str,
+    revision: i64,
+    event_type: &str,
+    lease: &Lease,
+    payload: &str,
+    now: i64,
+) -> Result<String> {
+    insert_event(
+        conn,
+        &EventDraft {
+            resource_id,
+            revision,
+            event_type,
+            actor_type: "controller",
+            actor_id: lease.owner_id.as_deref(),
+            payload,
+            now,
+            lease_generation: Some(lease.generation),
+        },
+    )
+}
+
 /// `Bound` of an optional text the store read (NULL for `None`).
 pub fn bound_text(text: Option<&str>) -> Param<'_> {
     match text {
@@ -426,9 +452,9 @@ pub fn bound_text(text: Option<&str>) -> Param<'_> {
 #[cfg(test)]
 mod tests {
     use super::{
-        holds_live, insert_holder_event, insert_lease, release, renew, require_lease,
-        stored_expires_at, stored_owner_id, take, Fence, Holder, HolderKind, Lease,
-        CONTROLLER_TAKEABLE,
+        holds_live, insert_controller_holder_event, insert_holder_event, insert_lease, release,
+        renew, require_lease, stored_expires_at, stored_owner_id, take, Fence, Holder, HolderKind,
+        Lease, CONTROLLER_TAKEABLE,
     };
     use crate::args::Param;
     use crate::error::StoreError;
@@ -786,6 +812,8 @@ mod tests {
             for (revision, read) in [(1, &fresh), (2, &held)] {
                 insert_holder_event(&conn, RESOURCE, revision, "test", read, "{}", NOW).unwrap();
             }
+            // A controller's claim event names the owner type it verified, `controller`.
+            insert_controller_holder_event(&conn, RESOURCE, 3, "test", &held, "{}", NOW).unwrap();
             let events: Vec<(String, Option<String>, Option<i64>)> = conn
                 .prepare(
                     "SELECT actor_type, actor_id, lease_generation FROM events
@@ -803,6 +831,7 @@ mod tests {
                     Some("owner-a".to_owned()),
                     Some(1),
                 ),
+                ("controller".to_owned(), Some("owner-a".to_owned()), Some(1)),
             ];
             assert_eq!(events, expected, "{}", kind.name);
         }
