@@ -17,7 +17,8 @@ use super::time_at;
 use crate::error::{Result, StoreError};
 use crate::state::ids::{random_token, token_hash};
 use crate::state::json::canonical;
-use crate::state::revisions::{insert_event, require_lease, EventDraft};
+use crate::state::leases::{self, Holder, HolderKind, CONTROLLER_TAKEABLE};
+use crate::state::revisions::{insert_event, EventDraft};
 use crate::store::Store;
 use crate::time::{iso, js_iso};
 use crate::wire::{Call, Reply};
@@ -182,7 +183,7 @@ fn next_due_row(
            AND c.controller_name IN ({placeholders})
            {exclusion_sql}
            AND q.available_at <= ?
-           AND (l.owner_id IS NULL OR l.expires_at <= ?)
+           AND {CONTROLLER_TAKEABLE}
          ORDER BY q.available_at, c.controller_name, c.resource_key
          LIMIT 1"
     );
@@ -223,25 +224,20 @@ fn take_lease(
     let expires = LeaseSum::of(read(options, "leaseMs")?)?;
     let owner_id = read(options, "ownerId")?;
     let token_hash = token_hash(&token);
-    let mut statement = conn.prepare_cached(
-        "UPDATE leases
-         SET generation = ?, owner_type = 'controller', owner_id = ?, token_hash = ?,
-             acquired_at = ?, heartbeat_at = ?, expires_at = ?
-         WHERE resource_id = ? AND generation = ?
-           AND (owner_id IS NULL OR expires_at <= ?)",
-    )?;
-    let changed = statement.execute(params_from_iter(bind_params(&[
-        Param::int(generation),
-        Param::Caller(owner_id),
-        Param::blob(&token_hash),
-        Param::int(now),
-        Param::int(now),
-        Param::Own(expires.bound()?),
-        Param::text(&row.resource_id),
-        Param::int(lease.generation),
-        Param::int(now),
-    ])?))?;
-    if changed != 1 {
+    let holder = Holder {
+        kind: HolderKind::Controller,
+        owner_id: Param::Caller(owner_id),
+        token_hash: &token_hash,
+    };
+    let expires_at = Param::Own(expires.bound()?);
+    if !leases::take(
+        conn,
+        &row.resource_id,
+        &holder,
+        lease.generation,
+        expires_at,
+        now,
+    )? {
         return Ok(None);
     }
     bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
@@ -249,7 +245,7 @@ fn take_lease(
     // stored as its text, `5.0`), which the lease row now holds.
     let stored_owner = match owner_id {
         Some(Value::String(owner)) => owner.clone(),
-        _ => require_lease(conn, &row.resource_id)?
+        _ => leases::require_lease(conn, &row.resource_id)?
             .owner_id
             .unwrap_or_default(),
     };
@@ -288,24 +284,17 @@ fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
     let Some(row) = lookup_controller_row(store, ResourceRef::copied(claim)?)? else {
         return Ok(Reply::value(false));
     };
-    let mut statement = store.conn()?.prepare_cached(
-        "UPDATE leases SET heartbeat_at = ?, expires_at = ?
-         WHERE resource_id = ? AND owner_type = 'controller' AND owner_id = ?
-           AND token_hash = ? AND generation = ? AND expires_at > ?",
-    )?;
+    let conn = store.conn()?;
     let owner_id = read(claim, "ownerId")?;
     let token_hash = token_hash_of(read(claim, "token")?)?;
-    let generation = read(claim, "generation")?;
-    let changed = statement.execute(params_from_iter(bind_params(&[
-        Param::int(now),
-        Param::Own(expires.bound()?),
-        Param::text(&row.resource_id),
-        Param::Caller(owner_id),
-        Param::blob(&token_hash),
-        Param::Caller(generation),
-        Param::int(now),
-    ])?))?;
-    if changed != 1 {
+    let generation = Param::Caller(read(claim, "generation")?);
+    let holder = Holder {
+        kind: HolderKind::Controller,
+        owner_id: Param::Caller(owner_id),
+        token_hash: &token_hash,
+    };
+    let expires_at = Param::Own(expires.bound()?);
+    if !leases::renew(conn, &row.resource_id, &holder, generation, expires_at, now)? {
         return Ok(Reply::value(false));
     }
     // As in the reference, an expiry JavaScript cannot date throws after the renewal was

@@ -16,9 +16,8 @@ use crate::args::js_number_text;
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_blob, put_text, BlobHash, JsonReads, MEDIA_JSON, MEDIA_TEXT};
 use crate::state::json::record_text;
-use crate::state::revisions::{
-    compare_and_set_revision, insert_event, require_lease, EventDraft, Lease,
-};
+use crate::state::leases::{self, lease_columns, require_lease, Fence, Holder, HolderKind, Lease};
+use crate::state::revisions::{compare_and_set_revision, insert_event, EventDraft};
 use crate::store::Store;
 use crate::wire::{json_text, ObjectWriter};
 
@@ -591,8 +590,8 @@ pub struct ClaimRow {
 
 /// The columns [`ClaimRow::from_row`] reads after [`CONTROLLER_COLUMNS`], over `leases l`
 /// and `controller_queue q`.
-pub const CLAIM_COLUMNS: &str = "l.generation, l.owner_type, l.owner_id, l.token_hash,
-    l.expires_at, q.queue_version, q.consecutive_errors";
+pub const CLAIM_COLUMNS: &str =
+    concat!(lease_columns!(), ", q.queue_version, q.consecutive_errors");
 
 /// [`controller_select`] with the lease and the queue item, then `clause`.
 fn claim_select(clause: &str) -> String {
@@ -612,17 +611,7 @@ static CLAIM_BY_UID: LazyLock<String> = LazyLock::new(|| claim_select(BY_UID));
 impl ClaimRow {
     /// Reads a row of [`CONTROLLER_COLUMNS`] followed by [`CLAIM_COLUMNS`].
     pub fn from_row(row: &Row<'_>) -> rusqlite::Result<ClaimRow> {
-        let generation: Option<i64> = row.get(10)?;
-        let lease = match generation {
-            None => None,
-            Some(generation) => Some(Lease {
-                generation,
-                owner_type: row.get(11)?,
-                owner_id: row.get(12)?,
-                token_hash: row.get(13)?,
-                expires_at: row.get(14)?,
-            }),
-        };
+        let lease = Lease::from_columns(row, 10)?;
         Ok(ClaimRow {
             row: ControllerRow::from_row(row)?,
             lease,
@@ -753,7 +742,7 @@ fn check_claim_lease(
         && same_number(lease.generation, read(claim, "generation")?)
         && lease.token_hash.is_some()
         && lease.token_matches(&token_hash_of(read(claim, "token")?)?)
-        && !(require_unexpired && lease.expires_at.is_none_or(|expires| expires <= now));
+        && (!require_unexpired || lease.is_unexpired(now));
     if !holds {
         return Err(StoreError::plain("Controller claim is stale"));
     }
@@ -771,36 +760,25 @@ pub fn release_lease(
     lease: &Lease,
     now: i64,
 ) -> Result<Option<i64>> {
-    let mut statement = conn.prepare_cached(
-        "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
-                acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
-         WHERE resource_id = ? AND owner_id = ? AND token_hash = ? AND generation = ?",
-    )?;
     let owner_id = read(claim, "ownerId")?;
     let token_hash = token_hash_of(read(claim, "token")?)?;
-    let generation = read(claim, "generation")?;
-    let released = statement.execute(params_from_iter(bind_params(&[
-        Param::text(resource_id),
-        Param::Caller(owner_id),
-        Param::blob(&token_hash),
-        Param::Caller(generation),
-    ])?))?;
-    if released != 1 {
+    let generation = Param::Caller(read(claim, "generation")?);
+    let holder = Holder {
+        kind: HolderKind::Controller,
+        owner_id: Param::Caller(owner_id),
+        token_hash: &token_hash,
+    };
+    if !leases::release(conn, resource_id, &holder, generation, Fence::Owner, now)? {
         return Ok(None);
     }
     bump_controller_resource(conn, resource_id, revision, now)?;
-    insert_event(
+    insert_claim_event(
         conn,
-        &EventDraft {
-            resource_id,
-            revision: revision + 1,
-            event_type: "lease.released",
-            actor_type: "controller",
-            actor_id: lease.owner_id.as_deref(),
-            payload: "{}",
-            now,
-            lease_generation: Some(lease.generation),
-        },
+        resource_id,
+        revision + 1,
+        "lease.released",
+        lease,
+        now,
     )?;
     Ok(Some(revision + 1))
 }
@@ -815,18 +793,14 @@ pub fn insert_claim_event(
     lease: &Lease,
     now: i64,
 ) -> Result<String> {
-    insert_event(
+    leases::insert_controller_holder_event(
         conn,
-        &EventDraft {
-            resource_id,
-            revision,
-            event_type,
-            actor_type: "controller",
-            actor_id: lease.owner_id.as_deref(),
-            payload: "{}",
-            now,
-            lease_generation: Some(lease.generation),
-        },
+        resource_id,
+        revision,
+        event_type,
+        lease,
+        "{}",
+        now,
     )
 }
 

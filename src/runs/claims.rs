@@ -9,11 +9,12 @@ use serde_json::{json, Value};
 
 use super::records::map_workflow_run_with;
 use super::row::{workflow_run_row, RunRow, RUN_SELECT};
-use crate::args::{add_to_number, bind_all, params_for, token_hash_js, Js, Sum};
+use crate::args::{add_to_number, bind_all, params_for, token_hash_js, Js, Param, Sum};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::JsonReads;
 use crate::state::json::canonical;
-use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft, Lease};
+use crate::state::leases::{self, bound_text, Fence, Holder, HolderKind, Lease};
+use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft};
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
 use crate::time::js_iso;
@@ -205,23 +206,14 @@ fn renew(store: &Store, call: &Call) -> Result<Reply> {
         // The arguments of `.run(…)` in order: `now + options.leaseMs`, then the token's hash.
         let expires_at = add_to_number(now as f64, args.get_or_undefined("leaseMs"))?;
         let token_hash = token_hash_js(args.get_or_undefined("claimToken"))?;
-        let changed = conn
-            .prepare_cached(
-                "UPDATE leases SET heartbeat_at = ?, expires_at = ?
-                 WHERE resource_id = ? AND owner_type = ? AND owner_id = ?
-                   AND token_hash = ? AND generation = ? AND expires_at > ?",
-            )?
-            .execute(params![
-                now,
-                expires_at.bind(),
-                row.resource_id,
-                lease.owner_type,
-                owner_id,
-                &token_hash[..],
-                lease.generation,
-                now
-            ])?;
-        if changed != 1 {
+        let holder = Holder {
+            kind: HolderKind::Runner(bound_text(lease.owner_type.as_deref())),
+            owner_id: Param::text(owner_id),
+            token_hash: &token_hash,
+        };
+        let generation = Param::int(lease.generation);
+        let expires_at = Param::Own(expires_at.bind());
+        if !leases::renew(conn, &row.resource_id, &holder, generation, expires_at, now)? {
             return Ok(false);
         }
         record_viewer_deltas(conn, &row.run_id, SUMMARY_REPLAY, now)?;
@@ -236,9 +228,7 @@ fn stored_expiry(conn: &Connection, resource_id: &str, expires_at: &Sum) -> Resu
     match expires_at {
         Sum::Number(n) if n.is_nan() => Ok(None),
         Sum::Number(n) => Ok(Some(*n as i64)),
-        Sum::Text(_) => Ok(conn
-            .prepare_cached("SELECT expires_at FROM leases WHERE resource_id = ?")?
-            .query_row([resource_id], |row| row.get(0))?),
+        Sum::Text(_) => leases::stored_expires_at(conn, resource_id),
     }
 }
 
@@ -275,13 +265,13 @@ pub fn live_claim_row_of(
     let Some(row) = run_row_of(conn, run_id)? else {
         return Ok(None);
     };
-    let (Some(_), Some(expires_at)) = (&row.owner_id, row.claim_expires_at) else {
-        return Ok(None);
-    };
-    let live = match row.token_hash.as_deref() {
-        None => false,
-        Some(hash) => hash == token_hash_js(claim_token)? && expires_at > now,
-    };
+    let live = leases::holds_live(
+        row.owner_id.as_deref(),
+        row.token_hash.as_deref(),
+        row.claim_expires_at,
+        now,
+        || token_hash_js(claim_token),
+    )?;
     Ok(live.then_some(row))
 }
 
@@ -391,20 +381,25 @@ pub fn insert_lease_holder_event(
     payload: &Value,
     now: i64,
 ) -> Result<()> {
-    insert_event(
+    leases::insert_holder_event(
         conn,
-        &EventDraft {
-            resource_id: &row.resource_id,
-            revision,
-            event_type,
-            actor_type: lease.owner_type.as_deref().unwrap_or("system"),
-            actor_id: lease.owner_id.as_deref(),
-            payload: &canonical(payload),
-            now,
-            lease_generation: lease.event_generation(),
-        },
+        &row.resource_id,
+        revision,
+        event_type,
+        lease,
+        &canonical(payload),
+        now,
     )?;
     Ok(())
+}
+
+/// The holder of a run's `lease` presenting the token of `token_hash`.
+pub fn run_holder<'a>(lease: &'a Lease, token_hash: &'a [u8]) -> Holder<'a> {
+    Holder {
+        kind: HolderKind::Runner(bound_text(lease.owner_type.as_deref())),
+        owner_id: bound_text(lease.owner_id.as_deref()),
+        token_hash,
+    }
 }
 
 /// Clears the lease when the token of `token_hash` still holds it at `generation` and is unexpired at `now`;
@@ -416,15 +411,19 @@ pub fn release_live_lease(
     generation: i64,
     now: i64,
 ) -> Result<bool> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE leases
-             SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
-                 acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
-             WHERE resource_id = ? AND token_hash = ? AND generation = ? AND expires_at > ?",
-        )?
-        .execute(params![resource_id, &token_hash[..], generation, now])?;
-    Ok(changed == 1)
+    let holder = Holder {
+        kind: HolderKind::Runner(Param::null()),
+        owner_id: Param::null(),
+        token_hash,
+    };
+    leases::release(
+        conn,
+        resource_id,
+        &holder,
+        Param::int(generation),
+        Fence::LiveToken,
+        now,
+    )
 }
 
 /// `Workflow run <id> <what>`: an internal-consistency failure the reference throws.
@@ -512,11 +511,11 @@ pub fn claim_run_in_transaction(
         return Ok(None);
     }
     let lease = row.lease();
-    let held_by_other = lease
-        .owner_id
-        .as_deref()
-        .is_some_and(|owner| !claim.runner_id.strict_eq_str(owner))
-        && lease.expires_at.is_some_and(|expires| expires > now);
+    let held_by_other = lease.is_live(now)
+        && lease
+            .owner_id
+            .as_deref()
+            .is_some_and(|owner| !claim.runner_id.strict_eq_str(owner));
     if held_by_other {
         return Ok(None);
     }
@@ -530,24 +529,21 @@ pub fn claim_run_in_transaction(
     };
     let owner_type = runner_owner_type(runner_id);
     let token_hash = token_hash_js(claim.claim_token)?;
-    let mut update = conn.prepare_cached(
-        "UPDATE leases SET generation = ?, owner_type = ?, owner_id = ?, token_hash = ?,
-                acquired_at = ?, heartbeat_at = ?, expires_at = ?
-         WHERE resource_id = ? AND generation = ?",
-    )?;
     let bound = bind_all(&[runner], 1)?;
-    let changed = update.execute(params![
-        generation,
-        owner_type,
-        bound[0],
-        &token_hash[..],
+    let holder = Holder {
+        kind: HolderKind::Runner(Param::text(owner_type)),
+        owner_id: Param::Own(bound[0].clone()),
+        token_hash: &token_hash,
+    };
+    let expires = Param::Own(expires_sum.bind());
+    if !leases::take(
+        conn,
+        &row.resource_id,
+        &holder,
+        lease.generation,
+        expires,
         now,
-        now,
-        expires_sum.bind(),
-        row.resource_id,
-        lease.generation
-    ])?;
-    if changed != 1 {
+    )? {
         return Ok(None);
     }
     let expires_at = stored_expiry(conn, &row.resource_id, &expires_sum)?.unwrap_or_default();

@@ -1,12 +1,14 @@
 //! The joined row of one workflow run (run, definition, queue, binding, lease) that every run
 //! method reads, and its lookups.
 
+use std::convert::Infallible;
+
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::error::{Result, StoreError};
 use crate::state::columns::{blob_at, opt_blob_at, opt_str_at, str_at};
 use crate::state::ids::token_hash;
-use crate::state::revisions::Lease;
+use crate::state::leases::{self, Lease};
 
 /// The columns of the reference's `workflowRunSelect`, then the rest of the run's lease (so a
 /// path that reads the run has its whole lease without reading it again), followed by a
@@ -132,10 +134,14 @@ impl RunRow {
     /// Whether `claim_token` is the run's current claim, unexpired at `now`
     /// (`verifyWorkflowRunClaim` of this row).
     pub fn holds_live_claim(&self, claim_token: &str, now: i64) -> bool {
-        let (Some(_), Some(expires_at)) = (&self.owner_id, self.claim_expires_at) else {
-            return false;
-        };
-        self.token_hash.as_deref() == Some(&token_hash(claim_token)[..]) && expires_at > now
+        let Ok(live) = leases::holds_live(
+            self.owner_id.as_deref(),
+            self.token_hash.as_deref(),
+            self.claim_expires_at,
+            now,
+            || Ok::<_, Infallible>(token_hash(claim_token)),
+        );
+        live
     }
 
     /// Queue status `done`, `failed` or `cancelled`.

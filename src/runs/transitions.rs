@@ -7,16 +7,17 @@ use serde_json::{json, Value};
 
 use super::claims::{
     has_pending_interaction, inconsistent, insert_lease_holder_event, live_claim_row_of,
-    options_now, release_live_lease, run_row_of,
+    options_now, release_live_lease, run_holder, run_row_of,
 };
 use super::row::RunRow;
-use crate::args::{params_for, token_hash_js, Js};
+use crate::args::{params_for, token_hash_js, Js, Param};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, put_text, BlobHash};
 use crate::state::ids::random_uuid;
 use crate::state::json::canonical;
+use crate::state::leases::{self, Fence, Holder, HolderKind, Lease};
 use crate::state::revisions::{
-    bump_resource, bump_resource_revision, insert_event, resource_revision, EventDraft, Lease,
+    bump_resource, bump_resource_revision, insert_event, resource_revision, EventDraft,
 };
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
@@ -54,11 +55,6 @@ pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply
         _ => return None,
     };
     Some(outcome.map(Reply::value))
-}
-
-/// Whether the lease is held by someone and not yet expired at `now`.
-fn lease_is_live(lease: &Lease, now: i64) -> bool {
-    lease.owner_id.is_some() && lease.expires_at.is_some_and(|expires| expires > now)
 }
 
 /// The `events` row and viewer deltas every transition ends with: bump, event, then the
@@ -110,14 +106,16 @@ fn release_run_claim(
         )?
         .execute(params![status, now, finished_at, row.run_id])?;
         let lease = row.lease();
-        let released = conn
-            .prepare_cached(
-                "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
-                        acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
-                 WHERE resource_id = ? AND token_hash = ? AND generation = ?",
-            )?
-            .execute(params![row.resource_id, &token_hash[..], lease.generation])?;
-        if released != 1 {
+        let holder = run_holder(&lease, &token_hash);
+        let generation = Param::int(lease.generation);
+        if !leases::release(
+            conn,
+            &row.resource_id,
+            &holder,
+            generation,
+            Fence::Token,
+            now,
+        )? {
             return Ok(false);
         }
         let event_type = format!("run.queue_{status}");
@@ -171,7 +169,7 @@ fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
             return Ok(false);
         }
         let lease = row.lease();
-        if lease_is_live(&lease, now) || !has_pending_interaction(conn, run_id)? {
+        if lease.is_live(now) || !has_pending_interaction(conn, run_id)? {
             return Ok(false);
         }
         if row.paused == 1 {
@@ -213,7 +211,7 @@ fn resume_paused(store: &Store, call: &Call) -> Result<bool> {
             return Ok(false);
         }
         let lease = row.lease();
-        if lease_is_live(&lease, now) || !has_pending_interaction(conn, run_id)? {
+        if lease.is_live(now) || !has_pending_interaction(conn, run_id)? {
             return Ok(false);
         }
         let changed = conn
@@ -694,39 +692,24 @@ fn cancel_stale(
         };
         let run_id = row.run_id.as_str();
         let lease = row.lease();
-        if lease_is_live(&lease, now) {
+        if lease.is_live(now) {
             return Ok(false);
         }
         let generation = lease.generation + 1;
         let hash = token_hash_js(claim_token)?;
         let owner = crate::args::bind_all(&[control_id], 1)?;
-        let claimed = conn
-            .prepare_cached(
-                "UPDATE leases
-                 SET generation = ?, owner_type = 'system', owner_id = ?, token_hash = ?,
-                     acquired_at = ?, heartbeat_at = ?, expires_at = ?
-                 WHERE resource_id = ? AND generation = ?
-                   AND (owner_id IS NULL OR expires_at IS NULL OR expires_at <= ?)",
-            )?
-            .execute(params![
-                generation,
-                owner[0],
-                &hash[..],
-                now,
-                now,
-                now + 30_000,
-                row.resource_id,
-                lease.generation,
-                now
-            ])?;
-        if claimed != 1 {
+        let system = Holder {
+            kind: HolderKind::System,
+            owner_id: Param::Own(owner[0].clone()),
+            token_hash: &hash,
+        };
+        let expires = Param::int(now + 30_000);
+        if !leases::take(conn, &row.resource_id, &system, lease.generation, expires, now)? {
             return Ok(false);
         }
         // The owner id as SQLite stored it (a number becomes its text, '5.0'), for the
         // statements and the event that bind controlId again.
-        let stored_owner: String = conn
-            .prepare_cached("SELECT owner_id FROM leases WHERE resource_id = ?")?
-            .query_row([&row.resource_id], |row| row.get(0))?;
+        let stored_owner: String = leases::stored_owner_id(conn, &row.resource_id)?;
         let control_id = stored_owner.as_str();
         let error_hash = put_text(conn, "Workflow run cancelled", now)?;
         let queue = conn
@@ -752,16 +735,13 @@ fn cancel_stale(
             return Err(inconsistent(run_id, "has inconsistent durable state"));
         }
         cancel_dependents(conn, run_id, control_id, &error_hash, now)?;
-        let released = conn
-            .prepare_cached(
-                "UPDATE leases
-                 SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
-                     acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
-                 WHERE resource_id = ? AND owner_type = 'system' AND owner_id = ?
-                   AND token_hash = ? AND generation = ? AND expires_at > ?",
-            )?
-            .execute(params![row.resource_id, control_id, &hash[..], generation, now])?;
-        if released != 1 {
+        let system = Holder {
+            owner_id: Param::text(control_id),
+            ..system
+        };
+        let fence = Fence::LiveSystemOwner;
+        let generation_param = Param::int(generation);
+        if !leases::release(conn, &row.resource_id, &system, generation_param, fence, now)? {
             return Err(inconsistent(run_id, "control claim changed during cancellation"));
         }
         let revision = bump_resource_revision(conn, &row.resource_id, now)?;

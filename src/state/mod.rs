@@ -5,6 +5,7 @@ pub mod blobs;
 pub mod columns;
 pub mod ids;
 pub mod json;
+pub mod leases;
 mod open_prune;
 mod private_fs;
 mod prune;
