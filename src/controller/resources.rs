@@ -16,7 +16,7 @@ use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, JsonReads};
 use crate::state::ids::{random_uuid, resource_id_for};
 use crate::state::json::{canonical, record_text};
-use crate::state::revisions::insert_lease;
+use crate::state::leases::insert_lease;
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{Call, JsonArg, Reply};
 

@@ -14,9 +14,9 @@ use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, read_json, BlobHash, JsonReads};
 use crate::state::ids::resource_id_for;
 use crate::state::json::canonical;
+use crate::state::leases::insert_lease;
 use crate::state::revisions::{
-    bump_resource_revision, insert_event, insert_event_with_stored_payload, insert_lease,
-    EventDraft,
+    bump_resource_revision, insert_event, insert_event_with_stored_payload, EventDraft,
 };
 use crate::state::viewer::initialize_viewer_run;
 use crate::store::Store;

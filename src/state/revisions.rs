@@ -10,11 +10,6 @@ use super::ids::random_uuid;
 use super::viewer::record_run_resource_deltas;
 use crate::error::{Result, StoreError};
 
-/// The lease row and its two oldest helpers now live in [`super::leases`]; re-exported for
-/// `runs/reserve.rs`, which another change is editing (import them from `leases` there after it
-/// lands, then drop this line).
-pub use super::leases::{insert_lease, require_lease, Lease};
-
 /// The resource's revision, or `Resource is missing: <id>`.
 pub fn resource_revision(conn: &Connection, resource_id: &str) -> Result<i64> {
     conn.prepare_cached("SELECT revision FROM resources WHERE resource_id = ?")?
