@@ -5,12 +5,10 @@
 use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{
-    bind_params, length_of, read, same_number, thrown_error, token_hash_of, Bound, Js, Param,
-};
+use super::js::{bind_params, length_of, read, same_number, thrown_error, Bound, Js, Param};
 use super::rows::{
     bump_controller_resource, claim_row, enqueue_controller_row, lookup_controller_row,
-    put_caller_text, release_lease, text_lossy, ClaimRow, ControllerRow, ResourceRef,
+    put_caller_text, release_lease, text_lossy, ClaimFence, ClaimRow, ControllerRow, ResourceRef,
     CLAIM_COLUMNS, CONTROLLER_COLUMNS,
 };
 use super::time_at;
@@ -285,16 +283,16 @@ fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
         return Ok(Reply::value(false));
     };
     let conn = store.conn()?;
-    let owner_id = read(claim, "ownerId")?;
-    let token_hash = token_hash_of(read(claim, "token")?)?;
-    let generation = Param::Caller(read(claim, "generation")?);
-    let holder = Holder {
-        kind: HolderKind::Controller,
-        owner_id: Param::Caller(owner_id),
-        token_hash: &token_hash,
-    };
+    let fence = ClaimFence::read(claim)?;
     let expires_at = Param::Own(expires.bound()?);
-    if !leases::renew(conn, &row.resource_id, &holder, generation, expires_at, now)? {
+    if !leases::renew(
+        conn,
+        &row.resource_id,
+        &fence.holder(),
+        fence.generation(),
+        expires_at,
+        now,
+    )? {
         return Ok(Reply::value(false));
     }
     // As in the reference, an expiry JavaScript cannot date throws after the renewal was

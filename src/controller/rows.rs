@@ -749,6 +749,42 @@ fn check_claim_lease(
     Ok(lease)
 }
 
+/// A controller claim as a lease holder, its fields read in the reference's order
+/// (`ownerId`, `token`, `generation`) and bound as the caller gave them.
+pub struct ClaimFence<'a> {
+    owner_id: Option<&'a Value>,
+    token_hash: [u8; 32],
+    generation: Option<&'a Value>,
+}
+
+impl<'a> ClaimFence<'a> {
+    /// Reads `claim.ownerId`, hashes `claim.token`, reads `claim.generation`.
+    pub fn read(claim: Option<&'a Value>) -> Result<ClaimFence<'a>> {
+        let owner_id = read(claim, "ownerId")?;
+        let token_hash = token_hash_of(read(claim, "token")?)?;
+        let generation = read(claim, "generation")?;
+        Ok(ClaimFence {
+            owner_id,
+            token_hash,
+            generation,
+        })
+    }
+
+    /// The controller holder the claim names.
+    pub fn holder(&self) -> Holder<'_> {
+        Holder {
+            kind: HolderKind::Controller,
+            owner_id: Param::Caller(self.owner_id),
+            token_hash: &self.token_hash,
+        }
+    }
+
+    /// The generation the claim fences by.
+    pub fn generation(&self) -> Param<'a> {
+        Param::Caller(self.generation)
+    }
+}
+
 /// Releases the verified `lease` held by `claim`; returns the new resource version when it
 /// was released (the reference then sets `claim.resourceVersion`).
 /// `revision` is the resource's current revision (read with its row in this transaction).
@@ -760,15 +796,15 @@ pub fn release_lease(
     lease: &Lease,
     now: i64,
 ) -> Result<Option<i64>> {
-    let owner_id = read(claim, "ownerId")?;
-    let token_hash = token_hash_of(read(claim, "token")?)?;
-    let generation = Param::Caller(read(claim, "generation")?);
-    let holder = Holder {
-        kind: HolderKind::Controller,
-        owner_id: Param::Caller(owner_id),
-        token_hash: &token_hash,
-    };
-    if !leases::release(conn, resource_id, &holder, generation, Fence::Owner, now)? {
+    let fence = ClaimFence::read(claim)?;
+    if !leases::release(
+        conn,
+        resource_id,
+        &fence.holder(),
+        fence.generation(),
+        Fence::Owner,
+        now,
+    )? {
         return Ok(None);
     }
     bump_controller_resource(conn, resource_id, revision, now)?;
