@@ -1,4 +1,4 @@
-//! Controller effects (methods 16–19): idempotent reservation of an external side effect per
+//! Controller effects: idempotent reservation of an external side effect per
 //! resource and key, its state updates under the resource's claim, and reads.
 
 use rusqlite::types::Value as SqlValue;

@@ -1,4 +1,4 @@
-//! Controller events (methods 26–27): recording an event on a controller resource (by its
+//! Controller events: recording an event on a controller resource (by its
 //! claim holder or the control plane) and listing events newest first.
 //!
 //! Limits are bound as `LIMIT +?`. SQLite reads a bare `LIMIT ?` bound to an integer as a

@@ -1,4 +1,4 @@
-//! The controller work queue and its claims (methods 10–15): enqueueing, claiming the earliest
+//! The controller work queue and its claims: enqueueing, claiming the earliest
 //! due item under a fresh lease generation, renewing, settling or requeueing a claim, and
 //! listing the queue.
 

@@ -1,4 +1,4 @@
-//! Controller resources (methods 2–9): creating and reading resources, status and finalizer
+//! Controller resources: creating and reading resources, status and finalizer
 //! updates under a claim or an expected resource version, deletion requests and deletion.
 
 use rusqlite::{params, params_from_iter, Connection};

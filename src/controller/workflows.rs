@@ -1,4 +1,4 @@
-//! Child workflows of controllers (methods 20–25): idempotent reservation of a child workflow
+//! Child workflows of controllers: idempotent reservation of a child workflow
 //! request per resource and key, its progress under the resource's claim, the scheduler's
 //! completion report, and reads.
 

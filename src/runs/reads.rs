@@ -1,4 +1,4 @@
-//! Workflow run reads and views (methods 31–39): single runs and views, the run list and its
+//! Workflow run reads and views: single runs and views, the run list and its
 //! revision, the open reservation of a session, and the paused flag. Nothing here writes.
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! Workflow run reservation (methods 28–30): validating a new run and its lineage, writing every
+//! Workflow run reservation: validating a new run and its lineage, writing every
 //! row a queued run consists of, and the two entry points built on it — prepare-or-adopt (reserve
 //! and claim in one transaction, or adopt an identical existing run) and enqueue (reserve if
 //! missing, then claim in a second transaction).

@@ -1,4 +1,4 @@
-//! Run events (methods 60–61): appending a caller's event to a run's log, and paging through
+//! Run events: appending a caller's event to a run's log, and paging through
 //! the events of every run in sequence order.
 
 use rusqlite::types::ValueRef;
