@@ -897,8 +897,6 @@ export declare class SqliteControllerStore implements ControllerStore {
   findSessionReservation(sessionId: string): WorkflowRunQueueRecord | undefined;
   /** {@link SqliteControllerStore.findSessionReservation}'s run as the run list shows it. */
   findSessionReservationView(sessionId: string): WorkflowRunQueueViewRecord | undefined;
-  /** Whether the run is paused ({@link SqliteControllerStore.pauseParkedWorkflowRun}); false when it does not exist. */
-  isWorkflowRunPaused(runId: string): boolean;
   /**
    * Claims a run for `runnerId` (queue `starting`, event `lease.claimed`); undefined when it is
    * terminal, waits for a pending interaction, or another owner's lease is live. The returned
@@ -1037,6 +1035,8 @@ export declare class SqliteControllerStore implements ControllerStore {
     /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }): boolean;
+  /** Whether the run is paused ({@link SqliteControllerStore.pauseParkedWorkflowRun}); false when it does not exist. */
+  isWorkflowRunPaused(runId: string): boolean;
   /** Parks the run with error `workflowSourceChanged` (detail cut to 8192 characters). */
   parkWorkflowRunForSourceChange(options: {
     /** The workflow run. */
@@ -1405,8 +1405,6 @@ export interface AsyncStore {
   readonly findSessionReservation: (sessionId: string) => Promise<WorkflowRunQueueRecord | undefined>;
   /** {@link SqliteControllerStore.findSessionReservation}'s run as the run list shows it. */
   readonly findSessionReservationView: (sessionId: string) => Promise<WorkflowRunQueueViewRecord | undefined>;
-  /** Whether the run is paused ({@link SqliteControllerStore.pauseParkedWorkflowRun}); false when it does not exist. */
-  readonly isWorkflowRunPaused: (runId: string) => Promise<boolean>;
   /**
    * Claims a run for `runnerId` (queue `starting`, event `lease.claimed`); undefined when it is
    * terminal, waits for a pending interaction, or another owner's lease is live. The returned
@@ -1546,6 +1544,8 @@ export interface AsyncStore {
     /** The time of the change: any value `new Date()` accepts; defaults to the current time. */
     now?: string;
   }) => Promise<boolean>;
+  /** Whether the run is paused ({@link SqliteControllerStore.pauseParkedWorkflowRun}); false when it does not exist. */
+  readonly isWorkflowRunPaused: (runId: string) => Promise<boolean>;
   /** Parks the run with error `workflowSourceChanged` (detail cut to 8192 characters). */
   readonly parkWorkflowRunForSourceChange: (options: {
     /** The workflow run. */

@@ -156,10 +156,6 @@ function closedError() {
   return new TypeError('The database connection is not open');
 }
 
-// The core names each method by its position in its own list.
-const methodIndex = new Map(binding.implementedMethods().map((method, index) => [method, index]));
-const implementedMethods = Object.keys(METHODS).filter((method) => methodIndex.has(method));
-
 class SqliteControllerStore {
   #native;
   #ownsState;
@@ -220,12 +216,11 @@ class SqliteControllerStore {
   get async() {
     if (this.#async === undefined) {
       const methods = {};
-      for (const method of implementedMethods) {
-        const index = methodIndex.get(method);
+      for (const spec of METHODS) {
         const call = {
-          [method]: (...args) => SqliteControllerStore.#invokeAsync(this, method, index, args, call),
-        }[method];
-        methods[method] = call;
+          [spec.name]: (...args) => SqliteControllerStore.#invokeAsync(this, spec, args, call),
+        }[spec.name];
+        methods[spec.name] = call;
       }
       methods.close = () => this.#closeAsync();
       this.#async = Object.freeze(methods);
@@ -255,19 +250,17 @@ class SqliteControllerStore {
     return this.#closing;
   }
 
-  /** Runs one core method; shared by every public method. */
-  static #invoke(store, method, index, args) {
-    const spec = METHODS[method];
+  /** Runs one core method (`spec`: its entry in lib/methods.js); shared by every public method. */
+  static #invoke(store, spec, args) {
     const clock = Date.now();
-    let reply = store.#native.call(index, wireArguments(spec, args), clock);
-    if (reply === RETRY) reply = store.#native.call(index, wireArguments(spec, args, true), clock);
+    let reply = store.#native.call(spec.index, wireArguments(spec, args), clock);
+    if (reply === RETRY) reply = store.#native.call(spec.index, wireArguments(spec, args, true), clock);
     return readReply(spec, args, reply);
   }
 
   /** `#invoke` on a worker thread, queued behind this database's earlier asynchronous calls. */
-  static #invokeAsync(store, method, index, args, publicFunction) {
+  static #invokeAsync(store, spec, args, publicFunction) {
     if (store.#closing !== undefined) return Promise.reject(stacks.fromCaller(closedError(), publicFunction));
-    const spec = METHODS[method];
     let wire;
     try {
       // Every value checked now (a RETRY later would read the arguments after the call).
@@ -283,16 +276,16 @@ class SqliteControllerStore {
     queue.tail = new Promise((resolve) => {
       release = resolve;
     });
-    return SqliteControllerStore.#runQueued(previous, release, store.#native, index, wire, clock, spec, args, site);
+    return SqliteControllerStore.#runQueued(previous, release, store.#native, wire, clock, spec, args, site);
   }
 
   // An async function, so that a rejection awaited by the caller carries V8's `at async` frames.
   // V8 follows a promise to its awaiter only when nothing else listens to it, so the queue waits
   // on `release` rather than on the returned promise.
-  static async #runQueued(previous, release, native, index, wire, clock, spec, args, site) {
+  static async #runQueued(previous, release, native, wire, clock, spec, args, site) {
     await previous;
     try {
-      return readReply(spec, args, await native.callAsync(index, wire, clock));
+      return readReply(spec, args, await native.callAsync(spec.index, wire, clock));
     } catch (error) {
       throw site === undefined
         ? stacks.fromCaller(error, SqliteControllerStore.#runQueued)
@@ -302,21 +295,20 @@ class SqliteControllerStore {
     }
   }
 
-  // One prototype method per method the core implements; nothing else is exposed. A thrown
-  // error's stack starts at the caller's frame.
+  // One prototype method per entry of the core's method table, in its order; nothing else is
+  // exposed. A thrown error's stack starts at the caller's frame.
   static {
-    for (const method of implementedMethods) {
-      const index = methodIndex.get(method);
+    for (const spec of METHODS) {
       const publicMethod = {
-        [method](...args) {
+        [spec.name](...args) {
           try {
-            return SqliteControllerStore.#invoke(this, method, index, args);
+            return SqliteControllerStore.#invoke(this, spec, args);
           } catch (error) {
             throw stacks.fromCaller(error, publicMethod);
           }
         },
-      }[method];
-      Object.defineProperty(this.prototype, method, {
+      }[spec.name];
+      Object.defineProperty(this.prototype, spec.name, {
         value: publicMethod,
         writable: true,
         configurable: true,

@@ -3,6 +3,7 @@
 // generated AsyncStore. "Option": a property of an object type written in a public method's
 // parameters, or of an exported `…Options` type. ControllerStore is left out: it is the
 // reference's interface, and it says its methods are documented on SqliteControllerStore.
+// And docs/architecture.md names only files and Rust items that exist.
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -72,4 +73,27 @@ function undocumented(): string[] {
 
 test('every public method and option in index.d.ts has TSDoc', () => {
   expect(undocumented()).toEqual([]);
+});
+
+describe('docs/architecture.md', () => {
+  const ROOT = path.join(__dirname, '..');
+  const text = fs.readFileSync(path.join(ROOT, 'docs', 'architecture.md'), 'utf8');
+  const paths = [...text.matchAll(/`((?:src|lib|docs)\/[\w./-]+|index\.js)`/g)].map((match) => match[1]);
+
+  it('is linked from the README', () => {
+    expect(fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')).toContain('(docs/architecture.md)');
+  });
+
+  it('names only files that exist', () => {
+    expect(paths.length).toBeGreaterThan(30);
+    expect(paths.filter((file) => !fs.existsSync(path.join(ROOT, file)))).toEqual([]);
+  });
+
+  it('names only functions that exist in the files it names them in', () => {
+    // `file` `name`: a function or method named right after its file, e.g. `src/runs/reads.rs` `get_workflow_run`.
+    const claims = [...text.matchAll(/`((?:src|lib)\/[\w./-]+|index\.js)` `(\w+)`/g)];
+    expect(claims.length).toBeGreaterThan(3);
+    const missing = claims.filter(([, file, name]) => !new RegExp(`\\b${name}\\b`).test(fs.readFileSync(path.join(ROOT, file), 'utf8')));
+    expect(missing.map(([claim]) => claim)).toEqual([]);
+  });
 });

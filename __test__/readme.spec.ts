@@ -1,14 +1,11 @@
-// The README says what is true: its API status table is the one generated from what the class
-// really has, `npm run pack:local` prints what the Install section shows, and the quick start's
-// scripts run as written and print what the README says they print.
+// The README says what is true: `npm run pack:local` prints what the Install section shows, and
+// the quick start's scripts run as written and print what the README says they print.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-const { apiTable } = require('../scripts/api-table.js');
 const { report } = require('../scripts/pack.js');
-const { SqliteControllerStore } = require('../index.js');
 
 const ROOT = path.join(__dirname, '..');
 const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
@@ -21,12 +18,6 @@ function between(start: string, end: string): string | undefined {
 function flat(text: string): string {
   return text.replace(/\s+/g, ' ').trim();
 }
-
-test('README API table matches the methods the class has', () => {
-  const table = between('<!-- api-table:start -->', '<!-- api-table:end -->');
-  const present = new Set(Object.getOwnPropertyNames(SqliteControllerStore.prototype));
-  expect(table).toBe(apiTable(present));
-});
 
 test('README shows what npm run pack:local prints', () => {
   const { version } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));

@@ -1,6 +1,7 @@
 // index.d.ts against the reference's declarations: `tsc --noEmit` on __test__/types must pass
 // (assignments.ts: identical types, assignable both ways; negative.ts: the checks catch
-// differences). And the 64 methods the types list are the 64 the class has at run time.
+// differences). And index.d.ts, the core's method table (src/methods.rs) and the class at run
+// time have the reference's 64 methods, in the reference's order.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -8,6 +9,7 @@ import path from 'node:path';
 import ts from 'typescript';
 
 const { SqliteControllerStore } = require('../index.js');
+const { binding } = require('../lib/native.js');
 const { asyncStoreBlock, currentBlock, FILE } = require('../scripts/async-types.js');
 
 const ROOT = path.join(__dirname, '..');
@@ -21,16 +23,38 @@ test('tsc accepts index.d.ts as the reference types, in both directions', () => 
   expect(compiled.status).toBe(0);
 });
 
-test('the methods the type test lists are exactly the public methods of the class', () => {
-  const source = fs.readFileSync(path.join(__dirname, 'types', 'assignments.ts'), 'utf8');
-  const union = source.split('type Methods =')[1].split(';')[0];
-  const typed = [...union.matchAll(/'(\w+)'/g)].map((match) => match[1]);
-  expect(typed).toHaveLength(64);
+/** The public methods a declared class `name` in `file` has, in declaration order. */
+function declaredMethods(file: string, name: string): string[] {
+  const source = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
+  const declared = source.statements.find(
+    (statement): statement is ts.ClassDeclaration => ts.isClassDeclaration(statement) && statement.name?.text === name,
+  );
+  if (declared === undefined) throw new Error(`${file} declares no class ${name}`);
+  return declared.members
+    .filter((member): member is ts.MethodDeclaration => ts.isMethodDeclaration(member) && ts.isIdentifier(member.name))
+    .filter((member) => !ts.getModifiers(member)?.some((m) => m.kind === ts.SyntaxKind.PrivateKeyword))
+    .map((member) => (member.name as ts.Identifier).text);
+}
+
+test('index.d.ts, the core\'s method table and the class list the reference\'s methods, in its order', () => {
+  // `close` is the JS layer's own; every other method is a row of src/methods.rs.
+  const reference = declaredMethods(path.join(__dirname, 'types', 'reference.d.ts'), 'SqliteControllerStore');
+  expect(reference).toHaveLength(64);
+  expect(reference[0]).toBe('close');
+  const table = JSON.parse(binding.methodTable()).map((method: { name: string }) => method.name);
   // `async` (every method as a Promise) is this package's addition, typed on its own.
   const runtime = Object.getOwnPropertyNames(SqliteControllerStore.prototype).filter(
-    (name) => name !== 'constructor' && name !== 'async' && !name.startsWith('_'),
+    (name) => name !== 'constructor' && name !== 'async',
   );
-  expect([...runtime].sort()).toEqual([...typed].sort());
+  expect({
+    'index.d.ts': declaredMethods(FILE, 'SqliteControllerStore'),
+    'src/methods.rs': ['close', ...table],
+    'SqliteControllerStore.prototype': runtime,
+  }).toEqual({
+    'index.d.ts': reference,
+    'src/methods.rs': reference,
+    'SqliteControllerStore.prototype': reference,
+  });
 });
 
 test('AsyncStore in index.d.ts is the one scripts/async-types.js generates from the class', () => {

@@ -90,10 +90,13 @@ function itemEnd(code, start) {
   return code.length;
 }
 
-/** `code` without its `#[cfg(test)]` items, and the names of the file modules they declared. */
+/**
+ * `code` without its `#[cfg(test)]` (or `#[cfg(all(test, …))]`) items, and the names of the file
+ * modules they declared.
+ */
 function stripTests(code) {
   const testModules = [];
-  const marker = /#\[cfg\(test\)\]/g;
+  const marker = /#\[cfg\((?:test|all\(test(?:\s*,[^()]*)?\))\)\]/g;
   let out = '';
   let from = 0;
   let match;

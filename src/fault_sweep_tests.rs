@@ -17,9 +17,10 @@ use rusqlite::Connection;
 use serde_json::{json, Value};
 
 use crate::error::Result;
+use crate::methods::dispatch;
 use crate::state::vfs::{self, faults};
 use crate::state::{Mode, OpenOptions, StateDb};
-use crate::store::{dispatch, resolve_project, Store};
+use crate::store::{resolve_project, Store};
 use crate::test_support::{dump_tables, open_read_write, Scratch};
 use crate::wire::Call;
 

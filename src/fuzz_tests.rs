@@ -10,8 +10,9 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{json, Map, Value};
 
+use crate::methods::{dispatch, METHODS};
 use crate::state::StateDb;
-use crate::store::{dispatch, implemented_methods, resolve_project, Store};
+use crate::store::{resolve_project, Store};
 use crate::test_support::{dump_tables, open_read_write};
 use crate::wire::Call;
 
@@ -177,9 +178,9 @@ fn options() -> impl Strategy<Value = Value> {
 }
 
 fn call() -> impl Strategy<Value = (String, Vec<Value>, i64)> {
-    let methods: Vec<String> = implemented_methods()
-        .into_iter()
-        .map(String::from)
+    let methods: Vec<String> = METHODS
+        .iter()
+        .map(|method| method.name.to_string())
         .collect();
     (
         prop::sample::select(methods),

@@ -16,6 +16,7 @@ pub mod args;
 pub mod connection;
 pub mod controller;
 pub mod error;
+pub mod methods;
 pub mod runs;
 pub mod state;
 pub mod store;
@@ -280,8 +281,8 @@ impl NativeStore {
         }
     }
 
-    /// Runs the public store method at position `method` of `implementedMethods()`; see the
-    /// module header for the reply encoding.
+    /// Runs the public store method at position `method` of `methodTable()`; see the module
+    /// header for the reply encoding.
     #[napi(catch_unwind)]
     pub fn call(&self, method: u32, args_json: String, clock: f64) -> String {
         run_store_call(
@@ -326,7 +327,7 @@ fn run_store_call(
             Err(_) => return Ok(RETRY.into()),
         };
         let store = Store::new(state, project_id);
-        let reply = store::dispatch_at(&store, method, &Call::new(args, clock as i64))?;
+        let reply = methods::dispatch_at(&store, method, &Call::new(args, clock as i64))?;
         Ok(reply.encode())
     })
 }
@@ -373,13 +374,11 @@ pub fn record_mark(label: String) {
     trace::mark(&label);
 }
 
-/// The names of the store methods the core implements.
+/// The store's public methods in call-index order, with what the JS layer converts around each
+/// (JSON: see [`methods::js_table`]); lib/methods.js compiles it at load.
 #[napi]
-pub fn implemented_methods() -> Vec<String> {
-    store::implemented_methods()
-        .into_iter()
-        .map(String::from)
-        .collect()
+pub fn method_table() -> String {
+    methods::js_table()
 }
 
 fn parse_json(text: &str) -> Result<Value> {

@@ -1,14 +1,12 @@
 //! The store as each method sees it: the state database, locked for the call, bound to one
-//! project (or the global view), and the table that routes each public method to its module.
-
-use std::sync::LazyLock;
+//! project (or the global view); registering that project; one read snapshot for a record read.
+//! It names no domain module: the router is crate::methods.
 
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::{Result, StoreError};
 use crate::state::ids::project_id_for;
 use crate::state::{Mode, StateDb};
-use crate::wire::{Call, Reply};
 
 /// A store method's view: the locked state database and the project it is bound to.
 pub struct Store<'a> {
@@ -81,72 +79,6 @@ pub fn resolve_project(state: &StateDb, canonical_path: &str, now: i64) -> Resul
     )?
     .execute(params![project_id, canonical_path, now])?;
     Ok(Some(project_id))
-}
-
-type Dispatch = fn(&Store<'_>, &str, &Call) -> Option<Result<Reply>>;
-
-/// Every module that implements public methods: its method names and its dispatcher.
-const MODULES: &[(&[&str], Dispatch)] = {
-    use crate::{controller, runs};
-    &[
-        (
-            controller::resources::METHODS,
-            controller::resources::dispatch,
-        ),
-        (controller::queue::METHODS, controller::queue::dispatch),
-        (controller::effects::METHODS, controller::effects::dispatch),
-        (
-            controller::workflows::METHODS,
-            controller::workflows::dispatch,
-        ),
-        (controller::events::METHODS, controller::events::dispatch),
-        (runs::reserve::METHODS, runs::reserve::dispatch),
-        (runs::reads::METHODS, runs::reads::dispatch),
-        (runs::claims::METHODS, runs::claims::dispatch),
-        (runs::transitions::METHODS, runs::transitions::dispatch),
-        (runs::interaction::METHODS, runs::interaction::dispatch),
-        (runs::run_events::METHODS, runs::run_events::dispatch),
-        (runs::settle::METHODS, runs::settle::dispatch),
-        (runs::legacy::METHODS, runs::legacy::dispatch),
-    ]
-};
-
-/// Every public method the core implements, for the JS layer to expose; a call names its
-/// method by its position in this list (see [`dispatch_at`]).
-pub fn implemented_methods() -> Vec<&'static str> {
-    METHOD_TABLE.iter().map(|(method, _)| *method).collect()
-}
-
-/// Every public method with its module's dispatcher, in [`implemented_methods`] order.
-static METHOD_TABLE: LazyLock<Vec<(&'static str, Dispatch)>> = LazyLock::new(|| {
-    MODULES
-        .iter()
-        .flat_map(|(methods, dispatch)| methods.iter().map(|method| (*method, *dispatch)))
-        .collect()
-});
-
-/// Runs one public method; `Unknown store method` for any other name.
-pub fn dispatch(store: &Store<'_>, method: &str, call: &Call) -> Result<Reply> {
-    MODULES
-        .iter()
-        .find_map(|(_, dispatch)| dispatch(store, method, call))
-        .unwrap_or_else(|| Err(unknown_method(method)))
-}
-
-/// Runs the public method at `index` of [`implemented_methods`], straight in its module:
-/// the JS layer names methods by position, so no method name crosses napi as a string and no
-/// module is tried in turn; the module's dispatcher still matches the name within its own list.
-pub fn dispatch_at(store: &Store<'_>, index: u32, call: &Call) -> Result<Reply> {
-    match METHOD_TABLE.get(index as usize) {
-        Some((method, dispatch)) => {
-            dispatch(store, method, call).unwrap_or_else(|| Err(unknown_method(method)))
-        }
-        None => Err(unknown_method(&format!("#{index}"))),
-    }
-}
-
-fn unknown_method(method: &str) -> StoreError {
-    StoreError::plain(format!("Unknown store method: {method}"))
 }
 
 /// Runs `read` in one read transaction (one snapshot for its statements) unless the caller's

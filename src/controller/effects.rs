@@ -1,4 +1,4 @@
-//! Controller effects (methods 16–19): idempotent reservation of an external side effect per
+//! Controller effects: idempotent reservation of an external side effect per
 //! resource and key, its state updates under the resource's claim, and reads.
 
 use rusqlite::types::Value as SqlValue;
@@ -20,20 +20,6 @@ use crate::state::revisions::resource_revision;
 use crate::store::Store;
 use crate::time::iso;
 use crate::wire::{Call, Reply};
-
-/// The methods implemented here.
-pub const METHODS: &[&str] = &["reserveEffect", "getEffect", "updateEffect", "listEffects"];
-
-/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
-    Some(match method {
-        "reserveEffect" => reserve_effect(store, call),
-        "getEffect" => get_effect(store, call),
-        "updateEffect" => update_effect(store, call),
-        "listEffects" => list_effects(store, call),
-        _ => return None,
-    })
-}
 
 /// An effect joined with its source controller resource and payload.
 struct EffectRow {
@@ -172,7 +158,7 @@ fn reservation_payload(options: Option<&Value>) -> Result<String> {
     Ok(canonical(&Value::Object(payload)))
 }
 
-fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
+pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
     let options = call.args.first();
     let now = time_at(read(options, "now")?, call)?;
     let uid = read(options, "resourceUid")?;
@@ -309,7 +295,7 @@ fn updated_record(
     Some(Value::Object(record))
 }
 
-fn get_effect(store: &Store, call: &Call) -> Result<Reply> {
+pub fn get_effect(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
     let row = effect_row(conn, call.args.first(), call.args.get(1))?;
     Ok(Reply::maybe(
@@ -317,7 +303,7 @@ fn get_effect(store: &Store, call: &Call) -> Result<Reply> {
     ))
 }
 
-fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
+pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
     let options = call.args.first();
     let now = time_at(read(options, "now")?, call)?;
     let record = store.write(|conn| {
@@ -377,7 +363,7 @@ fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
     Ok(Reply::value(record))
 }
 
-fn list_effects(store: &Store, call: &Call) -> Result<Reply> {
+pub fn list_effects(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
     let mut statement = conn.prepare_cached(&effect_select(
         "WHERE c.uid = ? ORDER BY e.created_at, e.effect_id",

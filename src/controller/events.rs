@@ -1,4 +1,4 @@
-//! Controller events (methods 26–27): recording an event on a controller resource (by its
+//! Controller events: recording an event on a controller resource (by its
 //! claim holder or the control plane) and listing events newest first.
 //!
 //! Limits are bound as `LIMIT +?`. SQLite reads a bare `LIMIT ?` bound to an integer as a
@@ -23,24 +23,12 @@ use crate::store::{in_read_transaction, Store};
 use crate::time::iso;
 use crate::wire::{Call, ObjectWriter, Reply};
 
-/// The methods implemented here.
-pub const METHODS: &[&str] = &["recordEvent", "listEvents"];
-
 /// `listEvents` without a `limit`.
 const DEFAULT_EVENT_LIMIT: i64 = 100;
 
-/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
-    Some(match method {
-        "recordEvent" => record_event(store, call),
-        "listEvents" => list_events(store, call),
-        _ => return None,
-    })
-}
-
 /// Records an event with a revision bump. The returned `payload` is the caller's own object,
 /// which the JS layer puts back in place of the `{}` sent here.
-fn record_event(store: &Store, call: &Call) -> Result<Reply> {
+pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
     let options = call.args.first();
     let now = time_at(read(options, "now")?, call)?;
     let (seq, revision, controller, key, event_type) = store.write(|conn| {
@@ -180,7 +168,7 @@ const EVENT_WINDOW_LIMIT: i64 = 10_000;
 
 /// Newest first; unscoped without a project. `limit` is bound as given (`-1` is unlimited, a
 /// fraction is SQLite's datatype mismatch).
-fn list_events(store: &Store, call: &Call) -> Result<Reply> {
+pub fn list_events(store: &Store, call: &Call) -> Result<Reply> {
     // `options = {}` stands in for `undefined` only.
     let defaults = Value::Object(Default::default());
     let options = Some(call.args.first().unwrap_or(&defaults));

@@ -1,4 +1,4 @@
-//! Controller resources (methods 2–27): resources, the work queue and its claims, effects,
+//! Controller resources: resources, the work queue and its claims, effects,
 //! child workflows and controller events. `rows` holds what they share (the controller row,
 //! claim checks, queue and finalizer helpers). `js` is [`crate::args`], the JavaScript semantics
 //! of caller values shared with the run side.

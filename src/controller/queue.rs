@@ -1,4 +1,4 @@
-//! The controller work queue and its claims (methods 10–15): enqueueing, claiming the earliest
+//! The controller work queue and its claims: enqueueing, claiming the earliest
 //! due item under a fresh lease generation, renewing, settling or requeueing a claim, and
 //! listing the queue.
 
@@ -20,37 +20,6 @@ use crate::state::revisions::{insert_event, EventDraft};
 use crate::store::Store;
 use crate::time::{iso, js_iso};
 use crate::wire::{Call, Reply};
-
-/// The methods implemented here.
-pub const METHODS: &[&str] = &[
-    "enqueue",
-    "claimNext",
-    "renewClaim",
-    "settleClaim",
-    "requeueClaim",
-    "listQueue",
-];
-
-/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
-    Some(match method {
-        "enqueue" => enqueue(store, call),
-        "claimNext" => claim_next(store, call),
-        "renewClaim" => renew_claim(store, call),
-        "settleClaim" => settle_claim(store, call, None, call.args.get(1)),
-        // `requeue === undefined` settles without requeueing; `null` is read (and throws).
-        "requeueClaim" => {
-            let requeue = call
-                .args
-                .get(1)
-                .filter(|options| !Js::of(options).is_undefined())
-                .map(Some);
-            settle_claim(store, call, requeue, call.args.get(2))
-        }
-        "listQueue" => list_queue(store, call),
-        _ => return None,
-    })
-}
 
 /// The lease expiry `now + leaseMs` and its `new Date(…).toISOString()`, which the JS layer
 /// computed with JavaScript's own `+` and `Date` (a string `leaseMs` makes the sum a string,
@@ -109,7 +78,7 @@ fn invalid_time_value() -> StoreError {
     StoreError::Range("Invalid time value".into())
 }
 
-fn enqueue(store: &Store, call: &Call) -> Result<Reply> {
+pub fn enqueue(store: &Store, call: &Call) -> Result<Reply> {
     let reference = ResourceRef::of(call.args.first());
     let row = lookup_controller_row(store, reference)?.ok_or_else(|| reference.not_found())?;
     let available_at = time_at(call.args.get(1), call)?;
@@ -122,7 +91,7 @@ fn enqueue(store: &Store, call: &Call) -> Result<Reply> {
     Ok(Reply::undefined())
 }
 
-fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
+pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let options = call.args.first();
     let controllers = read(options, "controllers")?;
     if length_of(controllers)? == Some(0.0) {
@@ -275,7 +244,7 @@ fn take_lease(
 }
 
 /// Extends an unexpired lease held exactly by `claim` (no transaction, as in the reference).
-fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
+pub fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
     let claim = call.args.first();
     let now = time_at(call.args.get(2), call)?;
     let expires = LeaseSum::of(call.args.get(1))?;
@@ -302,7 +271,7 @@ fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
 
 /// `settleClaim` (`requeue` undefined) and `requeueClaim`: a claim that no longer holds the
 /// lease (even an expired one is accepted) makes this return false.
-fn settle_claim(
+pub fn settle_claim(
     store: &Store,
     call: &Call,
     requeue: Option<Option<&Value>>,
@@ -380,7 +349,7 @@ fn requeue_row(
     Ok(())
 }
 
-fn list_queue(store: &Store, _call: &Call) -> Result<Reply> {
+pub fn list_queue(store: &Store, _call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
     let project_id = store.require_project_id()?;
     let mut statement = conn.prepare_cached(

@@ -1,4 +1,4 @@
-//! Controller resources (methods 2–9): creating and reading resources, status and finalizer
+//! Controller resources: creating and reading resources, status and finalizer
 //! updates under a claim or an expected resource version, deletion requests and deletion.
 
 use rusqlite::{params, params_from_iter, Connection};
@@ -19,33 +19,6 @@ use crate::state::json::{canonical, record_text};
 use crate::state::leases::insert_lease;
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{Call, JsonArg, Reply};
-
-/// The methods implemented here.
-pub const METHODS: &[&str] = &[
-    "putResource",
-    "getResource",
-    "getResourceByUid",
-    "listResources",
-    "updateStatus",
-    "requestDeletion",
-    "updateFinalizers",
-    "deleteResource",
-];
-
-/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
-    Some(match method {
-        "putResource" => put_resource(store, call),
-        "getResource" => get_resource(store, call),
-        "getResourceByUid" => get_resource_by_uid(store, call),
-        "listResources" => list_resources(store, call),
-        "updateStatus" => update_status(store, call),
-        "requestDeletion" => request_deletion(store, call),
-        "updateFinalizers" => update_finalizers(store, call),
-        "deleteResource" => delete_resource(store, call),
-        _ => return None,
-    })
-}
 
 /// `validateName`/`validateKey`: `value.length === 0 || value.length > 512` is invalid (the
 /// `>` compares numerically, so a string or bigint `length` of an object counts too; a value
@@ -75,7 +48,7 @@ fn initial_status_text(controller_status: JsonArg<'_>) -> Result<String> {
     })
 }
 
-fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
+pub fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
     if store.is_read_only() {
         return Err(StoreError::plain("Controller store is read-only"));
     }
@@ -261,7 +234,7 @@ fn change_spec(
     Ok(())
 }
 
-fn get_resource(store: &Store, call: &Call) -> Result<Reply> {
+pub fn get_resource(store: &Store, call: &Call) -> Result<Reply> {
     // Without a project nothing is read (not even the connection).
     if store.project_id().is_none() {
         return Ok(Reply::undefined());
@@ -274,7 +247,7 @@ fn get_resource(store: &Store, call: &Call) -> Result<Reply> {
     Ok(Reply::maybe_text(record))
 }
 
-fn get_resource_by_uid(store: &Store, call: &Call) -> Result<Reply> {
+pub fn get_resource_by_uid(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
     let record = documented_row_by_uid(conn, call.args.first())?
         .map(|row| row.record(conn))
@@ -282,7 +255,7 @@ fn get_resource_by_uid(store: &Store, call: &Call) -> Result<Reply> {
     Ok(Reply::maybe_text(record))
 }
 
-fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
+pub fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
     // `options = {}` stands in for `undefined` only.
     let defaults = Value::Object(Default::default());
     let options = Some(call.args.first().unwrap_or(&defaults));
@@ -333,7 +306,7 @@ fn expect_version(
     }
 }
 
-fn update_status(store: &Store, call: &Call) -> Result<Reply> {
+pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
     let options = call.args.first();
     let now = time_at(read(options, "now")?, call)?;
     let (record, resource_version) = store.write(|conn| {
@@ -376,7 +349,7 @@ fn update_status(store: &Store, call: &Call) -> Result<Reply> {
     Ok(Reply::json_text(record).set_claim("resourceVersion", resource_version))
 }
 
-fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
+pub fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
     let now = time_at(call.args.get(1), call)?;
     let reference = ResourceRef::of(call.args.first());
     let record = store.write(|conn| {
@@ -403,7 +376,7 @@ fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
     Ok(Reply::json_text(record))
 }
 
-fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
+pub fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
     let options = call.args.first();
     let now = time_at(read(options, "now")?, call)?;
     let record = store.write(|conn| {
@@ -435,7 +408,7 @@ fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
 
 /// Deletes the controller row once deletion was requested and no finalizers remain; the
 /// `resources` row stays behind, as in the reference.
-fn delete_resource(store: &Store, call: &Call) -> Result<Reply> {
+pub fn delete_resource(store: &Store, call: &Call) -> Result<Reply> {
     let reference = ResourceRef::of(call.args.first());
     let deleted = store.write(|conn| {
         let row = require_controller_row(conn, store.project_id(), reference)?;
@@ -461,9 +434,10 @@ mod tests {
     use serde_json::json;
 
     use crate::error::StoreError;
+    use crate::methods::dispatch;
     use crate::state::vfs::{self, faults};
     use crate::state::StateDb;
-    use crate::store::{dispatch, resolve_project, Store};
+    use crate::store::{resolve_project, Store};
     use crate::test_support::{open_read_write, Scratch};
     use crate::wire::Call;
 

@@ -1,4 +1,4 @@
-//! Child workflows of controllers (methods 20–25): idempotent reservation of a child workflow
+//! Child workflows of controllers: idempotent reservation of a child workflow
 //! request per resource and key, its progress under the resource's claim, the scheduler's
 //! completion report, and reads.
 
@@ -17,29 +17,6 @@ use crate::state::json::canonical;
 use crate::state::revisions::{bump_resource, insert_event, resource_revision, EventDraft};
 use crate::store::Store;
 use crate::wire::{Call, Reply};
-
-/// The methods implemented here.
-pub const METHODS: &[&str] = &[
-    "reserveWorkflow",
-    "getWorkflow",
-    "getWorkflowByRequestId",
-    "updateWorkflow",
-    "completeWorkflow",
-    "listWorkflows",
-];
-
-/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
-    Some(match method {
-        "reserveWorkflow" => reserve_workflow(store, call),
-        "getWorkflow" => get_workflow(store, call),
-        "getWorkflowByRequestId" => get_workflow_by_request_id(store, call),
-        "updateWorkflow" => update_workflow(store, call),
-        "completeWorkflow" => complete_workflow(store, call),
-        "listWorkflows" => list_workflows(store, call),
-        _ => return None,
-    })
-}
 
 /// A `controller_workflows` row with its resource uid; `run_id` is the actual run, else the
 /// reserved one.
@@ -135,7 +112,7 @@ fn map_workflow(conn: &Connection, row: &WorkflowRow) -> Result<Value> {
     Ok(Value::Object(record))
 }
 
-fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
+pub fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let options = call.args.first();
     let now = call.clock;
     let reservation = store.write(|conn| {
@@ -179,7 +156,7 @@ fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
     Ok(Reply::value(reservation))
 }
 
-fn get_workflow(store: &Store, call: &Call) -> Result<Reply> {
+pub fn get_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
     let row = workflow_row(conn, call.args.first(), call.args.get(1))?;
     Ok(Reply::maybe(
@@ -187,7 +164,7 @@ fn get_workflow(store: &Store, call: &Call) -> Result<Reply> {
     ))
 }
 
-fn get_workflow_by_request_id(store: &Store, call: &Call) -> Result<Reply> {
+pub fn get_workflow_by_request_id(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
     let row = workflow_row_by_id(conn, call.args.first())?;
     Ok(Reply::maybe(
@@ -216,7 +193,7 @@ fn or_null(value: Option<&Value>) -> Param<'_> {
     }
 }
 
-fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
+pub fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let request_id = call.args.first();
     let update = call.args.get(1);
     let now = call.clock;
@@ -257,7 +234,7 @@ fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
 
 /// The scheduler's report of a settled child: checked before the transaction, then stored
 /// with a revision bump and a `workflow_state_changed` event on the controller resource.
-fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
+pub fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let request_id = call.args.first();
     let update = call.args.get(1);
     let conn = store.conn()?;
@@ -347,7 +324,7 @@ fn completion_payload(
     Ok(canonical(&Value::Object(payload)))
 }
 
-fn list_workflows(store: &Store, call: &Call) -> Result<Reply> {
+pub fn list_workflows(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
     let mut statement = conn.prepare_cached(&workflow_select(
         "WHERE c.uid = ? ORDER BY w.created_at, w.request_id",

@@ -20,55 +20,13 @@ use crate::store::Store;
 use crate::time::js_iso;
 use crate::wire::{Call, Reply};
 
-/// The claim methods implemented here.
-pub const METHODS: &[&str] = &[
-    "claimWorkflowRun",
-    "claimWorkflowRunForInteractionValidation",
-    "claimWorkflowRunForControl",
-    "claimNextWorkflowRun",
-    "renewWorkflowRunClaim",
-    "verifyWorkflowRunClaim",
-    "workflowRunAuthority",
-    "markWorkflowRunRunning",
-];
-
-/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
-    let reply = match method {
-        "claimWorkflowRun" => claim_by_id(store, call, ClaimOptions::default()),
-        "claimWorkflowRunForInteractionValidation" => claim_by_id(
-            store,
-            call,
-            ClaimOptions {
-                allow_pending_interaction: true,
-                preserve_queue_status: false,
-            },
-        ),
-        "claimWorkflowRunForControl" => claim_by_id(
-            store,
-            call,
-            ClaimOptions {
-                allow_pending_interaction: true,
-                preserve_queue_status: true,
-            },
-        ),
-        "claimNextWorkflowRun" => claim_next(store, call),
-        "renewWorkflowRunClaim" => renew(store, call),
-        "verifyWorkflowRunClaim" => verify(store, call),
-        "workflowRunAuthority" => authority(store, call),
-        "markWorkflowRunRunning" => mark_running(store, call),
-        _ => return None,
-    };
-    Some(reply)
-}
-
 /// `epoch(validTimestamp(options.now))`, read from the first argument (V8's TypeError when
 /// `options` is null or undefined).
 pub fn options_now(call: &Call) -> Result<i64> {
     crate::args::time(Js::arg(call, 0).get("now")?, call.clock)
 }
 
-fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<Reply> {
+pub fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<Reply> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
     let claim = RunClaim {
@@ -162,7 +120,7 @@ fn next_run_selection<'a>(
 }
 
 /// Picks the next claimable run (outside a transaction, as the reference does), then claims it.
-fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
+pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
     let runner_id = args.get_or_undefined("runnerId");
@@ -191,7 +149,7 @@ fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 /// Extends an unexpired exact claim; a renewal is a presentation change (summary, replay).
-fn renew(store: &Store, call: &Call) -> Result<Reply> {
+pub fn renew(store: &Store, call: &Call) -> Result<Reply> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
     let run_id = args.get_or_undefined("runId");
@@ -275,7 +233,7 @@ pub fn live_claim_row_of(
     Ok(live.then_some(row))
 }
 
-fn verify(store: &Store, call: &Call) -> Result<Reply> {
+pub fn verify(store: &Store, call: &Call) -> Result<Reply> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
     Ok(Reply::value(
@@ -290,7 +248,7 @@ fn verify(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 /// The fencing authority of a claim token (expired or not); `leaseMs` is always 30 s.
-fn authority(store: &Store, call: &Call) -> Result<Reply> {
+pub fn authority(store: &Store, call: &Call) -> Result<Reply> {
     let claim_token = Js::arg(call, 1);
     let conn = store.conn()?;
     let Some(row) = run_row_of(conn, Js::arg(call, 0))? else {
@@ -316,7 +274,7 @@ fn authority(store: &Store, call: &Call) -> Result<Reply> {
     })))
 }
 
-fn mark_running(store: &Store, call: &Call) -> Result<Reply> {
+pub fn mark_running(store: &Store, call: &Call) -> Result<Reply> {
     // `updateClaimedRunStatus(options.runId, options.claimToken, "running", options.now)`:
     // the reads in argument order.
     let args = Js::arg(call, 0);

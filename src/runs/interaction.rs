@@ -13,18 +13,7 @@ use crate::state::json::canonical;
 use crate::state::revisions::bump_resource_revision;
 use crate::state::viewer::{record_viewer_deltas, ViewerDraft};
 use crate::store::Store;
-use crate::wire::{Call, Reply};
-
-/// The interaction methods implemented here.
-pub const METHODS: &[&str] = &["beginWorkflowRunInteractionTimeout"];
-
-/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
-    match method {
-        "beginWorkflowRunInteractionTimeout" => Some(begin_timeout(store, call).map(Reply::value)),
-        _ => None,
-    }
-}
+use crate::wire::Call;
 
 const TIMEOUT_VIEWS: &[ViewerDraft] = &[("summary", ""), ("replay", ""), ("conversation", "")];
 
@@ -113,7 +102,7 @@ fn resume_from_expired(
     Ok(())
 }
 
-fn begin_timeout(store: &Store, call: &Call) -> Result<bool> {
+pub fn begin_timeout(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
     let target_session_id = args.get_or_undefined("targetSessionId");

@@ -5,22 +5,16 @@ use crate::error::{Result, StoreError};
 use crate::store::Store;
 use crate::wire::{Call, Reply};
 
-/// The legacy stubs implemented here.
-pub const METHODS: &[&str] = &[
-    "repairCanonicalWorkflowSourceRun",
-    "claimLegacyWorkflowSourceRun",
-];
+/// `repairCanonicalWorkflowSourceRun()`: always fails.
+pub fn repair_canonical_workflow_source_run(_store: &Store, _call: &Call) -> Result<Reply> {
+    Err(StoreError::plain(
+        "Legacy workflow source repair is not available after the SQLite cutover",
+    ))
+}
 
-/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
-pub fn dispatch(_store: &Store, method: &str, _call: &Call) -> Option<Result<Reply>> {
-    let message = match method {
-        "repairCanonicalWorkflowSourceRun" => {
-            "Legacy workflow source repair is not available after the SQLite cutover"
-        }
-        "claimLegacyWorkflowSourceRun" => {
-            "Legacy workflow source claims are not available after the SQLite cutover"
-        }
-        _ => return None,
-    };
-    Some(Err(StoreError::plain(message)))
+/// `claimLegacyWorkflowSourceRun()`: always fails.
+pub fn claim_legacy_workflow_source_run(_store: &Store, _call: &Call) -> Result<Reply> {
+    Err(StoreError::plain(
+        "Legacy workflow source claims are not available after the SQLite cutover",
+    ))
 }

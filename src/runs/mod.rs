@@ -1,4 +1,4 @@
-//! Workflow runs (methods 28–64): reservation with lineage, reads and views, claims and
+//! Workflow runs: reservation with lineage, reads and views, claims and
 //! fencing, state transitions, interactions, run events and run effects.
 
 pub mod claims;

@@ -1,4 +1,4 @@
-//! Workflow run reads and views (methods 31–39): single runs and views, the run list and its
+//! Workflow run reads and views: single runs and views, the run list and its
 //! revision, the open reservation of a session, and the paused flag. Nothing here writes.
 
 use std::collections::HashMap;
@@ -17,46 +17,7 @@ use crate::error::Result;
 use crate::state::blobs::JsonReads;
 use crate::state::read_cache::Snapshot;
 use crate::store::{in_read_transaction, Store};
-use crate::wire::{json_text, Call, Reply};
-
-/// The read methods implemented here.
-pub const METHODS: &[&str] = &[
-    "getWorkflowRun",
-    "getWorkflowRunView",
-    "workflowRunListRevision",
-    "listWorkflowRunViews",
-    "workflowRunProjectPath",
-    "listWorkflowRuns",
-    "findSessionReservation",
-    "findSessionReservationView",
-    "isWorkflowRunPaused",
-];
-
-/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
-    let reply = match method {
-        "getWorkflowRun" => get_workflow_run(store, Js::arg(call, 0)).map(maybe_text),
-        "getWorkflowRunView" => get_workflow_run_view(store, Js::arg(call, 0)).map(maybe_text),
-        "workflowRunListRevision" => {
-            workflow_run_list_revision(store).map(|revision| Reply::value(revision.to_json()))
-        }
-        "listWorkflowRunViews" => {
-            list_workflow_run_views(store, Js::arg(call, 0)).map(Reply::json_text)
-        }
-        "workflowRunProjectPath" => workflow_run_project_path(store, Js::arg(call, 0))
-            .map(|path| Reply::maybe(path.map(Value::String))),
-        "listWorkflowRuns" => list_workflow_runs(store, Js::arg(call, 0)).map(Reply::json_text),
-        "findSessionReservation" => {
-            find_session_reservation(store, Js::arg(call, 0)).map(maybe_text)
-        }
-        "findSessionReservationView" => {
-            find_session_reservation_view(store, Js::arg(call, 0)).map(maybe_text)
-        }
-        "isWorkflowRunPaused" => is_workflow_run_paused(store, Js::arg(call, 0)).map(Reply::value),
-        _ => return None,
-    };
-    Some(reply)
-}
+use crate::wire::json_text;
 
 /// Open reservations: the queue is not terminal.
 const OPEN_SESSION_RESERVATION: &str = "WHERE b.origin_session_id = ?
@@ -143,7 +104,7 @@ fn view_rows_of(conn: &Connection, sql: &'static str, values: &[Js<'_>]) -> Resu
     Ok(views)
 }
 
-fn get_workflow_run(store: &Store, run_id: Js<'_>) -> Result<Option<String>> {
+pub fn get_workflow_run(store: &Store, run_id: Js<'_>) -> Result<Option<String>> {
     let conn = store.conn()?;
     // One statement reads the run with its documents and root source: one snapshot, so no
     // transaction is needed unless the record needs more reads (mounts, a document missing
@@ -179,25 +140,20 @@ fn get_workflow_run(store: &Store, run_id: Js<'_>) -> Result<Option<String>> {
     }
 }
 
-/// A record written as JSON text, or `undefined`.
-fn maybe_text(text: Option<String>) -> Reply {
-    Reply::maybe_text(text)
-}
-
-fn get_workflow_run_view(store: &Store, run_id: Js<'_>) -> Result<Option<String>> {
+pub fn get_workflow_run_view(store: &Store, run_id: Js<'_>) -> Result<Option<String>> {
     let views = view_rows_of(store.conn()?, VIEW_BY_RUN_ID, &[run_id])?;
     Ok(views.into_iter().next())
 }
 
 /// `{total, revision}` of every run (not project-scoped).
-struct ListRevision {
+pub struct ListRevision {
     count: i64,
     revision_sum: i64,
     updated_at: i64,
 }
 
 impl ListRevision {
-    fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "total": self.count,
             "revision": format!("{}:{}:{}", self.count, self.revision_sum, self.updated_at),
@@ -205,7 +161,7 @@ impl ListRevision {
     }
 }
 
-fn workflow_run_list_revision(store: &Store) -> Result<std::sync::Arc<ListRevision>> {
+pub fn workflow_run_list_revision(store: &Store) -> Result<std::sync::Arc<ListRevision>> {
     let conn = store.conn()?;
     let own = conn.is_autocommit();
     in_read_transaction(conn, || {
@@ -234,7 +190,7 @@ fn list_revision(conn: &Connection) -> Result<ListRevision> {
         })?)
 }
 
-fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String> {
+pub fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String> {
     let conn = store.conn()?;
     let own = conn.is_autocommit();
     // The revision and the page from one snapshot (the reference reads them one after the other:
@@ -305,7 +261,7 @@ fn row_ids(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Resul
         .collect::<rusqlite::Result<_>>()?)
 }
 
-fn workflow_run_project_path(store: &Store, run_id: Js<'_>) -> Result<Option<String>> {
+pub fn workflow_run_project_path(store: &Store, run_id: Js<'_>) -> Result<Option<String>> {
     let mut statement = store.conn()?.prepare_cached(
         "SELECT p.canonical_path
              FROM runs r JOIN projects p ON p.project_id = r.project_id WHERE r.run_id = ?",
@@ -320,7 +276,7 @@ fn workflow_run_project_path(store: &Store, run_id: Js<'_>) -> Result<Option<Str
 }
 
 /// Project-scoped (unless the store has no project), newest first.
-fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
+pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
     // `options = {}` is the default of an undefined argument only.
     let empty = serde_json::Map::new();
     let options = if options.is_undefined() {
@@ -445,7 +401,7 @@ fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
     })
 }
 
-fn find_session_reservation(store: &Store, session_id: Js<'_>) -> Result<Option<String>> {
+pub fn find_session_reservation(store: &Store, session_id: Js<'_>) -> Result<Option<String>> {
     let conn = store.conn()?;
     in_read_transaction(conn, || {
         let mut statement = conn.prepare_cached({
@@ -463,12 +419,12 @@ fn find_session_reservation(store: &Store, session_id: Js<'_>) -> Result<Option<
     })
 }
 
-fn find_session_reservation_view(store: &Store, session_id: Js<'_>) -> Result<Option<String>> {
+pub fn find_session_reservation_view(store: &Store, session_id: Js<'_>) -> Result<Option<String>> {
     let views = view_rows_of(store.conn()?, VIEW_OPEN_SESSION_RESERVATION, &[session_id])?;
     Ok(views.into_iter().next())
 }
 
-fn is_workflow_run_paused(store: &Store, run_id: Js<'_>) -> Result<bool> {
+pub fn is_workflow_run_paused(store: &Store, run_id: Js<'_>) -> Result<bool> {
     let row = run_row(store.conn()?, run_id)?;
     Ok(row.is_some_and(|row| row.paused == 1))
 }

@@ -1,4 +1,4 @@
-//! Workflow run reservation (methods 28–30): validating a new run and its lineage, writing every
+//! Workflow run reservation: validating a new run and its lineage, writing every
 //! row a queued run consists of, and the two entry points built on it — prepare-or-adopt (reserve
 //! and claim in one transaction, or adopt an identical existing run) and enqueue (reserve if
 //! missing, then claim in a second transaction).
@@ -20,34 +20,15 @@ use crate::state::revisions::{
 };
 use crate::state::viewer::initialize_viewer_run;
 use crate::store::Store;
-use crate::wire::{field, time, Call, JsonArg, Reply};
+use crate::wire::{field, time, JsonArg};
 
-/// The reservation methods implemented here.
-pub const METHODS: &[&str] = &[
-    "reserveWorkflowRun",
-    "prepareOrAdoptWorkflowRun",
-    "enqueueWorkflowRun",
-];
-
-/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
-    let options = call.arg(0);
-    let reply = match method {
-        "reserveWorkflowRun" => reserve_workflow_run(store, options),
-        "prepareOrAdoptWorkflowRun" => prepare_or_adopt_workflow_run(store, options),
-        "enqueueWorkflowRun" => enqueue_workflow_run(store, options),
-        _ => return None,
-    };
-    Some(reply.map(Reply::json_text))
-}
-
-fn reserve_workflow_run(store: &Store, options: &Value) -> Result<String> {
+pub fn reserve_workflow_run(store: &Store, options: &Value) -> Result<String> {
     let request = Reservation::validate(options)?;
     let project_id = store.project_id();
     store.write(|conn| request.reserve_in_transaction(conn, project_id))
 }
 
-fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<String> {
+pub fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<String> {
     let request = Reservation::validate(options)?;
     let project_id = store.project_id();
     store.write(|conn| {
@@ -65,7 +46,7 @@ fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<Strin
     })
 }
 
-fn enqueue_workflow_run(store: &Store, options: &Value) -> Result<String> {
+pub fn enqueue_workflow_run(store: &Store, options: &Value) -> Result<String> {
     // `this.getWorkflowRun(options.runId)`: the caller's value bound as given.
     let run_id = crate::args::Js::of(options).get("runId")?;
     let existing = match super::claims::run_row_of(store.conn()?, run_id)? {

@@ -1,4 +1,4 @@
-//! Run events (methods 60–61): appending a caller's event to a run's log, and paging through
+//! Run events: appending a caller's event to a run's log, and paging through
 //! the events of every run in sequence order.
 
 use rusqlite::types::ValueRef;
@@ -15,29 +15,14 @@ use crate::state::revisions::{
 };
 use crate::store::{in_read_transaction, Store};
 use crate::time::iso;
-use crate::wire::{Call, JsonArg, ObjectWriter, Reply};
-
-/// The run-event methods implemented here.
-pub const METHODS: &[&str] = &["recordRunEvent", "listRunEventsAfter"];
-
-/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
-    let reply = match method {
-        "recordRunEvent" => store
-            .write(|conn| record_run_event(conn, Js::arg(call, 0), call.clock))
-            .map(Reply::value),
-        "listRunEventsAfter" => list_run_events_after(store, Js::arg(call, 0), Js::arg(call, 1)),
-        _ => return None,
-    };
-    Some(reply)
-}
+use crate::wire::{JsonArg, ObjectWriter, Reply};
 
 /// Records the event in the reference's order: the run (bound as given; `Workflow run not
 /// found: ${runId}`), the time, the revision bump, then the event with the caller's `type` and
 /// `runnerId` bound as given (`runnerId?.startsWith("host-")` picks the actor type). The
 /// record's `runId`, `workflowRef`, `type` and `payload` are the caller's own values: the JS
 /// layer puts them in (lib/methods.js `echoProps`); placeholders are written here.
-fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Result<Value> {
+pub fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Result<Value> {
     let run_id = options.get("runId")?;
     let Some(row) = run_row_of(conn, run_id)? else {
         return Err(StoreError::plain(format!(
@@ -85,7 +70,7 @@ fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Result<Va
 }
 
 /// Events of run resources after `seq`, oldest first, `options.limit ?? 100` of them.
-fn list_run_events_after(store: &Store, seq: Js<'_>, options: Js<'_>) -> Result<Reply> {
+pub fn list_run_events_after(store: &Store, seq: Js<'_>, options: Js<'_>) -> Result<Reply> {
     // `options = {}` is the default of an undefined argument only.
     let limit = if options.is_undefined() {
         Js::Number(100.0)

@@ -9,18 +9,7 @@ use crate::error::Result;
 use crate::state::json::canonical;
 use crate::state::revisions::{bump_resource, insert_event, resource_revision, EventDraft};
 use crate::store::Store;
-use crate::wire::{Call, Reply};
-
-/// The run-effect methods implemented here.
-pub const METHODS: &[&str] = &["settleRunEffect"];
-
-/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
-    match method {
-        "settleRunEffect" => Some(settle_run_effect(store, call).map(|()| Reply::undefined())),
-        _ => None,
-    }
-}
+use crate::wire::Call;
 
 /// A pending effect of the run: `(effect_id, resource_id)`.
 type PendingEffect = (String, String);
@@ -47,7 +36,7 @@ fn pending_effects(
 
 /// Lists the pending effects first (outside a transaction, as the reference does), then applies
 /// each one in its own transaction at the call's `Date.now()`.
-fn settle_run_effect(store: &Store, call: &Call) -> Result<()> {
+pub fn settle_run_effect(store: &Store, call: &Call) -> Result<()> {
     let run_id = Js::arg(call, 0);
     let effect_type = Js::arg(call, 1);
     let now = call.clock;

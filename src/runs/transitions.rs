@@ -21,41 +21,7 @@ use crate::state::revisions::{
 };
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
-use crate::wire::{Call, Reply};
-
-/// The transition methods implemented here.
-pub const METHODS: &[&str] = &[
-    "parkWorkflowRun",
-    "pauseParkedWorkflowRun",
-    "resumePausedInteraction",
-    "parkWorkflowRunForSourceChange",
-    "parkWorkflowRunForAmbiguousEffect",
-    "failWorkflowRun",
-    "cancelWorkflowRun",
-    "cancelStaleWorkflowRun",
-    "deleteWorkflowRun",
-    "completeWorkflowRun",
-    "setWorkflowRunOriginSession",
-];
-
-/// Runs `method` when this module implements it (see `METHODS`); `None` otherwise.
-pub fn dispatch(store: &Store, method: &str, call: &Call) -> Option<Result<Reply>> {
-    let outcome = match method {
-        "parkWorkflowRun" => release_by_call(store, call, "parked"),
-        "completeWorkflowRun" => release_by_call(store, call, "done"),
-        "pauseParkedWorkflowRun" => pause_parked(store, call),
-        "resumePausedInteraction" => resume_paused(store, call),
-        "parkWorkflowRunForSourceChange" => park_for_source_change(store, call),
-        "parkWorkflowRunForAmbiguousEffect" => park_for_ambiguous_effect(store, call),
-        "failWorkflowRun" => fail(store, call),
-        "cancelWorkflowRun" => cancel(store, call),
-        "cancelStaleWorkflowRun" => cancel_stale_by_call(store, call),
-        "deleteWorkflowRun" => delete(store, call),
-        "setWorkflowRunOriginSession" => set_origin_session(store, call),
-        _ => return None,
-    };
-    Some(outcome.map(Reply::value))
-}
+use crate::wire::Call;
 
 /// The `events` row and viewer deltas every transition ends with: bump, event, then the
 /// explicit summary/replay deltas.
@@ -72,7 +38,7 @@ fn record_transition(
     Ok(())
 }
 
-fn release_by_call(store: &Store, call: &Call, status: &str) -> Result<bool> {
+pub fn release_by_call(store: &Store, call: &Call, status: &str) -> Result<bool> {
     // `releaseRunClaim(options.runId, options.claimToken, status, options.now)`: the reads in
     // argument order.
     let options = Js::arg(call, 0);
@@ -157,7 +123,7 @@ fn record_control_event(
 }
 
 /// Pauses a parked, ownerless run that waits on a pending interaction (idempotent).
-fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
+pub fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let run_id = Js::arg(call, 0).get_or_undefined("runId");
     store.write(|conn| {
@@ -199,7 +165,7 @@ fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
 }
 
 /// Lifts the pause of a parked, waiting, ownerless run that still has a pending interaction.
-fn resume_paused(store: &Store, call: &Call) -> Result<bool> {
+pub fn resume_paused(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let run_id = Js::arg(call, 0).get_or_undefined("runId");
     store.write(|conn| {
@@ -278,7 +244,7 @@ fn claimed_row(
 }
 
 /// Parks a claimed run whose workflow source changed, keeping the detail as the queue error.
-fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
+pub fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let options = Js::arg(call, 0);
     let run_id = options.get_or_undefined("runId");
@@ -322,7 +288,7 @@ fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
 const AMBIGUOUS_EFFECT_DETAIL: &str = "effect outcome is ambiguous; explicit recovery is required";
 
 /// Parks a claimed, running run whose effect outcome is unknown; its attempts wait too.
-fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
+pub fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let options = Js::arg(call, 0);
     let run_id = options.get_or_undefined("runId");
@@ -378,7 +344,7 @@ struct Terminal<'a> {
     error: Js<'a>,
 }
 
-fn fail(store: &Store, call: &Call) -> Result<bool> {
+pub fn fail(store: &Store, call: &Call) -> Result<bool> {
     // `terminalRun(options.runId, options.claimToken, "failed", options.errorCode,
     // options.errorMessage, options.now)`: the reads in argument order.
     let options = Js::arg(call, 0);
@@ -401,7 +367,7 @@ const CANCELLED: Terminal<'static> = Terminal {
 
 /// Cancels through the claim (or an unclaimed queued/starting run); without a token, falls
 /// back to the stale-claim cancellation.
-fn cancel(store: &Store, call: &Call) -> Result<bool> {
+pub fn cancel(store: &Store, call: &Call) -> Result<bool> {
     let options = Js::arg(call, 0);
     let run_id = options.get("runId")?;
     let claim_token = options.get("claimToken")?;
@@ -653,7 +619,7 @@ fn cancel_dependents(
     Ok(())
 }
 
-fn cancel_stale_by_call(store: &Store, call: &Call) -> Result<bool> {
+pub fn cancel_stale_by_call(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let options = Js::arg(call, 0);
     let control_id = options
@@ -766,7 +732,7 @@ fn cancel_stale(
 
 /// Deletes the run's resource (the schema cascades the rest) under a live exact claim, judged
 /// at the call's `Date.now()`.
-fn delete(store: &Store, call: &Call) -> Result<bool> {
+pub fn delete(store: &Store, call: &Call) -> Result<bool> {
     let now = call.clock;
     let options = Js::arg(call, 0);
     store.write(|conn| {
@@ -793,7 +759,7 @@ fn delete(store: &Store, call: &Call) -> Result<bool> {
 
 /// Binds the run to an origin session (interactive), outside any transaction, as the
 /// reference does.
-fn set_origin_session(store: &Store, call: &Call) -> Result<bool> {
+pub fn set_origin_session(store: &Store, call: &Call) -> Result<bool> {
     let mut statement = store.conn()?.prepare_cached(
         "INSERT INTO run_bindings(run_id, origin_session_id, execution_mode, created_at)
          VALUES (?, ?, 'interactive', ?)

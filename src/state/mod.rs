@@ -6,6 +6,7 @@ pub mod columns;
 pub mod ids;
 pub mod json;
 pub mod leases;
+mod mode;
 mod open_prune;
 mod private_fs;
 mod prune;
@@ -23,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::error::{Result, StoreError};
+pub use mode::Mode;
 use schema::{
     schema_digest, RESET_INSTRUCTION, STATE_APPLICATION_ID, STATE_APP_VERSION, STATE_SCHEMA_NAME,
     STATE_SCHEMA_SQL, STATE_SCHEMA_VERSION,
@@ -39,25 +41,6 @@ const CACHE_SIZE_KIB: i64 = -32 * 1024;
 /// file) took a freshly allocated buffer, and the page faults of those allocations, repeated on
 /// every open because closing returns the memory, cost more than the reads themselves.
 const PRUNE_SCAN_CACHE_PAGES: i64 = 64;
-
-/// How a state database is opened (`StateDatabaseMode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// `read-write`: creates and prunes; every store method may write.
-    ReadWrite,
-    /// `read-only`: the file must exist; `query_only` is on.
-    ReadOnly,
-}
-
-impl Mode {
-    /// The reference's spelling: `read-write` / `read-only`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::ReadWrite => "read-write",
-            Mode::ReadOnly => "read-only",
-        }
-    }
-}
 
 /// How to open a state file. `file_path` is already absolute (the JS layer resolves it with
 /// `path.resolve`, so relative paths behave exactly as in Node).

@@ -12,7 +12,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::Mode;
+use super::mode::Mode;
 use crate::error::StoreError;
 
 /// How deep a chain of symbolic links is followed (Linux's own limit, `MAXSYMLINKS`).

@@ -366,8 +366,9 @@ mod tests {
         use rusqlite::Connection;
         use serde_json::json;
 
+        use crate::methods::dispatch;
         use crate::state::StateDb;
-        use crate::store::{dispatch, resolve_project, Store};
+        use crate::store::{resolve_project, Store};
         use crate::test_support::{open_read_write, Scratch};
         use crate::wire::Call;
 

@@ -1,0 +1,21 @@
+//! How a state database is opened: read-write or read-only (its own module so that
+//! `private_fs`, a child of `state`, can use it without importing its parent).
+
+/// How a state database is opened (`StateDatabaseMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `read-write`: creates and prunes; every store method may write.
+    ReadWrite,
+    /// `read-only`: the file must exist; `query_only` is on.
+    ReadOnly,
+}
+
+impl Mode {
+    /// The reference's spelling: `read-write` / `read-only`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::ReadWrite => "read-write",
+            Mode::ReadOnly => "read-only",
+        }
+    }
+}
