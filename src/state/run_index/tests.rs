@@ -477,6 +477,15 @@ fn falls_back_to_sql_where_it_cannot_be_exact() {
     assert!(!used(&conn, true));
     conn.execute_batch("DROP TABLE extra").unwrap();
     assert!(!used(&conn, true));
+    // A poll builds a new index at once (only a rebuild after a foreign commit waits).
+    let fresh = RunIndex::install(&conn, false);
+    fresh.schema_verified(&conn).unwrap();
+    conn.execute_batch("BEGIN").unwrap();
+    assert!(fresh
+        .current(&conn, true, Rebuild::Amortized)
+        .unwrap()
+        .is_some());
+    conn.execute_batch("COMMIT").unwrap();
     // While statements are recorded, nothing is installed.
     let recording = RunIndex::install(&conn, true);
     recording.schema_verified(&conn).unwrap();
