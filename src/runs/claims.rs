@@ -189,7 +189,15 @@ fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let args = Js::arg(call, 0);
     let runner_id = args.get_or_undefined("runnerId");
     let conn = store.conn()?;
-    let host = args.get_or_undefined("sessionId").is_undefined();
+    // Only plain arguments take the index path: every value it adds a parameter after is a
+    // string, so the binder's reading of the caller's values cannot change.
+    let plain = matches!(runner_id, Js::String(_))
+        && match args.get_or_undefined("excludeRunIds") {
+            Js::Undefined => true,
+            Js::Array(items) => items.iter().all(Value::is_string),
+            _ => false,
+        };
+    let host = plain && args.get_or_undefined("sessionId").is_undefined();
     let pick = |candidates: Option<&str>| -> Result<Option<String>> {
         let (sql, params) = next_run_selection(store, args, runner_id, now, candidates)?;
         let mut statement = conn.prepare_cached(&sql)?;

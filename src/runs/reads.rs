@@ -239,7 +239,8 @@ fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String> {
         let current = list_revision(conn, index.as_ref())?;
         let values = [options.get("limit")?, options.get("offset")?];
         let page = crate::args::bind_all(&values, 2)?;
-        Ok((current, view_page(conn, index.as_ref(), &page)?))
+        let index = index.as_ref().filter(|_| values.iter().all(is_number));
+        Ok((current, view_page(conn, index, &page)?))
     })?;
     let mut out = json_text(&revision_json(&current));
     out.pop(); // `}`: the runs follow the total and revision
@@ -279,6 +280,12 @@ fn view_page(
         push_views(&mut by_rowid, [rowid], &mut views)?;
     }
     Ok(views)
+}
+
+/// A number or a bigint: what the run index reads a limit or offset from (see
+/// `Bound::as_count`); anything else takes the SQL path.
+fn is_number(value: &Js<'_>) -> bool {
+    matches!(value, Js::Number(_) | Js::BigInt(_))
 }
 
 /// The first column (a row id) of every row of `sql`.
@@ -388,9 +395,9 @@ fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         all.extend(limit);
         let count = all_parameters(&clauses) + usize::from(limit.is_some());
         let params = crate::args::bind_all(&all, count)?;
-        let limit = limit.map(|_| &params[count - 1]);
+        let bound_limit = limit.map(|_| &params[count - 1]);
         // The run index answers without exclusions, for statuses that are strings, and for no
-        // limit or one that SQLite reads as a non-negative integer.
+        // limit or a number that SQLite reads as a non-negative integer.
         let status_texts: Option<Vec<&[u8]>> = values[scope..scope + statuses]
             .iter()
             .map(|status| match status {
@@ -398,13 +405,15 @@ fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
                 _ => None,
             })
             .collect();
-        let indexed = match (&index, excluded, status_texts, limit.map(Bound::as_count)) {
-            (Some(index), false, Some(texts), None | Some(Some(_))) => Some(
+        let plain_limit = limit.is_none_or(|limit| is_number(&limit));
+        let limit_count = bound_limit.map(Bound::as_count);
+        let indexed = match (&index, excluded, status_texts, limit_count) {
+            (Some(index), false, Some(texts), None | Some(Some(_))) if plain_limit => Some(
                 index.list_page(
                     store.project_id(),
                     by_status.then_some(&texts[..]),
-                    limit
-                        .and_then(Bound::as_count)
+                    limit_count
+                        .flatten()
                         .map(|limit| usize::try_from(limit).unwrap_or(usize::MAX)),
                 ),
             ),
@@ -412,7 +421,9 @@ fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         };
         let rowids: Vec<i64> = match indexed {
             Some(rowids) => rowids,
-            None if limit.is_none() => row_ids(conn, &order_select, params_from_iter(&params))?,
+            None if bound_limit.is_none() => {
+                row_ids(conn, &order_select, params_from_iter(&params))?
+            }
             None => row_ids(
                 conn,
                 &format!("{order_select} LIMIT +?"),
