@@ -208,10 +208,7 @@ fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     };
     let run_id = if host && conn.is_autocommit() {
         in_read_transaction(conn, || {
-            let index = store
-                .state
-                .run_index
-                .current(conn, true, Rebuild::Amortized)?;
+            let index = store.state.run_index.current(conn, true, Rebuild::Claim)?;
             let Some(index) = index else {
                 return pick(None);
             };

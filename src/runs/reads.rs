@@ -204,7 +204,7 @@ fn workflow_run_list_revision(store: &Store) -> Result<ListRevision> {
     let conn = store.conn()?;
     let own = conn.is_autocommit();
     in_read_transaction(conn, || {
-        let index = store.state.run_index.current(conn, own, Rebuild::Always)?;
+        let index = store.state.run_index.current(conn, own, Rebuild::List)?;
         list_revision(conn, index.as_ref())
     })
 }
@@ -235,7 +235,7 @@ fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String> {
     // The revision and the page from one snapshot (the reference reads them one after the other:
     // the revision first, then `options.limit` and `options.offset`, then binds them).
     let (current, runs) = in_read_transaction(conn, || {
-        let index = store.state.run_index.current(conn, own, Rebuild::Always)?;
+        let index = store.state.run_index.current(conn, own, Rebuild::List)?;
         let current = list_revision(conn, index.as_ref())?;
         let values = [options.get("limit")?, options.get("offset")?];
         let page = crate::args::bind_all(&values, 2)?;
@@ -389,7 +389,7 @@ fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
     let conn = store.conn()?;
     let own = conn.is_autocommit();
     in_read_transaction(conn, || {
-        let index = store.state.run_index.current(conn, own, Rebuild::Always)?;
+        let index = store.state.run_index.current(conn, own, Rebuild::List)?;
         // Bound as the reference binds `.all(...params)`, limit last.
         let mut all = values.clone();
         all.extend(limit);

@@ -27,33 +27,8 @@ use std::sync::{Mutex, MutexGuard};
 use rusqlite::{ffi, Connection, OptionalExtension};
 
 use crate::error::Result;
-pub use mirror::ListRevision;
-use mirror::Mirror;
-
-/// A mirrored table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Table {
-    Runs,
-    Queue,
-    Resources,
-    Definitions,
-    Leases,
-    Bindings,
-}
-
-impl Table {
-    fn of(name: &[u8]) -> Option<Table> {
-        Some(match name {
-            b"runs" => Table::Runs,
-            b"run_queue" => Table::Queue,
-            b"resources" => Table::Resources,
-            b"workflow_definitions" => Table::Definitions,
-            b"leases" => Table::Leases,
-            b"run_bindings" => Table::Bindings,
-            _ => return None,
-        })
-    }
-}
+pub use mirror::{Current, ListRevision};
+use mirror::{Mirror, Table};
 
 /// What the hooks saw since the last read.
 #[derive(Default)]
@@ -84,25 +59,29 @@ pub struct RunIndex {
     mirror: Mutex<Mirror>,
 }
 
-/// One read's access to an up-to-date index (see [`RunIndex::current`]).
-pub struct Current<'a>(MutexGuard<'a, Mirror>);
-
-/// When a read may rebuild a stale index.
+/// Who reads, which decides how many of its polls take the SQL path after another
+/// connection's commit before one rebuilds the index: about a rebuild's cost in such polls, so
+/// that a poller sharing its file with a busy writer pays at most about twice what the SQL
+/// costs (and a quiet file pays one rebuild).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rebuild {
-    /// Whenever it is stale (the call would read every run anyway).
-    Always,
-    /// Once the SQL path was taken [`STALE_POLLS`] times in a row since another connection's
-    /// commit: a poll whose SQL reads only part of the history does not pay a full rebuild
-    /// after each foreign commit.
-    Amortized,
+    /// A run list or its revision: its SQL reads every run, about half a rebuild.
+    List,
+    /// A host's claim: its SQL reads the unfinished runs (a tenth of a typical file).
+    Claim,
+}
+
+impl Rebuild {
+    fn deferred_polls(self) -> u32 {
+        match self {
+            Rebuild::List => 2,
+            Rebuild::Claim => 128,
+        }
+    }
 }
 
 /// How many changed rows are kept for re-reading between two reads (see `on_update`).
 const MAX_PENDING: usize = 50_000;
-
-/// How many [`Rebuild::Amortized`] polls take the SQL path before one rebuilds.
-const STALE_POLLS: u32 = 16;
 
 impl RunIndex {
     /// Installs the hooks on `conn` (unless `recording`). The index must be dropped after the
@@ -126,7 +105,7 @@ impl RunIndex {
         RunIndex {
             hooks,
             // The first build is not deferred: it serves the connection's whole life.
-            mirror: Mutex::new(Mirror::new(STALE_POLLS)),
+            mirror: Mutex::new(Mirror::new()),
         }
     }
 
@@ -179,7 +158,7 @@ impl RunIndex {
         if stale {
             // Whatever is pending is part of this snapshot: a rebuild reads it.
             mirror.built_at = None;
-            if rebuild == Rebuild::Amortized && mirror.stale_polls < STALE_POLLS {
+            if mirror.stale_polls < rebuild.deferred_polls() {
                 mirror.stale_polls += 1;
                 return Ok(None);
             }

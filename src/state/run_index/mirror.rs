@@ -3,12 +3,39 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, Row};
 
-use super::{Current, Table};
 use crate::error::Result;
+
+/// A mirrored table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Table {
+    Runs,
+    Queue,
+    Resources,
+    Definitions,
+    Leases,
+    Bindings,
+}
+
+impl Table {
+    pub(super) fn of(name: &[u8]) -> Option<Table> {
+        Some(match name {
+            b"runs" => Table::Runs,
+            b"run_queue" => Table::Queue,
+            b"resources" => Table::Resources,
+            b"workflow_definitions" => Table::Definitions,
+            b"leases" => Table::Leases,
+            b"run_bindings" => Table::Bindings,
+            _ => return None,
+        })
+    }
+}
+
+/// One read's access to an up-to-date index (see `RunIndex::current`).
+pub struct Current<'a>(pub(super) MutexGuard<'a, Mirror>);
 
 /// A run's queue row, as the polls read it.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,10 +153,10 @@ const RUN_ROWS: &str = "SELECT r.rowid, r.project_id, r.created_at, r.status = '
     LEFT JOIN run_bindings b ON b.run_id = r.run_id";
 
 impl Mirror {
-    /// An empty index, to be built once `stale_polls` allows it.
-    pub(super) fn new(stale_polls: u32) -> Mirror {
+    /// An empty index, built by its first read.
+    pub(super) fn new() -> Mirror {
         Mirror {
-            stale_polls,
+            stale_polls: u32::MAX,
             ..Mirror::default()
         }
     }
