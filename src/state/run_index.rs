@@ -13,7 +13,8 @@
 //!   every writing statement that could do either — its text mentions `replace`, it runs while
 //!   foreign keys are off, or it is a trigger (the schema has none) — and the index is rebuilt.
 //! - Other connections' commits (another process, the open's prune): `PRAGMA data_version`
-//!   moves; the index is rebuilt. A schema change of this connection (DDL, VACUUM renumbering
+//!   moves; the index is rebuilt (once a few polls took the SQL path, see [`Rebuild`]). So
+//!   is it after more changed rows than [`MAX_PENDING`] between two reads. A schema change of this connection (DDL, VACUUM renumbering
 //!   rowids) moves `schema_version`: the index is never used again on this connection.
 //! - Not used at all inside the caller's own transaction (uncommitted changes), while the TEMP
 //!   schema holds anything (it could shadow a main table), or while statements are recorded
