@@ -258,14 +258,19 @@ describe('the run polls through the run index (src/state/run_index.rs)', () => {
       } else if (action === 5) {
         connection.prepare('UPDATE resources SET revision = revision + 1 WHERE resource_id = (SELECT resource_id FROM runs WHERE run_id = ?)').run(anyRun());
       } else if (action === 6) {
-        // REPLACE: the replaced row's run keeps its queue row under a new rowid.
-        connection
-          .prepare("INSERT OR REPLACE INTO run_queue SELECT run_id, 'parked', available_at, affinity_runner_id, origin_session_id, 0, NULL, NULL, ?, ?, NULL, NULL FROM run_queue WHERE run_id = ?")
-          .run(at, at, anyRun());
+        // REPLACE: the replaced row's run keeps its queue row under a new rowid; or another
+        // run's queue row goes, its active session taken.
+        const queue = "SELECT run_id, ?, available_at, affinity_runner_id, %SESSION%, 0, NULL, NULL, ?, ?, NULL, NULL FROM run_queue WHERE run_id = ?";
+        const victim = "(SELECT origin_session_id FROM run_queue WHERE status IN ('queued', 'starting', 'running') AND run_id <> ? LIMIT 1)";
+        const runId = anyRun();
+        if (random(2) === 0) connection.prepare(`INSERT OR REPLACE INTO run_queue ${queue.replace('%SESSION%', 'origin_session_id')}`).run('parked', at, at, runId);
+        else connection.prepare(`REPLACE INTO run_queue ${queue.replace('%SESSION%', `coalesce(${victim}, origin_session_id)`)}`).run(runId, 'queued', at, at, runId);
       } else if (action === 7) {
-        // Behind the foreign keys' back: a truncation and a deleted run.
+        // Behind the foreign keys' back: truncations and a deleted run.
         connection.exec('PRAGMA foreign_keys = OFF');
-        if (random(2) === 0) connection.exec('DELETE FROM run_bindings');
+        const which = random(3);
+        if (which === 0) connection.exec('DELETE FROM run_bindings');
+        else if (which === 1) connection.exec('DELETE FROM leases');
         else connection.prepare('DELETE FROM runs WHERE run_id = ?').run(anyRun());
         connection.exec('PRAGMA foreign_keys = ON');
       } else if (action === 8) {
@@ -294,6 +299,22 @@ describe('the run polls through the run index (src/state/run_index.rs)', () => {
     expect(polls(readOnly)).toEqual(viaSql(store));
     readOnly.close();
     second.close();
+  });
+
+  it('sees the deletions the update hook does not report: REPLACE victims and truncations', () => {
+    const connection = store.state.connection;
+    for (let index = 0; index < 6; index += 1) reserve(store, `run-${index}`, `s-${index}`, T0 + (index % 2) * 1000, { executionMode: 'headless' });
+    const check = () => expect(polls(store)).toEqual(viaSql(store));
+    check();
+    // run-1's queue row takes run-0's active session: run-0's row is REPLACE's victim.
+    connection.prepare("REPLACE INTO run_queue SELECT run_id, status, available_at, affinity_runner_id, 's-0', 0, NULL, NULL, created_at, updated_at, NULL, NULL FROM run_queue WHERE run_id = 'run-1'").run();
+    expect(polls(store).runs).not.toContain('run-0');
+    check();
+    connection.exec('PRAGMA foreign_keys = OFF');
+    connection.exec('DELETE FROM leases');
+    connection.exec('PRAGMA foreign_keys = ON');
+    expect(polls(store).runs).toEqual([]);
+    check();
   });
 
   it('sees another process write between two polls', () => {
