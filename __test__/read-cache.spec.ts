@@ -1,6 +1,6 @@
-// The run lists keep their revision and order while the database is unchanged
-// (src/state/read_cache.rs): every change, made through the store, through the raw connection,
-// by another process, or uncommitted inside the caller's transaction, must show in the next call.
+// The run lists answer from the run index (src/state/run_index.rs): every change, made through
+// the store, through the raw connection, by another process, or uncommitted inside the caller's
+// transaction, must show in the next call.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';

@@ -2,6 +2,7 @@
 // statements pick and list: ties on equal timestamps, other projects in the file, runs deleted
 // behind the store's back and raw SQL writes between two calls (as another process or the
 // workflow engine makes them) included.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -190,5 +191,148 @@ describe('listWorkflowRuns with statuses', () => {
     }
     const excluded = single('WHERE r.project_id = ? AND q.status IN (?) AND r.run_id NOT IN (?)', [projectId, 'queued', 'run-02-85'], 100);
     expect(ids(store.listWorkflowRuns({ statuses: ['queued'], excludeRunIds: ['run-02-85'] }))).toEqual(excluded);
+  });
+});
+
+describe('the run polls through the run index (src/state/run_index.rs)', () => {
+  /** What the polls return; inside the caller's transaction they take the SQL path. */
+  function polls(which: any) {
+    const ids = (runs: { runId: string }[]) => runs.map((run) => run.runId);
+    const views = which.listWorkflowRunViews({ offset: 0, limit: 5 });
+    return {
+      revision: which.workflowRunListRevision(),
+      views: { ...views, runs: ids(views.runs) },
+      page: ids(which.listWorkflowRunViews({ offset: 3, limit: 4 }).runs),
+      runs: ids(which.listWorkflowRuns({ limit: 4 })),
+      active: ids(which.listWorkflowRuns({ statuses: ['queued', 'parked', 'starting', 'running'], limit: 3 })),
+      done: ids(which.listWorkflowRuns({ statuses: ['done', 'parked'] })),
+      all: which.listWorkflowRuns({}),
+    };
+  }
+
+  function viaSql(which: any) {
+    const connection = store.state.connection;
+    connection.exec('BEGIN');
+    try {
+      return polls(which);
+    } finally {
+      connection.exec('COMMIT');
+    }
+  }
+
+  it('answers as the SQL path after random writes through the API, raw SQL and other connections', () => {
+    const file = path.join(dir, 'state.sqlite');
+    const second = new SqliteControllerStore(file, { projectPath: dir });
+    const connection = store.state.connection;
+    let seed = 7;
+    const random = (n: number) => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return seed % n;
+    };
+    const runIds = () => connection.prepare('SELECT run_id FROM runs ORDER BY run_id').all().map((row: { run_id: string }) => row.run_id);
+    const anyRun = () => {
+      const all = runIds();
+      return all[random(all.length)];
+    };
+    let next = 0;
+    for (let step = 0; step < 90; step += 1) {
+      const at = T0 + random(3) * 1000;
+      const action = random(12);
+      if (action <= 2) {
+        next += 1;
+        const into = [store, other, second, global][random(4)];
+        if (into === global) reserve(store, `run-${next}`, `s-${next}`, at, { executionMode: 'headless' });
+        else if (random(2) === 0) reserve(into, `run-${next}`, `s-${next}`, at, { executionMode: 'headless' });
+        else parked(into, `run-${next}`, `s-${next}`, at);
+      } else if (action === 3) {
+        // A host's claim, checked against the single statement, then finished or deleted.
+        const expected = expectedPick(store, { runnerId: 'host-1' });
+        const claimed = store.claimNextWorkflowRun({ runnerId: 'host-1', claimToken: `c-${step}`, leaseMs: 60_000, now: LATER });
+        expect([step, claimed?.runId]).toEqual([step, expected]);
+        if (claimed !== undefined) {
+          const done = { runId: claimed.runId, claimToken: `c-${step}`, now: LATER };
+          expect(random(2) === 0 ? store.completeWorkflowRun(done) : store.deleteWorkflowRun(done)).toBe(true);
+        }
+      } else if (action === 4) {
+        connection.prepare('UPDATE run_queue SET created_at = ?, updated_at = updated_at + 1 WHERE run_id = ?').run(at, anyRun());
+      } else if (action === 5) {
+        connection.prepare('UPDATE resources SET revision = revision + 1 WHERE resource_id = (SELECT resource_id FROM runs WHERE run_id = ?)').run(anyRun());
+      } else if (action === 6) {
+        // REPLACE: the replaced row's run keeps its queue row under a new rowid; or another
+        // run's queue row goes, its active session taken.
+        const queue = "SELECT run_id, ?, available_at, affinity_runner_id, %SESSION%, 0, NULL, NULL, ?, ?, NULL, NULL FROM run_queue WHERE run_id = ?";
+        const victim = "(SELECT origin_session_id FROM run_queue WHERE status IN ('queued', 'starting', 'running') AND run_id <> ? LIMIT 1)";
+        const runId = anyRun();
+        if (random(2) === 0) connection.prepare(`INSERT OR REPLACE INTO run_queue ${queue.replace('%SESSION%', 'origin_session_id')}`).run('parked', at, at, runId);
+        else connection.prepare(`REPLACE INTO run_queue ${queue.replace('%SESSION%', `coalesce(${victim}, origin_session_id)`)}`).run(runId, 'queued', at, at, runId);
+      } else if (action === 7) {
+        // Behind the foreign keys' back: truncations and a deleted run.
+        connection.exec('PRAGMA foreign_keys = OFF');
+        const which = random(3);
+        if (which === 0) connection.exec('DELETE FROM run_bindings');
+        else if (which === 1) connection.exec('DELETE FROM leases');
+        else connection.prepare('DELETE FROM runs WHERE run_id = ?').run(anyRun());
+        connection.exec('PRAGMA foreign_keys = ON');
+      } else if (action === 8) {
+        connection.exec('BEGIN');
+        connection.prepare('DELETE FROM runs WHERE run_id = ?').run(anyRun());
+        connection.prepare('UPDATE run_queue SET created_at = ?').run(T0);
+        connection.exec('ROLLBACK');
+      } else if (action === 9) {
+        // Another connection's raw SQL.
+        second.state.connection.prepare("UPDATE run_queue SET status = 'parked', created_at = ? WHERE run_id = ?").run(at, anyRun());
+      } else if (action === 10) {
+        // TEMP shadowing: the polls read the TEMP table, as the SQL does.
+        connection.exec('CREATE TEMP TABLE run_bindings AS SELECT * FROM main.run_bindings LIMIT 1');
+        for (const which of [store, other, global]) expect(polls(which)).toEqual(viaSql(which));
+        connection.exec('DROP TABLE temp.run_bindings');
+      } else {
+        connection.prepare("UPDATE leases SET generation = generation + 1 WHERE resource_id = (SELECT resource_id FROM runs WHERE run_id = ?)").run(anyRun());
+      }
+      for (const which of [store, other, global]) expect([step, polls(which)]).toEqual([step, viaSql(which)]);
+      expect(polls(second)).toEqual(viaSql(store));
+    }
+    expect(runIds().length).toBeGreaterThan(10);
+    const readOnly = new SqliteControllerStore(file, { projectPath: dir, readOnly: true });
+    expect(polls(readOnly)).toEqual(viaSql(store));
+    second.state.connection.prepare('UPDATE run_queue SET created_at = ?').run(T0);
+    expect(polls(readOnly)).toEqual(viaSql(store));
+    readOnly.close();
+    second.close();
+  });
+
+  it('sees the deletions the update hook does not report: REPLACE victims and truncations', () => {
+    const connection = store.state.connection;
+    for (let index = 0; index < 6; index += 1) reserve(store, `run-${index}`, `s-${index}`, T0 + (index % 2) * 1000, { executionMode: 'headless' });
+    const check = () => expect(polls(store)).toEqual(viaSql(store));
+    check();
+    // run-1's queue row takes run-0's active session: run-0's row is REPLACE's victim.
+    connection.prepare("REPLACE INTO run_queue SELECT run_id, status, available_at, affinity_runner_id, 's-0', 0, NULL, NULL, created_at, updated_at, NULL, NULL FROM run_queue WHERE run_id = 'run-1'").run();
+    expect(polls(store).runs).not.toContain('run-0');
+    check();
+    connection.exec('PRAGMA foreign_keys = OFF');
+    connection.exec('DELETE FROM leases');
+    connection.exec('PRAGMA foreign_keys = ON');
+    expect(polls(store).runs).toEqual([]);
+    check();
+  });
+
+  it('sees another process write between two polls', () => {
+    const file = path.join(dir, 'state.sqlite');
+    for (let index = 0; index < 6; index += 1) reserve(store, `run-${index}`, `s-${index}`, T0 + (index % 2) * 1000);
+    const before = polls(store);
+    expect(before).toEqual(viaSql(store));
+    const script = `
+      const Database = require(${JSON.stringify(require.resolve('better-sqlite3'))});
+      const db = new Database(${JSON.stringify(file)});
+      db.pragma('busy_timeout = 5000');
+      db.prepare("UPDATE run_queue SET created_at = ?, updated_at = ?, status = 'parked' WHERE run_id = ?").run(${T0 + 5000}, ${T0 + 5000}, 'run-0');
+      db.prepare('DELETE FROM run_bindings WHERE run_id = ?').run('run-1');
+      db.close();`;
+    execFileSync(process.execPath, ['-e', script]);
+    const after = polls(store);
+    expect(after).toEqual(viaSql(store));
+    expect(after.runs[0]).toBe('run-0');
+    expect(after.revision).not.toEqual(before.revision);
   });
 });

@@ -204,8 +204,8 @@ function reads(source, root) {
       timer.time('listEvents', () => store.listEvents({ limit: 100 }));
       timer.time('listRunEventsAfter', () => store.listRunEventsAfter(0, { limit: 100 }));
     }
-    // The same list reads right after a write (untimed): nothing kept from an earlier call
-    // (src/state/read_cache.rs) can be reused, as for a viewer polling a busy database.
+    // The same list reads right after a write (untimed), which the run index
+    // (src/state/run_index.rs) takes in first, as for a viewer polling a busy database.
     const touch = (i) => store.recordEvent({ controller: 'jobs', key: 'job-0', type: 'bench.touch', payload: { i } });
     for (let i = 0; i < scaled(100); i += 1) {
       touch(i);

@@ -213,7 +213,8 @@ pub static METHODS: &[Method] = &[
         reads::get_workflow_run_view(store, Js::arg(call, 0)).map(Reply::maybe_text)
     }),
     method("workflowRunListRevision", PLAIN, |store, _| {
-        reads::workflow_run_list_revision(store).map(|revision| Reply::value(revision.to_json()))
+        reads::workflow_run_list_revision(store)
+            .map(|revision| Reply::value(reads::revision_json(&revision)))
     }),
     method("listWorkflowRunViews", PLAIN, |store, call| {
         reads::list_workflow_run_views(store, Js::arg(call, 0)).map(Reply::json_text)

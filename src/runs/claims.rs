@@ -15,8 +15,9 @@ use crate::state::blobs::JsonReads;
 use crate::state::json::canonical;
 use crate::state::leases::{self, bound_text, Fence, Holder, HolderKind, Lease};
 use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft};
+use crate::state::run_index::Rebuild;
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
-use crate::store::Store;
+use crate::store::{in_read_transaction, Store};
 use crate::time::js_iso;
 use crate::wire::{Call, Reply};
 
@@ -50,16 +51,25 @@ pub fn run_row_of(conn: &Connection, run_id: Js<'_>) -> Result<Option<RunRow>> {
 }
 
 /// The selection rules of `claimNextWorkflowRun`, in the reference's order, with their
-/// parameters.
+/// parameters. With `candidates` (a JSON array of run rowids that holds every run the rules
+/// can pick, see [`claim_next`]), only those runs are read.
 fn next_run_selection<'a>(
     store: &'a Store,
     args: Js<'a>,
     runner_id: Js<'a>,
     now: i64,
+    candidates: Option<&'a str>,
 ) -> Result<(String, Vec<Js<'a>>)> {
+    // `+`: with candidates, the runs are read by rowid, not from the queue's claim index.
+    let (status, available) = match candidates {
+        Some(_) => ("+q.status", "+q.available_at"),
+        None => ("q.status", "q.available_at"),
+    };
+    let status_test = format!("{status} IN ('queued', 'parked', 'starting', 'running')");
+    let available_test = format!("{available} <= ?");
     let mut clauses = vec![
-        "q.status IN ('queued', 'parked', 'starting', 'running')",
-        "q.available_at <= ?",
+        status_test.as_str(),
+        available_test.as_str(),
         "(l.owner_id IS NULL OR l.expires_at <= ? OR l.owner_id = ?)",
         "(q.affinity_runner_id IS NULL OR q.affinity_runner_id = ? \
          OR q.status IN ('parked', 'starting', 'running'))",
@@ -107,30 +117,78 @@ fn next_run_selection<'a>(
         clauses.push(&exclusion);
         params.extend(items);
     }
+    if let Some(candidates) = candidates {
+        clauses.push("r.rowid IN (SELECT value FROM json_each(?))");
+        params.push(Js::String(candidates));
+    }
+    // Unscoped, equal (available_at, created_at) met each other in the claim index's order
+    // (status ascending, then the queue's rowid) and the LIMIT's sort kept the first met: read
+    // by rowid, the order must be named.
+    let order = match (scoped, candidates.is_some()) {
+        (true, _) => ", r.created_at DESC, r.rowid",
+        (false, true) => ", q.status, q.rowid",
+        (false, false) => "",
+    };
     let sql = format!(
-        "{RUN_SELECT} WHERE {} ORDER BY q.available_at, q.created_at{} LIMIT 1",
+        "{RUN_SELECT} WHERE {} ORDER BY q.available_at, q.created_at{order} LIMIT 1",
         clauses.join(" AND "),
-        if scoped {
-            ", r.created_at DESC, r.rowid"
-        } else {
-            ""
-        }
     );
     Ok((sql, params))
 }
 
-/// Picks the next claimable run (outside a transaction, as the reference does), then claims it.
+/// Picks the next claimable run (in one read, as the reference does), then claims it.
+///
+/// A host's poll (no `sessionId`) reads only the run index's candidates: the runs whose own
+/// columns pass the rules that depend on no argument and, for a string `runnerId`, the lease
+/// rule. Each such test is one of the statement's conjuncts evaluated on the same snapshot, so
+/// every run the statement can pick is a candidate; the statement still decides among them.
 pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
     let runner_id = args.get_or_undefined("runnerId");
-    let (sql, params) = next_run_selection(store, args, runner_id, now)?;
     let conn = store.conn()?;
-    let mut statement = conn.prepare_cached(&sql)?;
-    let params = params_for(&statement, &params)?;
-    let run_id: Option<String> = statement
-        .query_row(params_from_iter(&params), |row| row.get(0))
-        .optional()?;
+    // Only plain arguments take the index path: every value it adds a parameter after is a
+    // string, so the binder's reading of the caller's values cannot change.
+    let plain = matches!(runner_id, Js::String(_))
+        && match args.get_or_undefined("excludeRunIds") {
+            Js::Undefined => true,
+            Js::Array(items) => items.iter().all(Value::is_string),
+            _ => false,
+        };
+    let host = plain && args.get_or_undefined("sessionId").is_undefined();
+    let pick = |candidates: Option<&str>| -> Result<Option<String>> {
+        let (sql, params) = next_run_selection(store, args, runner_id, now, candidates)?;
+        let mut statement = conn.prepare_cached(&sql)?;
+        let params = params_for(&statement, &params)?;
+        Ok(statement
+            .query_row(params_from_iter(&params), |row| row.get(0))
+            .optional()?)
+    };
+    let run_id = if host && conn.is_autocommit() {
+        in_read_transaction(conn, || {
+            let index = store.state.run_index.current(conn, true, Rebuild::Claim)?;
+            let Some(index) = index else {
+                return pick(None);
+            };
+            let runner = match runner_id {
+                Js::String(runner) => Some(runner),
+                _ => None,
+            };
+            let candidates = index.host_candidates(store.project_id(), runner, now);
+            drop(index);
+            let list = format!(
+                "[{}]",
+                candidates
+                    .iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            pick(Some(&list))
+        })?
+    } else {
+        pick(None)?
+    };
     let Some(run_id) = run_id else {
         return Ok(Reply::undefined());
     };

@@ -15,7 +15,7 @@ use super::row::{RunRow, RunRowRef, RUN_SELECT};
 use crate::args::{params_for, Bound, Js};
 use crate::error::Result;
 use crate::state::blobs::JsonReads;
-use crate::state::read_cache::Snapshot;
+use crate::state::run_index::{Current, ListRevision, Rebuild};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::json_text;
 
@@ -146,35 +146,30 @@ pub fn get_workflow_run_view(store: &Store, run_id: Js<'_>) -> Result<Option<Str
 }
 
 /// `{total, revision}` of every run (not project-scoped).
-pub struct ListRevision {
-    count: i64,
-    revision_sum: i64,
-    updated_at: i64,
-}
-
-impl ListRevision {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "total": self.count,
-            "revision": format!("{}:{}:{}", self.count, self.revision_sum, self.updated_at),
-        })
-    }
-}
-
-pub fn workflow_run_list_revision(store: &Store) -> Result<std::sync::Arc<ListRevision>> {
-    let conn = store.conn()?;
-    let own = conn.is_autocommit();
-    in_read_transaction(conn, || {
-        let snapshot = store.state.read_cache.snapshot(conn, own)?;
-        snapshot.get_or_compute(LIST_REVISION, || list_revision(conn))
+pub fn revision_json(revision: &ListRevision) -> Value {
+    json!({
+        "total": revision.count,
+        "revision": format!(
+            "{}:{}:{}",
+            revision.count, revision.revision_sum, revision.updated_at
+        ),
     })
 }
 
-/// Cache keys (see `crate::state::read_cache`).
-const LIST_REVISION: &str = "runs.list-revision";
-const VIEW_ORDER: &str = "runs.view-order";
+pub fn workflow_run_list_revision(store: &Store) -> Result<ListRevision> {
+    let conn = store.conn()?;
+    let own = conn.is_autocommit();
+    in_read_transaction(conn, || {
+        let index = store.state.run_index.current(conn, own, Rebuild::List)?;
+        list_revision(conn, index.as_ref())
+    })
+}
 
-fn list_revision(conn: &Connection) -> Result<ListRevision> {
+/// The list revision from the run index when it has one, else through SQL.
+fn list_revision(conn: &Connection, index: Option<&Current<'_>>) -> Result<ListRevision> {
+    if let Some(revision) = index.and_then(Current::list_revision) {
+        return Ok(revision);
+    }
     Ok(conn
         .prepare_cached(
             "SELECT count(*), COALESCE(sum(res.revision), 0), COALESCE(max(q.updated_at), 0)
@@ -196,13 +191,14 @@ pub fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String>
     // The revision and the page from one snapshot (the reference reads them one after the other:
     // the revision first, then `options.limit` and `options.offset`, then binds them).
     let (current, runs) = in_read_transaction(conn, || {
-        let snapshot = store.state.read_cache.snapshot(conn, own)?;
-        let current = snapshot.get_or_compute(LIST_REVISION, || list_revision(conn))?;
+        let index = store.state.run_index.current(conn, own, Rebuild::List)?;
+        let current = list_revision(conn, index.as_ref())?;
         let values = [options.get("limit")?, options.get("offset")?];
         let page = crate::args::bind_all(&values, 2)?;
-        Ok((current, view_page(conn, &snapshot, &page)?))
+        let index = index.as_ref().filter(|_| values.iter().all(is_number));
+        Ok((current, view_page(conn, index, &page)?))
     })?;
-    let mut out = json_text(&current.to_json());
+    let mut out = json_text(&revision_json(&current));
     out.pop(); // `}`: the runs follow the total and revision
     out.push_str(",\"runs\":[");
     out.push_str(&runs.join(","));
@@ -216,34 +212,23 @@ pub fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String>
 const VIEW_ORDER_SELECT: &str = "SELECT r.rowid FROM runs r
     JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
     JOIN run_queue q ON q.run_id = r.run_id
-    ORDER BY q.created_at DESC, r.rowid";
+    ORDER BY q.created_at DESC, r.rowid LIMIT +? OFFSET +?";
 
 /// The views of `run_view_select!() ORDER BY q.created_at DESC LIMIT ? OFFSET ?`, found in two
-/// steps: the page's runs first, sorting only their row ids (the left joins never add or drop
-/// a row), then each view. Sorting the whole joined select to keep fifty rows dominated the
-/// call. While the database is unchanged, the order of all runs is kept (one sort for every
-/// page); a limit or offset other than a non-negative integer takes SQLite's own reading.
+/// steps: the page's runs first (from the run index, or sorting only their row ids: the left
+/// joins never add or drop a row), then each view. A limit or offset other than a
+/// non-negative integer takes SQLite's own reading.
 fn view_page(
     conn: &Connection,
-    snapshot: &Snapshot<'_>,
+    index: Option<&Current<'_>>,
     page: &[Bound<'_>],
 ) -> Result<Vec<String>> {
-    let rowids: Vec<i64> = match (page[0].as_count(), page[1].as_count()) {
-        (Some(limit), Some(offset)) if snapshot.is_caching() => {
-            let order =
-                snapshot.get_or_compute(VIEW_ORDER, || row_ids(conn, VIEW_ORDER_SELECT, []))?;
-            order
-                .iter()
-                .skip(usize::try_from(offset).unwrap_or(usize::MAX))
-                .take(usize::try_from(limit).unwrap_or(usize::MAX))
-                .copied()
-                .collect()
-        }
-        _ => row_ids(
-            conn,
-            &format!("{VIEW_ORDER_SELECT} LIMIT +? OFFSET +?"),
-            params_from_iter(page),
-        )?,
+    let rowids: Vec<i64> = match (index, page[0].as_count(), page[1].as_count()) {
+        (Some(index), Some(limit), Some(offset)) => index.view_page(
+            usize::try_from(offset).unwrap_or(usize::MAX),
+            usize::try_from(limit).unwrap_or(usize::MAX),
+        ),
+        _ => row_ids(conn, VIEW_ORDER_SELECT, params_from_iter(page))?,
     };
     let mut views = Vec::with_capacity(rowids.len());
     let mut by_rowid = conn.prepare_cached(VIEW_BY_ROWID)?;
@@ -251,6 +236,12 @@ fn view_page(
         push_views(&mut by_rowid, [rowid], &mut views)?;
     }
     Ok(views)
+}
+
+/// A number or a bigint: what the run index reads a limit or offset from (see
+/// `Bound::as_count`); anything else takes the SQL path.
+fn is_number(value: &Js<'_>) -> bool {
+    matches!(value, Js::Number(_) | Js::BigInt(_))
 }
 
 /// The first column (a row id) of every row of `sql`.
@@ -292,6 +283,8 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
     }
     let scope = clauses.len();
     let mut by_status = false;
+    let mut statuses = 0;
+    let mut excluded = false;
     // `options.<name> !== undefined && options.<name>.length > 0`, then `.map(() => "?")` and
     // `params.push(...options.<name>)`.
     for (name, column_test) in [
@@ -312,10 +305,14 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         let items: Vec<Js<'_>> = items.collect();
         let marks = vec!["?"; items.len()].join(", ");
         clauses.push(format!("{column_test} ({marks})"));
+        if name == "statuses" {
+            by_status = true;
+            statuses = items.len();
+        } else {
+            excluded = true;
+        }
         values.extend(items);
-        by_status |= name == "statuses";
     }
-    let filtered = clauses.len() > scope;
     // With statuses, the queue's claim index reads only runs of those statuses; without
     // statistics the planner would read every run of the project through `runs_project_idx`
     // instead (`+` keeps it off that index). The ORDER BY below is total, so the plan cannot
@@ -348,38 +345,42 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
     let conn = store.conn()?;
     let own = conn.is_autocommit();
     in_read_transaction(conn, || {
-        let snapshot = store.state.read_cache.snapshot(conn, own)?;
+        let index = store.state.run_index.current(conn, own, Rebuild::List)?;
         // Bound as the reference binds `.all(...params)`, limit last.
         let mut all = values.clone();
         all.extend(limit);
         let count = all_parameters(&clauses) + usize::from(limit.is_some());
         let params = crate::args::bind_all(&all, count)?;
-        let limit = limit.map(|_| params[count - 1].clone());
-        let scope_params = &params[..params.len() - usize::from(limit.is_some())];
-        let rowids: Vec<i64> = match &limit {
-            // Unfiltered, the order of all the project's runs is kept while the database is
-            // unchanged; a limit other than a non-negative integer takes SQLite's own reading.
-            None | Some(Bound::Integer(_) | Bound::Real(_))
-                if !filtered
-                    && snapshot.is_caching()
-                    && limit
-                        .as_ref()
-                        .is_none_or(|limit| limit.as_count().is_some()) =>
-            {
-                let key = format!("runs.list-order:{}", store.project_id().unwrap_or(""));
-                let order = snapshot.get_or_compute(&key, || {
-                    row_ids(conn, &order_select, params_from_iter(scope_params))
-                })?;
-                let take = limit
-                    .as_ref()
-                    .and_then(Bound::as_count)
-                    .map_or(usize::MAX, |limit| {
-                        usize::try_from(limit).unwrap_or(usize::MAX)
-                    });
-                order.iter().take(take).copied().collect()
+        let bound_limit = limit.map(|_| &params[count - 1]);
+        // The run index answers without exclusions, for statuses that are strings, and for no
+        // limit or a number that SQLite reads as a non-negative integer.
+        let status_texts: Option<Vec<&[u8]>> = values[scope..scope + statuses]
+            .iter()
+            .map(|status| match status {
+                Js::String(text) => Some(text.as_bytes()),
+                _ => None,
+            })
+            .collect();
+        let plain_limit = limit.is_none_or(|limit| is_number(&limit));
+        let limit_count = bound_limit.map(Bound::as_count);
+        let indexed = match (&index, excluded, status_texts, limit_count) {
+            (Some(index), false, Some(texts), None | Some(Some(_))) if plain_limit => Some(
+                index.list_page(
+                    store.project_id(),
+                    by_status.then_some(&texts[..]),
+                    limit_count
+                        .flatten()
+                        .map(|limit| usize::try_from(limit).unwrap_or(usize::MAX)),
+                ),
+            ),
+            _ => None,
+        };
+        let rowids: Vec<i64> = match indexed {
+            Some(rowids) => rowids,
+            None if bound_limit.is_none() => {
+                row_ids(conn, &order_select, params_from_iter(&params))?
             }
-            None => row_ids(conn, &order_select, params_from_iter(scope_params))?,
-            Some(_) => row_ids(
+            None => row_ids(
                 conn,
                 &format!("{order_select} LIMIT +?"),
                 params_from_iter(&params),

@@ -10,8 +10,8 @@ mod mode;
 mod open_prune;
 mod private_fs;
 mod prune;
-pub mod read_cache;
 pub mod revisions;
+pub mod run_index;
 pub mod schema;
 pub mod verify;
 pub mod vfs;
@@ -65,8 +65,9 @@ pub struct StateDb {
     connection: Option<Connection>,
     /// The connection's number in the bench's statement trace, when recording (see `trace`).
     trace_id: Option<u64>,
-    /// Whole-table read results, kept while the database is unchanged.
-    pub read_cache: read_cache::ReadCache,
+    /// What the run polls read of every run, kept up to date (see `run_index`). Declared after
+    /// `connection`, so dropped after it: the connection's hooks point into it.
+    pub run_index: run_index::RunIndex,
     /// The open's blob prune while it may still run (see `open_prune`); every use waits for it.
     prune: Mutex<Option<Arc<open_prune::PendingPrune>>>,
     prune_pending: AtomicBool,
@@ -107,12 +108,13 @@ impl StateDb {
     fn connect(file_path: PathBuf, mode: Mode) -> Result<StateDb> {
         let connection = open_connection(&file_path, mode)?;
         let trace_id = crate::trace::attach(&connection, mode == Mode::ReadOnly);
+        let run_index = run_index::RunIndex::install(&connection, trace_id.is_some());
         Ok(StateDb {
             file_path,
             mode,
             connection: Some(connection),
             trace_id,
-            read_cache: read_cache::ReadCache::default(),
+            run_index,
             prune: Mutex::new(None),
             prune_pending: AtomicBool::new(false),
         })
@@ -174,6 +176,7 @@ impl StateDb {
             Mode::ReadOnly => {}
         }
         verify::verify_schema(conn)?;
+        self.run_index.schema_verified(conn)?;
         match self.mode {
             Mode::ReadOnly => conn.pragma_update(None, "query_only", "ON")?,
             Mode::ReadWrite => self.start_prune()?,

@@ -1,0 +1,499 @@
+//! The index against the SQL it replaces, after every step of random histories of raw SQL on
+//! the mirrored tables: equal timestamps, deletions (cascading or behind foreign keys' back),
+//! REPLACE victims, truncations, rolled-back writes, another connection's commits and TEMP
+//! shadowing.
+
+use rusqlite::{params, Connection};
+
+use super::{Rebuild, RunIndex};
+use crate::state::schema::STATE_SCHEMA_SQL;
+use crate::test_support::Scratch;
+
+const PROJECTS: [Option<&str>; 3] = [Some("p1"), Some("p2"), None];
+const QUEUE_STATUSES: [&str; 7] = [
+    "queued",
+    "starting",
+    "running",
+    "parked",
+    "done",
+    "failed",
+    "cancelled",
+];
+const RUN_STATUSES: [&str; 7] = [
+    "queued",
+    "running",
+    "waiting",
+    "completed",
+    "failed",
+    "timed_out",
+    "cancelled",
+];
+const SELECT_FROM: &str =
+    "FROM runs r JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
+    JOIN run_queue q ON q.run_id = r.run_id
+    LEFT JOIN run_bindings b ON b.run_id = r.run_id
+    JOIN leases l ON l.resource_id = r.resource_id";
+
+/// A small deterministic generator (xorshift).
+struct Random(u64);
+
+impl Random {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+fn open(file: &std::path::Path) -> Connection {
+    let conn = Connection::open(file).unwrap();
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON")
+        .unwrap();
+    conn
+}
+
+fn setup(conn: &Connection) {
+    conn.execute_batch(STATE_SCHEMA_SQL).unwrap();
+    conn.execute_batch(
+        "INSERT INTO blobs VALUES (zeroblob(32), 'x', 0, x'', 0);
+         INSERT INTO projects VALUES ('p1', '/p1', 0), ('p2', '/p2', 0);
+         INSERT INTO workflow_definitions VALUES (randomblob(32), 'w', zeroblob(32), 0);",
+    )
+    .unwrap();
+}
+
+/// Adds run `n` with every component row (`definition`: use the existing one, else a digest
+/// with no definition row).
+fn add_run(conn: &Connection, random: &mut Random, n: u64, definition: bool) {
+    let run_id = format!("run-{n}");
+    let resource = format!("res-{n}");
+    let project = random.pick(&PROJECTS);
+    let at = random.below(4) as i64;
+    let digest_sql = if definition {
+        "(SELECT definition_digest FROM workflow_definitions LIMIT 1)"
+    } else {
+        "randomblob(32)"
+    };
+    conn.execute(
+        "INSERT INTO resources VALUES (?, 'run', ?, ?, 0, 0)",
+        params![resource, resource, random.below(3) as i64],
+    )
+    .unwrap();
+    conn.execute("INSERT INTO leases(resource_id) VALUES (?)", [&resource])
+        .unwrap();
+    conn.execute(
+        &format!(
+            "INSERT INTO runs(run_id, resource_id, project_id, root_run_id, definition_digest,
+               workflow_ref, launch_options_hash, status, input_hash, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?1, {digest_sql}, 'w', zeroblob(32), 'queued', zeroblob(32), ?4, 0)"
+        ),
+        params![run_id, resource, project, random.below(3) as i64],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO run_queue(run_id, status, available_at, origin_session_id, created_at,
+           updated_at) VALUES (?, 'queued', ?, ?, ?, ?)",
+        params![run_id, at, format!("s-{n}"), at, at],
+    )
+    .unwrap();
+    if random.below(4) != 0 {
+        let mode = random.pick(&["interactive", "headless"]);
+        conn.execute(
+            "INSERT INTO run_bindings VALUES (?, ?, ?, 0)",
+            params![run_id, format!("s-{n}"), mode],
+        )
+        .unwrap();
+    }
+}
+
+/// One random change through raw SQL on `conn` (or `other`, another connection).
+fn step(conn: &Connection, other: &Connection, random: &mut Random, n: &mut u64) {
+    let any = "(SELECT rowid FROM runs ORDER BY random() LIMIT 1)";
+    let at = random.below(4) as i64;
+    match random.below(17) {
+        0..=2 => {
+            *n += 1;
+            add_run(conn, random, *n, true);
+        }
+        3 => {
+            let status = random.pick(&QUEUE_STATUSES);
+            let error = random.pick(&[None, Some("workflowSourceChanged"), Some("other")]);
+            conn.execute(
+                &format!(
+                    "UPDATE OR IGNORE run_queue SET status = ?, created_at = ?, updated_at = ?,
+                       available_at = ?, error_code = ?
+                     WHERE run_id = (SELECT run_id FROM runs WHERE rowid = {any})"
+                ),
+                params![status, at, random.below(5) as i64, at, error],
+            )
+            .unwrap();
+        }
+        4 => {
+            conn.execute_batch(&format!(
+                "UPDATE resources SET revision = revision + 1
+                 WHERE resource_id = (SELECT resource_id FROM runs WHERE rowid = {any})"
+            ))
+            .unwrap();
+        }
+        5 => {
+            let owner = random.pick(&[None, Some("host-1"), Some("other")]);
+            let sql = match owner {
+                None => {
+                    "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
+                           acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL"
+                }
+                Some(_) => {
+                    "UPDATE leases SET owner_type = 'host', owner_id = ?1,
+                              token_hash = zeroblob(32), acquired_at = 0, heartbeat_at = 0,
+                              expires_at = ?2"
+                }
+            };
+            let sql = format!(
+                "{sql} WHERE resource_id = (SELECT resource_id FROM runs WHERE rowid = {any})"
+            );
+            match owner {
+                None => conn.execute(&sql, []),
+                Some(owner) => conn.execute(&sql, params![owner, random.below(10) as i64]),
+            }
+            .unwrap();
+        }
+        6 => {
+            let mode = random.pick(&["interactive", "headless"]);
+            conn.execute(
+                &format!(
+                    "UPDATE run_bindings SET execution_mode = ?
+                     WHERE run_id = (SELECT run_id FROM runs WHERE rowid = {any})"
+                ),
+                [mode],
+            )
+            .unwrap();
+        }
+        7 => {
+            let status = random.pick(&RUN_STATUSES);
+            let finished = matches!(status, "queued" | "running")
+                .then_some(())
+                .is_none();
+            conn.execute(
+                &format!(
+                    "UPDATE runs SET status = ?, paused = ?, finished_at = ?, created_at = ?
+                     WHERE rowid = {any}"
+                ),
+                params![
+                    status,
+                    random.below(2) as i64,
+                    finished.then_some(1_i64),
+                    at
+                ],
+            )
+            .unwrap();
+        }
+        8 => {
+            // Cascading deletes (a run's resource, or the run itself), and a component row alone.
+            let sql = match random.below(5) {
+                2 => format!("DELETE FROM leases WHERE rowid = {any}"),
+                3 => format!(
+                    "DELETE FROM run_bindings WHERE run_id = (SELECT run_id FROM runs WHERE rowid = {any})"
+                ),
+                4 => format!(
+                    "DELETE FROM run_queue WHERE run_id = (SELECT run_id FROM runs WHERE rowid = {any})"
+                ),
+                0 => format!(
+                    "DELETE FROM resources
+                     WHERE resource_id = (SELECT resource_id FROM runs WHERE rowid = {any})"
+                ),
+                _ => format!("DELETE FROM runs WHERE rowid = {any}"),
+            };
+            conn.execute_batch(&sql).unwrap();
+        }
+        9 => {
+            // Behind the foreign keys' back: an orphaned run, or a whole table truncated.
+            let sql = match random.below(3) {
+                0 => format!(
+                    "DELETE FROM run_queue WHERE run_id = (SELECT run_id FROM runs WHERE rowid = {any})"
+                ),
+                1 => "DELETE FROM run_bindings".to_owned(),
+                _ => format!("DELETE FROM leases WHERE rowid = {any}"),
+            };
+            conn.execute_batch(&format!(
+                "PRAGMA foreign_keys = OFF; {sql}; PRAGMA foreign_keys = ON"
+            ))
+            .unwrap();
+        }
+        10 => {
+            // REPLACE victims: the same run id, or another run's active session.
+            let sql = match random.below(2) {
+                0 => format!(
+                    "INSERT OR REPLACE INTO run_queue(run_id, status, available_at,
+                       origin_session_id, created_at, updated_at)
+                     SELECT run_id, 'running', 1, 'fresh-' || rowid, 2, 3 FROM runs WHERE rowid = {any}"
+                ),
+                _ => format!(
+                    "REPLACE INTO run_queue(run_id, status, available_at, origin_session_id,
+                       created_at, updated_at)
+                     SELECT r.run_id, 'queued', 0, (SELECT origin_session_id FROM run_queue
+                       WHERE status IN ('queued', 'starting', 'running') LIMIT 1), 0, 0
+                     FROM runs r WHERE r.rowid = {any}"
+                ),
+            };
+            let _ = conn.execute_batch(&sql);
+        }
+        11 => {
+            conn.execute_batch(&format!(
+                "BEGIN; DELETE FROM runs WHERE rowid = {any};
+                 UPDATE run_queue SET created_at = 9; ROLLBACK"
+            ))
+            .unwrap();
+        }
+        12 => {
+            other
+                .execute_batch(&format!(
+                    "UPDATE run_queue SET created_at = {at}, status = 'parked'
+                     WHERE rowid = (SELECT rowid FROM run_queue ORDER BY random() LIMIT 1)"
+                ))
+                .unwrap();
+        }
+        13 => {
+            // A run whose definition arrives later (foreign keys off), then its definition.
+            *n += 1;
+            conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+            add_run(conn, random, *n, false);
+            conn.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+        }
+        15 => {
+            conn.execute_batch(
+                "INSERT OR IGNORE INTO workflow_definitions
+                 SELECT DISTINCT r.definition_digest, 'w', zeroblob(32), 0 FROM runs r",
+            )
+            .unwrap();
+        }
+        14 => {
+            // A failing statement: its changes are undone.
+            let _ = conn.execute_batch("UPDATE run_queue SET consecutive_errors = -1");
+        }
+        _ => {
+            conn.execute_batch(&format!(
+                "UPDATE run_queue SET updated_at = updated_at + 1
+                 WHERE run_id = (SELECT run_id FROM runs WHERE rowid = {any})"
+            ))
+            .unwrap();
+        }
+    }
+}
+
+fn rowids(conn: &Connection, sql: &str, values: &[&dyn rusqlite::ToSql]) -> Vec<i64> {
+    conn.prepare(sql)
+        .unwrap()
+        .query_map(values, |row| row.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
+/// Compares every answer of the index with its SQL, in one read transaction.
+fn check(conn: &Connection, index: &RunIndex, step: usize) {
+    conn.execute_batch("BEGIN").unwrap();
+    // After another connection's commit, a list poll or two may take the SQL path first.
+    let current = (0..=Rebuild::List.deferred_polls())
+        .find_map(|_| index.current(conn, true, Rebuild::List).unwrap())
+        .unwrap_or_else(|| panic!("step {step}: the index is not used"));
+    let revision = current.list_revision().unwrap();
+    let expected = conn
+        .query_row(
+            "SELECT count(*), COALESCE(sum(res.revision), 0), COALESCE(max(q.updated_at), 0)
+             FROM runs r JOIN run_queue q ON q.run_id = r.run_id
+             JOIN resources res ON res.resource_id = r.resource_id",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (revision.count, revision.revision_sum, revision.updated_at),
+        expected,
+        "step {step}: revision"
+    );
+    let views = rowids(
+        conn,
+        "SELECT r.rowid FROM runs r
+         JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
+         JOIN run_queue q ON q.run_id = r.run_id ORDER BY q.created_at DESC, r.rowid",
+        &[],
+    );
+    assert_eq!(
+        current.view_page(0, usize::MAX),
+        views,
+        "step {step}: views"
+    );
+    assert_eq!(
+        current.view_page(2, 3),
+        views.iter().skip(2).take(3).copied().collect::<Vec<_>>()
+    );
+    let status_sets: [&[&str]; 4] = [
+        &["queued", "parked", "starting", "running"],
+        &["parked"],
+        &["done", "queued", "nope"],
+        &["running", "queued"],
+    ];
+    for project in [Some("p1"), None] {
+        let (scope, order) = match project {
+            Some(_) => (
+                "r.project_id = ?1",
+                "q.created_at DESC, r.created_at DESC, r.rowid",
+            ),
+            None => ("?1 IS NULL", "q.created_at DESC, r.rowid"),
+        };
+        let all = rowids(
+            conn,
+            &format!("SELECT r.rowid {SELECT_FROM} WHERE {scope} ORDER BY {order}"),
+            &[&project],
+        );
+        assert_eq!(current.list_page(project, None, None), all, "step {step}");
+        assert_eq!(
+            current.list_page(project, None, Some(3)),
+            all[..all.len().min(3)]
+        );
+        for statuses in status_sets {
+            let marks = vec!["?"; statuses.len()].join(", ");
+            let order = match project {
+                Some(_) => order,
+                None => "q.created_at DESC, q.status, q.available_at, q.rowid",
+            };
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![&project];
+            values.extend(statuses.iter().map(|s| s as &dyn rusqlite::ToSql));
+            let expected = rowids(
+                conn,
+                &format!(
+                    "SELECT r.rowid {SELECT_FROM} WHERE {scope} AND q.status IN ({marks})
+                     ORDER BY {order}"
+                ),
+                &values,
+            );
+            let texts: Vec<&[u8]> = statuses.iter().map(|s| s.as_bytes()).collect();
+            for limit in [Some(2), None] {
+                let want = &expected[..expected.len().min(limit.unwrap_or(usize::MAX))];
+                assert_eq!(
+                    current.list_page(project, Some(&texts), limit),
+                    want,
+                    "step {step}: {project:?} {statuses:?} {limit:?}"
+                );
+            }
+        }
+        // Every run the host claim can pick is a candidate.
+        for (runner, now) in [(Some("host-1"), 5_i64), (None, 0)] {
+            let claimable = rowids(
+                conn,
+                &format!(
+                    "SELECT r.rowid {SELECT_FROM} WHERE {} q.status IN ('queued', 'parked', 'starting', 'running')
+                       AND q.available_at <= ?1
+                       AND (l.owner_id IS NULL OR l.expires_at <= ?1 OR l.owner_id = ?2)
+                       AND NOT (q.status = 'parked' AND (r.status = 'waiting' OR r.paused = 1))
+                       AND (q.error_code IS NULL OR q.error_code <> 'workflowSourceChanged')
+                       AND (b.execution_mode = 'headless' OR q.status <> 'queued')",
+                    if project.is_some() { "r.project_id = ?3 AND" } else { "?3 IS NULL AND" }
+                ),
+                &[&(now as f64), &runner.unwrap_or("host-1"), &project],
+            );
+            let candidates = current.host_candidates(project, runner, now);
+            for rowid in claimable {
+                assert!(candidates.contains(&rowid), "step {step}: {rowid} missing");
+            }
+        }
+    }
+    drop(current);
+    conn.execute_batch("COMMIT").unwrap();
+}
+
+#[test]
+fn answers_as_the_sql_after_every_step_of_random_histories() {
+    let scratch = Scratch::new("run-index");
+    for seed in 1..=6_u64 {
+        let file = scratch.file(&format!("state-{seed}.sqlite"));
+        let conn = open(&file);
+        setup(&conn);
+        let other = open(&file);
+        let index = RunIndex::install(&conn, false);
+        index.schema_verified(&conn).unwrap();
+        let mut random = Random(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut n = 0;
+        for _ in 0..8 {
+            n += 1;
+            add_run(&conn, &mut random, n, true);
+        }
+        for number in 0..160 {
+            step(&conn, &other, &mut random, &mut n);
+            check(&conn, &index, number);
+        }
+        drop(other);
+        drop(conn);
+    }
+}
+
+#[test]
+fn falls_back_to_sql_where_it_cannot_be_exact() {
+    let scratch = Scratch::new("run-index-fallback");
+    let file = scratch.file("state.sqlite");
+    let conn = open(&file);
+    setup(&conn);
+    let index = RunIndex::install(&conn, false);
+    let used = |conn: &Connection, own: bool| {
+        conn.execute_batch("BEGIN").unwrap();
+        let used = index.current(conn, own, Rebuild::List).unwrap().is_some();
+        conn.execute_batch("COMMIT").unwrap();
+        used
+    };
+    // Before the open verified the schema, and inside the caller's own transaction.
+    assert!(!used(&conn, true));
+    index.schema_verified(&conn).unwrap();
+    assert!(used(&conn, true));
+    assert!(!used(&conn, false));
+    // A TEMP object could shadow a main table.
+    conn.execute_batch("CREATE TEMP TABLE runs(x)").unwrap();
+    assert!(!used(&conn, true));
+    conn.execute_batch("DROP TABLE temp.runs").unwrap();
+    assert!(used(&conn, true));
+    // After another connection's commit, a claim rebuilds only after some SQL-path polls.
+    let other = open(&file);
+    other
+        .execute_batch("INSERT INTO projects VALUES ('p3', '/p3', 0)")
+        .unwrap();
+    let polls = (0..1000)
+        .take_while(|_| {
+            conn.execute_batch("BEGIN").unwrap();
+            let used = index
+                .current(&conn, true, Rebuild::Claim)
+                .unwrap()
+                .is_some();
+            conn.execute_batch("COMMIT").unwrap();
+            !used
+        })
+        .count();
+    assert_eq!(polls, Rebuild::Claim.deferred_polls() as usize);
+    // A schema change (DDL on this connection): never used again.
+    conn.execute_batch("CREATE TABLE extra(x)").unwrap();
+    assert!(!used(&conn, true));
+    conn.execute_batch("DROP TABLE extra").unwrap();
+    assert!(!used(&conn, true));
+    // A poll builds a new index at once (only a rebuild after a foreign commit waits).
+    let fresh = RunIndex::install(&conn, false);
+    fresh.schema_verified(&conn).unwrap();
+    conn.execute_batch("BEGIN").unwrap();
+    assert!(fresh
+        .current(&conn, true, Rebuild::Claim)
+        .unwrap()
+        .is_some());
+    conn.execute_batch("COMMIT").unwrap();
+    // While statements are recorded, nothing is installed.
+    let recording = RunIndex::install(&conn, true);
+    recording.schema_verified(&conn).unwrap();
+    conn.execute_batch("BEGIN").unwrap();
+    assert!(recording
+        .current(&conn, true, Rebuild::List)
+        .unwrap()
+        .is_none());
+    conn.execute_batch("COMMIT").unwrap();
+    drop((other, conn));
+}
