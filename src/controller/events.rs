@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::js::{bind_params, is_nullish, read, Bound, Param};
 use super::rows::{bump_controller_resource, joined_document_text, require_claim_row, ResourceRef};
@@ -20,7 +20,6 @@ use crate::state::blobs::put_json;
 use crate::state::ids::random_uuid;
 use crate::state::revisions::{insert_event, EventDraft};
 use crate::store::{in_read_transaction, Store};
-use crate::time::iso;
 use crate::wire::{Call, ObjectWriter, Reply};
 
 /// `listEvents` without a `limit`.
@@ -31,7 +30,7 @@ const DEFAULT_EVENT_LIMIT: i64 = 100;
 pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
     let options = call.args.first();
     let now = time_at(read(options, "now")?, call)?;
-    let (seq, revision, controller, key, event_type) = store.write(|conn| {
+    let (event, revision) = store.write(|conn| {
         let reference = ResourceRef::copied(options)?;
         let claimed = require_claim_row(conn, store.project_id(), reference)?;
         // Only `undefined` means no claim: a `null` one is checked (and fails to be read).
@@ -71,32 +70,52 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
             }
             other => insert_caller_typed_event(conn, &event, other)?,
         }
-        // The events INSERT is the last row insert: `event_seq` is its rowid (AUTOINCREMENT).
-        let (controller, key) = reference.parts()?;
-        Ok((
-            conn.last_insert_rowid(),
-            revision,
-            controller,
-            key,
-            event_type,
-        ))
+        let mut event = String::with_capacity(128);
+        ControllerEvent {
+            // The events INSERT is the last row insert: `event_seq` is its rowid (AUTOINCREMENT).
+            seq: conn.last_insert_rowid(),
+            recorded_at: now,
+            controller: None,
+            key: None,
+            event_type: None,
+            payload: "{}",
+        }
+        .write(&mut event);
+        Ok((event, revision))
     })?;
-    let caller_value = |value: Option<&Value>| value.cloned().unwrap_or(Value::Null);
-    let event = json!({
-        "seq": seq,
-        "recordedAt": iso(now),
-        "controller": caller_value(controller),
-        "key": caller_value(key),
-        "type": caller_value(event_type),
-        "payload": {},
-    });
     let claim = read(options, "claim")?;
-    let reply = Reply::value(event);
+    let reply = Reply::json_text(event);
     Ok(if claim.is_some() {
         reply.set_claim("resourceVersion", revision)
     } else {
         reply
     })
+}
+
+/// A `ControllerEvent`, its payload already JSON text. The record `recordEvent` returns has
+/// no `controller`, `key` or `type` (`None`, written as `null`) and a `{}` payload: the JS
+/// layer puts the caller's own values there (lib/methods.js `echo`, `echoProps`).
+struct ControllerEvent<'a> {
+    seq: i64,
+    recorded_at: i64,
+    controller: Option<&'a str>,
+    key: Option<&'a str>,
+    event_type: Option<&'a str>,
+    payload: &'a str,
+}
+
+impl ControllerEvent<'_> {
+    /// The one writer of `ControllerEvent`, as JSON text.
+    fn write(&self, out: &mut String) {
+        ObjectWriter::new(out)
+            .int("seq", self.seq)
+            .time("recordedAt", self.recorded_at)
+            .opt_str("controller", self.controller)
+            .opt_str("key", self.key)
+            .opt_str("type", self.event_type)
+            .raw("payload", self.payload)
+            .finish();
+    }
 }
 
 /// Writes the `limit` newest controller events of `events_source` (the table, or a window of
@@ -129,18 +148,21 @@ fn write_events(
             out.push(',');
         }
         count += 1;
-        let mut event = ObjectWriter::new(out);
-        event
-            .int("seq", row.get(0)?)
-            .time("recordedAt", row.get(1)?)
-            .str("controller", &text_at(row, 2)?)
-            .str("key", &text_at(row, 3)?)
-            .str("type", &text_at(row, 4)?);
-        match row.get_ref(5)? {
-            ValueRef::Null => event.raw("payload", "{}"),
-            _ => event.raw("payload", &joined_document_text(row, 6)?),
+        let (seq, recorded_at) = (row.get(0)?, row.get(1)?);
+        let (controller, key, event_type) = (text_at(row, 2)?, text_at(row, 3)?, text_at(row, 4)?);
+        let payload = match row.get_ref(5)? {
+            ValueRef::Null => Cow::Borrowed("{}"),
+            _ => Cow::Owned(joined_document_text(row, 6)?),
         };
-        event.finish();
+        ControllerEvent {
+            seq,
+            recorded_at,
+            controller: Some(&controller),
+            key: Some(&key),
+            event_type: Some(&event_type),
+            payload: &payload,
+        }
+        .write(out);
     }
     Ok(count)
 }
