@@ -5,7 +5,6 @@ use std::borrow::Cow;
 
 use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
-use serde_json::Value;
 
 use super::claims::{run_row_of, runner_owner_type};
 use crate::args::{bind_all, params_for, Js};
@@ -16,7 +15,7 @@ use crate::state::revisions::{
     bump_resource_revision, event_seq, insert_event_binding, EventDraft,
 };
 use crate::store::{in_read_transaction, Store};
-use crate::wire::{json_text, JsonArg, ObjectWriter, Reply};
+use crate::wire::{JsonArg, ObjectWriter, Reply};
 
 /// Records the event in the reference's order: the run (bound as given; `Workflow run not
 /// found: ${runId}`), the time, the revision bump, then the event with the caller's `type` and
@@ -59,7 +58,11 @@ pub fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Resul
     let event_id = insert_event_binding(conn, &draft, &bound[0], &bound[1])?;
     let seq = event_seq(conn, &event_id)?
         .ok_or_else(|| StoreError::plain("Run event was not recorded"))?;
-    let runner_id = runner.json_value().unwrap_or(Value::Null);
+    // Past the `startsWith` check the runner is a string or nullish (`?? null`).
+    let runner_id = match runner {
+        Js::String(text) | Js::IllFormed { text, .. } => Some(text),
+        _ => None,
+    };
     let mut event = String::with_capacity(160);
     RunEvent {
         seq,
@@ -67,17 +70,11 @@ pub fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Resul
         run_id: None,
         workflow_ref: None,
         event_type: None,
-        runner_id: RunnerId::Caller(&runner_id),
+        runner_id,
         payload: "{}",
     }
     .write(&mut event);
     Ok(Reply::json_text(event))
-}
-
-/// `runnerId`: the stored actor id, or (for `recordRunEvent`) the caller's own value.
-enum RunnerId<'a> {
-    Stored(Option<&'a str>),
-    Caller(&'a Value),
 }
 
 /// A `RunEventRecord`, its payload already JSON text. The record `recordRunEvent` returns has
@@ -89,26 +86,22 @@ struct RunEvent<'a> {
     run_id: Option<&'a str>,
     workflow_ref: Option<&'a str>,
     event_type: Option<&'a str>,
-    runner_id: RunnerId<'a>,
+    runner_id: Option<&'a str>,
     payload: &'a str,
 }
 
 impl RunEvent<'_> {
     /// The one writer of `RunEventRecord`, as JSON text.
     fn write(&self, out: &mut String) {
-        let mut event = ObjectWriter::new(out);
-        event
+        ObjectWriter::new(out)
             .int("seq", self.seq)
             .time("recordedAt", self.recorded_at)
             .opt_str("runId", self.run_id)
             .opt_str("workflowRef", self.workflow_ref)
-            .opt_str("type", self.event_type);
-        match self.runner_id {
-            RunnerId::Stored(runner) => event.opt_str("runnerId", runner),
-            RunnerId::Caller(Value::String(runner)) => event.str("runnerId", runner),
-            RunnerId::Caller(runner) => event.raw("runnerId", &json_text(runner)),
-        };
-        event.raw("payload", self.payload).finish();
+            .opt_str("type", self.event_type)
+            .opt_str("runnerId", self.runner_id)
+            .raw("payload", self.payload)
+            .finish();
     }
 }
 
@@ -158,7 +151,7 @@ fn run_event_list_text(conn: &Connection, seq: Js<'_>, limit: Js<'_>) -> Result<
             run_id: Some(run_id),
             workflow_ref: Some(workflow_ref),
             event_type: Some(event_type),
-            runner_id: RunnerId::Stored(runner_id),
+            runner_id,
             payload: &payload,
         }
         .write(&mut out);
