@@ -12,13 +12,11 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
 use serde_json::Value;
 
-use super::js::{bind_params, is_nullish, read, Bound, Param};
+use super::js::{bind_all, bind_params, is_nullish, read, Bound, Js, Param};
 use super::rows::{bump_controller_resource, joined_document_text, require_claim_row, ResourceRef};
 use super::{json_arg, time_at};
 use crate::error::Result;
-use crate::state::blobs::put_json;
-use crate::state::ids::random_uuid;
-use crate::state::revisions::{insert_event, EventDraft};
+use crate::state::revisions::{insert_event_binding, EventDraft};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{Call, ObjectWriter, Reply};
 
@@ -58,18 +56,10 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
             now,
             lease_generation: lease.as_ref().map(|lease| lease.generation),
         };
-        match event_type {
-            Some(Value::String(text)) => {
-                insert_event(
-                    conn,
-                    &EventDraft {
-                        event_type: text,
-                        ..event
-                    },
-                )?;
-            }
-            other => insert_caller_typed_event(conn, &event, other)?,
-        }
+        // The caller's `type` is bound as better-sqlite3 binds it: a number becomes its REAL
+        // text, `null`/`undefined` fail the NOT NULL constraint, an object or array the count.
+        let event_type = bind_all(&[Js::opt(event_type)], 1)?;
+        insert_event_binding(conn, &event, &event_type[0], &event.actor_id)?;
         let mut event = String::with_capacity(128);
         ControllerEvent {
             // The events INSERT is the last row insert: `event_seq` is its rowid (AUTOINCREMENT).
@@ -252,37 +242,6 @@ fn event_list_text(conn: &Connection, filter: &str, bound: Vec<Bound<'_>>) -> Re
     }
     out.push(']');
     Ok(out)
-}
-
-/// The event insert for an event `type` that is not a string: the payload is stored, then the
-/// row is inserted with the caller's value bound as better-sqlite3 binds it (a number becomes
-/// its REAL text, `null`/`undefined` fail the NOT NULL constraint, an object or array the
-/// parameter count).
-fn insert_caller_typed_event(
-    conn: &Connection,
-    event: &EventDraft<'_>,
-    event_type: Option<&Value>,
-) -> Result<()> {
-    let payload_hash = put_json(conn, event.payload, event.now)?;
-    let event_id = format!("event-{}", random_uuid());
-    let mut statement = conn.prepare_cached(
-        "INSERT INTO events(
-           event_id, resource_id, resource_revision, event_type, actor_type,
-           actor_id, lease_generation, payload_hash, recorded_at
-         ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )?;
-    statement.execute(params_from_iter(bind_params(&[
-        Param::text(&event_id),
-        Param::text(event.resource_id),
-        Param::int(event.revision),
-        Param::Caller(event_type),
-        Param::text(event.actor_type),
-        event.actor_id.map_or(Param::null(), Param::text),
-        event.lease_generation.map_or(Param::null(), Param::int),
-        Param::blob(&payload_hash[..]),
-        Param::int(event.now),
-    ])?))?;
-    Ok(())
 }
 
 /// A TEXT column borrowed when it is UTF-8, else decoded as V8 decodes it (see
