@@ -1,5 +1,6 @@
-//! Controller effects: idempotent reservation of an external side effect per
-//! resource and key, its state updates under the resource's claim, and reads.
+//! Controller effects: idempotent reservation of an external side effect per resource and key,
+//! its state updates under the resource's claim, and reads. Every `EffectRecord` is written by
+//! `EffectRecord::write`, from a row or from what a write stored.
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};

@@ -1,5 +1,6 @@
-//! Controller events: recording an event on a controller resource (by its
-//! claim holder or the control plane) and listing events newest first.
+//! Controller events: recording an event on a controller resource (by its claim holder or the
+//! control plane) and listing events newest first. Both write their records with
+//! `ControllerEvent::write`.
 //!
 //! Limits are bound as `LIMIT +?`. SQLite reads a bare `LIMIT ?` bound to an integer as a
 //! constant when it compiles the statement, so every new binding expires the cached statement

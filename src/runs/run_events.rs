@@ -1,5 +1,5 @@
-//! Run events: appending a caller's event to a run's log, and paging through
-//! the events of every run in sequence order.
+//! Run events: appending a caller's event to a run's log, and paging through the events of
+//! every run in sequence order. Both write their records with `RunEvent::write`.
 
 use std::borrow::Cow;
 
