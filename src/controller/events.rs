@@ -85,7 +85,7 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
 
 /// A `ControllerEvent`, its payload already JSON text. The record `recordEvent` returns has
 /// no `controller`, `key` or `type` (`None`, written as `null`) and a `{}` payload: the JS
-/// layer puts the caller's own values there (lib/methods.js `echo`, `echoProps`).
+/// layer puts the caller's own values there (`echo` and `echo_props` in src/methods.rs).
 struct ControllerEvent<'a> {
     seq: i64,
     recorded_at: i64,

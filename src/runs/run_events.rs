@@ -21,7 +21,7 @@ use crate::wire::{JsonArg, ObjectWriter, Reply};
 /// found: ${runId}`), the time, the revision bump, then the event with the caller's `type` and
 /// `runnerId` bound as given (`runnerId?.startsWith("host-")` picks the actor type). The
 /// record's `runId`, `workflowRef`, `type` and `payload` are the caller's own values: the JS
-/// layer puts them in (lib/methods.js `echoProps`); placeholders are written here.
+/// layer puts them in (`echo`, `echo_props` in src/methods.rs); placeholders are written here.
 pub fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Result<Reply> {
     let run_id = options.get("runId")?;
     let Some(row) = run_row_of(conn, run_id)? else {
@@ -79,7 +79,7 @@ pub fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Resul
 
 /// A `RunEventRecord`, its payload already JSON text. The record `recordRunEvent` returns has
 /// no `runId`, `workflowRef` or `type` (`None`, written as `null`) and a `{}` payload: the JS
-/// layer puts the caller's own values there (lib/methods.js `echo`, `echoProps`).
+/// layer puts the caller's own values there (`echo` and `echo_props` in src/methods.rs).
 struct RunEvent<'a> {
     seq: i64,
     recorded_at: i64,
