@@ -180,4 +180,32 @@ describe('getEffect, updateEffect and listEffects', () => {
     const ids = sql(`SELECT idempotency_key AS key FROM effects WHERE created_at = ? ORDER BY effect_id`, T0);
     expect(listed.slice(0, 2)).toEqual(ids.map((row: any) => row.key));
   });
+
+  test('records keep the stored type of every caller value, written and read alike', () => {
+    // What reserveEffect and updateEffect return for each shape of caller value, in field
+    // order: a fingerprint is what json_extract gives of the stored payload (true is 1, an
+    // object its JSON text), `indeterminate` is stored as `ambiguous`, an empty error is kept.
+    const done = iso(T0 + 1);
+    const cases: [unknown, Record<string, unknown>, unknown, string, Record<string, unknown>][] = [
+      ['f', { state: 'applied' }, 'f', 'applied', { completedAt: done }],
+      [undefined, { state: 'indeterminate', externalRef: 'ext-1' }, null, 'indeterminate', { completedAt: done, externalRef: 'ext-1' }],
+      [null, { state: 'ambiguous', externalRef: null }, null, 'indeterminate', { completedAt: done }],
+      [7, { state: 'rejected', error: 'it failed \u2028' }, 7, 'rejected', { completedAt: done, error: 'it failed \u2028' }],
+      [1.5, { state: 'pending' }, 1.5, 'pending', {}],
+      [true, { state: 'applying', error: '' }, 1, 'applying', { completedAt: done, error: '' }],
+      [{ b: [1], a: 'x' }, { state: 'cancelled', externalRef: 'x', error: 'e' }, '{"a":"x","b":[1]}', 'cancelled', { completedAt: done, externalRef: 'x', error: 'e' }],
+      ['', { state: 'applied', externalRef: undefined }, '', 'applied', { completedAt: done }],
+    ];
+    for (const [index, [requestFingerprint, change, fingerprint, state, extra]] of cases.entries()) {
+      const key = `effect-${index}`;
+      const record = (recordState: string, fields: Record<string, unknown>) =>
+        JSON.stringify({ key, resourceUid: uid, generation: 1, kind: 'k', state: recordState, requestFingerprint: fingerprint, startedAt: iso(T0), ...fields });
+      const reserved = reserve({ key, kind: 'k', requestFingerprint, now: iso(T0) });
+      expect(JSON.stringify(reserved)).toBe(`{"record":${record('pending', {})},"created":true}`);
+      expect(JSON.stringify(update({ key, ...change, now: done }))).toBe(record(state, extra));
+      expect(JSON.stringify(store.getEffect(uid, key))).toBe(record(state, extra));
+    }
+    const listed = new Map(store.listEffects(uid).map((record: any) => [record.key, record.requestFingerprint]));
+    expect(listed).toEqual(new Map(cases.map((c, index) => [`effect-${index}`, c[2]])));
+  });
 });

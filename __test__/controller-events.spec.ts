@@ -91,6 +91,29 @@ describe('recordEvent', () => {
     );
     expect(store.getResource({ controller: 'beta', key: 'one' }).metadata.resourceVersion).toBe(1);
   });
+  test('a type that is not a string is bound as better-sqlite3 binds it', () => {
+    const record = (type: unknown) => store.recordEvent({ controller: 'alpha', key: 'one', type, payload: { t: 1 } });
+    const stored = () => sql('SELECT event_type AS type FROM events ORDER BY event_seq DESC LIMIT 1')[0].type;
+    expect(record(['a'])).toMatchObject({ seq: 4, type: ['a'], payload: { t: 1 } });
+    expect(stored()).toBe('a');
+    expect(record(5).type).toBe(5);
+    expect(stored()).toBe('5.0');
+    expect(record(10n).type).toBe(10n);
+    expect(stored()).toBe('10');
+    for (const [type, name, message] of [
+      [null, 'SqliteError', 'NOT NULL constraint failed: events.event_type'],
+      [undefined, 'SqliteError', 'NOT NULL constraint failed: events.event_type'],
+      [['a', 'b'], 'RangeError', 'Too many parameter values were provided'],
+      [[], 'RangeError', 'Too few parameter values were provided'],
+      [{}, 'RangeError', 'Too few parameter values were provided'],
+      [true, 'TypeError', 'SQLite3 can only bind numbers, strings, bigints, buffers, and null'],
+    ]) {
+      expect(failure(() => record(type))).toMatchObject({ name, message });
+    }
+    // Nothing of a failed call stays: the next event takes the next seq and revision.
+    expect(record('ok')).toMatchObject({ seq: 7, type: 'ok' });
+    expect(store.getResource({ controller: 'alpha', key: 'one' }).metadata.resourceVersion).toBe(5);
+  });
 });
 
 describe('listEvents', () => {

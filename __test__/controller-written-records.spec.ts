@@ -90,32 +90,6 @@ test('recordEvent returns the seq listEvents shows', () => {
   ]);
 });
 
-test('reserveEffect and updateEffect records equal getEffect', () => {
-  const resource = store.putResource({ ...ref, spec: { n: 1 } });
-  const uid = resource.metadata.uid;
-  const claim = claimed();
-  const fingerprints = ['f', undefined, null, 7, 1.5, true, { a: 1 }, ''];
-  const updates: Record<string, unknown>[] = [
-    { state: 'applied' },
-    { state: 'indeterminate', externalRef: 'ext-1' },
-    { state: 'ambiguous', externalRef: null },
-    { state: 'rejected', error: 'it failed \u2028' },
-    { state: 'pending' },
-    { state: 'applying', error: '' },
-    { state: 'cancelled', externalRef: 'x', error: 'e' },
-    { state: 'applied', externalRef: undefined },
-  ];
-  for (const [index, requestFingerprint] of fingerprints.entries()) {
-    const key = `effect-${index}`;
-    const options = { key, resourceUid: uid, claim, generation: 1, kind: 'bench', requestFingerprint };
-    const reserved = store.reserveEffect(options);
-    expect(reserved.created).toBe(true);
-    expect(JSON.stringify(reserved.record)).toBe(JSON.stringify(store.getEffect(uid, key)));
-    const updated = store.updateEffect({ ...options, ...updates[index] });
-    expect(JSON.stringify(updated)).toBe(JSON.stringify(store.getEffect(uid, key)));
-  }
-});
-
 test('reads of a record in one statement equal the record read table by table', () => {
   const created = store.putResource({ ...ref, spec: { 10: 1, 9: 2 }, initialStatus: 'lone \udc00' });
   const finalizers = ['plain', 'quote " and \\ backslash', 'controls \u0001\t\n\u001f\u007f', 'line \u2028 sep', 'é 😀', ''];

@@ -317,9 +317,7 @@ pub static METHODS: &[Method] = &[
             ..NOW
         },
         |store, call| {
-            store
-                .write(|conn| run_events::record_run_event(conn, Js::arg(call, 0), call.clock))
-                .map(Reply::value)
+            store.write(|conn| run_events::record_run_event(conn, Js::arg(call, 0), call.clock))
         },
     ),
     method("listRunEventsAfter", PLAIN, |store, call| {

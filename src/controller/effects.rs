@@ -1,9 +1,10 @@
-//! Controller effects: idempotent reservation of an external side effect per
-//! resource and key, its state updates under the resource's claim, and reads.
+//! Controller effects: idempotent reservation of an external side effect per resource and key,
+//! its state updates under the resource's claim, and reads. Every `EffectRecord` is written by
+//! `EffectRecord::write`, from a row or from what a write stored.
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::js::{bind_params, read, same_number, same_text, same_value, Js, Param};
 use super::rows::{
@@ -18,12 +19,14 @@ use crate::state::json::canonical;
 use crate::state::leases::insert_lease;
 use crate::state::revisions::resource_revision;
 use crate::store::Store;
-use crate::time::iso;
-use crate::wire::{Call, Reply};
+use crate::wire::{json_text, Call, ObjectWriter, Reply};
 
 /// An effect joined with its source controller resource and payload.
 struct EffectRow {
     effect_id: String,
+    /// `idempotency_key`, the record's `key` (the reference reads it with a statement of its
+    /// own, by `effect_id`: the same row, so the same value).
+    key: String,
     resource_uid: String,
     generation: i64,
     kind: String,
@@ -36,10 +39,10 @@ struct EffectRow {
     error_hash: Option<Vec<u8>>,
 }
 
-/// The reference's `effectSelect`; `clause` follows the joins.
+/// The reference's `effectSelect` with the key; `clause` follows the joins.
 fn effect_select(clause: &str) -> String {
     format!(
-        "SELECT e.effect_id, c.uid, c.generation, e.effect_type, e.status,
+        "SELECT e.effect_id, e.idempotency_key, c.uid, c.generation, e.effect_type, e.status,
                 json_extract(CAST(b.content AS TEXT), '$.requestFingerprint'),
                 e.created_at, e.settled_at, e.external_ref, e.error_hash
          FROM effects e
@@ -52,16 +55,47 @@ impl EffectRow {
     fn from_row(row: &Row<'_>) -> rusqlite::Result<EffectRow> {
         Ok(EffectRow {
             effect_id: row.get(0)?,
-            resource_uid: row.get(1)?,
-            generation: row.get(2)?,
-            kind: text_lossy(row, 3)?,
-            state: row.get(4)?,
-            request_fingerprint: sql_to_json(row.get(5)?),
-            started_at: row.get(6)?,
-            completed_at: row.get(7)?,
-            external_ref: opt_text_lossy(row, 8)?,
-            error_hash: row.get(9)?,
+            key: text_lossy(row, 1)?,
+            resource_uid: row.get(2)?,
+            generation: row.get(3)?,
+            kind: text_lossy(row, 4)?,
+            state: row.get(5)?,
+            request_fingerprint: sql_to_json(row.get(6)?),
+            started_at: row.get(7)?,
+            completed_at: row.get(8)?,
+            external_ref: opt_text_lossy(row, 9)?,
+            error_hash: row.get(10)?,
         })
+    }
+
+    /// The record of this row; its error is read from its blob.
+    fn write_record(&self, conn: &Connection, out: &mut String) -> Result<()> {
+        let error = match &self.error_hash {
+            Some(hash) => Some(read_text(conn, hash)?.unwrap_or_default()),
+            None => None,
+        };
+        EffectRecord {
+            error: error.as_deref(),
+            ..self.record()
+        }
+        .write(out);
+        Ok(())
+    }
+
+    /// The record's fields held by the row (all but the error, which is in a blob).
+    fn record(&self) -> EffectRecord<'_> {
+        EffectRecord {
+            key: &self.key,
+            resource_uid: &self.resource_uid,
+            generation: self.generation,
+            kind: &self.kind,
+            status: &self.state,
+            request_fingerprint: &self.request_fingerprint,
+            started_at: self.started_at,
+            completed_at: self.completed_at,
+            external_ref: self.external_ref.as_deref(),
+            error: None,
+        }
     }
 }
 
@@ -73,6 +107,50 @@ fn sql_to_json(value: SqlValue) -> Value {
         SqlValue::Real(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
         SqlValue::Text(text) => text.into(),
         SqlValue::Blob(bytes) => bytes.into(),
+    }
+}
+
+/// An `EffectRecord`'s values as the effect row holds them (`status` is the stored one), from
+/// a read or from what a write has just stored.
+struct EffectRecord<'a> {
+    key: &'a str,
+    resource_uid: &'a str,
+    generation: i64,
+    kind: &'a str,
+    status: &'a str,
+    request_fingerprint: &'a Value,
+    started_at: i64,
+    completed_at: Option<i64>,
+    external_ref: Option<&'a str>,
+    error: Option<&'a str>,
+}
+
+impl EffectRecord<'_> {
+    /// The one writer of `EffectRecord`, as JSON text: `completedAt`, `externalRef` and
+    /// `error` exist only when set.
+    fn write(&self, out: &mut String) {
+        let mut record = ObjectWriter::new(out);
+        record
+            .str("key", self.key)
+            .str("resourceUid", self.resource_uid)
+            .int("generation", self.generation)
+            .str("kind", self.kind)
+            .str("state", record_state(self.status));
+        match self.request_fingerprint {
+            Value::String(text) => record.str("requestFingerprint", text),
+            other => record.raw("requestFingerprint", &json_text(other)),
+        };
+        record.time("startedAt", self.started_at);
+        if let Some(completed_at) = self.completed_at {
+            record.time("completedAt", completed_at);
+        }
+        if let Some(external_ref) = self.external_ref {
+            record.str("externalRef", external_ref);
+        }
+        if let Some(error) = self.error {
+            record.str("error", error);
+        }
+        record.finish();
     }
 }
 
@@ -98,13 +176,6 @@ fn require_effect_row(
         .ok_or_else(|| not_found_error("Effect record not found: ", &[uid, key]))
 }
 
-fn effect_key(conn: &Connection, effect_id: &str) -> Result<String> {
-    conn.prepare_cached("SELECT idempotency_key FROM effects WHERE effect_id = ?")?
-        .query_row([effect_id], |row| text_lossy(row, 0))
-        .optional()?
-        .ok_or_else(|| StoreError::plain(format!("Effect is missing: {effect_id}")))
-}
-
 /// The stored `ambiguous` is reported as `indeterminate`, and back.
 fn record_state(status: &str) -> &str {
     if status == "ambiguous" {
@@ -114,29 +185,16 @@ fn record_state(status: &str) -> &str {
     }
 }
 
-/// `EffectRecord`: `completedAt`, `externalRef` and `error` exist only when set.
-fn map_effect(conn: &Connection, row: &EffectRow) -> Result<Value> {
-    let mut record = Map::new();
-    record.insert("key".into(), effect_key(conn, &row.effect_id)?.into());
-    record.insert("resourceUid".into(), row.resource_uid.clone().into());
-    record.insert("generation".into(), row.generation.into());
-    record.insert("kind".into(), row.kind.clone().into());
-    record.insert("state".into(), record_state(&row.state).into());
-    record.insert("requestFingerprint".into(), row.request_fingerprint.clone());
-    record.insert("startedAt".into(), iso(row.started_at).into());
-    if let Some(completed_at) = row.completed_at {
-        record.insert("completedAt".into(), iso(completed_at).into());
-    }
-    if let Some(external_ref) = &row.external_ref {
-        record.insert("externalRef".into(), external_ref.clone().into());
-    }
-    if let Some(hash) = &row.error_hash {
-        record.insert(
-            "error".into(),
-            read_text(conn, hash)?.unwrap_or_default().into(),
-        );
-    }
-    Ok(Value::Object(record))
+/// `{record, created}` of a reservation, `record` written by `write_record`.
+fn reservation_text(
+    created: bool,
+    write_record: impl FnOnce(&mut String) -> Result<()>,
+) -> Result<String> {
+    let mut out = String::with_capacity(320);
+    let mut reservation = ObjectWriter::new(&mut out);
+    write_record(reservation.key("record"))?;
+    reservation.bool("created", created).finish();
+    Ok(out)
 }
 
 /// Canonical JSON of `{key, resourceUid, generation, kind, requestFingerprint}` from the
@@ -180,7 +238,7 @@ pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
                     key: key.cloned().unwrap_or(Value::Null),
                 });
             }
-            return Ok(json!({ "record": map_effect(conn, &existing)?, "created": false }));
+            return reservation_text(false, |out| existing.write_record(conn, out));
         }
         let effect_resource_id = resource_id_for("effect", &effect_id);
         let payload_hash = put_json(conn, &reservation_payload(options)?, now)?;
@@ -210,61 +268,63 @@ pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
             Param::int(now),
         ])?))?;
         insert_claim_event(conn, &effect_resource_id, 1, "effect.reserved", &lease, now)?;
-        let record = match reserved_record(options, &source, now)? {
-            Some(record) => record,
-            None => map_effect(conn, &require_effect_row(conn, uid, key)?)?,
-        };
-        Ok(json!({ "record": record, "created": true }))
+        match reserved_record(options, &source, now)? {
+            Some(record) => reservation_text(true, |out| {
+                record.write(out);
+                Ok(())
+            }),
+            None => {
+                let row = require_effect_row(conn, uid, key)?;
+                reservation_text(true, |out| row.write_record(conn, out))
+            }
+        }
     })?;
-    Ok(Reply::value(reservation))
+    Ok(Reply::json_text(reservation))
 }
 
 /// The record of the effect `reserveEffect` just inserted, from the values it inserted, when
 /// they read back as they are: a string `key` and `kind` (the `key` column and `kind` of the
 /// record), and a string or absent/null `requestFingerprint` (what `json_extract` gives of the
 /// stored payload). `None` otherwise: the record is then read back.
-fn reserved_record(
-    options: Option<&Value>,
-    source: &ControllerRow,
+fn reserved_record<'a>(
+    options: Option<&'a Value>,
+    source: &'a ControllerRow,
     now: i64,
-) -> Result<Option<Value>> {
+) -> Result<Option<EffectRecord<'a>>> {
+    static NULL: Value = Value::Null;
     let (Some(Value::String(key)), Some(Value::String(kind))) =
         (read(options, "key")?, read(options, "kind")?)
     else {
         return Ok(None);
     };
-    let fingerprint = match read(options, "requestFingerprint")? {
-        None | Some(Value::Null) => Value::Null,
-        Some(Value::String(text)) => Value::String(text.clone()),
+    let request_fingerprint = match read(options, "requestFingerprint")? {
+        None | Some(Value::Null) => &NULL,
+        Some(text @ Value::String(_)) => text,
         Some(_) => return Ok(None),
     };
-    let mut record = Map::new();
-    record.insert("key".into(), key.as_str().into());
-    record.insert("resourceUid".into(), source.uid.clone().into());
-    record.insert("generation".into(), source.generation.into());
-    record.insert("kind".into(), kind.as_str().into());
-    record.insert("state".into(), "pending".into());
-    record.insert("requestFingerprint".into(), fingerprint);
-    record.insert("startedAt".into(), iso(now).into());
-    Ok(Some(Value::Object(record)))
+    Ok(Some(EffectRecord {
+        key,
+        resource_uid: &source.uid,
+        generation: source.generation,
+        kind,
+        status: "pending",
+        request_fingerprint,
+        started_at: now,
+        completed_at: None,
+        external_ref: None,
+        error: None,
+    }))
 }
 
 /// The record of the effect `updateEffect` just updated, from `row` (read before the update)
-/// and the values it wrote, when they read back as they are: a string `key`, `state` and
-/// `error` (or none), a string or absent/null `externalRef`. `None` otherwise.
-fn updated_record(
-    options: Option<&Value>,
-    source: &ControllerRow,
-    row: &EffectRow,
+/// and the values it wrote, when they read back as they are: a string `state` and `error` (or
+/// none), a string or absent/null `externalRef`. `None` otherwise.
+fn updated_record<'a>(
+    options: Option<&'a Value>,
+    row: &'a EffectRow,
     now: i64,
-) -> Option<Value> {
-    let key = read(options, "key").ok()??.as_str()?;
+) -> Option<EffectRecord<'a>> {
     let state = read(options, "state").ok()??.as_str()?;
-    let stored_state = if state == "indeterminate" {
-        "ambiguous"
-    } else {
-        state
-    };
     let external_ref = match read(options, "externalRef").ok()? {
         None | Some(Value::Null) => None,
         Some(Value::String(text)) => Some(text.as_str()),
@@ -275,32 +335,32 @@ fn updated_record(
         Some(Value::String(text)) => Some(text.as_str()),
         Some(_) => return None,
     };
-    let mut record = Map::new();
-    record.insert("key".into(), key.into());
-    record.insert("resourceUid".into(), row.resource_uid.clone().into());
-    record.insert("generation".into(), source.generation.into());
-    record.insert("kind".into(), row.kind.clone().into());
-    record.insert("state".into(), record_state(stored_state).into());
-    record.insert("requestFingerprint".into(), row.request_fingerprint.clone());
-    record.insert("startedAt".into(), iso(row.started_at).into());
-    if state != "pending" {
-        record.insert("completedAt".into(), iso(now).into());
+    Some(EffectRecord {
+        status: stored_status(state),
+        completed_at: (state != "pending").then_some(now),
+        external_ref,
+        error,
+        ..row.record()
+    })
+}
+
+/// The `status` column of a record `state`.
+fn stored_status(state: &str) -> &str {
+    if state == "indeterminate" {
+        "ambiguous"
+    } else {
+        state
     }
-    if let Some(external_ref) = external_ref {
-        record.insert("externalRef".into(), external_ref.into());
-    }
-    if let Some(error) = error {
-        record.insert("error".into(), error.into());
-    }
-    Some(Value::Object(record))
 }
 
 pub fn get_effect(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
-    let row = effect_row(conn, call.args.first(), call.args.get(1))?;
-    Ok(Reply::maybe(
-        row.map(|row| map_effect(conn, &row)).transpose()?,
-    ))
+    let Some(row) = effect_row(conn, call.args.first(), call.args.get(1))? else {
+        return Ok(Reply::undefined());
+    };
+    let mut out = String::with_capacity(256);
+    row.write_record(conn, &mut out)?;
+    Ok(Reply::json_text(out))
 }
 
 pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
@@ -310,7 +370,6 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
         let uid = read(options, "resourceUid")?;
         let claimed = require_claim_row_by_uid(conn, uid)?;
         let lease = claimed.assert_claim(read(options, "claim")?, now, true)?;
-        let source = claimed.row;
         let key = read(options, "key")?;
         let row = require_effect_row(conn, uid, key)?;
         let effect_resource_id = resource_id_for("effect", &row.effect_id);
@@ -325,7 +384,7 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
         )?;
         let state = read(options, "state")?;
         let stored_status = match state {
-            Some(Value::String(state)) if state == "indeterminate" => Param::text("ambiguous"),
+            Some(Value::String(state)) => Param::text(stored_status(state)),
             other => Param::Caller(other),
         };
         // `options.externalRef ?? null`
@@ -355,12 +414,14 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
             &lease,
             now,
         )?;
-        match updated_record(options, &source, &row, now) {
-            Some(record) => Ok(record),
-            None => map_effect(conn, &require_effect_row(conn, uid, key)?),
+        let mut out = String::with_capacity(256);
+        match updated_record(options, &row, now) {
+            Some(record) => record.write(&mut out),
+            None => require_effect_row(conn, uid, key)?.write_record(conn, &mut out)?,
         }
+        Ok(out)
     })?;
-    Ok(Reply::value(record))
+    Ok(Reply::json_text(record))
 }
 
 pub fn list_effects(store: &Store, call: &Call) -> Result<Reply> {
@@ -372,9 +433,14 @@ pub fn list_effects(store: &Store, call: &Call) -> Result<Reply> {
     let rows = statement
         .query_map(params_from_iter(bound), EffectRow::from_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let records = rows
-        .iter()
-        .map(|row| map_effect(conn, row))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Reply::value(records))
+    let mut out = String::with_capacity(16 + rows.len() * 256);
+    out.push('[');
+    for (index, row) in rows.iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        row.write_record(conn, &mut out)?;
+    }
+    out.push(']');
+    Ok(Reply::json_text(out))
 }

@@ -1,5 +1,6 @@
-//! Controller events: recording an event on a controller resource (by its
-//! claim holder or the control plane) and listing events newest first.
+//! Controller events: recording an event on a controller resource (by its claim holder or the
+//! control plane) and listing events newest first. Both write their records with
+//! `ControllerEvent::write`.
 //!
 //! Limits are bound as `LIMIT +?`. SQLite reads a bare `LIMIT ?` bound to an integer as a
 //! constant when it compiles the statement, so every new binding expires the cached statement
@@ -10,17 +11,14 @@ use std::borrow::Cow;
 
 use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::js::{bind_params, is_nullish, read, Bound, Param};
+use super::js::{bind_all, bind_params, is_nullish, read, Bound, Js, Param};
 use super::rows::{bump_controller_resource, joined_document_text, require_claim_row, ResourceRef};
 use super::{json_arg, time_at};
 use crate::error::Result;
-use crate::state::blobs::put_json;
-use crate::state::ids::random_uuid;
-use crate::state::revisions::{insert_event, EventDraft};
+use crate::state::revisions::{insert_event_binding, EventDraft};
 use crate::store::{in_read_transaction, Store};
-use crate::time::iso;
 use crate::wire::{Call, ObjectWriter, Reply};
 
 /// `listEvents` without a `limit`.
@@ -31,7 +29,7 @@ const DEFAULT_EVENT_LIMIT: i64 = 100;
 pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
     let options = call.args.first();
     let now = time_at(read(options, "now")?, call)?;
-    let (seq, revision, controller, key, event_type) = store.write(|conn| {
+    let (event, revision) = store.write(|conn| {
         let reference = ResourceRef::copied(options)?;
         let claimed = require_claim_row(conn, store.project_id(), reference)?;
         // Only `undefined` means no claim: a `null` one is checked (and fails to be read).
@@ -59,44 +57,56 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
             now,
             lease_generation: lease.as_ref().map(|lease| lease.generation),
         };
-        match event_type {
-            Some(Value::String(text)) => {
-                insert_event(
-                    conn,
-                    &EventDraft {
-                        event_type: text,
-                        ..event
-                    },
-                )?;
-            }
-            other => insert_caller_typed_event(conn, &event, other)?,
+        // The caller's `type` is bound as better-sqlite3 binds it: a number becomes its REAL
+        // text, `null`/`undefined` fail the NOT NULL constraint, an object or array the count.
+        let event_type = bind_all(&[Js::opt(event_type)], 1)?;
+        insert_event_binding(conn, &event, &event_type[0], &event.actor_id)?;
+        let mut event = String::with_capacity(128);
+        ControllerEvent {
+            // The events INSERT is the last row insert: `event_seq` is its rowid (AUTOINCREMENT).
+            seq: conn.last_insert_rowid(),
+            recorded_at: now,
+            controller: None,
+            key: None,
+            event_type: None,
+            payload: "{}",
         }
-        // The events INSERT is the last row insert: `event_seq` is its rowid (AUTOINCREMENT).
-        let (controller, key) = reference.parts()?;
-        Ok((
-            conn.last_insert_rowid(),
-            revision,
-            controller,
-            key,
-            event_type,
-        ))
+        .write(&mut event);
+        Ok((event, revision))
     })?;
-    let caller_value = |value: Option<&Value>| value.cloned().unwrap_or(Value::Null);
-    let event = json!({
-        "seq": seq,
-        "recordedAt": iso(now),
-        "controller": caller_value(controller),
-        "key": caller_value(key),
-        "type": caller_value(event_type),
-        "payload": {},
-    });
     let claim = read(options, "claim")?;
-    let reply = Reply::value(event);
+    let reply = Reply::json_text(event);
     Ok(if claim.is_some() {
         reply.set_claim("resourceVersion", revision)
     } else {
         reply
     })
+}
+
+/// A `ControllerEvent`, its payload already JSON text. The record `recordEvent` returns has
+/// no `controller`, `key` or `type` (`None`, written as `null`) and a `{}` payload: the JS
+/// layer puts the caller's own values there (`echo` and `echo_props` in src/methods.rs).
+struct ControllerEvent<'a> {
+    seq: i64,
+    recorded_at: i64,
+    controller: Option<&'a str>,
+    key: Option<&'a str>,
+    event_type: Option<&'a str>,
+    payload: &'a str,
+}
+
+impl ControllerEvent<'_> {
+    /// The one writer of `ControllerEvent`, as JSON text.
+    fn write(&self, out: &mut String) {
+        ObjectWriter::new(out)
+            .int("seq", self.seq)
+            .time("recordedAt", self.recorded_at)
+            .opt_str("controller", self.controller)
+            .opt_str("key", self.key)
+            .opt_str("type", self.event_type)
+            .raw("payload", self.payload)
+            .finish();
+    }
 }
 
 /// Writes the `limit` newest controller events of `events_source` (the table, or a window of
@@ -129,18 +139,21 @@ fn write_events(
             out.push(',');
         }
         count += 1;
-        let mut event = ObjectWriter::new(out);
-        event
-            .int("seq", row.get(0)?)
-            .time("recordedAt", row.get(1)?)
-            .str("controller", &text_at(row, 2)?)
-            .str("key", &text_at(row, 3)?)
-            .str("type", &text_at(row, 4)?);
-        match row.get_ref(5)? {
-            ValueRef::Null => event.raw("payload", "{}"),
-            _ => event.raw("payload", &joined_document_text(row, 6)?),
+        let (seq, recorded_at) = (row.get(0)?, row.get(1)?);
+        let (controller, key, event_type) = (text_at(row, 2)?, text_at(row, 3)?, text_at(row, 4)?);
+        let payload = match row.get_ref(5)? {
+            ValueRef::Null => Cow::Borrowed("{}"),
+            _ => Cow::Owned(joined_document_text(row, 6)?),
         };
-        event.finish();
+        ControllerEvent {
+            seq,
+            recorded_at,
+            controller: Some(&controller),
+            key: Some(&key),
+            event_type: Some(&event_type),
+            payload: &payload,
+        }
+        .write(out);
     }
     Ok(count)
 }
@@ -230,37 +243,6 @@ fn event_list_text(conn: &Connection, filter: &str, bound: Vec<Bound<'_>>) -> Re
     }
     out.push(']');
     Ok(out)
-}
-
-/// The event insert for an event `type` that is not a string: the payload is stored, then the
-/// row is inserted with the caller's value bound as better-sqlite3 binds it (a number becomes
-/// its REAL text, `null`/`undefined` fail the NOT NULL constraint, an object or array the
-/// parameter count).
-fn insert_caller_typed_event(
-    conn: &Connection,
-    event: &EventDraft<'_>,
-    event_type: Option<&Value>,
-) -> Result<()> {
-    let payload_hash = put_json(conn, event.payload, event.now)?;
-    let event_id = format!("event-{}", random_uuid());
-    let mut statement = conn.prepare_cached(
-        "INSERT INTO events(
-           event_id, resource_id, resource_revision, event_type, actor_type,
-           actor_id, lease_generation, payload_hash, recorded_at
-         ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )?;
-    statement.execute(params_from_iter(bind_params(&[
-        Param::text(&event_id),
-        Param::text(event.resource_id),
-        Param::int(event.revision),
-        Param::Caller(event_type),
-        Param::text(event.actor_type),
-        event.actor_id.map_or(Param::null(), Param::text),
-        event.lease_generation.map_or(Param::null(), Param::int),
-        Param::blob(&payload_hash[..]),
-        Param::int(event.now),
-    ])?))?;
-    Ok(())
 }
 
 /// A TEXT column borrowed when it is UTF-8, else decoded as V8 decodes it (see

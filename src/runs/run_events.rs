@@ -1,9 +1,10 @@
-//! Run events: appending a caller's event to a run's log, and paging through
-//! the events of every run in sequence order.
+//! Run events: appending a caller's event to a run's log, and paging through the events of
+//! every run in sequence order. Both write their records with `RunEvent::write`.
+
+use std::borrow::Cow;
 
 use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
-use serde_json::{json, Value};
 
 use super::claims::{run_row_of, runner_owner_type};
 use crate::args::{bind_all, params_for, Js};
@@ -14,15 +15,14 @@ use crate::state::revisions::{
     bump_resource_revision, event_seq, insert_event_binding, EventDraft,
 };
 use crate::store::{in_read_transaction, Store};
-use crate::time::iso;
 use crate::wire::{JsonArg, ObjectWriter, Reply};
 
 /// Records the event in the reference's order: the run (bound as given; `Workflow run not
 /// found: ${runId}`), the time, the revision bump, then the event with the caller's `type` and
 /// `runnerId` bound as given (`runnerId?.startsWith("host-")` picks the actor type). The
 /// record's `runId`, `workflowRef`, `type` and `payload` are the caller's own values: the JS
-/// layer puts them in (lib/methods.js `echoProps`); placeholders are written here.
-pub fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Result<Value> {
+/// layer puts them in (`echo`, `echo_props` in src/methods.rs); placeholders are written here.
+pub fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Result<Reply> {
     let run_id = options.get("runId")?;
     let Some(row) = run_row_of(conn, run_id)? else {
         return Err(StoreError::plain(format!(
@@ -58,15 +58,51 @@ pub fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Resul
     let event_id = insert_event_binding(conn, &draft, &bound[0], &bound[1])?;
     let seq = event_seq(conn, &event_id)?
         .ok_or_else(|| StoreError::plain("Run event was not recorded"))?;
-    Ok(json!({
-        "seq": seq,
-        "recordedAt": iso(now),
-        "runId": null,
-        "workflowRef": null,
-        "type": null,
-        "runnerId": runner.json_value().unwrap_or(Value::Null),
-        "payload": {},
-    }))
+    // Past the `startsWith` check the runner is a string or nullish (`?? null`).
+    let runner_id = match runner {
+        Js::String(text) | Js::IllFormed { text, .. } => Some(text),
+        _ => None,
+    };
+    let mut event = String::with_capacity(160);
+    RunEvent {
+        seq,
+        recorded_at: now,
+        run_id: None,
+        workflow_ref: None,
+        event_type: None,
+        runner_id,
+        payload: "{}",
+    }
+    .write(&mut event);
+    Ok(Reply::json_text(event))
+}
+
+/// A `RunEventRecord`, its payload already JSON text. The record `recordRunEvent` returns has
+/// no `runId`, `workflowRef` or `type` (`None`, written as `null`) and a `{}` payload: the JS
+/// layer puts the caller's own values there (`echo` and `echo_props` in src/methods.rs).
+struct RunEvent<'a> {
+    seq: i64,
+    recorded_at: i64,
+    run_id: Option<&'a str>,
+    workflow_ref: Option<&'a str>,
+    event_type: Option<&'a str>,
+    runner_id: Option<&'a str>,
+    payload: &'a str,
+}
+
+impl RunEvent<'_> {
+    /// The one writer of `RunEventRecord`, as JSON text.
+    fn write(&self, out: &mut String) {
+        ObjectWriter::new(out)
+            .int("seq", self.seq)
+            .time("recordedAt", self.recorded_at)
+            .opt_str("runId", self.run_id)
+            .opt_str("workflowRef", self.workflow_ref)
+            .opt_str("type", self.event_type)
+            .opt_str("runnerId", self.runner_id)
+            .raw("payload", self.payload)
+            .finish();
+    }
 }
 
 /// Events of run resources after `seq`, oldest first, `options.limit ?? 100` of them.
@@ -102,19 +138,23 @@ fn run_event_list_text(conn: &Connection, seq: Js<'_>, limit: Js<'_>) -> Result<
         if out.len() > 1 {
             out.push(',');
         }
-        let mut event = ObjectWriter::new(&mut out);
-        event
-            .int("seq", row.get(0)?)
-            .time("recordedAt", row.get(1)?)
-            .str("runId", str_at(row, 2)?)
-            .str("workflowRef", str_at(row, 3)?)
-            .str("type", str_at(row, 4)?)
-            .opt_str("runnerId", opt_str_at(row, 5)?);
-        match row.get_ref(6)? {
-            ValueRef::Null => event.raw("payload", "{}"),
-            _ => event.raw("payload", &joined_document_text(row, 7)?),
+        let (seq, recorded_at) = (row.get(0)?, row.get(1)?);
+        let (run_id, workflow_ref) = (str_at(row, 2)?, str_at(row, 3)?);
+        let (event_type, runner_id) = (str_at(row, 4)?, opt_str_at(row, 5)?);
+        let payload = match row.get_ref(6)? {
+            ValueRef::Null => Cow::Borrowed("{}"),
+            _ => Cow::Owned(joined_document_text(row, 7)?),
         };
-        event.finish();
+        RunEvent {
+            seq,
+            recorded_at,
+            run_id: Some(run_id),
+            workflow_ref: Some(workflow_ref),
+            event_type: Some(event_type),
+            runner_id,
+            payload: &payload,
+        }
+        .write(&mut out);
     }
     out.push(']');
     Ok(out)

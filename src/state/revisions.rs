@@ -100,9 +100,9 @@ pub fn insert_event_with_stored_payload(
     insert_event_row(conn, event, payload_hash)
 }
 
-/// [`insert_event`] with `event_type` and `actor_id` bound from caller values (a run event's
-/// type and runner id are the caller's, bound as better-sqlite3 binds them; the draft's own
-/// `event_type`/`actor_id` are not used).
+/// [`insert_event`] with `event_type` and `actor_id` bound from caller values (the type of a
+/// controller or run event and a run event's runner id are the caller's, bound as
+/// better-sqlite3 binds them; the draft's own `event_type`/`actor_id` are not used).
 pub fn insert_event_binding(
     conn: &Connection,
     event: &EventDraft<'_>,
