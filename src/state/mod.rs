@@ -1,6 +1,7 @@
 //! The state database: opening (pragmas, schema creation, verification, blob pruning), the
 //! write transaction, and the shared bookkeeping modules every store method builds on.
 
+mod blob_set;
 pub mod blobs;
 pub mod columns;
 pub mod ids;
@@ -9,6 +10,7 @@ pub mod leases;
 mod open_prune;
 mod private_fs;
 mod prune;
+mod prune_scan;
 pub mod read_cache;
 pub mod revisions;
 pub mod schema;

@@ -1,0 +1,261 @@
+//! The prune's set of blobs not yet known to be referenced: loaded from `blobs`, struck off as
+//! the referencing columns are read, and finally the row ids of the blobs nothing struck.
+//!
+//! Hashes of the schema's length (`CHECK (length(blob_hash) = 32)`) go into an open-addressing
+//! table whose home slot is a hash's leading bits. SHA-256 digests are uniform, so a lookup
+//! reads one slot (one cache line) after the L2-resident occupancy bits; the blobs arrive in key
+//! order, so loading fills the table front to back. Striking is the prune's hot loop (one lookup
+//! per referencing value, most of them for distinct hashes of a table far larger than the CPU
+//! caches): each lookup's slot is prefetched and resolved [`LOOKAHEAD`] values later, so the
+//! memory reads overlap instead of stalling one by one.
+
+/// Values whose slot is prefetched before the oldest pending one is resolved.
+const LOOKAHEAD: usize = 16;
+
+type Hash = [u8; 32];
+
+/// The blobs not yet known to be referenced, with their row ids.
+pub struct BlobSet {
+    slots: Vec<Hash>,
+    rowids: Vec<i64>,
+    occupied: Vec<u64>,
+    referenced: Vec<u64>,
+    /// `64 - log2(slots.len())`: a hash's home slot is its leading bits.
+    shift: u32,
+    /// Hashes in the table not yet referenced (struck values still pending excluded).
+    remaining: usize,
+    /// Struck hashes whose slot is prefetched but not yet looked at, oldest first.
+    pending: [(Hash, usize); LOOKAHEAD],
+    pending_len: usize,
+    pending_head: usize,
+    /// Any other BLOB hash (only a file that bypassed the check could hold one).
+    odd: Vec<(Vec<u8>, i64)>,
+    /// Hashes that are no BLOB equal no referencing value: those blobs always go.
+    unmatchable: Vec<i64>,
+}
+
+impl BlobSet {
+    /// An empty set sized for about `expected` blobs (more still fit, just less quickly).
+    pub fn with_capacity(expected: usize) -> BlobSet {
+        let capacity = (expected + expected / 2).next_power_of_two().max(64);
+        BlobSet {
+            slots: vec![[0; 32]; capacity],
+            rowids: vec![0; capacity],
+            occupied: vec![0; capacity / 64],
+            referenced: vec![0; capacity / 64],
+            shift: 64 - capacity.trailing_zeros(),
+            remaining: 0,
+            pending: [([0; 32], 0); LOOKAHEAD],
+            pending_len: 0,
+            pending_head: 0,
+            odd: Vec::new(),
+            unmatchable: Vec::new(),
+        }
+    }
+
+    /// Adds the blob at `rowid` with key `hash` (`None`: a key that is no BLOB).
+    pub fn insert(&mut self, rowid: i64, hash: Option<&[u8]>) {
+        let Some(hash) = hash else {
+            self.unmatchable.push(rowid);
+            return;
+        };
+        let Ok(hash) = <Hash>::try_from(hash) else {
+            self.odd.push((hash.to_vec(), rowid));
+            return;
+        };
+        // Past three quarters full, double: lookups stay short whatever the count said.
+        if (self.remaining + 1) * 4 > self.slots.len() * 3 {
+            self.grow();
+        }
+        let mut slot = self.home(&hash);
+        while bit(&self.occupied, slot) {
+            if self.slots[slot] == hash {
+                // `blob_hash` is the primary key: only a file that bypassed it repeats one.
+                self.odd.push((hash.to_vec(), rowid));
+                return;
+            }
+            slot = (slot + 1) & (self.slots.len() - 1);
+        }
+        set_bit(&mut self.occupied, slot);
+        self.slots[slot] = hash;
+        self.rowids[slot] = rowid;
+        self.remaining += 1;
+    }
+
+    /// Whether no blob is left that a reference could still keep (pending values resolved or
+    /// not: resolving them can only strike more).
+    pub fn is_empty(&self) -> bool {
+        self.remaining == 0 && self.odd.is_empty()
+    }
+
+    /// `hash` is referenced: its blob stays.
+    pub fn strike(&mut self, hash: &[u8]) {
+        if !self.odd.is_empty() {
+            self.odd.retain(|(odd, _)| odd[..] != *hash);
+        }
+        if let Ok(hash) = <&Hash>::try_from(hash) {
+            let slot = self.home(hash);
+            prefetch(&self.slots[slot]);
+            if self.pending_len == LOOKAHEAD {
+                self.resolve_oldest();
+            }
+            let index = (self.pending_head + self.pending_len) % LOOKAHEAD;
+            self.pending[index] = (*hash, slot);
+            self.pending_len += 1;
+        }
+    }
+
+    /// Resolves every pending value.
+    pub fn flush(&mut self) {
+        while self.pending_len > 0 {
+            self.resolve_oldest();
+        }
+    }
+
+    /// The row ids of the blobs nothing referenced, ascending (the reference's delete order).
+    pub fn into_rowids(mut self) -> Vec<i64> {
+        self.flush();
+        let mut rowids: Vec<i64> = (0..self.slots.len())
+            .filter(|&slot| bit(&self.occupied, slot) && !bit(&self.referenced, slot))
+            .map(|slot| self.rowids[slot])
+            .chain(self.odd.into_iter().map(|(_, rowid)| rowid))
+            .chain(self.unmatchable)
+            .collect();
+        rowids.sort_unstable();
+        rowids
+    }
+
+    fn resolve_oldest(&mut self) {
+        let (hash, mut slot) = self.pending[self.pending_head];
+        self.pending_head = (self.pending_head + 1) % LOOKAHEAD;
+        self.pending_len -= 1;
+        while bit(&self.occupied, slot) {
+            if self.slots[slot] == hash {
+                if !bit(&self.referenced, slot) {
+                    set_bit(&mut self.referenced, slot);
+                    self.remaining -= 1;
+                }
+                return;
+            }
+            slot = (slot + 1) & (self.slots.len() - 1);
+        }
+    }
+
+    fn home(&self, hash: &Hash) -> usize {
+        let mut prefix = [0u8; 8];
+        prefix.copy_from_slice(&hash[..8]);
+        (u64::from_be_bytes(prefix) >> self.shift) as usize
+    }
+
+    /// Twice the slots, every entry inserted again (only while loading: nothing is struck yet).
+    fn grow(&mut self) {
+        let old = std::mem::replace(self, BlobSet::with_capacity(self.slots.len()));
+        let BlobSet {
+            slots,
+            rowids,
+            occupied,
+            odd,
+            unmatchable,
+            ..
+        } = old;
+        self.odd = odd;
+        self.unmatchable = unmatchable;
+        for slot in 0..slots.len() {
+            if bit(&occupied, slot) {
+                self.insert(rowids[slot], Some(&slots[slot]));
+            }
+        }
+    }
+}
+
+fn bit(bits: &[u64], index: usize) -> bool {
+    bits[index / 64] >> (index % 64) & 1 == 1
+}
+
+fn set_bit(bits: &mut [u64], index: usize) {
+    bits[index / 64] |= 1 << (index % 64);
+}
+
+/// Asks the CPU to start loading `slot`'s cache line (a hint; nothing is read).
+fn prefetch(slot: &Hash) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch has no effect on memory and cannot fault; the pointer is valid anyway.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(slot.as_ptr().cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = slot;
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::BlobSet;
+
+    /// A hash from a few leading bytes (so that home slots collide and wrap) and a tail.
+    fn hash(lead: u8, tail: u8) -> Vec<u8> {
+        let mut hash = vec![lead; 32];
+        hash[31] = tail;
+        hash
+    }
+
+    proptest! {
+        /// Whatever the collisions, wrap-arounds, growth and pending lookups: exactly the
+        /// blobs never struck are left, ascending.
+        #[test]
+        fn leaves_exactly_the_blobs_never_struck(
+            blobs in proptest::collection::btree_set((any::<u8>(), 0u8..4), 0..300),
+            struck in proptest::collection::vec((any::<u8>(), 0u8..4), 0..400),
+            expected in 0usize..40,
+        ) {
+            let blobs: Vec<Vec<u8>> = blobs.into_iter().map(|(lead, tail)| hash(lead, tail)).collect();
+            let mut set = BlobSet::with_capacity(expected);
+            for (index, blob) in blobs.iter().enumerate() {
+                set.insert(index as i64 + 1, Some(blob));
+            }
+            let struck: Vec<Vec<u8>> = struck.into_iter().map(|(lead, tail)| hash(lead, tail)).collect();
+            for value in &struck {
+                set.strike(value);
+            }
+            let left: Vec<i64> = blobs
+                .iter()
+                .enumerate()
+                .filter(|(_, blob)| !struck.contains(blob))
+                .map(|(index, _)| index as i64 + 1)
+                .collect();
+            prop_assert_eq!(set.into_rowids(), left);
+        }
+    }
+
+    #[test]
+    fn odd_and_unmatchable_keys_go_unless_an_equal_value_is_struck() {
+        let mut set = BlobSet::with_capacity(4);
+        set.insert(1, Some(b"short"));
+        set.insert(2, None);
+        set.insert(3, Some(&hash(7, 7)));
+        set.insert(4, Some(b""));
+        // A repeated key (a file that bypassed the primary key) stays like the first one.
+        set.insert(5, Some(&hash(7, 7)));
+        set.insert(6, Some(&hash(9, 9)));
+        set.insert(7, Some(&hash(9, 9)));
+        set.strike(b"short");
+        set.strike(&hash(7, 7));
+        assert!(!set.is_empty());
+        assert_eq!(set.into_rowids(), [2, 4, 6, 7]);
+    }
+
+    #[test]
+    fn is_empty_once_every_blob_is_struck() {
+        let mut set = BlobSet::with_capacity(2);
+        set.insert(1, Some(&hash(1, 0)));
+        set.insert(2, Some(&hash(200, 0)));
+        set.strike(&hash(1, 0));
+        set.strike(&hash(200, 0));
+        set.strike(&hash(200, 0));
+        set.flush();
+        assert!(set.is_empty());
+        assert_eq!(set.into_rowids(), Vec::<i64>::new());
+    }
+}
