@@ -1,13 +1,17 @@
 //! The prune's set of blobs not yet known to be referenced: loaded from `blobs`, struck off as
-//! the referencing columns are read, and finally the row ids of the blobs nothing struck.
+//! the referencing columns are read (by one thread or several at once, each through a
+//! [`Striker`] of its own), and finally the row ids of the blobs nothing struck.
 //!
 //! Hashes of the schema's length (`CHECK (length(blob_hash) = 32)`) go into an open-addressing
 //! table whose home slot is a hash's leading bits. SHA-256 digests are uniform, so a lookup
-//! reads one slot (one cache line) after the L2-resident occupancy bits; the blobs arrive in key
-//! order, so loading fills the table front to back. Striking is the prune's hot loop (one lookup
-//! per referencing value, most of them for distinct hashes of a table far larger than the CPU
-//! caches): each lookup's slot is prefetched and resolved [`LOOKAHEAD`] values later, so the
-//! memory reads overlap instead of stalling one by one.
+//! reads one slot (one cache line) after the cache-resident occupancy bits; the blobs arrive in
+//! key order, so loading fills the table front to back. Striking is the prune's hot loop (one
+//! lookup per referencing value, most of them for distinct hashes of a table far larger than
+//! the CPU caches): each lookup's slot is prefetched and resolved [`LOOKAHEAD`] values later,
+//! so the memory reads overlap instead of stalling one by one.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// Values whose slot is prefetched before the oldest pending one is resolved.
 const LOOKAHEAD: usize = 16;
@@ -19,17 +23,14 @@ pub struct BlobSet {
     slots: Vec<Hash>,
     rowids: Vec<i64>,
     occupied: Vec<u64>,
-    referenced: Vec<u64>,
+    referenced: Vec<AtomicU64>,
     /// `64 - log2(slots.len())`: a hash's home slot is its leading bits.
     shift: u32,
-    /// Hashes in the table not yet referenced (struck values still pending excluded).
-    remaining: usize,
-    /// Struck hashes whose slot is prefetched but not yet looked at, oldest first.
-    pending: [(Hash, usize); LOOKAHEAD],
-    pending_len: usize,
-    pending_head: usize,
+    /// Hashes in the table not yet referenced (values still pending in a striker excluded).
+    remaining: AtomicUsize,
     /// Any other BLOB hash (only a file that bypassed the check could hold one).
-    odd: Vec<(Vec<u8>, i64)>,
+    odd: Mutex<Vec<(Vec<u8>, i64)>>,
+    any_odd: AtomicBool,
     /// Hashes that are no BLOB equal no referencing value: those blobs always go.
     unmatchable: Vec<i64>,
 }
@@ -42,13 +43,11 @@ impl BlobSet {
             slots: vec![[0; 32]; capacity],
             rowids: vec![0; capacity],
             occupied: vec![0; capacity / 64],
-            referenced: vec![0; capacity / 64],
+            referenced: (0..capacity / 64).map(|_| AtomicU64::new(0)).collect(),
             shift: 64 - capacity.trailing_zeros(),
-            remaining: 0,
-            pending: [([0; 32], 0); LOOKAHEAD],
-            pending_len: 0,
-            pending_head: 0,
-            odd: Vec::new(),
+            remaining: AtomicUsize::new(0),
+            odd: Mutex::new(Vec::new()),
+            any_odd: AtomicBool::new(false),
             unmatchable: Vec::new(),
         }
     }
@@ -60,80 +59,83 @@ impl BlobSet {
             return;
         };
         let Ok(hash) = <Hash>::try_from(hash) else {
-            self.odd.push((hash.to_vec(), rowid));
+            self.insert_odd(hash, rowid);
             return;
         };
         // Past three quarters full, double: lookups stay short whatever the count said.
-        if (self.remaining + 1) * 4 > self.slots.len() * 3 {
+        if (*self.remaining.get_mut() + 1) * 4 > self.slots.len() * 3 {
             self.grow();
         }
         let mut slot = self.home(&hash);
         while bit(&self.occupied, slot) {
             if self.slots[slot] == hash {
                 // `blob_hash` is the primary key: only a file that bypassed it repeats one.
-                self.odd.push((hash.to_vec(), rowid));
+                self.insert_odd(&hash, rowid);
                 return;
             }
             slot = (slot + 1) & (self.slots.len() - 1);
         }
-        set_bit(&mut self.occupied, slot);
+        self.occupied[slot / 64] |= 1 << (slot % 64);
         self.slots[slot] = hash;
         self.rowids[slot] = rowid;
-        self.remaining += 1;
+        *self.remaining.get_mut() += 1;
     }
 
-    /// Whether no blob is left that a reference could still keep (pending values resolved or
-    /// not: resolving them can only strike more).
+    /// Whether no blob is left that a reference could still keep (values pending in a striker
+    /// resolved or not: resolving them can only strike more).
     pub fn is_empty(&self) -> bool {
-        self.remaining == 0 && self.odd.is_empty()
-    }
-
-    /// `hash` is referenced: its blob stays.
-    pub fn strike(&mut self, hash: &[u8]) {
-        if !self.odd.is_empty() {
-            self.odd.retain(|(odd, _)| odd[..] != *hash);
-        }
-        if let Ok(hash) = <&Hash>::try_from(hash) {
-            let slot = self.home(hash);
-            prefetch(&self.slots[slot]);
-            if self.pending_len == LOOKAHEAD {
-                self.resolve_oldest();
-            }
-            let index = (self.pending_head + self.pending_len) % LOOKAHEAD;
-            self.pending[index] = (*hash, slot);
-            self.pending_len += 1;
-        }
-    }
-
-    /// Resolves every pending value.
-    pub fn flush(&mut self) {
-        while self.pending_len > 0 {
-            self.resolve_oldest();
-        }
+        self.remaining.load(Ordering::Relaxed) == 0 && !self.any_odd.load(Ordering::Relaxed)
     }
 
     /// The row ids of the blobs nothing referenced, ascending (the reference's delete order).
-    pub fn into_rowids(mut self) -> Vec<i64> {
-        self.flush();
+    pub fn into_rowids(self) -> Vec<i64> {
+        let referenced: Vec<u64> = self
+            .referenced
+            .into_iter()
+            .map(AtomicU64::into_inner)
+            .collect();
+        let odd = self
+            .odd
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut rowids: Vec<i64> = (0..self.slots.len())
-            .filter(|&slot| bit(&self.occupied, slot) && !bit(&self.referenced, slot))
+            .filter(|&slot| bit(&self.occupied, slot) && !bit(&referenced, slot))
             .map(|slot| self.rowids[slot])
-            .chain(self.odd.into_iter().map(|(_, rowid)| rowid))
+            .chain(odd.into_iter().map(|(_, rowid)| rowid))
             .chain(self.unmatchable)
             .collect();
         rowids.sort_unstable();
         rowids
     }
 
-    fn resolve_oldest(&mut self) {
-        let (hash, mut slot) = self.pending[self.pending_head];
-        self.pending_head = (self.pending_head + 1) % LOOKAHEAD;
-        self.pending_len -= 1;
+    fn insert_odd(&mut self, hash: &[u8], rowid: i64) {
+        let odd = self
+            .odd
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        odd.push((hash.to_vec(), rowid));
+        *self.any_odd.get_mut() = true;
+    }
+
+    /// Strikes `hash` off the odd keys, if any is left.
+    fn strike_odd(&self, hash: &[u8]) {
+        if self.any_odd.load(Ordering::Relaxed) {
+            let mut odd = self
+                .odd
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            odd.retain(|(odd, _)| odd[..] != *hash);
+            self.any_odd.store(!odd.is_empty(), Ordering::Relaxed);
+        }
+    }
+
+    /// Marks `hash` referenced, looking from `slot` (its home) on.
+    fn mark(&self, hash: &Hash, mut slot: usize) {
         while bit(&self.occupied, slot) {
-            if self.slots[slot] == hash {
-                if !bit(&self.referenced, slot) {
-                    set_bit(&mut self.referenced, slot);
-                    self.remaining -= 1;
+            if self.slots[slot] == *hash {
+                let mask = 1 << (slot % 64);
+                if self.referenced[slot / 64].fetch_or(mask, Ordering::Relaxed) & mask == 0 {
+                    self.remaining.fetch_sub(1, Ordering::Relaxed);
                 }
                 return;
             }
@@ -150,30 +152,73 @@ impl BlobSet {
     /// Twice the slots, every entry inserted again (only while loading: nothing is struck yet).
     fn grow(&mut self) {
         let old = std::mem::replace(self, BlobSet::with_capacity(self.slots.len()));
-        let BlobSet {
-            slots,
-            rowids,
-            occupied,
-            odd,
-            unmatchable,
-            ..
-        } = old;
-        self.odd = odd;
-        self.unmatchable = unmatchable;
-        for slot in 0..slots.len() {
-            if bit(&occupied, slot) {
-                self.insert(rowids[slot], Some(&slots[slot]));
+        self.odd = old.odd;
+        self.any_odd = old.any_odd;
+        self.unmatchable = old.unmatchable;
+        for slot in 0..old.slots.len() {
+            if bit(&old.occupied, slot) {
+                self.insert(old.rowids[slot], Some(&old.slots[slot]));
             }
         }
     }
 }
 
-fn bit(bits: &[u64], index: usize) -> bool {
-    bits[index / 64] >> (index % 64) & 1 == 1
+/// One thread's way of striking values off a [`BlobSet`]: its lookups in flight.
+pub struct Striker<'s> {
+    set: &'s BlobSet,
+    /// Struck hashes whose slot is prefetched but not yet looked at, oldest first.
+    pending: [(Hash, usize); LOOKAHEAD],
+    pending_len: usize,
+    pending_head: usize,
 }
 
-fn set_bit(bits: &mut [u64], index: usize) {
-    bits[index / 64] |= 1 << (index % 64);
+impl<'s> Striker<'s> {
+    pub fn new(set: &'s BlobSet) -> Striker<'s> {
+        Striker {
+            set,
+            pending: [([0; 32], 0); LOOKAHEAD],
+            pending_len: 0,
+            pending_head: 0,
+        }
+    }
+
+    /// The set struck from.
+    pub fn set(&self) -> &'s BlobSet {
+        self.set
+    }
+
+    /// `hash` is referenced: its blob stays.
+    pub fn strike(&mut self, hash: &[u8]) {
+        self.set.strike_odd(hash);
+        if let Ok(hash) = <&Hash>::try_from(hash) {
+            let slot = self.set.home(hash);
+            prefetch(&self.set.slots[slot]);
+            if self.pending_len == LOOKAHEAD {
+                self.resolve_oldest();
+            }
+            let index = (self.pending_head + self.pending_len) % LOOKAHEAD;
+            self.pending[index] = (*hash, slot);
+            self.pending_len += 1;
+        }
+    }
+
+    /// Resolves every pending value.
+    pub fn flush(&mut self) {
+        while self.pending_len > 0 {
+            self.resolve_oldest();
+        }
+    }
+
+    fn resolve_oldest(&mut self) {
+        let (hash, slot) = self.pending[self.pending_head];
+        self.pending_head = (self.pending_head + 1) % LOOKAHEAD;
+        self.pending_len -= 1;
+        self.set.mark(&hash, slot);
+    }
+}
+
+fn bit(bits: &[u64], index: usize) -> bool {
+    bits[index / 64] >> (index % 64) & 1 == 1
 }
 
 /// Asks the CPU to start loading `slot`'s cache line (a hint; nothing is read).
@@ -192,7 +237,7 @@ fn prefetch(slot: &Hash) {
 mod tests {
     use proptest::prelude::*;
 
-    use super::BlobSet;
+    use super::{BlobSet, Striker};
 
     /// A hash from a few leading bytes (so that home slots collide and wrap) and a tail.
     fn hash(lead: u8, tail: u8) -> Vec<u8> {
@@ -216,9 +261,11 @@ mod tests {
                 set.insert(index as i64 + 1, Some(blob));
             }
             let struck: Vec<Vec<u8>> = struck.into_iter().map(|(lead, tail)| hash(lead, tail)).collect();
+            let mut striker = Striker::new(&set);
             for value in &struck {
-                set.strike(value);
+                striker.strike(value);
             }
+            striker.flush();
             let left: Vec<i64> = blobs
                 .iter()
                 .enumerate()
@@ -227,6 +274,42 @@ mod tests {
                 .collect();
             prop_assert_eq!(set.into_rowids(), left);
         }
+    }
+
+    /// Two threads striking at once (each with its own striker) strike what one would.
+    #[test]
+    fn strikers_on_two_threads_strike_what_one_would() {
+        let blobs: Vec<Vec<u8>> = (0..2_000u32)
+            .map(|n| {
+                let mut hash = vec![0u8; 32];
+                hash[..4].copy_from_slice(&n.wrapping_mul(2_654_435_761).to_be_bytes());
+                hash
+            })
+            .collect();
+        let mut set = BlobSet::with_capacity(100);
+        for (index, blob) in blobs.iter().enumerate() {
+            set.insert(index as i64 + 1, Some(blob));
+        }
+        std::thread::scope(|scope| {
+            for part in 0..2 {
+                let (set, blobs) = (&set, &blobs);
+                scope.spawn(move || {
+                    let mut striker = Striker::new(set);
+                    // Overlapping halves: every third blob is struck by both threads.
+                    for blob in blobs
+                        .iter()
+                        .skip(part)
+                        .step_by(2)
+                        .chain(blobs.iter().step_by(3))
+                    {
+                        striker.strike(blob);
+                    }
+                    striker.flush();
+                });
+            }
+        });
+        assert!(set.is_empty());
+        assert_eq!(set.into_rowids(), Vec::<i64>::new());
     }
 
     #[test]
@@ -240,8 +323,10 @@ mod tests {
         set.insert(5, Some(&hash(7, 7)));
         set.insert(6, Some(&hash(9, 9)));
         set.insert(7, Some(&hash(9, 9)));
-        set.strike(b"short");
-        set.strike(&hash(7, 7));
+        let mut striker = Striker::new(&set);
+        striker.strike(b"short");
+        striker.strike(&hash(7, 7));
+        striker.flush();
         assert!(!set.is_empty());
         assert_eq!(set.into_rowids(), [2, 4, 6, 7]);
     }
@@ -251,10 +336,11 @@ mod tests {
         let mut set = BlobSet::with_capacity(2);
         set.insert(1, Some(&hash(1, 0)));
         set.insert(2, Some(&hash(200, 0)));
-        set.strike(&hash(1, 0));
-        set.strike(&hash(200, 0));
-        set.strike(&hash(200, 0));
-        set.flush();
+        let mut striker = Striker::new(&set);
+        striker.strike(&hash(1, 0));
+        striker.strike(&hash(200, 0));
+        striker.strike(&hash(200, 0));
+        striker.flush();
         assert!(set.is_empty());
         assert_eq!(set.into_rowids(), Vec::<i64>::new());
     }

@@ -322,7 +322,10 @@ impl StateDb {
                 "Cannot prune blobs through a read-only Pi Workflows database",
             ));
         }
-        prune::without_foreign_keys(self.conn()?, || self.write(prune::prune_unreferenced))
+        let helper = prune_helper(&self.file_path);
+        prune::without_foreign_keys(self.conn()?, || {
+            self.write(|conn| prune::prune_unreferenced(conn, helper))
+        })
     }
 
     /// [`StateDb::prune_unreferenced_blobs`] as an open runs it, on a connection and thread of
@@ -337,7 +340,8 @@ impl StateDb {
             scan: PRUNE_SCAN_CACHE_PAGES,
             delete: CACHE_SIZE_KIB,
         };
-        let pending = open_prune::start(&self.file_path, conn, cache)?;
+        let helper = prune_helper(&self.file_path);
+        let pending = open_prune::start(&self.file_path, conn, helper, cache)?;
         *self
             .prune
             .lock()
@@ -366,6 +370,16 @@ impl StateDb {
         }
         Ok(())
     }
+}
+
+/// A second connection for the prune's reads (see `prune::unreferenced_rowids`): read-only,
+/// never waiting for a lock, reading through a small page cache; `None` if it cannot open.
+fn prune_helper(file_path: &Path) -> Option<Connection> {
+    let conn = open_connection(file_path, Mode::ReadOnly).ok()?;
+    conn.busy_timeout(std::time::Duration::ZERO).ok()?;
+    conn.pragma_update(None, "cache_size", PRUNE_SCAN_CACHE_PAGES)
+        .ok()?;
+    Some(conn)
 }
 
 /// better-sqlite3's error when SQLite cannot open or create the file.

@@ -19,7 +19,8 @@
 
 use rusqlite::Connection;
 
-use super::prune_scan::Scan;
+use super::blob_set::BlobSet;
+use super::prune_scan::{self, TableScan};
 use crate::error::Result;
 
 /// Referencing tables read after all others (in this order), newest rows first: many rows, few
@@ -33,24 +34,60 @@ const READ_LAST: &[&str] = &[
 ];
 
 /// Deletes every blob no foreign-key column refers to; returns how many went. The caller holds
-/// the write transaction.
-pub fn prune_unreferenced(conn: &Connection) -> Result<usize> {
-    let rowids = unreferenced_rowids(conn)?;
+/// the write transaction; `helper` is as for [`unreferenced_rowids`].
+pub fn prune_unreferenced(conn: &Connection, helper: Option<Connection>) -> Result<usize> {
+    let rowids = unreferenced_rowids(conn, helper)?;
     delete_blobs(conn, &rowids)
 }
 
 /// The row ids of the blobs no foreign-key column refers to, ascending.
-pub fn unreferenced_rowids(conn: &Connection) -> Result<Vec<i64>> {
-    let scan = Scan::load(conn)?;
-    if !scan.is_empty() {
-        for reference in blob_references(conn)? {
-            scan.strike(&reference.table, &reference.columns, reference.newest_first)?;
-            if scan.is_empty() {
-                break;
+///
+/// `helper`, another connection to the same file that has not read yet, reads the [`READ_LAST`]
+/// tables on a thread of its own while `conn` reads the others. It sees exactly what `conn`
+/// sees: `conn` holds the write lock (its transaction began before this call and has written
+/// nothing), so no commit can come between their snapshots. Not used when `conn` has temporary
+/// tables (they could shadow the ones the helper would read); if it fails in any way (another
+/// connection holds the file exclusively, say), `conn` reads those tables itself, so the
+/// helper's errors are never the prune's.
+pub fn unreferenced_rowids(conn: &Connection, helper: Option<Connection>) -> Result<Vec<i64>> {
+    let set = prune_scan::load(conn)?;
+    if set.is_empty() {
+        return Ok(set.into_rowids());
+    }
+    let (mut first, last): (Vec<TableScan>, Vec<TableScan>) = blob_references(conn)?
+        .into_iter()
+        .partition(|scan| !READ_LAST.contains(&scan.table.as_str()));
+    let shadowed: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM temp.sqlite_schema)",
+        [],
+        |row| row.get(0),
+    )?;
+    match helper.filter(|_| !shadowed && !last.is_empty()) {
+        Some(helper) => std::thread::scope(|scope| {
+            let (set, last) = (&set, &last);
+            let side = scope.spawn(move || read_in_own_transaction(&helper, set, last));
+            let mine = prune_scan::strike(conn, set, &first);
+            let helped = matches!(side.join(), Ok(Ok(())));
+            mine?;
+            if !helped {
+                prune_scan::strike(conn, set, last)?;
             }
+            Ok::<_, crate::error::StoreError>(())
+        })?,
+        None => {
+            first.extend(last);
+            prune_scan::strike(conn, &set, &first)?;
         }
     }
-    scan.into_rowids()
+    Ok(set.into_rowids())
+}
+
+/// [`prune_scan::strike`] in one read transaction of `helper`.
+fn read_in_own_transaction(helper: &Connection, set: &BlobSet, tables: &[TableScan]) -> Result<()> {
+    helper.execute_batch("BEGIN")?;
+    let outcome = prune_scan::strike(helper, set, tables);
+    let _ = helper.execute_batch("COMMIT");
+    outcome
 }
 
 /// Runs `prune` (which opens its own write transaction) with `PRAGMA foreign_keys` off, and
@@ -78,16 +115,10 @@ pub fn delete_blobs(conn: &Connection, rowids: &[i64]) -> Result<usize> {
     Ok(rowids.len())
 }
 
-/// A table other than `blobs` with the columns whose foreign key targets `blobs.blob_hash`.
-struct BlobReference {
-    table: String,
-    columns: Vec<String>,
-    /// Read in descending row id order (a [`READ_LAST`] table that has row ids).
-    newest_first: bool,
-}
-
-/// Every [`BlobReference`], in schema order except for [`READ_LAST`] tables, which come last.
-fn blob_references(conn: &Connection) -> Result<Vec<BlobReference>> {
+/// Each table other than `blobs` with the columns whose foreign key targets `blobs.blob_hash`,
+/// in schema order except for [`READ_LAST`] tables, which come last, newest rows first (when
+/// they have row ids: raw SQL could make one that has none).
+fn blob_references(conn: &Connection) -> Result<Vec<TableScan>> {
     let mut statement = conn.prepare_cached(
         "SELECT m.name, f.\"from\", t.wr
          FROM sqlite_schema m, pragma_foreign_key_list(m.name) f, pragma_table_list(m.name) t
@@ -95,7 +126,7 @@ fn blob_references(conn: &Connection) -> Result<Vec<BlobReference>> {
            AND f.\"table\" = 'blobs' AND f.\"to\" = 'blob_hash' AND t.schema = 'main'",
     )?;
     let mut rows = statement.query([])?;
-    let mut references: Vec<BlobReference> = Vec::new();
+    let mut references: Vec<TableScan> = Vec::new();
     while let Some(row) = rows.next()? {
         let table: String = row.get(0)?;
         let column: String = row.get(1)?;
@@ -103,7 +134,7 @@ fn blob_references(conn: &Connection) -> Result<Vec<BlobReference>> {
             Some(last) if last.table == table => last.columns.push(column),
             _ => {
                 let without_rowid: bool = row.get(2)?;
-                references.push(BlobReference {
+                references.push(TableScan {
                     newest_first: !without_rowid && READ_LAST.contains(&table.as_str()),
                     table,
                     columns: vec![column],
@@ -111,7 +142,7 @@ fn blob_references(conn: &Connection) -> Result<Vec<BlobReference>> {
             }
         }
     }
-    references.sort_by_key(|reference| READ_LAST.iter().position(|last| *last == reference.table));
+    references.sort_by_key(|scan| READ_LAST.iter().position(|last| *last == scan.table));
     Ok(references)
 }
 
@@ -175,7 +206,22 @@ mod tests {
     }
 
     fn database(blobs: &[u8], runs: &[(u8, u8)], deltas: &[u8], events: &[u8]) -> Connection {
-        let conn = Connection::open_in_memory().unwrap();
+        filled(
+            Connection::open_in_memory().unwrap(),
+            blobs,
+            runs,
+            deltas,
+            events,
+        )
+    }
+
+    fn filled(
+        conn: Connection,
+        blobs: &[u8],
+        runs: &[(u8, u8)],
+        deltas: &[u8],
+        events: &[u8],
+    ) -> Connection {
         conn.pragma_update(None, "foreign_keys", "OFF").unwrap();
         conn.execute_batch(SCHEMA).unwrap();
         for code in blobs {
@@ -220,7 +266,7 @@ mod tests {
             let ours = database(&blobs, &runs, &deltas, &events);
             let theirs = database(&blobs, &runs, &deltas, &events);
             let gone = reference_prune(&theirs);
-            prop_assert_eq!(prune_unreferenced(&ours).unwrap(), gone.len());
+            prop_assert_eq!(prune_unreferenced(&ours, None).unwrap(), gone.len());
             prop_assert_eq!(remaining_rowids(&ours), remaining_rowids(&theirs).into_iter()
                 .filter(|rowid| !gone.contains(rowid)).collect::<Vec<_>>());
         }
@@ -231,7 +277,7 @@ mod tests {
     fn reads_to_the_last_row_while_a_blob_is_unaccounted_for() {
         let deltas: Vec<u8> = std::iter::repeat_n(3, 50).chain([11]).collect();
         let conn = database(&[3, 11, 19], &[], &deltas, &[]);
-        assert_eq!(prune_unreferenced(&conn).unwrap(), 1);
+        assert_eq!(prune_unreferenced(&conn, None).unwrap(), 1);
         assert_eq!(remaining_rowids(&conn), [1, 2]);
     }
 
@@ -255,7 +301,7 @@ mod tests {
                 std::ptr::null_mut(),
             );
         }
-        assert_eq!(prune_unreferenced(&conn).unwrap(), 0);
+        assert_eq!(prune_unreferenced(&conn, None).unwrap(), 0);
         // SAFETY: as above; removes the handler.
         unsafe {
             rusqlite::ffi::sqlite3_progress_handler(conn.handle(), 0, None, std::ptr::null_mut());
@@ -263,6 +309,53 @@ mod tests {
         let steps = STEPS.load(std::sync::atomic::Ordering::Relaxed);
         // Reading the 20,001 rows oldest first takes several instructions per row.
         assert!(steps < 2_000, "{steps} VM instructions");
+    }
+
+    /// A helper connection reads the tables read last on its own thread, with the same answer;
+    /// a helper that fails (here: a database without those tables) leaves them to the caller's
+    /// connection; temporary tables on the caller's connection keep the helper out.
+    #[test]
+    fn a_helper_reads_the_tables_read_last_with_the_same_answer() {
+        const SHADOW: &str =
+            "CREATE TEMP TABLE events (payload_hash BLOB REFERENCES blobs(blob_hash));
+                              INSERT INTO temp.events VALUES (NULL)";
+        let blobs: Vec<u8> = (0..=255).collect();
+        let runs: Vec<(u8, u8)> = (0..40).map(|n| (n * 3, n * 5 + 1)).collect();
+        let deltas: Vec<u8> = (0..200).map(|n| (n * 7 % 256) as u8).collect();
+        let events: Vec<u8> = (0..200).map(|n| (n * 11 % 256) as u8).collect();
+        let expected = |shadow: bool| {
+            let theirs = database(&blobs, &runs, &deltas, &events);
+            if shadow {
+                theirs.execute_batch(SHADOW).unwrap();
+            }
+            let gone = reference_prune(&theirs);
+            let left: Vec<i64> = remaining_rowids(&theirs)
+                .into_iter()
+                .filter(|rowid| !gone.contains(rowid))
+                .collect();
+            (gone.len(), left)
+        };
+        let dir = crate::test_support::Scratch::new("prune-helper");
+        for (n, kind) in ["file", "failing", "shadowed"].into_iter().enumerate() {
+            let file = dir.file(&format!("state-{n}.sqlite"));
+            let conn = Connection::open(&file).unwrap();
+            conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF")
+                .unwrap();
+            let conn = filled(conn, &blobs, &runs, &deltas, &events);
+            let helper = match kind {
+                "failing" => Connection::open_in_memory().unwrap(),
+                "shadowed" => {
+                    conn.execute_batch(SHADOW).unwrap();
+                    Connection::open(&file).unwrap()
+                }
+                _ => Connection::open(&file).unwrap(),
+            };
+            conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+            let gone = prune_unreferenced(&conn, Some(helper)).unwrap();
+            conn.execute_batch("COMMIT").unwrap();
+            let answer = expected(kind == "shadowed");
+            assert_eq!((gone, remaining_rowids(&conn)), answer, "{kind}");
+        }
     }
 
     /// A table read last that has no row ids (raw SQL can make one) is read in key order.
@@ -277,7 +370,7 @@ mod tests {
              INSERT INTO viewer_deltas VALUES (zeroblob(32));",
         )
         .unwrap();
-        assert_eq!(prune_unreferenced(&conn).unwrap(), 1);
+        assert_eq!(prune_unreferenced(&conn, None).unwrap(), 1);
         assert_eq!(remaining_rowids(&conn), [1]);
     }
 

@@ -3,18 +3,20 @@
 //! handing every row back through `sqlite3_step` and the column API. On a file of 100,000 runs
 //! that is some 700,000 rows per prune, and the round trip per row cost more than reading it.
 //!
-//! The functions exist on the connection only while a [`Scan`] lives (registered when it is
-//! made, removed when it is dropped), `SQLITE_DIRECTONLY` so no view or trigger can call them;
-//! SQL run through the store never sees them. Removing a function makes SQLite re-prepare the
-//! connection's cached statements on their next use, once per prune.
+//! A function exists on its connection only while its [`Registration`] lives, and is
+//! `SQLITE_DIRECTONLY`, so no view or trigger can call it. It reaches the set or striker of
+//! the scan running through a slot that SQLite owns (and frees when the function is removed or
+//! the connection closes); the slot is empty outside a scan, and a call then fails. Removing a
+//! function makes SQLite re-prepare the connection's cached statements on their next use.
 
+use std::cell::Cell;
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 use rusqlite::{ffi, Connection};
 
-use super::blob_set::BlobSet;
+use super::blob_set::{BlobSet, Striker};
 use crate::error::Result;
 
 const LOAD: &CStr = c"piw_prune_load";
@@ -23,120 +25,152 @@ const FLAGS: c_int = ffi::SQLITE_UTF8 | ffi::SQLITE_DIRECTONLY;
 
 /// Above this many expected blobs the set starts smaller and grows while loading, so that an
 /// odd row id range cannot make it allocate without bound.
-const LARGEST_INITIAL_SET: usize = 1 << 18;
+const LARGEST_INITIAL_SET: i64 = 1 << 18;
 
-/// The scan functions registered on a connection, with the set they fill and strike from.
-pub struct Scan<'c> {
-    conn: &'c Connection,
-    /// Owned by this scan (from `Box::into_raw`); SQLite calls the functions with it, and only
-    /// while one of this scan's statements steps, on this thread.
-    set: *mut BlobSet,
+/// A table whose columns refer to blobs, as a scan reads it.
+pub struct TableScan {
+    pub table: String,
+    pub columns: Vec<String>,
+    /// Read in descending row id order.
+    pub newest_first: bool,
 }
 
-impl<'c> Scan<'c> {
-    /// Registers the functions on `conn` and loads every blob.
-    pub fn load(conn: &'c Connection) -> Result<Scan<'c>> {
-        let highest: Option<i64> =
-            conn.query_row("SELECT max(rowid) FROM blobs", [], |row| row.get(0))?;
-        let expected = highest.map_or(0, |rowid| rowid.clamp(0, LARGEST_INITIAL_SET as i64));
-        let set = Box::into_raw(Box::new(BlobSet::with_capacity(expected as usize)));
-        let scan = Scan { conn, set };
-        scan.register(LOAD, 2, Some(load_blob))?;
-        scan.register(STRIKE, -1, Some(strike_values))?;
-        // In key order, from the covering primary-key index: the set fills front to back.
-        scan.run("SELECT 1 FROM blobs WHERE piw_prune_load(rowid, blob_hash) ORDER BY blob_hash")?;
-        Ok(scan)
-    }
+/// Every blob of the file `conn` reads, in a new set.
+pub fn load(conn: &Connection) -> Result<BlobSet> {
+    let highest: Option<i64> =
+        conn.query_row("SELECT max(rowid) FROM blobs", [], |row| row.get(0))?;
+    let expected = highest.map_or(0, |rowid| rowid.clamp(0, LARGEST_INITIAL_SET));
+    let mut set = BlobSet::with_capacity(expected as usize);
+    let load = Registration::new(conn, LOAD, 2, load_blob)?;
+    // In key order, from the covering primary-key index: the set fills front to back.
+    load.run(
+        &mut set,
+        "SELECT 1 FROM blobs WHERE piw_prune_load(rowid, blob_hash) ORDER BY blob_hash",
+    )?;
+    Ok(set)
+}
 
-    /// Whether every blob is known to be referenced.
-    pub fn is_empty(&self) -> bool {
-        // SAFETY: `set` is live while the scan is, and no statement of it is stepping.
-        unsafe { &*self.set }.is_empty()
+/// Strikes off `set` the blobs `tables` refer to, in this order, until none is left.
+pub fn strike(conn: &Connection, set: &BlobSet, tables: &[TableScan]) -> Result<()> {
+    if set.is_empty() || tables.is_empty() {
+        return Ok(());
     }
-
-    /// Strikes off the blobs `table` refers to through `columns`, reading its rows newest
-    /// first when `newest_first`, and stopping once none is left.
-    pub fn strike(&self, table: &str, columns: &[String], newest_first: bool) -> Result<()> {
-        let list = columns
+    let strike = Registration::new(conn, STRIKE, -1, strike_values)?;
+    let mut striker = Striker::new(set);
+    for scan in tables {
+        if set.is_empty() {
+            break;
+        }
+        let list = scan
+            .columns
             .iter()
             .map(|column| quote_identifier(column))
             .collect::<Vec<_>>()
             .join(", ");
-        let order = if newest_first {
+        let order = if scan.newest_first {
             " ORDER BY rowid DESC"
         } else {
             ""
         };
-        self.run(&format!(
+        let sql = format!(
             "SELECT 1 FROM {} WHERE piw_prune_strike({list}){order} LIMIT 1",
-            quote_identifier(table)
-        ))?;
-        // SAFETY: as in `is_empty`.
-        unsafe { &mut *self.set }.flush();
-        Ok(())
+            quote_identifier(&scan.table)
+        );
+        let outcome = strike.run(&mut striker, &sql);
+        striker.flush();
+        outcome?;
     }
-
-    /// The row ids of the blobs nothing referenced, ascending; removes the functions.
-    pub fn into_rowids(mut self) -> Result<Vec<i64>> {
-        self.unregister()?;
-        // SAFETY: from `Box::into_raw` in `load`; no function can reach it any more, and the
-        // null left behind tells `drop` it is gone.
-        let set = unsafe { Box::from_raw(std::mem::replace(&mut self.set, ptr::null_mut())) };
-        Ok(set.into_rowids())
-    }
-
-    fn run(&self, sql: &str) -> Result<()> {
-        let mut statement = self.conn.prepare(sql)?;
-        statement.query([])?.next()?;
-        Ok(())
-    }
-
-    fn unregister(&self) -> Result<()> {
-        self.register(LOAD, 2, None)?;
-        self.register(STRIKE, -1, None)
-    }
-
-    fn register(&self, name: &CStr, arguments: c_int, function: Option<Function>) -> Result<()> {
-        let data = if function.is_some() {
-            self.set.cast::<c_void>()
-        } else {
-            ptr::null_mut()
-        };
-        // SAFETY: the handle is the live connection's; `data` outlives the registration (see
-        // `drop`), and the functions only use it as the `BlobSet` it is.
-        let code = unsafe {
-            ffi::sqlite3_create_function_v2(
-                self.conn.handle(),
-                name.as_ptr(),
-                arguments,
-                FLAGS,
-                data,
-                function,
-                None,
-                None,
-                None,
-            )
-        };
-        match code {
-            ffi::SQLITE_OK => Ok(()),
-            code => Err(rusqlite::Error::SqliteFailure(ffi::Error::new(code), None).into()),
-        }
-    }
+    Ok(())
 }
 
-impl Drop for Scan<'_> {
-    fn drop(&mut self) {
-        // A set the functions may still reach (their removal failed: a statement still active,
-        // which the scan never leaves) is leaked rather than left dangling.
-        if !self.set.is_null() && self.unregister().is_ok() {
-            // SAFETY: from `Box::into_raw` in `load`; no function can reach it any more.
-            drop(unsafe { Box::from_raw(self.set) });
-        }
-    }
+/// A function registered on a connection while this lives.
+struct Registration<'c> {
+    conn: &'c Connection,
+    name: &'static CStr,
+    arguments: c_int,
+    /// What the function works on during [`Registration::run`]; null otherwise. From
+    /// `Box::into_raw`, owned by SQLite (see [`free_slot`]), live while the function is.
+    slot: *const Cell<*mut c_void>,
 }
 
 type Function =
     unsafe extern "C" fn(*mut ffi::sqlite3_context, c_int, *mut *mut ffi::sqlite3_value);
+
+impl<'c> Registration<'c> {
+    fn new(
+        conn: &'c Connection,
+        name: &'static CStr,
+        arguments: c_int,
+        function: Function,
+    ) -> Result<Registration<'c>> {
+        let slot = Box::into_raw(Box::new(Cell::new(ptr::null_mut::<c_void>())));
+        // SAFETY: the handle is the live connection's; SQLite owns the slot from here on and
+        // frees it through `free_slot`, also when the call fails.
+        let code = unsafe {
+            ffi::sqlite3_create_function_v2(
+                conn.handle(),
+                name.as_ptr(),
+                arguments,
+                FLAGS,
+                slot.cast(),
+                Some(function),
+                None,
+                None,
+                Some(free_slot),
+            )
+        };
+        if code != ffi::SQLITE_OK {
+            return Err(rusqlite::Error::SqliteFailure(ffi::Error::new(code), None).into());
+        }
+        Ok(Registration {
+            conn,
+            name,
+            arguments,
+            slot,
+        })
+    }
+
+    /// Runs `sql` (to its first row) with the function working on `target`.
+    fn run<T>(&self, target: &mut T, sql: &str) -> Result<()> {
+        // SAFETY: the slot lives while the function is registered, which it is until `drop`.
+        let slot = unsafe { &*self.slot };
+        slot.set((target as *mut T).cast());
+        let outcome = (|| {
+            let mut statement = self.conn.prepare(sql)?;
+            statement.query([])?.next()?;
+            Ok(())
+        })();
+        slot.set(ptr::null_mut());
+        outcome
+    }
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        // SAFETY: as in `run`; emptied before the removal frees it.
+        unsafe { &*self.slot }.set(ptr::null_mut());
+        // SAFETY: the live connection's handle. If the removal fails (a statement of the
+        // connection still active), the function stays with its empty slot and fails if called.
+        unsafe {
+            ffi::sqlite3_create_function_v2(
+                self.conn.handle(),
+                self.name.as_ptr(),
+                self.arguments,
+                FLAGS,
+                ptr::null_mut(),
+                None,
+                None,
+                None,
+                None,
+            );
+        }
+    }
+}
+
+unsafe extern "C" fn free_slot(slot: *mut c_void) {
+    // SAFETY: SQLite calls this once, with the slot `Registration::new` boxed.
+    drop(unsafe { Box::from_raw(slot.cast::<Cell<*mut c_void>>()) });
+}
 
 /// `piw_prune_load(rowid, blob_hash)`: adds the blob to the set; 0.
 unsafe extern "C" fn load_blob(
@@ -144,17 +178,14 @@ unsafe extern "C" fn load_blob(
     count: c_int,
     values: *mut *mut ffi::sqlite3_value,
 ) {
-    guarded(context, || {
-        // SAFETY: SQLite passes `count` (here 2) valid values for this call.
-        let values = unsafe { std::slice::from_raw_parts(values, count as usize) };
-        // SAFETY: the user data is the scan's set (see `Scan::register`), used by nothing else
-        // while its statement steps.
-        let set = unsafe { &mut *ffi::sqlite3_user_data(context).cast::<BlobSet>() };
-        // SAFETY: values of this call.
-        let (rowid, hash) = unsafe { (ffi::sqlite3_value_int64(values[0]), blob(values[1])) };
-        set.insert(rowid, hash);
-        0
-    })
+    // SAFETY: SQLite calls the function with its own context and `count` (2) values.
+    unsafe {
+        call(context, |set: &mut BlobSet| {
+            let values = std::slice::from_raw_parts(values, count as usize);
+            set.insert(ffi::sqlite3_value_int64(values[0]), blob(values[1]));
+            0
+        })
+    }
 }
 
 /// `piw_prune_strike(hash, ...)`: strikes every BLOB argument off the set; 1 once the set is
@@ -164,20 +195,44 @@ unsafe extern "C" fn strike_values(
     count: c_int,
     values: *mut *mut ffi::sqlite3_value,
 ) {
-    guarded(context, || {
-        // SAFETY: as in `load_blob`.
-        let values = unsafe { std::slice::from_raw_parts(values, count.max(0) as usize) };
-        // SAFETY: as in `load_blob`.
-        let set = unsafe { &mut *ffi::sqlite3_user_data(context).cast::<BlobSet>() };
-        for value in values {
-            // Only BLOB values equal a blob_hash (a STRICT BLOB column).
-            // SAFETY: a value of this call.
-            if let Some(hash) = unsafe { blob(*value) } {
-                set.strike(hash);
+    // SAFETY: SQLite calls the function with its own context and `count` values.
+    unsafe {
+        call(context, |striker: &mut Striker<'_>| {
+            let values = std::slice::from_raw_parts(values, count.max(0) as usize);
+            for value in values {
+                // Only BLOB values equal a blob_hash (a STRICT BLOB column).
+                if let Some(hash) = blob(*value) {
+                    striker.strike(hash);
+                }
             }
-        }
-        c_int::from(set.is_empty())
-    })
+            c_int::from(striker.set().is_empty())
+        })
+    }
+}
+
+/// Runs a function's body on the target in its slot; its integer result, or an error result
+/// outside a scan or if the body panicked (nothing may unwind into SQLite).
+///
+/// # Safety
+/// `context` is the running call's, registered by a [`Registration`] whose `run` sets a `T`.
+unsafe fn call<T>(context: *mut ffi::sqlite3_context, body: impl FnOnce(&mut T) -> c_int) {
+    // SAFETY: the user data is the registration's slot, live while the function is.
+    let target = unsafe { &*ffi::sqlite3_user_data(context).cast::<Cell<*mut c_void>>() }.get();
+    if target.is_null() {
+        // SAFETY: the running call's context; a static message.
+        unsafe { ffi::sqlite3_result_error(context, c"not available".as_ptr(), -1) };
+        return;
+    }
+    // SAFETY: `run` set the slot to its `&mut T`, used by nothing else while its statement steps.
+    let target = unsafe { &mut *target.cast::<T>() };
+    match catch_unwind(AssertUnwindSafe(|| body(target))) {
+        // SAFETY: the running call's context.
+        Ok(result) => unsafe { ffi::sqlite3_result_int(context, result) },
+        // SAFETY: as above; a static message.
+        Err(_) => unsafe {
+            ffi::sqlite3_result_error(context, c"the blob prune panicked".as_ptr(), -1)
+        },
+    }
 }
 
 /// The bytes of a BLOB value; `None` for any other type.
@@ -197,19 +252,6 @@ unsafe fn blob<'v>(value: *mut ffi::sqlite3_value) -> Option<&'v [u8]> {
         } else {
             std::slice::from_raw_parts(bytes, length)
         })
-    }
-}
-
-/// Runs a function body; its integer result, or an error result if it panicked (nothing may
-/// unwind into SQLite).
-fn guarded(context: *mut ffi::sqlite3_context, body: impl FnOnce() -> c_int) {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        // SAFETY: the context of the running call.
-        Ok(result) => unsafe { ffi::sqlite3_result_int(context, result) },
-        // SAFETY: as above; the message is a static C string.
-        Err(_) => unsafe {
-            ffi::sqlite3_result_error(context, c"the blob prune panicked".as_ptr(), -1)
-        },
     }
 }
 
