@@ -165,6 +165,16 @@ describe('listEvents over ranges of the log', () => {
       "DELETE FROM resources WHERE resource_id = (SELECT resource_id FROM controller_resources WHERE controller_name = 'beta' AND project_id = ?)",
     ).run(projectId(store));
     connection.exec('PRAGMA foreign_keys = ON');
+    // Sequence numbers at the bottom of the range, as raw SQL can write them.
+    for (const [seq, revision] of [['-9223372036854775808', 100_000], ['-5', 100_001]]) {
+      connection
+        .prepare(
+          `INSERT INTO events(event_seq, event_id, resource_id, resource_revision, event_type, actor_type, recorded_at)
+           SELECT ${seq}, 'low-${revision}', resource_id, ${revision}, 'low', 'control', recorded_at
+           FROM events WHERE event_type LIKE 'note.%' ORDER BY event_seq LIMIT 1`,
+        )
+        .run();
+    }
     expectAllEqual();
   });
 

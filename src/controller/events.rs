@@ -160,14 +160,16 @@ fn all_events_sql(filter: &str) -> String {
 
 /// The matching events with `lower < event_seq <= upper` (bound first), newest first: events
 /// are walked down from `upper` (the `CROSS JOIN`s keep SQLite from driving the join from the
-/// resources), so the walk ends at the `limit`-th match.
+/// resources), so the walk ends at the `limit`-th match. Each event is looked up in the small
+/// `controller_resources` first: a run event (most of a busy log) is passed over without a
+/// read of the large `resources` table.
 fn events_in_range_sql(filter: &str) -> String {
     format!(
         "SELECT e.event_seq, e.recorded_at, c.controller_name, c.resource_key,
                 e.event_type, e.payload_hash, b.media_type, b.content
          FROM events e
-         CROSS JOIN resources r ON r.resource_id = e.resource_id
-         CROSS JOIN controller_resources c ON c.resource_id = r.resource_id
+         CROSS JOIN controller_resources c ON c.resource_id = e.resource_id
+         CROSS JOIN resources r ON r.resource_id = c.resource_id
          LEFT JOIN blobs b ON b.blob_hash = e.payload_hash
          WHERE e.event_seq <= ? AND e.event_seq > ? AND {filter}
          ORDER BY e.event_seq DESC LIMIT +?"
@@ -252,7 +254,7 @@ fn newest_events(
         if found == limit || lower < oldest {
             return Ok(());
         }
-        covered += upper - lower;
+        covered = covered.saturating_add(upper.saturating_sub(lower));
         upper = lower;
         span = span.saturating_mul(4);
     }
