@@ -324,7 +324,10 @@ impl StateDb {
         }
         let helper = prune_helper(&self.file_path);
         prune::without_foreign_keys(self.conn()?, || {
-            self.write(|conn| prune::prune_unreferenced(conn, helper))
+            self.write(|conn| {
+                let rowids = prune::unreferenced_rowids(conn, helper)?;
+                prune::delete_blobs(conn, &rowids)
+            })
         })
     }
 

@@ -33,13 +33,6 @@ const READ_LAST: &[&str] = &[
     "viewer_deltas",
 ];
 
-/// Deletes every blob no foreign-key column refers to; returns how many went. The caller holds
-/// the write transaction; `helper` is as for [`unreferenced_rowids`].
-pub fn prune_unreferenced(conn: &Connection, helper: Option<Connection>) -> Result<usize> {
-    let rowids = unreferenced_rowids(conn, helper)?;
-    delete_blobs(conn, &rowids)
-}
-
 /// The row ids of the blobs no foreign-key column refers to, ascending.
 ///
 /// `helper`, another connection to the same file that has not read yet, reads the [`READ_LAST`]
@@ -152,7 +145,16 @@ mod tests {
     use rusqlite::types::Value as Sql;
     use rusqlite::{params, Connection};
 
-    use super::prune_unreferenced;
+    use super::{delete_blobs, unreferenced_rowids};
+
+    /// Deletes every blob no foreign-key column refers to; how many went.
+    fn prune_unreferenced(
+        conn: &Connection,
+        helper: Option<Connection>,
+    ) -> crate::error::Result<usize> {
+        let rowids = unreferenced_rowids(conn, helper)?;
+        delete_blobs(conn, &rowids)
+    }
 
     /// Blobs and three referencing tables, one of them read last; no constraints, so that odd
     /// hashes and dangling references can be stored too.
