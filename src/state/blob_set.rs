@@ -3,9 +3,8 @@
 //! [`Striker`] of its own), and finally the row ids of the blobs nothing struck.
 //!
 //! Hashes of the schema's length (`CHECK (length(blob_hash) = 32)`) go into an open-addressing
-//! table whose home slot is a hash's leading bits. SHA-256 digests are uniform, so a lookup
-//! reads one slot (one cache line) after the cache-resident occupancy bits; the blobs arrive in
-//! key order, so loading fills the table front to back. Striking is the prune's hot loop (one
+//! table whose home slot mixes all of a hash's bytes, so a lookup reads one slot (one cache
+//! line) after the cache-resident occupancy bits. Striking is the prune's hot loop (one
 //! lookup per referencing value, most of them for distinct hashes of a table far larger than
 //! the CPU caches): each lookup's slot is prefetched and resolved [`LOOKAHEAD`] values later,
 //! so the memory reads overlap instead of stalling one by one.
@@ -24,7 +23,7 @@ pub struct BlobSet {
     rowids: Vec<i64>,
     occupied: Vec<u64>,
     referenced: Vec<AtomicU64>,
-    /// `64 - log2(slots.len())`: a hash's home slot is its leading bits.
+    /// `64 - log2(slots.len())`: a home slot is the leading bits of a mixed word.
     shift: u32,
     /// Hashes in the table not yet referenced (values still pending in a striker excluded).
     remaining: AtomicUsize,
@@ -33,6 +32,7 @@ pub struct BlobSet {
     any_odd: AtomicBool,
     /// Hashes that are no BLOB equal no referencing value: those blobs always go.
     unmatchable: Vec<i64>,
+    loaded: usize,
 }
 
 impl BlobSet {
@@ -49,11 +49,13 @@ impl BlobSet {
             odd: Mutex::new(Vec::new()),
             any_odd: AtomicBool::new(false),
             unmatchable: Vec::new(),
+            loaded: 0,
         }
     }
 
     /// Adds the blob at `rowid` with key `hash` (`None`: a key that is no BLOB).
     pub fn insert(&mut self, rowid: i64, hash: Option<&[u8]>) {
+        self.loaded += 1;
         let Some(hash) = hash else {
             self.unmatchable.push(rowid);
             return;
@@ -79,6 +81,11 @@ impl BlobSet {
         self.slots[slot] = hash;
         self.rowids[slot] = rowid;
         *self.remaining.get_mut() += 1;
+    }
+
+    /// How many blobs were loaded.
+    pub fn loaded(&self) -> usize {
+        self.loaded
     }
 
     /// Whether no blob is left that a reference could still keep (values pending in a striker
@@ -143,10 +150,17 @@ impl BlobSet {
         }
     }
 
+    /// A hash's home slot: all of its bytes mixed, so that keys which are no digests (raw SQL
+    /// can store any 32 bytes, sharing a prefix or differing in one byte) still spread out.
     fn home(&self, hash: &Hash) -> usize {
-        let mut prefix = [0u8; 8];
-        prefix.copy_from_slice(&hash[..8]);
-        (u64::from_be_bytes(prefix) >> self.shift) as usize
+        let word = |index: usize| {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(&hash[index * 8..index * 8 + 8]);
+            u64::from_le_bytes(bytes)
+        };
+        let mixed =
+            word(0) ^ word(1).rotate_left(16) ^ word(2).rotate_left(32) ^ word(3).rotate_left(48);
+        (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
     }
 
     /// Twice the slots, every entry inserted again (only while loading: nothing is struck yet).
@@ -160,6 +174,7 @@ impl BlobSet {
                 self.insert(old.rowids[slot], Some(&old.slots[slot]));
             }
         }
+        self.loaded = old.loaded;
     }
 }
 
@@ -239,7 +254,7 @@ mod tests {
 
     use super::{BlobSet, Striker};
 
-    /// A hash from a few leading bytes (so that home slots collide and wrap) and a tail.
+    /// A hash from a few leading bytes and a tail (few distinct values: home slots collide).
     fn hash(lead: u8, tail: u8) -> Vec<u8> {
         let mut hash = vec![lead; 32];
         hash[31] = tail;
@@ -260,6 +275,7 @@ mod tests {
             for (index, blob) in blobs.iter().enumerate() {
                 set.insert(index as i64 + 1, Some(blob));
             }
+            prop_assert_eq!(set.loaded(), blobs.len());
             let struck: Vec<Vec<u8>> = struck.into_iter().map(|(lead, tail)| hash(lead, tail)).collect();
             let mut striker = Striker::new(&set);
             for value in &struck {

@@ -376,12 +376,11 @@ impl StateDb {
 }
 
 /// A second connection for the prune's reads (see `prune::unreferenced_rowids`): read-only,
-/// never waiting for a lock, reading through a small page cache; `None` if it cannot open.
+/// never waiting for a lock; `None` if it cannot open. Nothing is read here: a prune that does
+/// not use it pays only for the open.
 fn prune_helper(file_path: &Path) -> Option<Connection> {
     let conn = open_connection(file_path, Mode::ReadOnly).ok()?;
     conn.busy_timeout(std::time::Duration::ZERO).ok()?;
-    conn.pragma_update(None, "cache_size", PRUNE_SCAN_CACHE_PAGES)
-        .ok()?;
     Some(conn)
 }
 

@@ -36,8 +36,8 @@ const READ_LAST: &[&str] = &[
 /// The row ids of the blobs no foreign-key column refers to, ascending.
 ///
 /// `helper`, another connection to the same file that has not read yet, reads the [`READ_LAST`]
-/// tables on a thread of its own while `conn` reads the others. It sees exactly what `conn`
-/// sees: `conn` holds the write lock (its transaction began before this call and has written
+/// tables on a thread of its own while `conn` reads the others (from [`HELPED_BLOBS`] blobs
+/// on: below, starting it costs more than it saves). It sees exactly what `conn` sees: `conn` holds the write lock (its transaction began before this call and has written
 /// nothing), so no commit can come between their snapshots. Not used when `conn` has temporary
 /// tables (they could shadow the ones the helper would read); if it fails in any way (another
 /// connection holds the file exclusively, say), `conn` reads those tables itself, so the
@@ -55,7 +55,7 @@ pub fn unreferenced_rowids(conn: &Connection, helper: Option<Connection>) -> Res
         [],
         |row| row.get(0),
     )?;
-    match helper.filter(|_| !shadowed && !last.is_empty()) {
+    match helper.filter(|_| !shadowed && !last.is_empty() && set.loaded() >= HELPED_BLOBS) {
         Some(helper) => std::thread::scope(|scope| {
             let (set, last) = (&set, &last);
             let side = scope.spawn(move || read_in_own_transaction(&helper, set, last));
@@ -75,8 +75,12 @@ pub fn unreferenced_rowids(conn: &Connection, helper: Option<Connection>) -> Res
     Ok(set.into_rowids())
 }
 
-/// [`prune_scan::strike`] in one read transaction of `helper`.
+/// Blobs from which on a helper reads (see [`unreferenced_rowids`]).
+const HELPED_BLOBS: usize = 20_000;
+
+/// [`prune_scan::strike`] in one read transaction of `helper`, through a small page cache.
 fn read_in_own_transaction(helper: &Connection, set: &BlobSet, tables: &[TableScan]) -> Result<()> {
+    helper.pragma_update(None, "cache_size", super::PRUNE_SCAN_CACHE_PAGES)?;
     helper.execute_batch("BEGIN")?;
     let outcome = prune_scan::strike(helper, set, tables);
     let _ = helper.execute_batch("COMMIT");
@@ -321,19 +325,27 @@ mod tests {
         const SHADOW: &str =
             "CREATE TEMP TABLE events (payload_hash BLOB REFERENCES blobs(blob_hash));
                               INSERT INTO temp.events VALUES (NULL)";
+        // Enough blobs for a helper to be used, a third of them referenced by events.
+        const MANY: &str = "
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 30000)
+            INSERT INTO blobs(blob_hash) SELECT CAST(printf('%032d', i) AS BLOB) FROM n;
+            WITH RECURSIVE n(i) AS (SELECT 3 UNION ALL SELECT i + 3 FROM n WHERE i < 30000)
+            INSERT INTO events SELECT CAST(printf('%032d', i) AS BLOB), NULL FROM n;";
         let blobs: Vec<u8> = (0..=255).collect();
         let runs: Vec<(u8, u8)> = (0..40).map(|n| (n * 3, n * 5 + 1)).collect();
         let deltas: Vec<u8> = (0..200).map(|n| (n * 7 % 256) as u8).collect();
         let events: Vec<u8> = (0..200).map(|n| (n * 11 % 256) as u8).collect();
         let expected = |shadow: bool| {
             let theirs = database(&blobs, &runs, &deltas, &events);
+            theirs.execute_batch(MANY).unwrap();
             if shadow {
                 theirs.execute_batch(SHADOW).unwrap();
             }
             let gone = reference_prune(&theirs);
+            let going: std::collections::HashSet<i64> = gone.iter().copied().collect();
             let left: Vec<i64> = remaining_rowids(&theirs)
                 .into_iter()
-                .filter(|rowid| !gone.contains(rowid))
+                .filter(|rowid| !going.contains(rowid))
                 .collect();
             (gone.len(), left)
         };
@@ -344,6 +356,7 @@ mod tests {
             conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF")
                 .unwrap();
             let conn = filled(conn, &blobs, &runs, &deltas, &events);
+            conn.execute_batch(MANY).unwrap();
             let helper = match kind {
                 "failing" => Connection::open_in_memory().unwrap(),
                 "shadowed" => {
