@@ -1,6 +1,6 @@
 //! The prune's set of blobs not yet known to be referenced: loaded from `blobs`, struck off as
-//! the referencing columns are read (by one thread or several at once, each through a
-//! [`Striker`] of its own), and finally the row ids of the blobs nothing struck.
+//! the referencing columns are read (through a [`Striker`]), and finally the row ids of the
+//! blobs nothing struck.
 //!
 //! Hashes of the schema's length (`CHECK (length(blob_hash) = 32)`) go into an open-addressing
 //! table whose home slot mixes all of a hash's bytes, so a lookup reads one slot (one cache
@@ -8,9 +8,6 @@
 //! lookup per referencing value, most of them for distinct hashes of a table far larger than
 //! the CPU caches): each lookup's slot is prefetched and resolved [`LOOKAHEAD`] values later,
 //! so the memory reads overlap instead of stalling one by one.
-
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// Values whose slot is prefetched before the oldest pending one is resolved.
 const LOOKAHEAD: usize = 16;
@@ -22,17 +19,15 @@ pub struct BlobSet {
     slots: Vec<Hash>,
     rowids: Vec<i64>,
     occupied: Vec<u64>,
-    referenced: Vec<AtomicU64>,
+    referenced: Vec<u64>,
     /// `64 - log2(slots.len())`: a home slot is the leading bits of a mixed word.
     shift: u32,
     /// Hashes in the table not yet referenced (values still pending in a striker excluded).
-    remaining: AtomicUsize,
+    remaining: usize,
     /// Any other BLOB hash (only a file that bypassed the check could hold one).
-    odd: Mutex<Vec<(Vec<u8>, i64)>>,
-    any_odd: AtomicBool,
+    odd: Vec<(Vec<u8>, i64)>,
     /// Hashes that are no BLOB equal no referencing value: those blobs always go.
     unmatchable: Vec<i64>,
-    loaded: usize,
 }
 
 impl BlobSet {
@@ -43,36 +38,33 @@ impl BlobSet {
             slots: vec![[0; 32]; capacity],
             rowids: vec![0; capacity],
             occupied: vec![0; capacity / 64],
-            referenced: (0..capacity / 64).map(|_| AtomicU64::new(0)).collect(),
+            referenced: vec![0; capacity / 64],
             shift: 64 - capacity.trailing_zeros(),
-            remaining: AtomicUsize::new(0),
-            odd: Mutex::new(Vec::new()),
-            any_odd: AtomicBool::new(false),
+            remaining: 0,
+            odd: Vec::new(),
             unmatchable: Vec::new(),
-            loaded: 0,
         }
     }
 
     /// Adds the blob at `rowid` with key `hash` (`None`: a key that is no BLOB).
     pub fn insert(&mut self, rowid: i64, hash: Option<&[u8]>) {
-        self.loaded += 1;
         let Some(hash) = hash else {
             self.unmatchable.push(rowid);
             return;
         };
         let Ok(hash) = <Hash>::try_from(hash) else {
-            self.insert_odd(hash, rowid);
+            self.odd.push((hash.to_vec(), rowid));
             return;
         };
         // Past three quarters full, double: lookups stay short whatever the count said.
-        if (*self.remaining.get_mut() + 1) * 4 > self.slots.len() * 3 {
+        if (self.remaining + 1) * 4 > self.slots.len() * 3 {
             self.grow();
         }
         let mut slot = self.home(&hash);
         while bit(&self.occupied, slot) {
             if self.slots[slot] == hash {
                 // `blob_hash` is the primary key: only a file that bypassed it repeats one.
-                self.insert_odd(&hash, rowid);
+                self.odd.push((hash.to_vec(), rowid));
                 return;
             }
             slot = (slot + 1) & (self.slots.len() - 1);
@@ -80,69 +72,41 @@ impl BlobSet {
         self.occupied[slot / 64] |= 1 << (slot % 64);
         self.slots[slot] = hash;
         self.rowids[slot] = rowid;
-        *self.remaining.get_mut() += 1;
-    }
-
-    /// How many blobs were loaded.
-    pub fn loaded(&self) -> usize {
-        self.loaded
+        self.remaining += 1;
     }
 
     /// Whether no blob is left that a reference could still keep (values pending in a striker
     /// resolved or not: resolving them can only strike more).
     pub fn is_empty(&self) -> bool {
-        self.remaining.load(Ordering::Relaxed) == 0 && !self.any_odd.load(Ordering::Relaxed)
+        self.remaining == 0 && self.odd.is_empty()
     }
 
     /// The row ids of the blobs nothing referenced, ascending (the reference's delete order).
     pub fn into_rowids(self) -> Vec<i64> {
-        let referenced: Vec<u64> = self
-            .referenced
-            .into_iter()
-            .map(AtomicU64::into_inner)
-            .collect();
-        let odd = self
-            .odd
-            .into_inner()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut rowids: Vec<i64> = (0..self.slots.len())
-            .filter(|&slot| bit(&self.occupied, slot) && !bit(&referenced, slot))
+            .filter(|&slot| bit(&self.occupied, slot) && !bit(&self.referenced, slot))
             .map(|slot| self.rowids[slot])
-            .chain(odd.into_iter().map(|(_, rowid)| rowid))
+            .chain(self.odd.into_iter().map(|(_, rowid)| rowid))
             .chain(self.unmatchable)
             .collect();
         rowids.sort_unstable();
         rowids
     }
 
-    fn insert_odd(&mut self, hash: &[u8], rowid: i64) {
-        let odd = self
-            .odd
-            .get_mut()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        odd.push((hash.to_vec(), rowid));
-        *self.any_odd.get_mut() = true;
-    }
-
     /// Strikes `hash` off the odd keys, if any is left.
-    fn strike_odd(&self, hash: &[u8]) {
-        if self.any_odd.load(Ordering::Relaxed) {
-            let mut odd = self
-                .odd
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            odd.retain(|(odd, _)| odd[..] != *hash);
-            self.any_odd.store(!odd.is_empty(), Ordering::Relaxed);
+    fn strike_odd(&mut self, hash: &[u8]) {
+        if !self.odd.is_empty() {
+            self.odd.retain(|(odd, _)| odd[..] != *hash);
         }
     }
 
     /// Marks `hash` referenced, looking from `slot` (its home) on.
-    fn mark(&self, hash: &Hash, mut slot: usize) {
+    fn mark(&mut self, hash: &Hash, mut slot: usize) {
         while bit(&self.occupied, slot) {
             if self.slots[slot] == *hash {
-                let mask = 1 << (slot % 64);
-                if self.referenced[slot / 64].fetch_or(mask, Ordering::Relaxed) & mask == 0 {
-                    self.remaining.fetch_sub(1, Ordering::Relaxed);
+                if !bit(&self.referenced, slot) {
+                    self.referenced[slot / 64] |= 1 << (slot % 64);
+                    self.remaining -= 1;
                 }
                 return;
             }
@@ -167,20 +131,18 @@ impl BlobSet {
     fn grow(&mut self) {
         let old = std::mem::replace(self, BlobSet::with_capacity(self.slots.len()));
         self.odd = old.odd;
-        self.any_odd = old.any_odd;
         self.unmatchable = old.unmatchable;
         for slot in 0..old.slots.len() {
             if bit(&old.occupied, slot) {
                 self.insert(old.rowids[slot], Some(&old.slots[slot]));
             }
         }
-        self.loaded = old.loaded;
     }
 }
 
-/// One thread's way of striking values off a [`BlobSet`]: its lookups in flight.
+/// Striking values off a [`BlobSet`], with the lookups in flight.
 pub struct Striker<'s> {
-    set: &'s BlobSet,
+    set: &'s mut BlobSet,
     /// Struck hashes whose slot is prefetched but not yet looked at, oldest first.
     pending: [(Hash, usize); LOOKAHEAD],
     pending_len: usize,
@@ -188,7 +150,7 @@ pub struct Striker<'s> {
 }
 
 impl<'s> Striker<'s> {
-    pub fn new(set: &'s BlobSet) -> Striker<'s> {
+    pub fn new(set: &'s mut BlobSet) -> Striker<'s> {
         Striker {
             set,
             pending: [([0; 32], 0); LOOKAHEAD],
@@ -198,7 +160,7 @@ impl<'s> Striker<'s> {
     }
 
     /// The set struck from.
-    pub fn set(&self) -> &'s BlobSet {
+    pub fn set(&self) -> &BlobSet {
         self.set
     }
 
@@ -275,9 +237,8 @@ mod tests {
             for (index, blob) in blobs.iter().enumerate() {
                 set.insert(index as i64 + 1, Some(blob));
             }
-            prop_assert_eq!(set.loaded(), blobs.len());
-            let struck: Vec<Vec<u8>> = struck.into_iter().map(|(lead, tail)| hash(lead, tail)).collect();
-            let mut striker = Striker::new(&set);
+                        let struck: Vec<Vec<u8>> = struck.into_iter().map(|(lead, tail)| hash(lead, tail)).collect();
+            let mut striker = Striker::new(&mut set);
             for value in &struck {
                 striker.strike(value);
             }
@@ -292,42 +253,6 @@ mod tests {
         }
     }
 
-    /// Two threads striking at once (each with its own striker) strike what one would.
-    #[test]
-    fn strikers_on_two_threads_strike_what_one_would() {
-        let blobs: Vec<Vec<u8>> = (0..2_000u32)
-            .map(|n| {
-                let mut hash = vec![0u8; 32];
-                hash[..4].copy_from_slice(&n.wrapping_mul(2_654_435_761).to_be_bytes());
-                hash
-            })
-            .collect();
-        let mut set = BlobSet::with_capacity(100);
-        for (index, blob) in blobs.iter().enumerate() {
-            set.insert(index as i64 + 1, Some(blob));
-        }
-        std::thread::scope(|scope| {
-            for part in 0..2 {
-                let (set, blobs) = (&set, &blobs);
-                scope.spawn(move || {
-                    let mut striker = Striker::new(set);
-                    // Overlapping halves: every third blob is struck by both threads.
-                    for blob in blobs
-                        .iter()
-                        .skip(part)
-                        .step_by(2)
-                        .chain(blobs.iter().step_by(3))
-                    {
-                        striker.strike(blob);
-                    }
-                    striker.flush();
-                });
-            }
-        });
-        assert!(set.is_empty());
-        assert_eq!(set.into_rowids(), Vec::<i64>::new());
-    }
-
     #[test]
     fn odd_and_unmatchable_keys_go_unless_an_equal_value_is_struck() {
         let mut set = BlobSet::with_capacity(4);
@@ -339,7 +264,7 @@ mod tests {
         set.insert(5, Some(&hash(7, 7)));
         set.insert(6, Some(&hash(9, 9)));
         set.insert(7, Some(&hash(9, 9)));
-        let mut striker = Striker::new(&set);
+        let mut striker = Striker::new(&mut set);
         striker.strike(b"short");
         striker.strike(&hash(7, 7));
         striker.flush();
@@ -352,7 +277,7 @@ mod tests {
         let mut set = BlobSet::with_capacity(2);
         set.insert(1, Some(&hash(1, 0)));
         set.insert(2, Some(&hash(200, 0)));
-        let mut striker = Striker::new(&set);
+        let mut striker = Striker::new(&mut set);
         striker.strike(&hash(1, 0));
         striker.strike(&hash(200, 0));
         striker.strike(&hash(200, 0));

@@ -322,13 +322,7 @@ impl StateDb {
                 "Cannot prune blobs through a read-only Pi Workflows database",
             ));
         }
-        let helper = prune_helper(&self.file_path);
-        prune::without_foreign_keys(self.conn()?, || {
-            self.write(|conn| {
-                let rowids = prune::unreferenced_rowids(conn, helper)?;
-                prune::delete_blobs(conn, &rowids)
-            })
-        })
+        prune::without_foreign_keys(self.conn()?, || self.write(prune::prune_unreferenced))
     }
 
     /// [`StateDb::prune_unreferenced_blobs`] as an open runs it, on a connection and thread of
@@ -343,8 +337,7 @@ impl StateDb {
             scan: PRUNE_SCAN_CACHE_PAGES,
             delete: CACHE_SIZE_KIB,
         };
-        let helper = prune_helper(&self.file_path);
-        let pending = open_prune::start(&self.file_path, conn, helper, cache)?;
+        let pending = open_prune::start(&self.file_path, conn, cache)?;
         *self
             .prune
             .lock()
@@ -373,15 +366,6 @@ impl StateDb {
         }
         Ok(())
     }
-}
-
-/// A second connection for the prune's reads (see `prune::unreferenced_rowids`): read-only,
-/// never waiting for a lock; `None` if it cannot open. Nothing is read here: a prune that does
-/// not use it pays only for the open.
-fn prune_helper(file_path: &Path) -> Option<Connection> {
-    let conn = open_connection(file_path, Mode::ReadOnly).ok()?;
-    conn.busy_timeout(std::time::Duration::ZERO).ok()?;
-    Some(conn)
 }
 
 /// better-sqlite3's error when SQLite cannot open or create the file.

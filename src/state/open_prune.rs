@@ -88,14 +88,8 @@ pub struct CacheSizes {
 
 /// Starts the prune of `path` on `conn` (a connection of its own, configured): takes the
 /// write lock here, on the caller's thread (an error taking it is the open's error), then
-/// hands the connection, in its transaction, to a thread that reads (with `helper`, see
-/// `prune::unreferenced_rowids`), deletes and commits.
-pub fn start(
-    path: &Path,
-    conn: Connection,
-    helper: Option<Connection>,
-    cache: CacheSizes,
-) -> Result<Arc<PendingPrune>> {
+/// hands the connection, in its transaction, to a thread that reads, deletes and commits.
+pub fn start(path: &Path, conn: Connection, cache: CacheSizes) -> Result<Arc<PendingPrune>> {
     conn.pragma_update(None, "cache_size", cache.scan)?;
     let enforced: bool = conn.query_row("PRAGMA foreign_keys", [], |row| row.get(0))?;
     if enforced {
@@ -118,7 +112,7 @@ pub fn start(
         .name("piw-open-prune".into())
         .spawn(move || {
             // A panic must still wake the waiters (and the connection rolls back when dropped).
-            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| run(&conn, helper, &cache)))
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| run(&conn, &cache)))
                 .unwrap_or_else(|_| Err(StoreError::plain("The blob prune of the open panicked")));
             drop(conn);
             deregister(&thread_key, &mine);
@@ -145,9 +139,9 @@ fn deregister(key: &Path, prune: &Arc<PendingPrune>) {
 }
 
 /// The rest of the prune's transaction, begun by [`start`]: committed, or rolled back.
-fn run(conn: &Connection, helper: Option<Connection>, cache: &CacheSizes) -> Result<()> {
+fn run(conn: &Connection, cache: &CacheSizes) -> Result<()> {
     let outcome = (|| {
-        let rowids = prune::unreferenced_rowids(conn, helper)?;
+        let rowids = prune::unreferenced_rowids(conn)?;
         // The delete with the full cache, so that it never spills pages before its commit.
         conn.pragma_update(None, "cache_size", cache.delete)?;
         prune::delete_blobs(conn, &rowids)?;

@@ -19,7 +19,6 @@
 
 use rusqlite::Connection;
 
-use super::blob_set::BlobSet;
 use super::prune_scan::{self, TableScan};
 use crate::error::Result;
 
@@ -33,58 +32,18 @@ const READ_LAST: &[&str] = &[
     "viewer_deltas",
 ];
 
-/// The row ids of the blobs no foreign-key column refers to, ascending.
-///
-/// `helper`, another connection to the same file that has not read yet, reads the [`READ_LAST`]
-/// tables on a thread of its own while `conn` reads the others (from [`HELPED_BLOBS`] blobs
-/// on: below, starting it costs more than it saves). It sees exactly what `conn` sees: `conn` holds the write lock (its transaction began before this call and has written
-/// nothing), so no commit can come between their snapshots. Not used when `conn` has temporary
-/// tables (they could shadow the ones the helper would read); if it fails in any way (another
-/// connection holds the file exclusively, say), `conn` reads those tables itself, so the
-/// helper's errors are never the prune's.
-pub fn unreferenced_rowids(conn: &Connection, helper: Option<Connection>) -> Result<Vec<i64>> {
-    let set = prune_scan::load(conn)?;
-    if set.is_empty() {
-        return Ok(set.into_rowids());
-    }
-    let (mut first, last): (Vec<TableScan>, Vec<TableScan>) = blob_references(conn)?
-        .into_iter()
-        .partition(|scan| !READ_LAST.contains(&scan.table.as_str()));
-    let shadowed: bool = conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM temp.sqlite_schema)",
-        [],
-        |row| row.get(0),
-    )?;
-    match helper.filter(|_| !shadowed && !last.is_empty() && set.loaded() >= HELPED_BLOBS) {
-        Some(helper) => std::thread::scope(|scope| {
-            let (set, last) = (&set, &last);
-            let side = scope.spawn(move || read_in_own_transaction(&helper, set, last));
-            let mine = prune_scan::strike(conn, set, &first);
-            let helped = matches!(side.join(), Ok(Ok(())));
-            mine?;
-            if !helped {
-                prune_scan::strike(conn, set, last)?;
-            }
-            Ok::<_, crate::error::StoreError>(())
-        })?,
-        None => {
-            first.extend(last);
-            prune_scan::strike(conn, &set, &first)?;
-        }
-    }
-    Ok(set.into_rowids())
+/// Deletes every blob no foreign-key column refers to; returns how many went. The caller holds
+/// the write transaction.
+pub fn prune_unreferenced(conn: &Connection) -> Result<usize> {
+    let rowids = unreferenced_rowids(conn)?;
+    delete_blobs(conn, &rowids)
 }
 
-/// Blobs from which on a helper reads (see [`unreferenced_rowids`]).
-const HELPED_BLOBS: usize = 20_000;
-
-/// [`prune_scan::strike`] in one read transaction of `helper`, through a small page cache.
-fn read_in_own_transaction(helper: &Connection, set: &BlobSet, tables: &[TableScan]) -> Result<()> {
-    helper.pragma_update(None, "cache_size", super::PRUNE_SCAN_CACHE_PAGES)?;
-    helper.execute_batch("BEGIN")?;
-    let outcome = prune_scan::strike(helper, set, tables);
-    let _ = helper.execute_batch("COMMIT");
-    outcome
+/// The row ids of the blobs no foreign-key column refers to, ascending.
+pub fn unreferenced_rowids(conn: &Connection) -> Result<Vec<i64>> {
+    let mut set = prune_scan::load(conn)?;
+    prune_scan::strike(conn, &mut set, &blob_references(conn)?)?;
+    Ok(set.into_rowids())
 }
 
 /// Runs `prune` (which opens its own write transaction) with `PRAGMA foreign_keys` off, and
@@ -149,16 +108,7 @@ mod tests {
     use rusqlite::types::Value as Sql;
     use rusqlite::{params, Connection};
 
-    use super::{delete_blobs, unreferenced_rowids};
-
-    /// Deletes every blob no foreign-key column refers to; how many went.
-    fn prune_unreferenced(
-        conn: &Connection,
-        helper: Option<Connection>,
-    ) -> crate::error::Result<usize> {
-        let rowids = unreferenced_rowids(conn, helper)?;
-        delete_blobs(conn, &rowids)
-    }
+    use super::prune_unreferenced;
 
     /// Blobs and three referencing tables, one of them read last; no constraints, so that odd
     /// hashes and dangling references can be stored too.
@@ -272,7 +222,7 @@ mod tests {
             let ours = database(&blobs, &runs, &deltas, &events);
             let theirs = database(&blobs, &runs, &deltas, &events);
             let gone = reference_prune(&theirs);
-            prop_assert_eq!(prune_unreferenced(&ours, None).unwrap(), gone.len());
+            prop_assert_eq!(prune_unreferenced(&ours).unwrap(), gone.len());
             prop_assert_eq!(remaining_rowids(&ours), remaining_rowids(&theirs).into_iter()
                 .filter(|rowid| !gone.contains(rowid)).collect::<Vec<_>>());
         }
@@ -283,7 +233,7 @@ mod tests {
     fn reads_to_the_last_row_while_a_blob_is_unaccounted_for() {
         let deltas: Vec<u8> = std::iter::repeat_n(3, 50).chain([11]).collect();
         let conn = database(&[3, 11, 19], &[], &deltas, &[]);
-        assert_eq!(prune_unreferenced(&conn, None).unwrap(), 1);
+        assert_eq!(prune_unreferenced(&conn).unwrap(), 1);
         assert_eq!(remaining_rowids(&conn), [1, 2]);
     }
 
@@ -307,7 +257,7 @@ mod tests {
                 std::ptr::null_mut(),
             );
         }
-        assert_eq!(prune_unreferenced(&conn, None).unwrap(), 0);
+        assert_eq!(prune_unreferenced(&conn).unwrap(), 0);
         // SAFETY: as above; removes the handler.
         unsafe {
             rusqlite::ffi::sqlite3_progress_handler(conn.handle(), 0, None, std::ptr::null_mut());
@@ -317,60 +267,25 @@ mod tests {
         assert!(steps < 2_000, "{steps} VM instructions");
     }
 
-    /// A helper connection reads the tables read last on its own thread, with the same answer;
-    /// a helper that fails (here: a database without those tables) leaves them to the caller's
-    /// connection; temporary tables on the caller's connection keep the helper out.
+    /// Keys that are no digests (raw SQL can store any 32 bytes: here all sharing a 16-byte
+    /// prefix) give the reference's answer; with home slots taken from a key's leading bytes
+    /// they all probed from one slot (30,000 of them: 12 s in a debug build).
     #[test]
-    fn a_helper_reads_the_tables_read_last_with_the_same_answer() {
-        const SHADOW: &str =
-            "CREATE TEMP TABLE events (payload_hash BLOB REFERENCES blobs(blob_hash));
-                              INSERT INTO temp.events VALUES (NULL)";
-        // Enough blobs for a helper to be used, a third of them referenced by events.
+    fn keys_sharing_a_prefix_give_the_same_answer() {
         const MANY: &str = "
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 30000)
             INSERT INTO blobs(blob_hash) SELECT CAST(printf('%032d', i) AS BLOB) FROM n;
             WITH RECURSIVE n(i) AS (SELECT 3 UNION ALL SELECT i + 3 FROM n WHERE i < 30000)
             INSERT INTO events SELECT CAST(printf('%032d', i) AS BLOB), NULL FROM n;";
-        let blobs: Vec<u8> = (0..=255).collect();
-        let runs: Vec<(u8, u8)> = (0..40).map(|n| (n * 3, n * 5 + 1)).collect();
-        let deltas: Vec<u8> = (0..200).map(|n| (n * 7 % 256) as u8).collect();
-        let events: Vec<u8> = (0..200).map(|n| (n * 11 % 256) as u8).collect();
-        let expected = |shadow: bool| {
-            let theirs = database(&blobs, &runs, &deltas, &events);
-            theirs.execute_batch(MANY).unwrap();
-            if shadow {
-                theirs.execute_batch(SHADOW).unwrap();
-            }
-            let gone = reference_prune(&theirs);
-            let going: std::collections::HashSet<i64> = gone.iter().copied().collect();
-            let left: Vec<i64> = remaining_rowids(&theirs)
-                .into_iter()
-                .filter(|rowid| !going.contains(rowid))
-                .collect();
-            (gone.len(), left)
-        };
-        let dir = crate::test_support::Scratch::new("prune-helper");
-        for (n, kind) in ["file", "failing", "shadowed"].into_iter().enumerate() {
-            let file = dir.file(&format!("state-{n}.sqlite"));
-            let conn = Connection::open(&file).unwrap();
-            conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF")
-                .unwrap();
-            let conn = filled(conn, &blobs, &runs, &deltas, &events);
-            conn.execute_batch(MANY).unwrap();
-            let helper = match kind {
-                "failing" => Connection::open_in_memory().unwrap(),
-                "shadowed" => {
-                    conn.execute_batch(SHADOW).unwrap();
-                    Connection::open(&file).unwrap()
-                }
-                _ => Connection::open(&file).unwrap(),
-            };
-            conn.execute_batch("BEGIN IMMEDIATE").unwrap();
-            let gone = prune_unreferenced(&conn, Some(helper)).unwrap();
-            conn.execute_batch("COMMIT").unwrap();
-            let answer = expected(kind == "shadowed");
-            assert_eq!((gone, remaining_rowids(&conn)), answer, "{kind}");
-        }
+        let ours = database(&[], &[], &[], &[]);
+        let theirs = database(&[], &[], &[], &[]);
+        ours.execute_batch(MANY).unwrap();
+        theirs.execute_batch(MANY).unwrap();
+        let gone = reference_prune(&theirs);
+        assert_eq!(gone.len(), 20_000);
+        assert_eq!(prune_unreferenced(&ours).unwrap(), gone.len());
+        let left: Vec<i64> = (1..=30_000).filter(|rowid| rowid % 3 == 0).collect();
+        assert_eq!(remaining_rowids(&ours), left);
     }
 
     /// A table read last that has no row ids (raw SQL can make one) is read in key order.
@@ -385,7 +300,7 @@ mod tests {
              INSERT INTO viewer_deltas VALUES (zeroblob(32));",
         )
         .unwrap();
-        assert_eq!(prune_unreferenced(&conn, None).unwrap(), 1);
+        assert_eq!(prune_unreferenced(&conn).unwrap(), 1);
         assert_eq!(remaining_rowids(&conn), [1]);
     }
 

@@ -51,14 +51,14 @@ pub fn load(conn: &Connection) -> Result<BlobSet> {
 }
 
 /// Strikes off `set` the blobs `tables` refer to, in this order, until none is left.
-pub fn strike(conn: &Connection, set: &BlobSet, tables: &[TableScan]) -> Result<()> {
+pub fn strike(conn: &Connection, set: &mut BlobSet, tables: &[TableScan]) -> Result<()> {
     if set.is_empty() || tables.is_empty() {
         return Ok(());
     }
     let strike = Registration::new(conn, STRIKE, -1, strike_values)?;
     let mut striker = Striker::new(set);
     for scan in tables {
-        if set.is_empty() {
+        if striker.set().is_empty() {
             break;
         }
         let list = scan
