@@ -3,14 +3,21 @@
 //! blobs nothing struck.
 //!
 //! Hashes of the schema's length (`CHECK (length(blob_hash) = 32)`) go into an open-addressing
-//! table whose home slot mixes all of a hash's bytes, so a lookup reads one slot (one cache
-//! line) after the cache-resident occupancy bits. Striking is the prune's hot loop (one
+//! table whose home slot is a hash's leading bits (see [`LONGEST_PROBE`] for keys that are no
+//! digests). SHA-256 digests are uniform, so a lookup reads one slot (one cache line) after the
+//! cache-resident occupancy bits. Striking is the prune's hot loop (one
 //! lookup per referencing value, most of them for distinct hashes of a table far larger than
 //! the CPU caches): each lookup's slot is prefetched and resolved [`LOOKAHEAD`] values later,
 //! so the memory reads overlap instead of stalling one by one.
 
 /// Values whose slot is prefetched before the oldest pending one is resolved.
 const LOOKAHEAD: usize = 16;
+
+/// Occupied slots an insertion may pass before the table is rebuilt with home slots that mix
+/// all of a key's bytes. Digests never come near it (the table is at most three quarters
+/// full), and their leading bits keep loading, which comes in key order, front to back; keys
+/// that are no digests (raw SQL can store any 32 bytes) can share their leading bytes.
+const LONGEST_PROBE: usize = 64;
 
 type Hash = [u8; 32];
 
@@ -20,7 +27,7 @@ pub struct BlobSet {
     rowids: Vec<i64>,
     occupied: Vec<u64>,
     referenced: Vec<u64>,
-    /// `64 - log2(slots.len())`: a home slot is the leading bits of a mixed word.
+    /// `64 - log2(slots.len())`: a home slot is the leading bits of a word of the key.
     shift: u32,
     /// Hashes in the table not yet referenced (values still pending in a striker excluded).
     remaining: usize,
@@ -28,12 +35,18 @@ pub struct BlobSet {
     odd: Vec<(Vec<u8>, i64)>,
     /// Hashes that are no BLOB equal no referencing value: those blobs always go.
     unmatchable: Vec<i64>,
+    /// Whether home slots mix all of a key's bytes (see [`LONGEST_PROBE`]).
+    mixed: bool,
 }
 
 impl BlobSet {
     /// An empty set sized for about `expected` blobs (more still fit, just less quickly).
     pub fn with_capacity(expected: usize) -> BlobSet {
-        let capacity = (expected + expected / 2).next_power_of_two().max(64);
+        BlobSet::with_slots(expected + expected / 2)
+    }
+
+    fn with_slots(slots: usize) -> BlobSet {
+        let capacity = slots.next_power_of_two().max(64);
         BlobSet {
             slots: vec![[0; 32]; capacity],
             rowids: vec![0; capacity],
@@ -43,6 +56,7 @@ impl BlobSet {
             remaining: 0,
             odd: Vec::new(),
             unmatchable: Vec::new(),
+            mixed: false,
         }
     }
 
@@ -58,14 +72,21 @@ impl BlobSet {
         };
         // Past three quarters full, double: lookups stay short whatever the count said.
         if (self.remaining + 1) * 4 > self.slots.len() * 3 {
-            self.grow();
+            self.rebuild(self.slots.len() * 2, self.mixed);
         }
         let mut slot = self.home(&hash);
+        let mut probes = 0;
         while bit(&self.occupied, slot) {
             if self.slots[slot] == hash {
                 // `blob_hash` is the primary key: only a file that bypassed it repeats one.
                 self.odd.push((hash.to_vec(), rowid));
                 return;
+            }
+            probes += 1;
+            if probes == LONGEST_PROBE && !self.mixed {
+                // Keys that are no digests crowd their leading bits: spread them by all bytes.
+                self.rebuild(self.slots.len(), true);
+                return self.insert(rowid, Some(&hash));
             }
             slot = (slot + 1) & (self.slots.len() - 1);
         }
@@ -114,24 +135,32 @@ impl BlobSet {
         }
     }
 
-    /// A hash's home slot: all of its bytes mixed, so that keys which are no digests (raw SQL
-    /// can store any 32 bytes, sharing a prefix or differing in one byte) still spread out.
+    /// A hash's home slot: its leading bits, or (`mixed`) those of all its bytes mixed.
     fn home(&self, hash: &Hash) -> usize {
         let word = |index: usize| {
             let mut bytes = [0u8; 8];
             bytes.copy_from_slice(&hash[index * 8..index * 8 + 8]);
-            u64::from_le_bytes(bytes)
+            u64::from_be_bytes(bytes)
         };
-        let mixed =
-            word(0) ^ word(1).rotate_left(16) ^ word(2).rotate_left(32) ^ word(3).rotate_left(48);
-        (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+        let key = if self.mixed {
+            let folded = word(0)
+                ^ word(1).rotate_left(16)
+                ^ word(2).rotate_left(32)
+                ^ word(3).rotate_left(48);
+            folded.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        } else {
+            word(0)
+        };
+        (key >> self.shift) as usize
     }
 
-    /// Twice the slots, every entry inserted again (only while loading: nothing is struck yet).
-    fn grow(&mut self) {
-        let old = std::mem::replace(self, BlobSet::with_capacity(self.slots.len()));
-        self.odd = old.odd;
-        self.unmatchable = old.unmatchable;
+    /// `capacity` slots homed as `mixed` says, every entry inserted again (only while loading:
+    /// nothing is struck yet).
+    fn rebuild(&mut self, capacity: usize, mixed: bool) {
+        let mut old = std::mem::replace(self, BlobSet::with_slots(capacity));
+        self.mixed = mixed;
+        self.odd = std::mem::take(&mut old.odd);
+        self.unmatchable = std::mem::take(&mut old.unmatchable);
         for slot in 0..old.slots.len() {
             if bit(&old.occupied, slot) {
                 self.insert(old.rowids[slot], Some(&old.slots[slot]));

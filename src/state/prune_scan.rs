@@ -42,7 +42,7 @@ pub fn load(conn: &Connection) -> Result<BlobSet> {
     let expected = highest.map_or(0, |rowid| rowid.clamp(0, LARGEST_INITIAL_SET));
     let mut set = BlobSet::with_capacity(expected as usize);
     let load = Registration::new(conn, LOAD, 2, load_blob)?;
-    // From the covering primary-key index, which is narrower than the table.
+    // In key order, from the covering primary-key index: the set fills front to back.
     load.run(
         &mut set,
         "SELECT 1 FROM blobs WHERE piw_prune_load(rowid, blob_hash) ORDER BY blob_hash",
