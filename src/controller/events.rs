@@ -109,33 +109,20 @@ impl ControllerEvent<'_> {
     }
 }
 
-/// Writes the `limit` newest controller events of `events_source` (the table, or a window of
-/// it, which `CROSS JOIN` makes SQLite walk in order instead of indexing it to join backwards)
-/// into `out` as JSON array items, straight from SQLite's row buffers; returns how many. Each
+/// Writes the controller events `sql` selects (bound by `bound`) into `out` as JSON array
+/// items after any already there, straight from SQLite's row buffers; returns how many. Each
 /// payload blob comes in the same row (one statement, not one more per payload).
 fn write_events(
     conn: &Connection,
-    events_source: &str,
-    join: &str,
-    filter: &str,
+    sql: &str,
     bound: &[Bound<'_>],
     out: &mut String,
 ) -> Result<i64> {
-    let sql = format!(
-        "SELECT e.event_seq, e.recorded_at, c.controller_name, c.resource_key,
-                e.event_type, e.payload_hash, b.media_type, b.content
-         FROM {events_source} e
-         {join} resources r ON r.resource_id = e.resource_id
-         JOIN controller_resources c ON c.resource_id = r.resource_id
-         LEFT JOIN blobs b ON b.blob_hash = e.payload_hash
-         WHERE {filter}
-         ORDER BY e.event_seq DESC LIMIT +?"
-    );
-    let mut statement = conn.prepare_cached(&sql)?;
+    let mut statement = conn.prepare_cached(sql)?;
     let mut rows = statement.query(params_from_iter(bound))?;
     let mut count = 0;
     while let Some(row) = rows.next()? {
-        if count > 0 {
+        if !out.ends_with('[') {
             out.push(',');
         }
         count += 1;
@@ -158,26 +145,126 @@ fn write_events(
     Ok(count)
 }
 
-/// For a plain positive `limit`: `(limit, window)`, where `window` newest events of every
-/// kind are searched first. Events are listed newest first, so when the window holds `limit`
-/// matching events they are the answer; otherwise the whole log is searched. SQLite's own plan
-/// collects every event of every controller resource and sorts them, whatever the limit.
-fn recent_window(limit: Option<&Bound<'_>>) -> Option<(i64, i64)> {
+/// The reference's statement: every event of every matching controller resource, sorted.
+fn all_events_sql(filter: &str) -> String {
+    format!(
+        "SELECT e.event_seq, e.recorded_at, c.controller_name, c.resource_key,
+                e.event_type, e.payload_hash, b.media_type, b.content
+         FROM events e
+         JOIN resources r ON r.resource_id = e.resource_id
+         JOIN controller_resources c ON c.resource_id = r.resource_id
+         LEFT JOIN blobs b ON b.blob_hash = e.payload_hash
+         WHERE {filter}
+         ORDER BY e.event_seq DESC LIMIT +?"
+    )
+}
+
+/// The matching events with `lower < event_seq <= upper` (bound first), newest first: events
+/// are walked down from `upper` (the `CROSS JOIN`s keep SQLite from driving the join from the
+/// resources), so the walk ends at the `limit`-th match. Each event is looked up in the small
+/// `controller_resources` first: a run event (most of a busy log) is passed over without a
+/// read of the large `resources` table.
+fn events_in_range_sql(filter: &str) -> String {
+    format!(
+        "SELECT e.event_seq, e.recorded_at, c.controller_name, c.resource_key,
+                e.event_type, e.payload_hash, b.media_type, b.content
+         FROM events e
+         CROSS JOIN controller_resources c ON c.resource_id = e.resource_id
+         CROSS JOIN resources r ON r.resource_id = c.resource_id
+         LEFT JOIN blobs b ON b.blob_hash = e.payload_hash
+         WHERE e.event_seq <= ? AND e.event_seq > ? AND {filter}
+         ORDER BY e.event_seq DESC LIMIT +?"
+    )
+}
+
+/// The matching events with `event_seq <= upper` (bound first), newest first, found from the
+/// matching resources through `events_resource_idx`: the sort holds only sequence numbers and
+/// names, and only the `limit` events kept are read with their payloads.
+fn events_below_sql(filter: &str) -> String {
+    format!(
+        "SELECT k.event_seq, e.recorded_at, k.controller_name, k.resource_key,
+                e.event_type, e.payload_hash, b.media_type, b.content
+         FROM (SELECT e.event_seq AS event_seq, c.controller_name AS controller_name,
+                      c.resource_key AS resource_key
+               FROM events e
+               JOIN resources r ON r.resource_id = e.resource_id
+               JOIN controller_resources c ON c.resource_id = r.resource_id
+               WHERE e.event_seq <= ? AND {filter}
+               ORDER BY e.event_seq DESC LIMIT +?) k
+         CROSS JOIN events e ON e.event_seq = k.event_seq
+         LEFT JOIN blobs b ON b.blob_hash = e.payload_hash
+         ORDER BY k.event_seq DESC"
+    )
+}
+
+/// For a plain positive `limit`, the limit: the newest events are then searched in growing
+/// ranges of sequence numbers before the rest is searched from the resource side (see
+/// [`newest_events`]). Any other value keeps the reference's statement, and its errors.
+fn recent_window(limit: Option<&Bound<'_>>) -> Option<i64> {
     let limit = match limit? {
         Bound::Integer(limit) => *limit,
         Bound::Real(limit) if limit.fract() == 0.0 && limit.abs() < 1e9 => *limit as i64,
         _ => return None,
     };
-    (1..=EVENT_WINDOW_LIMIT)
-        .contains(&limit)
-        .then_some((limit, limit * 2))
+    (1..=EVENT_WINDOW_LIMIT).contains(&limit).then_some(limit)
 }
 
-/// The newest events of every kind; its row count is bound first.
-const RECENT_EVENTS: &str = "(SELECT * FROM events ORDER BY event_seq DESC LIMIT +?)";
-
-/// Above this limit the window is not worth trying.
+/// Above this limit the ranges are not worth trying.
 const EVENT_WINDOW_LIMIT: i64 = 10_000;
+
+/// How many sequence numbers the ranges may cover before the rest is searched from the
+/// resource side (at least the first range, twice the limit). Each range is four times the
+/// one before: a log whose matches are dense near its end is answered from the first ones, a
+/// sparse one costs the ranges' walk on top of the resource side's search.
+const WINDOW_BUDGET: i64 = 8_192;
+
+/// Writes the `limit` newest matching events (`bound`: the filter's values; `filter` their
+/// clauses) into `out`; every statement reads in the caller's read transaction, so together
+/// they see one state of the file. Ranges are taken from the newest sequence number down, each
+/// one's matches come before any of the next, so the items are the reference's, in its order
+/// (sequence numbers are unique), and a payload that fails fails at the same item. With a
+/// `key` (`keyed`) the few matching resources are searched at once.
+fn newest_events(
+    conn: &Connection,
+    filter: &str,
+    keyed: bool,
+    bound: &[Bound<'_>],
+    limit: i64,
+    out: &mut String,
+) -> Result<()> {
+    let (newest, oldest): (Option<i64>, Option<i64>) = conn
+        // Two subqueries: each is one index seek, a single `max(), min()` reads every row.
+        .prepare_cached(
+            "SELECT (SELECT max(event_seq) FROM events), (SELECT min(event_seq) FROM events)",
+        )?
+        .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    let (Some(mut upper), Some(oldest)) = (newest, oldest) else {
+        return Ok(());
+    };
+    let in_range = events_in_range_sql(filter);
+    let mut found = 0;
+    let mut span = limit * 2;
+    let mut covered = 0;
+    let budget = if keyed { 0 } else { WINDOW_BUDGET.max(span) };
+    while covered < budget {
+        let lower = upper.saturating_sub(span.min(budget - covered));
+        let mut values = vec![Bound::Integer(upper), Bound::Integer(lower)];
+        values.extend_from_slice(bound);
+        values.push(Bound::Integer(limit - found));
+        found += write_events(conn, &in_range, &values, out)?;
+        if found == limit || lower < oldest {
+            return Ok(());
+        }
+        covered = covered.saturating_add(upper.saturating_sub(lower));
+        upper = lower;
+        span = span.saturating_mul(4);
+    }
+    let mut values = vec![Bound::Integer(upper)];
+    values.extend_from_slice(bound);
+    values.push(Bound::Integer(limit - found));
+    write_events(conn, &events_below_sql(filter), &values, out)?;
+    Ok(())
+}
 
 /// Newest first; unscoped without a project. `limit` is bound as given (`-1` is unlimited, a
 /// fraction is SQLite's datatype mismatch).
@@ -195,7 +282,8 @@ pub fn list_events(store: &Store, call: &Call) -> Result<Reply> {
         clauses.push("c.controller_name = ?");
         params.push(Param::Caller(Some(controller)));
     }
-    if let Some(key) = read(options, "key")? {
+    let key = read(options, "key")?;
+    if let Some(key) = key {
         clauses.push("c.resource_key = ?");
         params.push(Param::Caller(Some(key)));
     }
@@ -209,37 +297,30 @@ pub fn list_events(store: &Store, call: &Call) -> Result<Reply> {
     let filter = clauses.join(" AND ");
     // One read transaction: the rows and each payload blob under one file lock.
     let bound = bind_params(&params)?;
-    let out = in_read_transaction(conn, || event_list_text(conn, &filter, bound))?;
+    let out = in_read_transaction(conn, || {
+        event_list_text(conn, &filter, key.is_some(), bound)
+    })?;
     Ok(Reply::json_text(out))
 }
 
-/// The events matching `filter` (bound by `bound`, its last value the limit) as JSON text.
-fn event_list_text(conn: &Connection, filter: &str, bound: Vec<Bound<'_>>) -> Result<String> {
+/// The events matching `filter` (bound by `bound`, its last value the limit; `keyed`: it
+/// names a `key`) as JSON text.
+fn event_list_text(
+    conn: &Connection,
+    filter: &str,
+    keyed: bool,
+    bound: Vec<Bound<'_>>,
+) -> Result<String> {
     let mut out = String::with_capacity(16 * 1024);
     out.push('[');
-    let windowed = match recent_window(bound.last()) {
-        Some((limit, window)) => {
-            let mut windowed = bound.clone();
-            windowed.insert(0, Bound::Integer(window));
-            let count = write_events(
-                conn,
-                RECENT_EVENTS,
-                "CROSS JOIN",
-                filter,
-                &windowed,
-                &mut out,
-            )?;
-            // Fewer than `limit` in the window: the whole log is searched (these events are its
-            // newest matches, so any payload that failed here fails there first too).
-            count == limit || {
-                out.truncate(1);
-                false
-            }
+    match recent_window(bound.last()) {
+        Some(limit) => {
+            let values = &bound[..bound.len() - 1];
+            newest_events(conn, filter, keyed, values, limit, &mut out)?
         }
-        None => false,
-    };
-    if !windowed {
-        write_events(conn, "events", "JOIN", filter, &bound, &mut out)?;
+        None => {
+            write_events(conn, &all_events_sql(filter), &bound, &mut out)?;
+        }
     }
     out.push(']');
     Ok(out)
@@ -251,5 +332,99 @@ fn text_at<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Cow
     match row.get_ref(index)? {
         ValueRef::Text(bytes) => Ok(String::from_utf8_lossy(bytes)),
         _ => row.get::<_, String>(index).map(Cow::Owned),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use serde_json::json;
+
+    use crate::methods::dispatch;
+    use crate::store::{resolve_project, Store};
+    use crate::test_support::{open_read_write, Scratch};
+    use crate::wire::Call;
+
+    const NOW: i64 = 1_789_257_600_000;
+
+    static STEPS: AtomicU64 = AtomicU64::new(0);
+
+    extern "C" fn count_step(_: *mut std::ffi::c_void) -> std::ffi::c_int {
+        STEPS.fetch_add(1, Ordering::Relaxed);
+        0
+    }
+
+    /// With 5,000 older controller events and the newest ones among run events, the 100 newest
+    /// come from the first ranges of the log: the work does not grow with the older events
+    /// (the reference's statement joins and sorts every one of them). Counted in SQLite
+    /// virtual-machine steps, which do not depend on the machine.
+    #[test]
+    fn the_newest_events_are_found_without_reading_the_older_ones() {
+        let dir = Scratch::new("events-ranges");
+        let state = open_read_write(&dir.file("state.sqlite"), NOW);
+        let project = resolve_project(&state, "/events/project", NOW).unwrap();
+        let store = Store::new(&state, project.as_deref());
+        let call = |method: &str, options: serde_json::Value| {
+            dispatch(&store, method, &Call::new(vec![options], NOW)).unwrap()
+        };
+        let spec = json!({ "$c": "{}" });
+        call(
+            "putResource",
+            json!({ "controller": "c", "key": "k", "now": NOW, "spec": spec, "initialStatus": spec }),
+        );
+        let conn = state.conn().unwrap();
+        let run_events = |from: i64, count: i64| {
+            conn.execute(
+                "WITH RECURSIVE n(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1 + ?2 - 1)
+                 INSERT INTO events(event_id, resource_id, resource_revision, event_type,
+                                    actor_type, recorded_at)
+                 SELECT 'bulk-' || i, 'run-resource', i, 'bulk', 'system', 0 FROM n",
+                [from, count],
+            )
+            .unwrap();
+        };
+        conn.execute_batch(
+            "PRAGMA foreign_keys = OFF;
+             INSERT INTO resources(resource_id, resource_type, aggregate_key, created_at, updated_at)
+             VALUES ('run-resource', 'run', 'bulk', 0, 0);",
+        )
+        .unwrap();
+        for _ in 0..5_000 {
+            call(
+                "recordEvent",
+                json!({ "controller": "c", "key": "k", "type": "old", "now": NOW }),
+            );
+        }
+        for round in 0..100 {
+            run_events(1 + round * 3, 3);
+            call(
+                "recordEvent",
+                json!({ "controller": "c", "key": "k", "type": "new", "now": NOW }),
+            );
+        }
+        STEPS.store(0, Ordering::Relaxed);
+        // SAFETY: the handle is live while `state` is; the callback takes no data.
+        unsafe {
+            rusqlite::ffi::sqlite3_progress_handler(
+                conn.handle(),
+                10,
+                Some(count_step),
+                std::ptr::null_mut(),
+            );
+        }
+        let listed = call("listEvents", json!({ "limit": 100 }));
+        // SAFETY: as above; removes the handler.
+        unsafe {
+            rusqlite::ffi::sqlite3_progress_handler(conn.handle(), 0, None, std::ptr::null_mut());
+        }
+        let steps = STEPS.load(Ordering::Relaxed) * 10;
+        let text = format!("{listed:?}");
+        assert_eq!(
+            text.matches("\\\"type\\\":\\\"new\\\"").count(),
+            100,
+            "{text:.300}"
+        );
+        assert!(steps < 60_000, "{steps} VM instructions");
     }
 }

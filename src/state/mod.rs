@@ -1,6 +1,7 @@
 //! The state database: opening (pragmas, schema creation, verification, blob pruning), the
 //! write transaction, and the shared bookkeeping modules every store method builds on.
 
+mod blob_set;
 pub mod blobs;
 pub mod columns;
 pub mod ids;
@@ -10,6 +11,7 @@ mod mode;
 mod open_prune;
 mod private_fs;
 mod prune;
+mod prune_scan;
 pub mod revisions;
 pub mod run_index;
 pub mod schema;

@@ -3,9 +3,11 @@
 //!
 //! The blobs are loaded first and struck off as the referencing columns are read; once every
 //! blob is known to be referenced, nothing could go, so the remaining rows need not be read.
-//! The long append-only tables are read last, where that early stop saves the most: in a
-//! typical file their rows repeat a few hashes that other tables, or their own first rows,
-//! already accounted for. Which blobs go is exactly the full anti-join's answer either way.
+//! The long append-only tables are read last, newest rows first, where that early stop saves
+//! the most: in a typical file their rows repeat a few hashes that other tables, or their own
+//! newest rows, already accounted for (a blob only such a table refers to is most often one of
+//! the newest, and only the newest rows can refer to it). Which blobs go is exactly the full
+//! anti-join's answer whatever the order. The reads run inside SQLite (`prune_scan`).
 //!
 //! The deletes run with foreign-key enforcement off ([`without_foreign_keys`]): with it on,
 //! every deleted blob made SQLite look for children in each referencing column, the unindexed
@@ -15,12 +17,13 @@
 //! that goes, and no constraint could fail or cascade. The rows deleted and the pages written
 //! are the same; only the child lookups are gone.
 
-use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
+use super::prune_scan::{self, TableScan};
 use crate::error::Result;
 
-/// Referencing tables read after all others (in this order): many rows, few distinct hashes.
+/// Referencing tables read after all others (in this order), newest rows first: many rows, few
+/// distinct hashes, and the newest blobs are the ones only the newest rows can refer to.
 const READ_LAST: &[&str] = &[
     "session_entries",
     "session_events",
@@ -38,16 +41,9 @@ pub fn prune_unreferenced(conn: &Connection) -> Result<usize> {
 
 /// The row ids of the blobs no foreign-key column refers to, ascending.
 pub fn unreferenced_rowids(conn: &Connection) -> Result<Vec<i64>> {
-    let mut candidates = Candidates::load(conn)?;
-    if !candidates.is_empty() {
-        for (table, columns) in blob_references(conn)? {
-            strike_referenced(conn, &table, &columns, &mut candidates)?;
-            if candidates.is_empty() {
-                break;
-            }
-        }
-    }
-    Ok(candidates.into_rowids())
+    let mut set = prune_scan::load(conn)?;
+    prune_scan::strike(conn, &mut set, &blob_references(conn)?)?;
+    Ok(set.into_rowids())
 }
 
 /// Runs `prune` (which opens its own write transaction) with `PRAGMA foreign_keys` off, and
@@ -75,167 +71,35 @@ pub fn delete_blobs(conn: &Connection, rowids: &[i64]) -> Result<usize> {
     Ok(rowids.len())
 }
 
-/// Strikes off the candidates `table` refers to through `columns`, stopping when none is left.
-fn strike_referenced(
-    conn: &Connection,
-    table: &str,
-    columns: &[String],
-    candidates: &mut Candidates,
-) -> Result<()> {
-    let list = columns
-        .iter()
-        .map(|column| quote_identifier(column))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let mut statement = conn.prepare(&format!("SELECT {list} FROM {}", quote_identifier(table)))?;
-    let mut rows = statement.query([])?;
-    while let Some(row) = rows.next()? {
-        for index in 0..columns.len() {
-            // Only BLOB values equal a blob_hash (a STRICT BLOB column).
-            if let ValueRef::Blob(hash) = row.get_ref(index)? {
-                candidates.strike(hash);
-            }
-        }
-        if candidates.is_empty() {
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// The blobs not yet known to be referenced, with their row ids.
-///
-/// Hashes of the schema's length (`CHECK (length(blob_hash) = 32)`) are kept sorted, with the
-/// start of each range of leading bits: SHA-256 digests are uniform, so a lookup compares one
-/// or two entries, and the table is a few flat arrays rather than a hash map.
-struct Candidates {
-    hashes: Vec<[u8; 32]>,
-    rowids: Vec<i64>,
-    referenced: Vec<bool>,
-    /// `starts[b]..starts[b + 1]`: the entries whose leading `bits` bits are `b`.
-    starts: Vec<u32>,
-    bits: u32,
-    /// Sorted hashes not yet referenced.
-    remaining: usize,
-    /// Any other BLOB hash (only a file that bypassed the check could hold one).
-    odd: Vec<(Vec<u8>, i64)>,
-    /// Hashes that are no BLOB equal no referencing value: those blobs always go.
-    unmatchable: Vec<i64>,
-}
-
-impl Candidates {
-    fn load(conn: &Connection) -> Result<Candidates> {
-        let mut entries: Vec<([u8; 32], i64)> = Vec::new();
-        let mut odd = Vec::new();
-        let mut unmatchable = Vec::new();
-        // In key order, from the covering primary-key index: the sort below finds it sorted.
-        let mut statement =
-            conn.prepare_cached("SELECT rowid, blob_hash FROM blobs ORDER BY blob_hash")?;
-        let mut rows = statement.query([])?;
-        while let Some(row) = rows.next()? {
-            let rowid: i64 = row.get(0)?;
-            match row.get_ref(1)? {
-                ValueRef::Blob(hash) => match <[u8; 32]>::try_from(hash) {
-                    Ok(hash) => entries.push((hash, rowid)),
-                    Err(_) => odd.push((hash.to_vec(), rowid)),
-                },
-                _ => unmatchable.push(rowid),
-            }
-        }
-        entries.sort_unstable_by_key(|entry| entry.0);
-        let bits = (usize::BITS - entries.len().leading_zeros()).clamp(1, 20);
-        let mut starts = vec![0u32; (1 << bits) + 1];
-        for (hash, _) in &entries {
-            starts[bucket(hash, bits) + 1] += 1;
-        }
-        for index in 1..starts.len() {
-            starts[index] += starts[index - 1];
-        }
-        let (hashes, rowids): (Vec<[u8; 32]>, Vec<i64>) = entries.into_iter().unzip();
-        Ok(Candidates {
-            referenced: vec![false; hashes.len()],
-            remaining: hashes.len(),
-            hashes,
-            rowids,
-            starts,
-            bits,
-            odd,
-            unmatchable,
-        })
-    }
-
-    /// Whether no blob is left that a reference could still keep.
-    fn is_empty(&self) -> bool {
-        self.remaining == 0 && self.odd.is_empty()
-    }
-
-    /// `hash` is referenced: its blob stays.
-    fn strike(&mut self, hash: &[u8]) {
-        match <&[u8; 32]>::try_from(hash) {
-            Ok(hash) => {
-                let bucket = bucket(hash, self.bits);
-                let range = self.starts[bucket] as usize..self.starts[bucket + 1] as usize;
-                if let Some(offset) = self.hashes[range.clone()].iter().position(|h| h == hash) {
-                    let index = range.start + offset;
-                    if !self.referenced[index] {
-                        self.referenced[index] = true;
-                        self.remaining -= 1;
-                    }
-                }
-            }
-            Err(_) if !self.odd.is_empty() => self.odd.retain(|(odd, _)| odd[..] != *hash),
-            Err(_) => {}
-        }
-    }
-
-    /// The row ids of the blobs nothing referenced, ascending (the reference's delete order).
-    fn into_rowids(self) -> Vec<i64> {
-        let mut rowids: Vec<i64> = self
-            .rowids
-            .iter()
-            .zip(&self.referenced)
-            .filter(|(_, referenced)| !**referenced)
-            .map(|(rowid, _)| *rowid)
-            .chain(self.odd.into_iter().map(|(_, rowid)| rowid))
-            .chain(self.unmatchable)
-            .collect();
-        rowids.sort_unstable();
-        rowids
-    }
-}
-
-/// The leading `bits` bits of a hash.
-fn bucket(hash: &[u8; 32], bits: u32) -> usize {
-    let mut prefix = [0u8; 8];
-    prefix.copy_from_slice(&hash[..8]);
-    (u64::from_be_bytes(prefix) >> (64 - bits)) as usize
-}
-
 /// Each table other than `blobs` with the columns whose foreign key targets `blobs.blob_hash`,
-/// in schema order except for [`READ_LAST`] tables, which come last.
-fn blob_references(conn: &Connection) -> Result<Vec<(String, Vec<String>)>> {
+/// in schema order except for [`READ_LAST`] tables, which come last, newest rows first (when
+/// they have row ids: raw SQL could make one that has none).
+fn blob_references(conn: &Connection) -> Result<Vec<TableScan>> {
     let mut statement = conn.prepare_cached(
-        "SELECT m.name, f.\"from\"
-         FROM sqlite_schema m, pragma_foreign_key_list(m.name) f
+        "SELECT m.name, f.\"from\", t.wr
+         FROM sqlite_schema m, pragma_foreign_key_list(m.name) f, pragma_table_list(m.name) t
          WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND m.name <> 'blobs'
-           AND f.\"table\" = 'blobs' AND f.\"to\" = 'blob_hash'",
+           AND f.\"table\" = 'blobs' AND f.\"to\" = 'blob_hash' AND t.schema = 'main'",
     )?;
     let mut rows = statement.query([])?;
-    let mut references: Vec<(String, Vec<String>)> = Vec::new();
+    let mut references: Vec<TableScan> = Vec::new();
     while let Some(row) = rows.next()? {
         let table: String = row.get(0)?;
         let column: String = row.get(1)?;
         match references.last_mut() {
-            Some((last, columns)) if *last == table => columns.push(column),
-            _ => references.push((table, vec![column])),
+            Some(last) if last.table == table => last.columns.push(column),
+            _ => {
+                let without_rowid: bool = row.get(2)?;
+                references.push(TableScan {
+                    newest_first: !without_rowid && READ_LAST.contains(&table.as_str()),
+                    table,
+                    columns: vec![column],
+                })
+            }
         }
     }
-    references.sort_by_key(|(table, _)| READ_LAST.iter().position(|last| last == table));
+    references.sort_by_key(|scan| READ_LAST.iter().position(|last| *last == scan.table));
     Ok(references)
-}
-
-fn quote_identifier(value: &str) -> String {
-    format!("\"{}\"", value.replace('"', "\"\""))
 }
 
 #[cfg(test)]
@@ -298,7 +162,22 @@ mod tests {
     }
 
     fn database(blobs: &[u8], runs: &[(u8, u8)], deltas: &[u8], events: &[u8]) -> Connection {
-        let conn = Connection::open_in_memory().unwrap();
+        filled(
+            Connection::open_in_memory().unwrap(),
+            blobs,
+            runs,
+            deltas,
+            events,
+        )
+    }
+
+    fn filled(
+        conn: Connection,
+        blobs: &[u8],
+        runs: &[(u8, u8)],
+        deltas: &[u8],
+        events: &[u8],
+    ) -> Connection {
         conn.pragma_update(None, "foreign_keys", "OFF").unwrap();
         conn.execute_batch(SCHEMA).unwrap();
         for code in blobs {
@@ -356,6 +235,73 @@ mod tests {
         let conn = database(&[3, 11, 19], &[], &deltas, &[]);
         assert_eq!(prune_unreferenced(&conn).unwrap(), 1);
         assert_eq!(remaining_rowids(&conn), [1, 2]);
+    }
+
+    /// Rows of the tables read last are read newest first: a blob only the newest row refers
+    /// to is accounted for at once, and the scan stops without reading the older rows.
+    #[test]
+    fn reads_the_tables_read_last_newest_first() {
+        let deltas: Vec<u8> = std::iter::repeat_n(3, 20_000).chain([11]).collect();
+        let conn = database(&[3, 11], &[], &deltas, &[]);
+        static STEPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        extern "C" fn count_step(_: *mut std::ffi::c_void) -> std::ffi::c_int {
+            STEPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            0
+        }
+        // SAFETY: the handle is live while `conn` is; the callback takes no data.
+        unsafe {
+            rusqlite::ffi::sqlite3_progress_handler(
+                conn.handle(),
+                1,
+                Some(count_step),
+                std::ptr::null_mut(),
+            );
+        }
+        assert_eq!(prune_unreferenced(&conn).unwrap(), 0);
+        // SAFETY: as above; removes the handler.
+        unsafe {
+            rusqlite::ffi::sqlite3_progress_handler(conn.handle(), 0, None, std::ptr::null_mut());
+        }
+        let steps = STEPS.load(std::sync::atomic::Ordering::Relaxed);
+        // Reading the 20,001 rows oldest first takes several instructions per row.
+        assert!(steps < 2_000, "{steps} VM instructions");
+    }
+
+    /// Keys that are no digests (raw SQL can store any 32 bytes: here all sharing a 16-byte
+    /// prefix) give the reference's answer; with home slots taken from a key's leading bytes
+    /// they all probed from one slot (30,000 of them: 12 s in a debug build).
+    #[test]
+    fn keys_sharing_a_prefix_give_the_same_answer() {
+        const MANY: &str = "
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 30000)
+            INSERT INTO blobs(blob_hash) SELECT CAST(printf('%032d', i) AS BLOB) FROM n;
+            WITH RECURSIVE n(i) AS (SELECT 3 UNION ALL SELECT i + 3 FROM n WHERE i < 30000)
+            INSERT INTO events SELECT CAST(printf('%032d', i) AS BLOB), NULL FROM n;";
+        let ours = database(&[], &[], &[], &[]);
+        let theirs = database(&[], &[], &[], &[]);
+        ours.execute_batch(MANY).unwrap();
+        theirs.execute_batch(MANY).unwrap();
+        let gone = reference_prune(&theirs);
+        assert_eq!(gone.len(), 20_000);
+        assert_eq!(prune_unreferenced(&ours).unwrap(), gone.len());
+        let left: Vec<i64> = (1..=30_000).filter(|rowid| rowid % 3 == 0).collect();
+        assert_eq!(remaining_rowids(&ours), left);
+    }
+
+    /// A table read last that has no row ids (raw SQL can make one) is read in key order.
+    #[test]
+    fn reads_a_table_without_row_ids_in_key_order() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE blobs (blob_hash BLOB PRIMARY KEY, content BLOB);
+             CREATE TABLE viewer_deltas (patch_hash BLOB PRIMARY KEY
+               REFERENCES blobs(blob_hash)) WITHOUT ROWID;
+             INSERT INTO blobs(blob_hash) VALUES (zeroblob(32)), (randomblob(32));
+             INSERT INTO viewer_deltas VALUES (zeroblob(32));",
+        )
+        .unwrap();
+        assert_eq!(prune_unreferenced(&conn).unwrap(), 1);
+        assert_eq!(remaining_rowids(&conn), [1]);
     }
 
     /// A state file (the real schema) after heavy use: a resource whose spec and status were

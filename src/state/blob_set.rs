@@ -1,0 +1,317 @@
+//! The prune's set of blobs not yet known to be referenced: loaded from `blobs`, struck off as
+//! the referencing columns are read (through a [`Striker`]), and finally the row ids of the
+//! blobs nothing struck.
+//!
+//! Hashes of the schema's length (`CHECK (length(blob_hash) = 32)`) go into an open-addressing
+//! table whose home slot is a hash's leading bits (see [`LONGEST_PROBE`] for keys that are no
+//! digests). SHA-256 digests are uniform, so a lookup reads one slot (one cache line) after the
+//! cache-resident occupancy bits. Striking is the prune's hot loop (one
+//! lookup per referencing value, most of them for distinct hashes of a table far larger than
+//! the CPU caches): each lookup's slot is prefetched and resolved [`LOOKAHEAD`] values later,
+//! so the memory reads overlap instead of stalling one by one.
+
+/// Values whose slot is prefetched before the oldest pending one is resolved.
+const LOOKAHEAD: usize = 16;
+
+/// Occupied slots an insertion may pass before the table is rebuilt with home slots that mix
+/// all of a key's bytes. Digests never come near it (the table is at most three quarters
+/// full), and their leading bits keep loading, which comes in key order, front to back; keys
+/// that are no digests (raw SQL can store any 32 bytes) can share their leading bytes.
+const LONGEST_PROBE: usize = 64;
+
+type Hash = [u8; 32];
+
+/// The blobs not yet known to be referenced, with their row ids.
+pub struct BlobSet {
+    slots: Vec<Hash>,
+    rowids: Vec<i64>,
+    occupied: Vec<u64>,
+    referenced: Vec<u64>,
+    /// `64 - log2(slots.len())`: a home slot is the leading bits of a word of the key.
+    shift: u32,
+    /// Hashes in the table not yet referenced (values still pending in a striker excluded).
+    remaining: usize,
+    /// Any other BLOB hash (only a file that bypassed the check could hold one).
+    odd: Vec<(Vec<u8>, i64)>,
+    /// Hashes that are no BLOB equal no referencing value: those blobs always go.
+    unmatchable: Vec<i64>,
+    /// Whether home slots mix all of a key's bytes (see [`LONGEST_PROBE`]).
+    mixed: bool,
+}
+
+impl BlobSet {
+    /// An empty set sized for about `expected` blobs (more still fit, just less quickly).
+    pub fn with_capacity(expected: usize) -> BlobSet {
+        BlobSet::with_slots(expected + expected / 2)
+    }
+
+    fn with_slots(slots: usize) -> BlobSet {
+        let capacity = slots.next_power_of_two().max(64);
+        BlobSet {
+            slots: vec![[0; 32]; capacity],
+            rowids: vec![0; capacity],
+            occupied: vec![0; capacity / 64],
+            referenced: vec![0; capacity / 64],
+            shift: 64 - capacity.trailing_zeros(),
+            remaining: 0,
+            odd: Vec::new(),
+            unmatchable: Vec::new(),
+            mixed: false,
+        }
+    }
+
+    /// Adds the blob at `rowid` with key `hash` (`None`: a key that is no BLOB).
+    pub fn insert(&mut self, rowid: i64, hash: Option<&[u8]>) {
+        let Some(hash) = hash else {
+            self.unmatchable.push(rowid);
+            return;
+        };
+        let Ok(hash) = <Hash>::try_from(hash) else {
+            self.odd.push((hash.to_vec(), rowid));
+            return;
+        };
+        // Past three quarters full, double: lookups stay short whatever the count said.
+        if (self.remaining + 1) * 4 > self.slots.len() * 3 {
+            self.rebuild(self.slots.len() * 2, self.mixed);
+        }
+        let mut slot = self.home(&hash);
+        let mut probes = 0;
+        while bit(&self.occupied, slot) {
+            if self.slots[slot] == hash {
+                // `blob_hash` is the primary key: only a file that bypassed it repeats one.
+                self.odd.push((hash.to_vec(), rowid));
+                return;
+            }
+            probes += 1;
+            if probes == LONGEST_PROBE && !self.mixed {
+                // Keys that are no digests crowd their leading bits: spread them by all bytes.
+                self.rebuild(self.slots.len(), true);
+                return self.insert(rowid, Some(&hash));
+            }
+            slot = (slot + 1) & (self.slots.len() - 1);
+        }
+        self.occupied[slot / 64] |= 1 << (slot % 64);
+        self.slots[slot] = hash;
+        self.rowids[slot] = rowid;
+        self.remaining += 1;
+    }
+
+    /// Whether no blob is left that a reference could still keep (values pending in a striker
+    /// resolved or not: resolving them can only strike more).
+    pub fn is_empty(&self) -> bool {
+        self.remaining == 0 && self.odd.is_empty()
+    }
+
+    /// The row ids of the blobs nothing referenced, ascending (the reference's delete order).
+    pub fn into_rowids(self) -> Vec<i64> {
+        let mut rowids: Vec<i64> = (0..self.slots.len())
+            .filter(|&slot| bit(&self.occupied, slot) && !bit(&self.referenced, slot))
+            .map(|slot| self.rowids[slot])
+            .chain(self.odd.into_iter().map(|(_, rowid)| rowid))
+            .chain(self.unmatchable)
+            .collect();
+        rowids.sort_unstable();
+        rowids
+    }
+
+    /// Strikes `hash` off the odd keys, if any is left.
+    fn strike_odd(&mut self, hash: &[u8]) {
+        if !self.odd.is_empty() {
+            self.odd.retain(|(odd, _)| odd[..] != *hash);
+        }
+    }
+
+    /// Marks `hash` referenced, looking from `slot` (its home) on.
+    fn mark(&mut self, hash: &Hash, mut slot: usize) {
+        while bit(&self.occupied, slot) {
+            if self.slots[slot] == *hash {
+                if !bit(&self.referenced, slot) {
+                    self.referenced[slot / 64] |= 1 << (slot % 64);
+                    self.remaining -= 1;
+                }
+                return;
+            }
+            slot = (slot + 1) & (self.slots.len() - 1);
+        }
+    }
+
+    /// A hash's home slot: its leading bits, or (`mixed`) those of all its bytes mixed.
+    fn home(&self, hash: &Hash) -> usize {
+        let word = |index: usize| {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(&hash[index * 8..index * 8 + 8]);
+            u64::from_be_bytes(bytes)
+        };
+        let key = if self.mixed {
+            let folded = word(0)
+                ^ word(1).rotate_left(16)
+                ^ word(2).rotate_left(32)
+                ^ word(3).rotate_left(48);
+            folded.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        } else {
+            word(0)
+        };
+        (key >> self.shift) as usize
+    }
+
+    /// `capacity` slots homed as `mixed` says, every entry inserted again (only while loading:
+    /// nothing is struck yet).
+    fn rebuild(&mut self, capacity: usize, mixed: bool) {
+        let mut old = std::mem::replace(self, BlobSet::with_slots(capacity));
+        self.mixed = mixed;
+        self.odd = std::mem::take(&mut old.odd);
+        self.unmatchable = std::mem::take(&mut old.unmatchable);
+        for slot in 0..old.slots.len() {
+            if bit(&old.occupied, slot) {
+                self.insert(old.rowids[slot], Some(&old.slots[slot]));
+            }
+        }
+    }
+}
+
+/// Striking values off a [`BlobSet`], with the lookups in flight.
+pub struct Striker<'s> {
+    set: &'s mut BlobSet,
+    /// Struck hashes whose slot is prefetched but not yet looked at, oldest first.
+    pending: [(Hash, usize); LOOKAHEAD],
+    pending_len: usize,
+    pending_head: usize,
+}
+
+impl<'s> Striker<'s> {
+    pub fn new(set: &'s mut BlobSet) -> Striker<'s> {
+        Striker {
+            set,
+            pending: [([0; 32], 0); LOOKAHEAD],
+            pending_len: 0,
+            pending_head: 0,
+        }
+    }
+
+    /// The set struck from.
+    pub fn set(&self) -> &BlobSet {
+        self.set
+    }
+
+    /// `hash` is referenced: its blob stays.
+    pub fn strike(&mut self, hash: &[u8]) {
+        self.set.strike_odd(hash);
+        if let Ok(hash) = <&Hash>::try_from(hash) {
+            let slot = self.set.home(hash);
+            prefetch(&self.set.slots[slot]);
+            if self.pending_len == LOOKAHEAD {
+                self.resolve_oldest();
+            }
+            let index = (self.pending_head + self.pending_len) % LOOKAHEAD;
+            self.pending[index] = (*hash, slot);
+            self.pending_len += 1;
+        }
+    }
+
+    /// Resolves every pending value.
+    pub fn flush(&mut self) {
+        while self.pending_len > 0 {
+            self.resolve_oldest();
+        }
+    }
+
+    fn resolve_oldest(&mut self) {
+        let (hash, slot) = self.pending[self.pending_head];
+        self.pending_head = (self.pending_head + 1) % LOOKAHEAD;
+        self.pending_len -= 1;
+        self.set.mark(&hash, slot);
+    }
+}
+
+fn bit(bits: &[u64], index: usize) -> bool {
+    bits[index / 64] >> (index % 64) & 1 == 1
+}
+
+/// Asks the CPU to start loading `slot`'s cache line (a hint; nothing is read).
+fn prefetch(slot: &Hash) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch has no effect on memory and cannot fault; the pointer is valid anyway.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(slot.as_ptr().cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = slot;
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::{BlobSet, Striker};
+
+    /// A hash from a few leading bytes and a tail (few distinct values: home slots collide).
+    fn hash(lead: u8, tail: u8) -> Vec<u8> {
+        let mut hash = vec![lead; 32];
+        hash[31] = tail;
+        hash
+    }
+
+    proptest! {
+        /// Whatever the collisions, wrap-arounds, growth and pending lookups: exactly the
+        /// blobs never struck are left, ascending.
+        #[test]
+        fn leaves_exactly_the_blobs_never_struck(
+            blobs in proptest::collection::btree_set((any::<u8>(), 0u8..4), 0..300),
+            struck in proptest::collection::vec((any::<u8>(), 0u8..4), 0..400),
+            expected in 0usize..40,
+        ) {
+            let blobs: Vec<Vec<u8>> = blobs.into_iter().map(|(lead, tail)| hash(lead, tail)).collect();
+            let mut set = BlobSet::with_capacity(expected);
+            for (index, blob) in blobs.iter().enumerate() {
+                set.insert(index as i64 + 1, Some(blob));
+            }
+                        let struck: Vec<Vec<u8>> = struck.into_iter().map(|(lead, tail)| hash(lead, tail)).collect();
+            let mut striker = Striker::new(&mut set);
+            for value in &struck {
+                striker.strike(value);
+            }
+            striker.flush();
+            let left: Vec<i64> = blobs
+                .iter()
+                .enumerate()
+                .filter(|(_, blob)| !struck.contains(blob))
+                .map(|(index, _)| index as i64 + 1)
+                .collect();
+            prop_assert_eq!(set.into_rowids(), left);
+        }
+    }
+
+    #[test]
+    fn odd_and_unmatchable_keys_go_unless_an_equal_value_is_struck() {
+        let mut set = BlobSet::with_capacity(4);
+        set.insert(1, Some(b"short"));
+        set.insert(2, None);
+        set.insert(3, Some(&hash(7, 7)));
+        set.insert(4, Some(b""));
+        // A repeated key (a file that bypassed the primary key) stays like the first one.
+        set.insert(5, Some(&hash(7, 7)));
+        set.insert(6, Some(&hash(9, 9)));
+        set.insert(7, Some(&hash(9, 9)));
+        let mut striker = Striker::new(&mut set);
+        striker.strike(b"short");
+        striker.strike(&hash(7, 7));
+        striker.flush();
+        assert!(!set.is_empty());
+        assert_eq!(set.into_rowids(), [2, 4, 6, 7]);
+    }
+
+    #[test]
+    fn is_empty_once_every_blob_is_struck() {
+        let mut set = BlobSet::with_capacity(2);
+        set.insert(1, Some(&hash(1, 0)));
+        set.insert(2, Some(&hash(200, 0)));
+        let mut striker = Striker::new(&mut set);
+        striker.strike(&hash(1, 0));
+        striker.strike(&hash(200, 0));
+        striker.strike(&hash(200, 0));
+        striker.flush();
+        assert!(set.is_empty());
+        assert_eq!(set.into_rowids(), Vec::<i64>::new());
+    }
+}
