@@ -200,10 +200,13 @@ const REAL_OFFSET: usize = size_of::<ShimFile>().next_multiple_of(16);
 
 enum Role {
     /// A main database file, and the WAL file of the same connection while it is open.
-    Database {
-        wal: *mut ShimFile,
+    Database { wal: *mut ShimFile },
+    /// A WAL file: its held-back appends, and the database file it belongs to (null once
+    /// either is closed).
+    Wal {
+        appends: WalAppends,
+        database: *mut ShimFile,
     },
-    Wal(WalAppends),
 }
 
 /// Runs a callback body, turning a panic into `SQLITE_IOERR` instead of unwinding into C.
@@ -243,7 +246,7 @@ impl ShimFile {
     /// Writes held-back WAL bytes out; `SQLITE_OK` for other files.
     fn flush(&mut self) -> c_int {
         match &mut self.role {
-            Role::Wal(appends) => appends.flush(self.real),
+            Role::Wal { appends, .. } => appends.flush(self.real),
             Role::Database { .. } => ffi::SQLITE_OK,
         }
     }
@@ -261,8 +264,18 @@ impl ShimFile {
     /// Runs `action` on the held-back appends of a WAL file (with its real file).
     fn with_appends(&mut self, action: impl FnOnce(&mut WalAppends, *mut ffi::sqlite3_file)) {
         let real = self.real;
-        if let Role::Wal(appends) = &mut self.role {
+        if let Role::Wal { appends, .. } = &mut self.role {
             action(appends, real);
+        }
+    }
+
+    /// The database file of this WAL file closed first: write out, stop holding anything
+    /// back, and forget the link.
+    fn unlink_database(&mut self) {
+        let real = self.real;
+        if let Role::Wal { appends, database } = &mut self.role {
+            appends.unlink(real);
+            *database = ptr::null_mut();
         }
     }
 }
@@ -365,7 +378,7 @@ unsafe fn open(
     let version = unsafe { (*(*real).pMethods).iVersion }.clamp(1, 3);
     let role = if flags & ffi::SQLITE_OPEN_WAL != 0 {
         // SAFETY: SQLite opens WAL files only from the pager, with a name it allocated.
-        Role::Wal(unsafe { link_wal(name, shim) })
+        unsafe { link_wal(name, shim) }
     } else {
         Role::Database {
             wal: ptr::null_mut(),
@@ -386,9 +399,8 @@ unsafe fn open(
 ///
 /// # Safety
 /// `name` is the WAL file name the pager passes to `xOpen`; `wal_file` is the WAL's file object.
-unsafe fn link_wal(name: ffi::sqlite3_filename, wal_file: *mut ShimFile) -> WalAppends {
+unsafe fn link_wal(name: ffi::sqlite3_filename, wal_file: *mut ShimFile) -> Role {
     let mut appends = WalAppends {
-        database: ptr::null_mut(),
         coalesce: false,
         buffer: Vec::new(),
         start: 0,
@@ -398,27 +410,41 @@ unsafe fn link_wal(name: ffi::sqlite3_filename, wal_file: *mut ShimFile) -> WalA
         failed: ffi::SQLITE_OK,
     };
     if name.is_null() {
-        return appends;
+        return Role::Wal {
+            appends,
+            database: ptr::null_mut(),
+        };
     }
     // SAFETY: for a WAL name from the pager, this returns the pager's database file object.
     let database = unsafe { ffi::sqlite3_database_file_object(name) };
     // SAFETY: `database` is null or the pager's open database file.
     if !unsafe { is_shim_file(database) } {
-        return appends;
+        return Role::Wal {
+            appends,
+            database: ptr::null_mut(),
+        };
     }
     // SAFETY: it is a shim file (checked), open, and used by this same connection only.
     let database = unsafe { shim(database) };
     let Role::Database { wal } = &mut database.role else {
-        return appends;
+        return Role::Wal {
+            appends,
+            database: ptr::null_mut(),
+        };
     };
     if !wal.is_null() {
-        return appends;
+        return Role::Wal {
+            appends,
+            database: ptr::null_mut(),
+        };
     }
     *wal = wal_file;
     let characteristics = forward!(database, xDeviceCharacteristics, 0);
-    appends.database = ptr::from_mut(database);
     appends.coalesce = characteristics & ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE != 0;
-    appends
+    Role::Wal {
+        appends,
+        database: ptr::from_mut(database),
+    }
 }
 
 unsafe extern "C" fn x_delete(
@@ -589,7 +615,7 @@ unsafe extern "C" fn x_write(
         // SAFETY: SQLite calls file methods on files opened by x_open with IO_METHODS.
         let file = unsafe { shim(file) };
         let real = file.real;
-        let Role::Wal(appends) = &mut file.role else {
+        let Role::Wal { appends, .. } = &mut file.role else {
             return forward!(file, xWrite, ffi::SQLITE_IOERR_WRITE, data, amount, offset);
         };
         #[cfg(test)]
@@ -609,12 +635,12 @@ unsafe extern "C" fn x_close(file: *mut ffi::sqlite3_file) -> c_int {
         let file = unsafe { shim(file) };
         let flushed = file.flush();
         if let Some(wal) = file.wal_file() {
-            wal.with_appends(|appends, real| appends.unlink(real));
+            wal.unlink_database();
         }
-        if let Role::Wal(appends) = &mut file.role {
+        if let Role::Wal { database, .. } = &mut file.role {
             // SAFETY: a linked database file is open (its close clears this link) and used by
             // this connection only.
-            if let Some(database) = unsafe { appends.database.as_mut() } {
+            if let Some(database) = unsafe { database.as_mut() } {
                 database.role = Role::Database {
                     wal: ptr::null_mut(),
                 };

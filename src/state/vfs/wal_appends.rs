@@ -2,11 +2,8 @@
 //! buffer must reach the file (the rules are in the parent module's header).
 
 use std::ffi::c_int;
-use std::ptr;
 
 use rusqlite::ffi;
-
-use super::ShimFile;
 
 /// The most bytes held back before they are written out: the largest write the unix VFS takes
 /// (`seekAndWriteFd` masks a write's size to 17 bits). A commit of up to 31 frames of 4 KiB
@@ -17,8 +14,6 @@ const FRAME_HEADER_BYTES: usize = 24;
 
 /// The held-back appends of one WAL file.
 pub(super) struct WalAppends {
-    /// The database file this WAL belongs to (null once either is closed).
-    pub(super) database: *mut ShimFile,
     /// Whether appends are gathered at all (see the module comment on padding).
     pub(super) coalesce: bool,
     pub(super) buffer: Vec<u8>,
@@ -194,7 +189,6 @@ impl WalAppends {
     /// The database file closed first: write out and stop holding anything back.
     pub(super) fn unlink(&mut self, real: *mut ffi::sqlite3_file) {
         self.release(real);
-        self.database = ptr::null_mut();
         self.coalesce = false;
     }
 }
