@@ -51,7 +51,7 @@ pub fn load(conn: &Connection) -> Result<BlobSet> {
 }
 
 /// Rows of each table read newest first that are read before any table is read in full.
-const NEWEST_ROWS: usize = 1_000;
+const NEWEST_ROWS: usize = 256;
 
 /// Strikes off `set` the blobs `tables` refer to, in this order, until none is left. The
 /// newest rows of the tables read newest first are read before all else: a blob only such a
