@@ -104,8 +104,17 @@ impl BlobSet {
 
     /// The row ids of the blobs nothing referenced, ascending (the reference's delete order).
     pub fn into_rowids(self) -> Vec<i64> {
-        let mut rowids: Vec<i64> = (0..self.slots.len())
-            .filter(|&slot| bit(&self.occupied, slot) && !bit(&self.referenced, slot))
+        // A word of occupancy bits at a time: most words have no unreferenced slot at all.
+        let unreferenced = self.occupied.iter().zip(&self.referenced).enumerate();
+        let slots = unreferenced.flat_map(|(word, (occupied, referenced))| {
+            let mut left = occupied & !referenced;
+            std::iter::from_fn(move || {
+                let bit = (left != 0).then(|| left.trailing_zeros() as usize)?;
+                left &= left - 1;
+                Some(word * 64 + bit)
+            })
+        });
+        let mut rowids: Vec<i64> = slots
             .map(|slot| self.rowids[slot])
             .chain(self.odd.into_iter().map(|(_, rowid)| rowid))
             .chain(self.unmatchable)

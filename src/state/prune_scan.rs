@@ -50,37 +50,54 @@ pub fn load(conn: &Connection) -> Result<BlobSet> {
     Ok(set)
 }
 
-/// Strikes off `set` the blobs `tables` refer to, in this order, until none is left.
+/// Rows of each table read newest first that are read before any table is read in full.
+const NEWEST_ROWS: usize = 256;
+
+/// Strikes off `set` the blobs `tables` refer to, in this order, until none is left. The
+/// newest rows of the tables read newest first are read before all else: a blob only such a
+/// table refers to is most often one of the newest, and once those are struck, the table
+/// whose full read empties the set ends the prune even if it is not the last.
 pub fn strike(conn: &Connection, set: &mut BlobSet, tables: &[TableScan]) -> Result<()> {
     if set.is_empty() || tables.is_empty() {
         return Ok(());
     }
     let strike = Registration::new(conn, STRIKE, -1, strike_values)?;
     let mut striker = Striker::new(set);
-    for scan in tables {
-        if striker.set().is_empty() {
-            break;
-        }
-        let list = scan
-            .columns
-            .iter()
-            .map(|column| quote_identifier(column))
-            .collect::<Vec<_>>()
-            .join(", ");
+    let newest = tables.iter().filter(|scan| scan.newest_first);
+    let newest_sql = newest.map(|scan| {
+        let list = column_list(scan);
+        format!(
+            "SELECT 1 FROM (SELECT {list} FROM {} ORDER BY rowid DESC LIMIT {NEWEST_ROWS})
+             WHERE piw_prune_strike({list}) LIMIT 1",
+            quote_identifier(&scan.table)
+        )
+    });
+    let full_sql = tables.iter().map(|scan| {
         let order = if scan.newest_first {
             " ORDER BY rowid DESC"
         } else {
             ""
         };
-        let sql = format!(
-            "SELECT 1 FROM {} WHERE piw_prune_strike({list}){order} LIMIT 1",
-            quote_identifier(&scan.table)
-        );
+        format!(
+            "SELECT 1 FROM {} WHERE piw_prune_strike({}){order} LIMIT 1",
+            quote_identifier(&scan.table),
+            column_list(scan)
+        )
+    });
+    for sql in newest_sql.chain(full_sql) {
+        if striker.set().is_empty() {
+            break;
+        }
         let outcome = strike.run(&mut striker, &sql);
         striker.flush();
         outcome?;
     }
     Ok(())
+}
+
+fn column_list(scan: &TableScan) -> String {
+    let columns: Vec<String> = scan.columns.iter().map(|c| quote_identifier(c)).collect();
+    columns.join(", ")
 }
 
 /// A function registered on a connection while this lives.
