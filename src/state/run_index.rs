@@ -239,14 +239,23 @@ unsafe extern "C" fn on_statement(
     }
     let text = CStr::from_ptr(text as *const c_char).to_bytes();
     let trigger = text.starts_with(b"-- TRIGGER");
-    let replace = text
-        .windows(b"replace".len())
-        .any(|window| window.eq_ignore_ascii_case(b"replace"));
-    if trigger || replace || !foreign_keys_on(ffi::sqlite3_db_handle(statement)) {
+    if trigger || mentions_replace(text) || !foreign_keys_on(ffi::sqlite3_db_handle(statement)) {
         let hooks = &*(context as *const Hooks);
         hooks.lock().unreported = true;
     }
     0
+}
+
+/// Whether `text` contains `replace` in any letter case. Runs on every writing statement, so
+/// it compares a window only where an `r` is (recordRunEvent: 445k → 440k instructions).
+fn mentions_replace(text: &[u8]) -> bool {
+    const WORD: &[u8] = b"replace";
+    text.iter().enumerate().any(|(at, &byte)| {
+        byte | 0x20 == b'r'
+            && text[at..]
+                .get(..WORD.len())
+                .is_some_and(|window| window.eq_ignore_ascii_case(WORD))
+    })
 }
 
 /// Whether foreign key enforcement is on (read without running SQL).

@@ -5,7 +5,7 @@
 
 use rusqlite::{params, Connection};
 
-use super::{Rebuild, RunIndex};
+use super::{mentions_replace, Rebuild, RunIndex};
 use crate::state::schema::STATE_SCHEMA_SQL;
 use crate::test_support::Scratch;
 
@@ -496,4 +496,25 @@ fn falls_back_to_sql_where_it_cannot_be_exact() {
         .is_none());
     conn.execute_batch("COMMIT").unwrap();
     drop((other, conn));
+}
+
+#[test]
+fn a_statement_mentioning_replace_in_any_case_is_flagged() {
+    for text in [
+        "INSERT OR REPLACE INTO runs VALUES (1)",
+        "replace into leases values (1)",
+        "UPDATE x SET a = 1 -- rEpLaCe",
+        "REPLACE",
+    ] {
+        assert!(mentions_replace(text.as_bytes()), "{text}");
+    }
+    for text in [
+        "INSERT INTO runs VALUES (1)",
+        "UPDATE r SET repla = 1",
+        "",
+        "r",
+        "REPLAC",
+    ] {
+        assert!(!mentions_replace(text.as_bytes()), "{text}");
+    }
 }
