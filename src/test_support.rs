@@ -77,3 +77,32 @@ pub fn dump_tables(conn: &Connection, keep: impl Fn(&str) -> bool) -> rusqlite::
     }
     Ok(out)
 }
+
+thread_local! {
+    static VM_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The SQLite virtual-machine instructions `work` runs on `conn`: a count of work that does
+/// not depend on the machine, for tests that bound how much a call reads.
+pub fn vm_steps<T>(conn: &Connection, work: impl FnOnce() -> T) -> (T, u64) {
+    extern "C" fn count_step(_: *mut std::ffi::c_void) -> std::ffi::c_int {
+        VM_STEPS.with(|steps| steps.set(steps.get() + 1));
+        0
+    }
+    VM_STEPS.with(|steps| steps.set(0));
+    // SAFETY: the handle is live while `conn` is; the callback takes no data.
+    unsafe {
+        rusqlite::ffi::sqlite3_progress_handler(
+            conn.handle(),
+            1,
+            Some(count_step),
+            std::ptr::null_mut(),
+        );
+    }
+    let outcome = work();
+    // SAFETY: as above; removes the handler.
+    unsafe {
+        rusqlite::ffi::sqlite3_progress_handler(conn.handle(), 0, None, std::ptr::null_mut());
+    }
+    (outcome, VM_STEPS.with(|steps| steps.get()))
+}

@@ -337,23 +337,14 @@ fn text_at<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Cow
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicU64, Ordering};
-
     use serde_json::json;
 
     use crate::methods::dispatch;
     use crate::store::{resolve_project, Store};
-    use crate::test_support::{open_read_write, Scratch};
+    use crate::test_support::{open_read_write, vm_steps, Scratch};
     use crate::wire::Call;
 
     const NOW: i64 = 1_789_257_600_000;
-
-    static STEPS: AtomicU64 = AtomicU64::new(0);
-
-    extern "C" fn count_step(_: *mut std::ffi::c_void) -> std::ffi::c_int {
-        STEPS.fetch_add(1, Ordering::Relaxed);
-        0
-    }
 
     /// With 5,000 older controller events and the newest ones among run events, the 100 newest
     /// come from the first ranges of the log: the work does not grow with the older events
@@ -403,22 +394,7 @@ mod tests {
                 json!({ "controller": "c", "key": "k", "type": "new", "now": NOW }),
             );
         }
-        STEPS.store(0, Ordering::Relaxed);
-        // SAFETY: the handle is live while `state` is; the callback takes no data.
-        unsafe {
-            rusqlite::ffi::sqlite3_progress_handler(
-                conn.handle(),
-                10,
-                Some(count_step),
-                std::ptr::null_mut(),
-            );
-        }
-        let listed = call("listEvents", json!({ "limit": 100 }));
-        // SAFETY: as above; removes the handler.
-        unsafe {
-            rusqlite::ffi::sqlite3_progress_handler(conn.handle(), 0, None, std::ptr::null_mut());
-        }
-        let steps = STEPS.load(Ordering::Relaxed) * 10;
+        let (listed, steps) = vm_steps(conn, || call("listEvents", json!({ "limit": 100 })));
         let text = format!("{listed:?}");
         assert_eq!(
             text.matches("\\\"type\\\":\\\"new\\\"").count(),

@@ -114,6 +114,7 @@ mod tests {
     use rusqlite::{params, Connection};
 
     use super::prune_unreferenced;
+    use crate::test_support::vm_steps;
 
     /// Blobs and three referencing tables, one of them read last; no constraints, so that odd
     /// hashes and dangling references can be stored too.
@@ -248,7 +249,7 @@ mod tests {
     fn reads_the_tables_read_last_newest_first() {
         let deltas: Vec<u8> = std::iter::repeat_n(3, 20_000).chain([11]).collect();
         let conn = database(&[3, 11], &[], &deltas, &[]);
-        let steps = vm_steps(&conn, || assert_eq!(prune_unreferenced(&conn).unwrap(), 0));
+        let ((), steps) = vm_steps(&conn, || assert_eq!(prune_unreferenced(&conn).unwrap(), 0));
         // Reading the 20,001 rows oldest first takes several instructions per row.
         assert!(steps < 2_000, "{steps} VM instructions");
     }
@@ -272,37 +273,9 @@ mod tests {
              INSERT INTO viewer_deltas VALUES (CAST(printf('%032d', 3) AS BLOB));",
         )
         .unwrap();
-        let steps = vm_steps(&conn, || assert_eq!(prune_unreferenced(&conn).unwrap(), 0));
+        let ((), steps) = vm_steps(&conn, || assert_eq!(prune_unreferenced(&conn).unwrap(), 0));
         // Reading the 20,000 queue rows takes several instructions per row.
         assert!(steps < 20_000, "{steps} VM instructions");
-    }
-
-    thread_local! {
-        static VM_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
-
-    /// The SQLite virtual-machine instructions `work` runs on `conn`.
-    fn vm_steps(conn: &Connection, work: impl FnOnce()) -> u64 {
-        extern "C" fn count_step(_: *mut std::ffi::c_void) -> std::ffi::c_int {
-            VM_STEPS.with(|steps| steps.set(steps.get() + 1));
-            0
-        }
-        VM_STEPS.with(|steps| steps.set(0));
-        // SAFETY: the handle is live while `conn` is; the callback takes no data.
-        unsafe {
-            rusqlite::ffi::sqlite3_progress_handler(
-                conn.handle(),
-                1,
-                Some(count_step),
-                std::ptr::null_mut(),
-            );
-        }
-        work();
-        // SAFETY: as above; removes the handler.
-        unsafe {
-            rusqlite::ffi::sqlite3_progress_handler(conn.handle(), 0, None, std::ptr::null_mut());
-        }
-        VM_STEPS.with(|steps| steps.get())
     }
 
     /// Keys that are no digests (raw SQL can store any 32 bytes: here all sharing a 16-byte
@@ -353,7 +326,7 @@ mod tests {
         use crate::methods::dispatch;
         use crate::state::StateDb;
         use crate::store::{resolve_project, Store};
-        use crate::test_support::{open_read_write, Scratch};
+        use crate::test_support::{open_read_write, vm_steps, Scratch};
         use crate::wire::Call;
 
         const NOW: i64 = 1_789_257_600_000;
@@ -516,15 +489,6 @@ mod tests {
             state.integrity_check().unwrap();
         }
 
-        thread_local! {
-            static STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-        }
-
-        extern "C" fn count_step(_: *mut std::ffi::c_void) -> std::ffi::c_int {
-            STEPS.with(|steps| steps.set(steps.get() + 1));
-            0
-        }
-
         /// The prune's work grows with the rows of the file, not with unreferenced blobs ×
         /// referencing rows (issue 12: 50,000 superseded blobs did not open in 10 minutes).
         /// Counted in SQLite virtual-machine steps, which do not depend on the machine.
@@ -550,27 +514,8 @@ mod tests {
                     .unwrap()
                 })
                 .sum();
-            STEPS.with(|steps| steps.set(0));
-            // SAFETY: the handle is live while `state` is; the callback takes no data.
-            unsafe {
-                rusqlite::ffi::sqlite3_progress_handler(
-                    conn.handle(),
-                    100,
-                    Some(count_step),
-                    std::ptr::null_mut(),
-                );
-            }
-            assert_eq!(state.prune_unreferenced_blobs().unwrap(), 2_000);
-            // SAFETY: as above; removes the handler.
-            unsafe {
-                rusqlite::ffi::sqlite3_progress_handler(
-                    conn.handle(),
-                    0,
-                    None,
-                    std::ptr::null_mut(),
-                );
-            }
-            let instructions = STEPS.with(|steps| steps.get()) * 100;
+            let (pruned, instructions) = vm_steps(conn, || state.prune_unreferenced_blobs());
+            assert_eq!(pruned.unwrap(), 2_000);
             assert!(
                 instructions < 200 * rows as u64,
                 "{instructions} VM instructions for {rows} rows"
