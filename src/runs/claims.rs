@@ -8,7 +8,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::records::map_workflow_run_with;
-use super::row::{workflow_run_row, RunRow, RUN_SELECT};
+use super::row::{rowid_list, workflow_run_row, RunRow, RUN_SELECT};
 use crate::args::{add_to_number, bind_all, params_for, token_hash_js, Js, Param, Sum};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::JsonReads;
@@ -176,15 +176,7 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
             };
             let candidates = index.host_candidates(store.project_id(), runner, now);
             drop(index);
-            let list = format!(
-                "[{}]",
-                candidates
-                    .iter()
-                    .map(i64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            );
-            pick(Some(&list))
+            pick(Some(&rowid_list(&candidates)))
         })?
     } else {
         pick(None)?

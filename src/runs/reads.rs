@@ -11,7 +11,7 @@ use super::records::{
     map_listed_run_record, map_run_record, map_workflow_run, push_views, run_record_select,
     RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
 };
-use super::row::{RunRow, RunRowRef, RUN_SELECT};
+use super::row::{rowid_list, RunRow, RunRowRef, RUN_SELECT};
 use crate::args::{params_for, Bound, Js};
 use crate::error::Result;
 use crate::state::blobs::JsonReads;
@@ -64,16 +64,8 @@ fn page_records(
         .collect();
     let mut page: Vec<Option<Result<String>>> = Vec::new();
     page.resize_with(rowids.len(), || None);
-    let list = format!(
-        "[{}]",
-        rowids
-            .iter()
-            .map(i64::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
-    );
     let mut select = conn.prepare_cached(page_runs_select())?;
-    let mut rows = select.query([list])?;
+    let mut rows = select.query([rowid_list(rowids)])?;
     while let Some(row) = rows.next()? {
         let reads = RecordReads::from_row(row, false)?;
         let index = reads.rowid.and_then(|rowid| position.get(&rowid).copied());

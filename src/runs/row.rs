@@ -254,3 +254,9 @@ pub fn require_workflow_run_row(conn: &Connection, run_id: &str) -> Result<RunRo
     workflow_run_row(conn, run_id)?
         .ok_or_else(|| StoreError::plain(format!("Workflow run not found: {run_id}")))
 }
+
+/// Row ids as the JSON array a statement reads with `json_each(?)`.
+pub fn rowid_list(rowids: &[i64]) -> String {
+    let items: Vec<String> = rowids.iter().map(i64::to_string).collect();
+    format!("[{}]", items.join(","))
+}
