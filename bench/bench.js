@@ -30,8 +30,7 @@ const scaled = (n, factor = 1) => Math.max(1, Math.round(n * SCALE * factor));
 let recording = false;
 const mark = (label) => recording && binding.recordMark(label);
 
-const DIGEST = `sha256:${'ab'.repeat(32)}`;
-const SOURCE = { kind: 'builtin', id: 'echo', revision: 'r1' };
+const { reservation } = require('./fixtures');
 
 function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
@@ -75,20 +74,6 @@ function freshFolder(root) {
 /** A store on `folder`'s database, for the project at `projectPath` (default: the folder). */
 function openStore(folder, projectPath = folder) {
   return new SqliteControllerStore(path.join(folder, 'state.sqlite'), { projectPath });
-}
-
-function reservation(runId, session) {
-  return {
-    runId,
-    workflowName: 'echo',
-    workflowSourceRef: 'builtin:echo',
-    workflowSource: SOURCE,
-    definitionDigest: DIGEST,
-    definitionSnapshot: { name: 'echo', steps: [{ id: 'a', kind: 'prompt' }] },
-    input: { message: `hello ${runId}` },
-    runnerId: session,
-    originSessionId: session,
-  };
 }
 
 function runLifecycle(root, factor) {

@@ -29,8 +29,7 @@ const SIZES = (process.env.PIW_SCALE_SIZES ?? '1000,10000,100000').split(',').ma
 const ROOT = process.env.PIW_SCALE_ROOT ?? (fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir());
 const ITERATIONS = Number(process.env.PIW_SCALE_ITERATIONS ?? 40);
 const PROJECT = '/piw-scale/project';
-const DIGEST = `sha256:${'ab'.repeat(32)}`;
-const SOURCE = { kind: 'builtin', id: 'echo', revision: 'r1' };
+const { reservation } = require('./fixtures');
 
 /** The .node file this process loads (the loader's first two places). */
 function binaryPath() {
@@ -45,20 +44,6 @@ function binaryKey() {
 }
 
 const runKind = (index) => (index % 20 === 0 ? 'queued' : index % 20 === 1 ? 'parked' : 'terminal');
-
-function reservation(runId, session) {
-  return {
-    runId,
-    workflowName: 'echo',
-    workflowSourceRef: 'builtin:echo',
-    workflowSource: SOURCE,
-    definitionDigest: DIGEST,
-    definitionSnapshot: { name: 'echo', steps: [{ id: 'a', kind: 'prompt' }] },
-    input: { message: `hello ${runId}` },
-    runnerId: session,
-    originSessionId: session,
-  };
-}
 
 /** Adds run `index` (and, every tenth run, one settled controller resource). */
 function addRun(store, index) {
