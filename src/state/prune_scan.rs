@@ -10,11 +10,12 @@
 //! function makes SQLite re-prepare the connection's cached statements on their next use.
 
 use std::cell::Cell;
+use std::collections::hash_map::{Entry, HashMap};
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use rusqlite::{ffi, Connection};
+use rusqlite::{ffi, Connection, Statement};
 
 use super::blob_set::{BlobSet, Striker};
 use crate::error::Result;
@@ -33,6 +34,9 @@ pub struct TableScan {
     pub columns: Vec<String>,
     /// Read in descending row id order.
     pub newest_first: bool,
+    /// Whether `rowid` names the table's row ids (it has them, and no column is called so),
+    /// so that it can be read in row id ranges.
+    pub ranged: bool,
 }
 
 /// Every blob of the file `conn` reads, in a new set.
@@ -43,56 +47,98 @@ pub fn load(conn: &Connection) -> Result<BlobSet> {
     let mut set = BlobSet::with_capacity(expected as usize);
     let load = Registration::new(conn, LOAD, 2, load_blob)?;
     // In key order, from the covering primary-key index: the set fills front to back.
-    load.run(
-        &mut set,
-        "SELECT 1 FROM blobs WHERE piw_prune_load(rowid, blob_hash) ORDER BY blob_hash",
-    )?;
+    load.with_target(&mut set, || {
+        let mut statement = conn.prepare(
+            "SELECT 1 FROM blobs WHERE piw_prune_load(rowid, blob_hash) ORDER BY blob_hash",
+        )?;
+        statement.query([])?.next()?;
+        Ok(())
+    })?;
     Ok(set)
 }
 
 /// Rows of each table read newest first that are read before any table is read in full.
 const NEWEST_ROWS: usize = 256;
 
-/// Strikes off `set` the blobs `tables` refer to, in this order, until none is left. The
-/// newest rows of the tables read newest first are read before all else: a blob only such a
-/// table refers to is most often one of the newest, and once those are struck, the table
-/// whose full read empties the set ends the prune even if it is not the last.
-pub fn strike(conn: &Connection, set: &mut BlobSet, tables: &[TableScan]) -> Result<()> {
-    if set.is_empty() || tables.is_empty() {
-        return Ok(());
+/// A connection that strikes values off a set as it reads: the strike function is registered
+/// on it while this lives, with the statements it prepared for each table.
+pub struct StrikingConnection<'c> {
+    conn: &'c Connection,
+    /// Before `strike`: statements are finalized before the function is removed.
+    parts: HashMap<(usize, bool), Statement<'c>>,
+    strike: Registration<'c>,
+}
+
+impl<'c> StrikingConnection<'c> {
+    pub fn new(conn: &'c Connection) -> Result<StrikingConnection<'c>> {
+        Ok(StrikingConnection {
+            conn,
+            parts: HashMap::new(),
+            strike: Registration::new(conn, STRIKE, -1, strike_values)?,
+        })
     }
-    let strike = Registration::new(conn, STRIKE, -1, strike_values)?;
-    let mut striker = Striker::new(set);
-    let newest = tables.iter().filter(|scan| scan.newest_first);
-    let newest_sql = newest.map(|scan| {
+
+    /// Strikes what the newest [`NEWEST_ROWS`] rows of `scan` refer to, until the set is empty.
+    pub fn newest_rows(&mut self, striker: &mut Striker<'_>, scan: &TableScan) -> Result<()> {
         let list = column_list(scan);
-        format!(
+        let sql = format!(
             "SELECT 1 FROM (SELECT {list} FROM {} ORDER BY rowid DESC LIMIT {NEWEST_ROWS})
              WHERE piw_prune_strike({list}) LIMIT 1",
             quote_identifier(&scan.table)
-        )
-    });
-    let full_sql = tables.iter().map(|scan| {
-        let order = if scan.newest_first {
-            " ORDER BY rowid DESC"
-        } else {
-            ""
-        };
-        format!(
-            "SELECT 1 FROM {} WHERE piw_prune_strike({}){order} LIMIT 1",
-            quote_identifier(&scan.table),
-            column_list(scan)
-        )
-    });
-    for sql in newest_sql.chain(full_sql) {
-        if striker.set().is_empty() {
-            break;
-        }
-        let outcome = strike.run(&mut striker, &sql);
+        );
+        let outcome = self.strike.with_target(striker, || {
+            self.conn.prepare(&sql)?.query([])?.next()?;
+            Ok(())
+        });
         striker.flush();
-        outcome?;
+        outcome
     }
-    Ok(())
+
+    /// Strikes what the rows of table `index` (of `tables`) with row ids in `range` (all rows
+    /// without one) refer to, until the set is empty.
+    pub fn part(
+        &mut self,
+        striker: &mut Striker<'_>,
+        tables: &[TableScan],
+        index: usize,
+        range: Option<(i64, i64)>,
+    ) -> Result<()> {
+        let statement = match self.parts.entry((index, range.is_some())) {
+            Entry::Occupied(prepared) => prepared.into_mut(),
+            Entry::Vacant(slot) => slot.insert(
+                self.conn
+                    .prepare(&part_sql(&tables[index], range.is_some()))?,
+            ),
+        };
+        let outcome = self.strike.with_target(striker, || {
+            let mut rows = match range {
+                Some((low, high)) => statement.query([low, high])?,
+                None => statement.query([])?,
+            };
+            rows.next()?;
+            Ok(())
+        });
+        striker.flush();
+        outcome
+    }
+}
+
+fn part_sql(scan: &TableScan, ranged: bool) -> String {
+    let range = if ranged {
+        "rowid BETWEEN ?1 AND ?2 AND "
+    } else {
+        ""
+    };
+    let order = if scan.newest_first {
+        " ORDER BY rowid DESC"
+    } else {
+        ""
+    };
+    format!(
+        "SELECT 1 FROM {} WHERE {range}piw_prune_strike({}){order} LIMIT 1",
+        quote_identifier(&scan.table),
+        column_list(scan)
+    )
 }
 
 fn column_list(scan: &TableScan) -> String {
@@ -147,16 +193,12 @@ impl<'c> Registration<'c> {
         })
     }
 
-    /// Runs `sql` (to its first row) with the function working on `target`.
-    fn run<T>(&self, target: &mut T, sql: &str) -> Result<()> {
+    /// Runs `body` with the function working on `target`.
+    fn with_target<T, R>(&self, target: &mut T, body: impl FnOnce() -> Result<R>) -> Result<R> {
         // SAFETY: the slot lives while the function is registered, which it is until `drop`.
         let slot = unsafe { &*self.slot };
         slot.set((target as *mut T).cast());
-        let outcome = (|| {
-            let mut statement = self.conn.prepare(sql)?;
-            statement.query([])?.next()?;
-            Ok(())
-        })();
+        let outcome = body();
         slot.set(ptr::null_mut());
         outcome
     }
@@ -222,7 +264,7 @@ unsafe extern "C" fn strike_values(
                     striker.strike(hash);
                 }
             }
-            c_int::from(striker.set().is_empty())
+            c_int::from(striker.is_done())
         })
     }
 }
