@@ -21,7 +21,7 @@
 use rusqlite::Connection;
 
 use super::prune_parts;
-use super::prune_scan::{self, TableScan};
+use super::prune_scan::TableScan;
 use crate::error::Result;
 
 /// Referencing tables read after all others (in this order), newest rows first: many rows, few
@@ -56,9 +56,8 @@ pub fn unreferenced_rowids(
     conn: &Connection,
     open_helper: impl Fn() -> Option<Connection> + Sync,
 ) -> Result<Vec<i64>> {
-    let set = prune_scan::load(conn)?;
-    prune_parts::strike(conn, &set, &blob_references(conn)?, open_helper)?;
-    Ok(set.into_rowids())
+    let tables = blob_references(conn)?;
+    Ok(prune_parts::unreferenced(conn, &tables, open_helper)?.into_rowids())
 }
 
 /// Runs `prune` (which opens its own write transaction) with `PRAGMA foreign_keys` off, and
@@ -443,6 +442,36 @@ mod tests {
                 "interrupted after {interrupt_after}"
             );
         }
+    }
+
+    /// What a helper collects before the set is loaded and strikes afterwards keeps the same
+    /// blobs as striking at once: hashes and values of other lengths alike.
+    #[test]
+    fn values_collected_before_the_load_strike_as_read_ones_do() {
+        use crate::state::blob_set::Striker;
+        use crate::state::prune_scan::{self, Collected, StrikingConnection, TableScan};
+
+        let conn = database(&[3, 11, 19, 2, 10], &[], &[3, 2, 3], &[]);
+        let tables = [TableScan {
+            table: "viewer_deltas".into(),
+            columns: vec!["patch_hash".into()],
+            newest_first: false,
+            ranged: true,
+        }];
+        let mut striking = StrikingConnection::new(&conn).unwrap();
+        let mut collected = Collected::default();
+        striking
+            .collect_part(&mut collected, &tables, 0, Some((1, 2)))
+            .unwrap();
+        striking
+            .collect_part(&mut collected, &tables, 0, None)
+            .unwrap();
+        assert_eq!((collected.hashes.len(), collected.others.len()), (3, 2));
+        let set = prune_scan::load(&conn).unwrap();
+        collected.strike_into(&mut Striker::new(&set));
+        drop(striking);
+        let expected = reference_prune(&database(&[3, 11, 19, 2, 10], &[], &[3, 2, 3], &[]));
+        assert_eq!(set.into_rowids(), expected);
     }
 
     /// Temporary tables can shadow the tables the prune reads, and only the prune's own

@@ -1,26 +1,30 @@
-//! The prune's full reads, in parts: each referencing table with row ids is split into row id
+//! The prune's reads, in parts: each referencing table with row ids is split into row id
 //! ranges, which the prune's connection and, on a large file, helper connections on threads of
 //! their own (one per spare core, see [`helpers`]) take from one queue and read at the same
-//! time, striking off one shared set.
+//! time, striking off one shared set. While the prune's connection loads the blobs (a fifth of
+//! the work), the helpers already read parts and keep their values, struck once the set is
+//! there.
 //!
-//! Why the helper reads exactly what the prune's connection would: it is opened while the
-//! prune holds the write lock and before the prune has changed anything, so no commit can come
-//! between the two connections' snapshots, and it reads nothing until then. It is not used
-//! when the prune's connection has temporary objects (a temporary table can shadow a table
-//! the prune reads, and only that connection sees it). Whatever goes wrong on the helper (it
-//! cannot open, is busy, fails a read) is never the prune's error: the part it failed is read
-//! again by the prune's connection, and the rest of the queue is left to it.
+//! Why a helper reads exactly what the prune's connection would: it is opened while the prune
+//! holds the write lock and before the prune has changed anything, so no commit can come
+//! between the two connections' snapshots. It is not used when the prune's connection has
+//! temporary objects (a temporary table can shadow a table the prune reads, and only that
+//! connection sees it). Whatever goes wrong on a helper (it cannot open, is busy, fails a
+//! read, panics) is never the prune's error: a part counts as read only once its values are
+//! struck, and every part a helper took and did not strike is read again by the prune's
+//! connection.
 //!
 //! Striking is idempotent and order-free (a blob stays if any value equals it), so which
 //! connection reads which part, and in which order, changes nothing in the result.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::OnceLock;
 
 use rusqlite::Connection;
 
 use super::blob_set::{BlobSet, Striker};
-use super::prune_scan::{StrikingConnection, TableScan};
-use crate::error::Result;
+use super::prune_scan::{self, Collected, StrikingConnection, TableScan};
+use crate::error::{Result, StoreError};
 
 /// Row ids per part of a table (at most [`MOST_PARTS`] parts).
 const PART_ROWS: i64 = 8_192;
@@ -48,29 +52,18 @@ struct Part {
     range: Option<(i64, i64)>,
 }
 
-/// Strikes off `set` the blobs `tables` refer to: first what the newest rows of the tables
-/// read newest first refer to, then every table in full, in parts, in this order, until the
-/// set is empty. Each helper thread calls `open_helper` for its connection to the same file.
-pub fn strike(
+/// The set of the file's blobs with those `tables` refer to struck off: it loads the blobs,
+/// strikes what the newest rows of the tables read newest first refer to, then every table in
+/// full, in parts, in this order, until the set is empty. Each helper thread calls
+/// `open_helper` for its connection to the same file, and reads parts while the prune's
+/// connection loads the blobs, keeping their values until the set is there to strike them off.
+pub fn unreferenced(
     conn: &Connection,
-    set: &BlobSet,
     tables: &[TableScan],
     open_helper: impl Fn() -> Option<Connection> + Sync,
-) -> Result<()> {
-    if set.is_empty() || tables.is_empty() {
-        return Ok(());
-    }
-    let mut striking = StrikingConnection::new(conn)?;
-    let mut striker = Striker::new(set);
-    // A blob only such a table refers to is most often one of its newest rows.
-    for scan in tables.iter().filter(|scan| scan.newest_first) {
-        if set.is_empty() {
-            return Ok(());
-        }
-        striking.newest_rows(&mut striker, scan)?;
-    }
+) -> Result<BlobSet> {
     let (parts, rows) = parts(conn, tables)?;
-    let helpers = if set.is_empty() || has_temporary_objects(conn)? {
+    let helpers = if tables.is_empty() || has_temporary_objects(conn)? {
         0
     } else {
         helpers(rows)
@@ -81,6 +74,7 @@ pub fn strike(
         next: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
     };
+    let loaded = OnceLock::new();
     std::thread::scope(|scope| {
         let helping: Vec<_> = (0..helpers)
             .filter_map(|_| {
@@ -88,13 +82,26 @@ pub fn strike(
                     .name("piw-prune-helper".into())
                     .spawn_scoped(scope, || {
                         if let Some(helper) = open_helper() {
-                            help(helper, set, tables, &queue);
+                            help(helper, &loaded, tables, &queue);
                         }
                     })
                     .ok()
             })
             .collect();
-        let mine = queue.read(&mut striking, &mut striker, set, tables);
+        let mine = (|| {
+            let set = loaded.get_or_init(|| prune_scan::load(conn));
+            let set = set.as_ref().map_err(Clone::clone)?;
+            let mut striking = StrikingConnection::new(conn)?;
+            let mut striker = Striker::new(set);
+            // A blob only such a table refers to is most often one of its newest rows.
+            for scan in tables.iter().filter(|scan| scan.newest_first) {
+                if set.is_empty() {
+                    break;
+                }
+                striking.newest_rows(&mut striker, scan)?;
+            }
+            queue.read(&mut striking, &mut striker, set, tables)
+        })();
         if mine.is_err() {
             queue.stop.store(true, Relaxed);
         }
@@ -104,7 +111,22 @@ pub fn strike(
         }
         mine
     })?;
-    // What a helper took and did not read (it failed, or panicked), the prune reads now.
+    let set = loaded
+        .into_inner()
+        .ok_or_else(|| StoreError::plain("The blob prune did not load the blobs"))??;
+    read_unread_parts(conn, &set, tables, &queue)?;
+    Ok(set)
+}
+
+/// Reads what a helper took and did not strike (it failed, or panicked).
+fn read_unread_parts(
+    conn: &Connection,
+    set: &BlobSet,
+    tables: &[TableScan],
+    queue: &Queue,
+) -> Result<()> {
+    let mut striking = StrikingConnection::new(conn)?;
+    let mut striker = Striker::new(set);
     for (part, read) in queue.parts.iter().zip(&queue.read) {
         if set.is_empty() {
             break;
@@ -193,8 +215,7 @@ impl Queue {
         tables: &[TableScan],
     ) -> Result<()> {
         while !set.is_empty() && !self.stop.load(Relaxed) {
-            let index = self.next.fetch_add(1, Relaxed);
-            let Some(part) = self.parts.get(index) else {
+            let Some((index, part)) = self.take() else {
                 break;
             };
             striking.part(striker, tables, part.scan, part.range)?;
@@ -202,17 +223,64 @@ impl Queue {
         }
         Ok(())
     }
+
+    /// The next part nobody took, with its index.
+    fn take(&self) -> Option<(usize, Part)> {
+        let index = self.next.fetch_add(1, Relaxed);
+        self.parts.get(index).map(|part| (index, *part))
+    }
 }
 
-/// The helper's share of the queue, in a read transaction of its own. Its errors end its
-/// share and are dropped: see the module comment.
-fn help(helper: Connection, set: &BlobSet, tables: &[TableScan], queue: &Queue) {
+/// Values a helper may keep while the blobs load (32 MiB of hashes), before it waits.
+const MOST_COLLECTED: usize = 1 << 20;
+
+/// The helper's share of the queue, in a read transaction of its own: until the set is loaded,
+/// parts whose values it keeps, then parts it strikes. A part counts as read once its values
+/// are struck. Its errors end its share and are dropped: see the module comment.
+fn help(
+    helper: Connection,
+    loaded: &OnceLock<Result<BlobSet>>,
+    tables: &[TableScan],
+    queue: &Queue,
+) {
     if helper.execute_batch("BEGIN").is_err() {
         return;
     }
     if let Ok(mut striking) = StrikingConnection::new(&helper) {
-        let mut striker = Striker::new(set);
-        let _ = queue.read(&mut striking, &mut striker, set, tables);
+        let mut collected = Collected::default();
+        let mut collected_parts = Vec::new();
+        // Until the prune's connection has loaded the blobs.
+        let set = loop {
+            if queue.stop.load(Relaxed) {
+                break None;
+            }
+            if let Some(set) = loaded.get() {
+                break set.as_ref().ok();
+            }
+            if collected.len() >= MOST_COLLECTED {
+                std::thread::yield_now();
+                continue;
+            }
+            let Some((index, part)) = queue.take() else {
+                std::thread::yield_now();
+                continue;
+            };
+            if striking
+                .collect_part(&mut collected, tables, part.scan, part.range)
+                .is_err()
+            {
+                break None;
+            }
+            collected_parts.push(index);
+        };
+        if let Some(set) = set {
+            let mut striker = Striker::new(set);
+            collected.strike_into(&mut striker);
+            for index in collected_parts {
+                queue.read[index].store(true, Relaxed);
+            }
+            let _ = queue.read(&mut striking, &mut striker, set, tables);
+        }
     }
     let _ = helper.execute_batch("ROLLBACK");
 }

@@ -22,6 +22,7 @@ use crate::error::Result;
 
 const LOAD: &CStr = c"piw_prune_load";
 const STRIKE: &CStr = c"piw_prune_strike";
+const COLLECT: &CStr = c"piw_prune_collect";
 const FLAGS: c_int = ffi::SQLITE_UTF8 | ffi::SQLITE_DIRECTONLY;
 
 /// Above this many expected blobs the set starts smaller and grows while loading, so that an
@@ -60,13 +61,39 @@ pub fn load(conn: &Connection) -> Result<BlobSet> {
 /// Rows of each table read newest first that are read before any table is read in full.
 const NEWEST_ROWS: usize = 256;
 
-/// A connection that strikes values off a set as it reads: the strike function is registered
-/// on it while this lives, with the statements it prepared for each table.
+/// The referencing values a part read before there was a set to strike them off: BLOBs of a
+/// hash's length, and any others (only a file that bypassed the schema's checks has those).
+#[derive(Default)]
+pub struct Collected {
+    pub hashes: Vec<[u8; 32]>,
+    pub others: Vec<Vec<u8>>,
+}
+
+impl Collected {
+    pub fn len(&self) -> usize {
+        self.hashes.len() + self.others.len()
+    }
+
+    /// Strikes every value collected.
+    pub fn strike_into(&self, striker: &mut Striker<'_>) {
+        for hash in &self.hashes {
+            striker.strike(hash);
+        }
+        for other in &self.others {
+            striker.strike(other);
+        }
+        striker.flush();
+    }
+}
+
+/// A connection that strikes values off a set (or collects them) as it reads: the functions
+/// are registered on it while this lives, with the statements it prepared for each table.
 pub struct StrikingConnection<'c> {
     conn: &'c Connection,
-    /// Before `strike`: statements are finalized before the function is removed.
-    parts: HashMap<(usize, bool), Statement<'c>>,
+    /// Before the registrations: statements are finalized before the functions are removed.
+    parts: HashMap<(usize, bool, bool), Statement<'c>>,
     strike: Registration<'c>,
+    collect: Registration<'c>,
 }
 
 impl<'c> StrikingConnection<'c> {
@@ -75,6 +102,7 @@ impl<'c> StrikingConnection<'c> {
             conn,
             parts: HashMap::new(),
             strike: Registration::new(conn, STRIKE, -1, strike_values)?,
+            collect: Registration::new(conn, COLLECT, -1, collect_values)?,
         })
     }
 
@@ -103,27 +131,56 @@ impl<'c> StrikingConnection<'c> {
         index: usize,
         range: Option<(i64, i64)>,
     ) -> Result<()> {
-        let statement = match self.parts.entry((index, range.is_some())) {
-            Entry::Occupied(prepared) => prepared.into_mut(),
-            Entry::Vacant(slot) => slot.insert(
-                self.conn
-                    .prepare(&part_sql(&tables[index], range.is_some()))?,
-            ),
-        };
-        let outcome = self.strike.with_target(striker, || {
-            let mut rows = match range {
-                Some((low, high)) => statement.query([low, high])?,
-                None => statement.query([])?,
-            };
-            rows.next()?;
-            Ok(())
-        });
+        let statement = statement(&mut self.parts, self.conn, tables, index, range, false)?;
+        let outcome = self
+            .strike
+            .with_target(striker, || run_part(statement, range));
         striker.flush();
         outcome
     }
+
+    /// Adds to `into` every referencing value of the rows [`StrikingConnection::part`] reads.
+    pub fn collect_part(
+        &mut self,
+        into: &mut Collected,
+        tables: &[TableScan],
+        index: usize,
+        range: Option<(i64, i64)>,
+    ) -> Result<()> {
+        let statement = statement(&mut self.parts, self.conn, tables, index, range, true)?;
+        self.collect
+            .with_target(into, || run_part(statement, range))
+    }
 }
 
-fn part_sql(scan: &TableScan, ranged: bool) -> String {
+/// The statement reading a part of table `index`, prepared on first use.
+fn statement<'m, 'c>(
+    parts: &'m mut HashMap<(usize, bool, bool), Statement<'c>>,
+    conn: &'c Connection,
+    tables: &[TableScan],
+    index: usize,
+    range: Option<(i64, i64)>,
+    collect: bool,
+) -> Result<&'m mut Statement<'c>> {
+    Ok(match parts.entry((index, range.is_some(), collect)) {
+        Entry::Occupied(prepared) => prepared.into_mut(),
+        Entry::Vacant(slot) => {
+            slot.insert(conn.prepare(&part_sql(&tables[index], range.is_some(), collect))?)
+        }
+    })
+}
+
+/// Steps a part's statement to its first row: the end of its rows, or the set's emptying.
+fn run_part(statement: &mut Statement<'_>, range: Option<(i64, i64)>) -> Result<()> {
+    let mut rows = match range {
+        Some((low, high)) => statement.query([low, high])?,
+        None => statement.query([])?,
+    };
+    rows.next()?;
+    Ok(())
+}
+
+fn part_sql(scan: &TableScan, ranged: bool, collect: bool) -> String {
     let range = if ranged {
         "rowid BETWEEN ?1 AND ?2 AND "
     } else {
@@ -134,8 +191,13 @@ fn part_sql(scan: &TableScan, ranged: bool) -> String {
     } else {
         ""
     };
+    let function = if collect {
+        "piw_prune_collect"
+    } else {
+        "piw_prune_strike"
+    };
     format!(
-        "SELECT 1 FROM {} WHERE {range}piw_prune_strike({}){order} LIMIT 1",
+        "SELECT 1 FROM {} WHERE {range}{function}({}){order} LIMIT 1",
         quote_identifier(&scan.table),
         column_list(scan)
     )
@@ -265,6 +327,29 @@ unsafe extern "C" fn strike_values(
                 }
             }
             c_int::from(striker.is_done())
+        })
+    }
+}
+
+/// `piw_prune_collect(hash, ...)`: adds every BLOB argument to the collection; 0.
+unsafe extern "C" fn collect_values(
+    context: *mut ffi::sqlite3_context,
+    count: c_int,
+    values: *mut *mut ffi::sqlite3_value,
+) {
+    // SAFETY: SQLite calls the function with its own context and `count` values.
+    unsafe {
+        call(context, |collected: &mut Collected| {
+            let values = std::slice::from_raw_parts(values, count.max(0) as usize);
+            for value in values {
+                if let Some(bytes) = blob(*value) {
+                    match <[u8; 32]>::try_from(bytes) {
+                        Ok(hash) => collected.hashes.push(hash),
+                        Err(_) => collected.others.push(bytes.to_vec()),
+                    }
+                }
+            }
+            0
         })
     }
 }
