@@ -397,11 +397,11 @@ mod tests {
     #[test]
     fn a_helper_reading_part_of_the_tables_changes_nothing() {
         let dir = crate::test_support::Scratch::new("prune-helper");
-        let ours = helped_file(&dir, "ours.sqlite", 40_000);
-        let theirs = helped_file(&dir, "theirs.sqlite", 40_000);
+        let ours = helped_file(&dir, "ours.sqlite", 60_000);
+        let theirs = helped_file(&dir, "theirs.sqlite", 60_000);
         let gone = reference_prune(&theirs);
         // Every odd blob but the run's.
-        assert_eq!(gone.len(), 39_999);
+        assert_eq!(gone.len(), 59_999);
         let kept = kept_by_reference(&theirs, &gone);
         let helper = Connection::open(dir.file("ours.sqlite")).unwrap();
         let steps = count_steps(&helper, None);
@@ -421,12 +421,12 @@ mod tests {
     #[test]
     fn a_part_the_helper_failed_is_read_by_the_prune() {
         let dir = crate::test_support::Scratch::new("prune-helper-fails");
-        let theirs = helped_file(&dir, "theirs.sqlite", 40_000);
+        let theirs = helped_file(&dir, "theirs.sqlite", 60_000);
         let gone = reference_prune(&theirs);
         let kept = kept_by_reference(&theirs, &gone);
         for interrupt_after in [1, 5_000, 60_000] {
             let name = format!("ours-{interrupt_after}.sqlite");
-            let ours = helped_file(&dir, &name, 40_000);
+            let ours = helped_file(&dir, &name, 60_000);
             let helper = Connection::open(dir.file(&name)).unwrap();
             let steps = count_steps(&helper, Some(interrupt_after));
             let helper = std::sync::Mutex::new(Some(helper));
@@ -479,7 +479,7 @@ mod tests {
     #[test]
     fn no_helper_reads_beside_temporary_tables() {
         let dir = crate::test_support::Scratch::new("prune-helper-temp");
-        let ours = helped_file(&dir, "ours.sqlite", 40_000);
+        let ours = helped_file(&dir, "ours.sqlite", 60_000);
         ours.execute_batch("CREATE TEMP TABLE events (payload_hash BLOB, other BLOB)")
             .unwrap();
         let asked = AtomicBool::new(false);
@@ -493,7 +493,7 @@ mod tests {
         assert!(!asked.load(Relaxed), "a helper was asked for");
         // The prune's connection reads the temporary `events` in place of the file's: empty,
         // so only the run's blob stays.
-        assert_eq!(gone, 80_000 - 1);
+        assert_eq!(gone, 120_000 - 1);
     }
 
     /// A state file (the real schema) after heavy use: a resource whose spec and status were

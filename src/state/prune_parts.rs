@@ -26,6 +26,10 @@ use super::blob_set::{BlobSet, Striker};
 use super::prune_scan::{self, Collected, StrikingConnection, TableScan};
 use crate::error::{Result, StoreError};
 
+/// Below this many pages in the file, every table is one part (and there is no helper): the
+/// queries finding the ranges' bounds would cost more than the ranges save.
+const SPLIT_FROM_PAGES: i64 = 2_048;
+
 /// Row ids per part of a table (at most [`MOST_PARTS`] parts).
 const PART_ROWS: i64 = 8_192;
 const MOST_PARTS: i64 = 256;
@@ -114,7 +118,9 @@ pub fn unreferenced(
     let set = loaded
         .into_inner()
         .ok_or_else(|| StoreError::plain("The blob prune did not load the blobs"))??;
-    read_unread_parts(conn, &set, tables, &queue)?;
+    if !set.is_empty() && queue.read.iter().any(|read| !read.load(Relaxed)) {
+        read_unread_parts(conn, &set, tables, &queue)?;
+    }
     Ok(set)
 }
 
@@ -140,10 +146,12 @@ fn read_unread_parts(
 
 /// The parts of `tables` in reading order, and how many row ids the ranged ones span.
 fn parts(conn: &Connection, tables: &[TableScan]) -> Result<(Vec<Part>, i64)> {
+    let pages: i64 = conn.query_row("PRAGMA page_count", [], |row| row.get(0))?;
+    let in_ranges = pages >= SPLIT_FROM_PAGES;
     let mut parts = Vec::new();
     let mut rows = 0i64;
     for (scan, table) in tables.iter().enumerate() {
-        let bounds: (Option<i64>, Option<i64>) = if table.ranged {
+        let bounds: (Option<i64>, Option<i64>) = if table.ranged && in_ranges {
             // Two subqueries: min and max in one aggregate read the whole table.
             let name = table.table.replace('"', "\"\"");
             let sql = format!(

@@ -93,7 +93,8 @@ pub struct StrikingConnection<'c> {
     /// Before the registrations: statements are finalized before the functions are removed.
     parts: HashMap<(usize, bool, bool), Statement<'c>>,
     strike: Registration<'c>,
-    collect: Registration<'c>,
+    /// Registered on first use: only helpers collect.
+    collect: Option<Registration<'c>>,
 }
 
 impl<'c> StrikingConnection<'c> {
@@ -102,7 +103,7 @@ impl<'c> StrikingConnection<'c> {
             conn,
             parts: HashMap::new(),
             strike: Registration::new(conn, STRIKE, -1, strike_values)?,
-            collect: Registration::new(conn, COLLECT, -1, collect_values)?,
+            collect: None,
         })
     }
 
@@ -147,9 +148,12 @@ impl<'c> StrikingConnection<'c> {
         index: usize,
         range: Option<(i64, i64)>,
     ) -> Result<()> {
+        let collect = match &mut self.collect {
+            Some(registration) => registration,
+            empty => empty.insert(Registration::new(self.conn, COLLECT, -1, collect_values)?),
+        };
         let statement = statement(&mut self.parts, self.conn, tables, index, range, true)?;
-        self.collect
-            .with_target(into, || run_part(statement, range))
+        collect.with_target(into, || run_part(statement, range))
     }
 }
 
