@@ -354,6 +354,23 @@ mod tests {
         conn
     }
 
+    /// Prunes `ours` in a write transaction, with (at most) one helper connection to `file`
+    /// whose VM steps are counted (and which is interrupted after `interrupt_after` of them);
+    /// the blobs pruned, and the helper's steps.
+    fn prune_with_a_helper(
+        ours: &Connection,
+        file: &std::path::Path,
+        interrupt_after: Option<u64>,
+    ) -> (usize, u64) {
+        let helper = Connection::open(file).unwrap();
+        let steps = count_steps(&helper, interrupt_after);
+        let helper = std::sync::Mutex::new(Some(helper));
+        ours.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let pruned = prune_unreferenced(ours, || helper.lock().unwrap().take()).unwrap();
+        ours.execute_batch("COMMIT").unwrap();
+        (pruned, steps.load(Relaxed))
+    }
+
     /// The blobs of `theirs` the reference's prune keeps (it only lists those that go).
     fn kept_by_reference(theirs: &Connection, gone: &[i64]) -> Vec<i64> {
         let gone: std::collections::HashSet<i64> = gone.iter().copied().collect();
@@ -403,16 +420,12 @@ mod tests {
         // Every odd blob but the run's.
         assert_eq!(gone.len(), 59_999);
         let kept = kept_by_reference(&theirs, &gone);
-        let helper = Connection::open(dir.file("ours.sqlite")).unwrap();
-        let steps = count_steps(&helper, None);
-        let helper = std::sync::Mutex::new(Some(helper));
-        ours.execute_batch("BEGIN IMMEDIATE").unwrap();
-        assert_eq!(
-            prune_unreferenced(&ours, || helper.lock().unwrap().take()).unwrap(),
-            gone.len()
-        );
-        ours.execute_batch("COMMIT").unwrap();
-        assert!(steps.load(Relaxed) > 10_000, "the helper read rows");
+        let (pruned, steps) = prune_with_a_helper(&ours, &dir.file("ours.sqlite"), None);
+        assert_eq!(pruned, gone.len());
+        // A helper is used only beside a spare core.
+        if std::thread::available_parallelism().map_or(1, |cores| cores.get()) > 1 {
+            assert!(steps > 10_000, "the helper read rows");
+        }
         assert!(remaining_rowids(&ours) == kept);
     }
 
@@ -427,16 +440,12 @@ mod tests {
         for interrupt_after in [1, 5_000, 60_000] {
             let name = format!("ours-{interrupt_after}.sqlite");
             let ours = helped_file(&dir, &name, 60_000);
-            let helper = Connection::open(dir.file(&name)).unwrap();
-            let steps = count_steps(&helper, Some(interrupt_after));
-            let helper = std::sync::Mutex::new(Some(helper));
-            ours.execute_batch("BEGIN IMMEDIATE").unwrap();
-            assert_eq!(
-                prune_unreferenced(&ours, || helper.lock().unwrap().take()).unwrap(),
-                gone.len()
-            );
-            ours.execute_batch("COMMIT").unwrap();
-            assert!(steps.load(Relaxed) >= interrupt_after);
+            let (pruned, steps) =
+                prune_with_a_helper(&ours, &dir.file(&name), Some(interrupt_after));
+            assert_eq!(pruned, gone.len());
+            if std::thread::available_parallelism().map_or(1, |cores| cores.get()) > 1 {
+                assert!(steps >= interrupt_after);
+            }
             assert!(
                 remaining_rowids(&ours) == kept,
                 "interrupted after {interrupt_after}"
