@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 use rusqlite::Connection;
 
 use super::blob_set::{BlobSet, Striker};
-use super::prune_scan::{self, Collected, StrikingConnection, TableScan};
+use super::prune_scan::{self, quote_identifier, Collected, StrikingConnection, TableScan};
 use crate::error::{Result, StoreError};
 
 /// Below this many pages in the file, every table is one part (and there is no helper): the
@@ -153,10 +153,9 @@ fn parts(conn: &Connection, tables: &[TableScan]) -> Result<(Vec<Part>, i64)> {
     for (scan, table) in tables.iter().enumerate() {
         let bounds: (Option<i64>, Option<i64>) = if table.ranged && in_ranges {
             // Two subqueries: min and max in one aggregate read the whole table.
-            let name = table.table.replace('"', "\"\"");
-            let sql = format!(
-                "SELECT (SELECT min(rowid) FROM \"{name}\"), (SELECT max(rowid) FROM \"{name}\")"
-            );
+            let name = quote_identifier(&table.table);
+            let sql =
+                format!("SELECT (SELECT min(rowid) FROM {name}), (SELECT max(rowid) FROM {name})");
             conn.query_row(&sql, [], |row| Ok((row.get(0)?, row.get(1)?)))?
         } else {
             (None, None)
@@ -206,10 +205,11 @@ fn has_temporary_objects(conn: &Connection) -> Result<bool> {
 /// The parts, taken one by one by whichever connection is free.
 struct Queue {
     parts: Vec<Part>,
-    /// Per part, whether it was read to its end (or to the set's emptying).
+    /// Per part, whether its values are struck (it was read to its end, or to the set's
+    /// emptying).
     read: Vec<AtomicBool>,
     next: AtomicUsize,
-    /// Set when the prune's connection failed: the helper stops too.
+    /// Set when the prune's connection failed: the helpers stop too.
     stop: AtomicBool,
 }
 
@@ -257,6 +257,7 @@ fn help(
     if let Ok(mut striking) = StrikingConnection::new(&helper) {
         let mut collected = Collected::default();
         let mut collected_parts = Vec::new();
+        let mut queue_empty = false;
         // Until the prune's connection has loaded the blobs.
         let set = loop {
             if queue.stop.load(Relaxed) {
@@ -265,12 +266,12 @@ fn help(
             if let Some(set) = loaded.get() {
                 break set.as_ref().ok();
             }
-            if collected.len() >= MOST_COLLECTED {
+            if queue_empty || collected.len() >= MOST_COLLECTED {
                 std::thread::yield_now();
                 continue;
             }
             let Some((index, part)) = queue.take() else {
-                std::thread::yield_now();
+                queue_empty = true;
                 continue;
             };
             if striking

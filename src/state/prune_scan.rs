@@ -403,6 +403,6 @@ unsafe fn blob<'v>(value: *mut ffi::sqlite3_value) -> Option<&'v [u8]> {
     }
 }
 
-fn quote_identifier(value: &str) -> String {
+pub fn quote_identifier(value: &str) -> String {
     format!("\"{}\"", value.replace('"', "\"\""))
 }
