@@ -9,6 +9,15 @@
 //! lookup per referencing value, most of them for distinct hashes of a table far larger than
 //! the CPU caches): each lookup's slot is prefetched and resolved [`LOOKAHEAD`] values later,
 //! so the memory reads overlap instead of stalling one by one.
+//!
+//! Once loaded, the set is struck from several threads at once, each with its own
+//! [`Striker`]: the keys are only read, and a blob's mark is one atomic bit, so two threads
+//! striking the same blob count it once. A striker counts its marks off the set's total when
+//! it flushes: a counter written on every first strike would bounce between the threads'
+//! cores.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
 
 /// Values whose slot is prefetched before the oldest pending one is resolved.
 const LOOKAHEAD: usize = 16;
@@ -21,18 +30,28 @@ const LONGEST_PROBE: usize = 64;
 
 type Hash = [u8; 32];
 
+/// A slot of the table: aligned so that it never straddles two cache lines (a prefetch brings
+/// in one line; with the allocator's 16-byte alignment every other slot straddled two, and the
+/// lookup stalled on the line not prefetched: half the prune's striking time).
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct Slot(Hash);
+
 /// The blobs not yet known to be referenced, with their row ids.
 pub struct BlobSet {
-    slots: Vec<Hash>,
+    slots: Vec<Slot>,
     rowids: Vec<i64>,
     occupied: Vec<u64>,
-    referenced: Vec<u64>,
+    referenced: Vec<AtomicU64>,
     /// `64 - log2(slots.len())`: a home slot is the leading bits of a word of the key.
     shift: u32,
-    /// Hashes in the table not yet referenced (values still pending in a striker excluded).
-    remaining: usize,
+    /// Hashes in the table not yet referenced (marks a striker has not counted excluded). On a
+    /// cache line of its own: the fields beside it are read on every lookup, by every thread.
+    remaining: Padded<AtomicUsize>,
     /// Any other BLOB hash (only a file that bypassed the check could hold one).
-    odd: Vec<(Vec<u8>, i64)>,
+    odd: Mutex<Vec<(Vec<u8>, i64)>>,
+    /// How many `odd` holds, read without its lock.
+    odd_left: AtomicUsize,
     /// Hashes that are no BLOB equal no referencing value: those blobs always go.
     unmatchable: Vec<i64>,
     /// Whether home slots mix all of a key's bytes (see [`LONGEST_PROBE`]).
@@ -48,13 +67,14 @@ impl BlobSet {
     fn with_slots(slots: usize) -> BlobSet {
         let capacity = slots.next_power_of_two().max(64);
         BlobSet {
-            slots: vec![[0; 32]; capacity],
+            slots: vec![Slot([0; 32]); capacity],
             rowids: vec![0; capacity],
             occupied: vec![0; capacity / 64],
-            referenced: vec![0; capacity / 64],
+            referenced: (0..capacity / 64).map(|_| AtomicU64::new(0)).collect(),
             shift: 64 - capacity.trailing_zeros(),
-            remaining: 0,
-            odd: Vec::new(),
+            remaining: Padded(AtomicUsize::new(0)),
+            odd: Mutex::new(Vec::new()),
+            odd_left: AtomicUsize::new(0),
             unmatchable: Vec::new(),
             mixed: false,
         }
@@ -67,19 +87,19 @@ impl BlobSet {
             return;
         };
         let Ok(hash) = <Hash>::try_from(hash) else {
-            self.odd.push((hash.to_vec(), rowid));
+            self.push_odd(hash, rowid);
             return;
         };
         // Past three quarters full, double: lookups stay short whatever the count said.
-        if (self.remaining + 1) * 4 > self.slots.len() * 3 {
+        if (*self.remaining.0.get_mut() + 1) * 4 > self.slots.len() * 3 {
             self.rebuild(self.slots.len() * 2, self.mixed);
         }
         let mut slot = self.home(&hash);
         let mut probes = 0;
         while bit(&self.occupied, slot) {
-            if self.slots[slot] == hash {
+            if self.slots[slot].0 == hash {
                 // `blob_hash` is the primary key: only a file that bypassed it repeats one.
-                self.odd.push((hash.to_vec(), rowid));
+                self.push_odd(&hash, rowid);
                 return;
             }
             probes += 1;
@@ -91,21 +111,31 @@ impl BlobSet {
             slot = (slot + 1) & (self.slots.len() - 1);
         }
         self.occupied[slot / 64] |= 1 << (slot % 64);
-        self.slots[slot] = hash;
+        self.slots[slot] = Slot(hash);
         self.rowids[slot] = rowid;
-        self.remaining += 1;
+        *self.remaining.0.get_mut() += 1;
     }
 
-    /// Whether no blob is left that a reference could still keep (values pending in a striker
-    /// resolved or not: resolving them can only strike more).
+    fn push_odd(&mut self, hash: &[u8], rowid: i64) {
+        let odd = self
+            .odd
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        odd.push((hash.to_vec(), rowid));
+        *self.odd_left.get_mut() += 1;
+    }
+
+    /// Whether no blob is left that a reference could still keep (values pending in a striker,
+    /// and marks it has not counted yet, aside: they can only strike more).
     pub fn is_empty(&self) -> bool {
-        self.remaining == 0 && self.odd.is_empty()
+        self.remaining.0.load(Relaxed) == 0 && self.odd_left.load(Relaxed) == 0
     }
 
     /// The row ids of the blobs nothing referenced, ascending (the reference's delete order).
     pub fn into_rowids(self) -> Vec<i64> {
         // A word of occupancy bits at a time: most words have no unreferenced slot at all.
-        let unreferenced = self.occupied.iter().zip(&self.referenced).enumerate();
+        let referenced = self.referenced.into_iter().map(AtomicU64::into_inner);
+        let unreferenced = self.occupied.iter().zip(referenced).enumerate();
         let slots = unreferenced.flat_map(|(word, (occupied, referenced))| {
             let mut left = occupied & !referenced;
             std::iter::from_fn(move || {
@@ -116,7 +146,7 @@ impl BlobSet {
         });
         let mut rowids: Vec<i64> = slots
             .map(|slot| self.rowids[slot])
-            .chain(self.odd.into_iter().map(|(_, rowid)| rowid))
+            .chain(into_inner(self.odd).into_iter().map(|(_, rowid)| rowid))
             .chain(self.unmatchable)
             .collect();
         rowids.sort_unstable();
@@ -124,24 +154,27 @@ impl BlobSet {
     }
 
     /// Strikes `hash` off the odd keys, if any is left.
-    fn strike_odd(&mut self, hash: &[u8]) {
-        if !self.odd.is_empty() {
-            self.odd.retain(|(odd, _)| odd[..] != *hash);
+    fn strike_odd(&self, hash: &[u8]) {
+        if self.odd_left.load(Relaxed) != 0 {
+            let mut odd = lock(&self.odd);
+            odd.retain(|(odd, _)| odd[..] != *hash);
+            self.odd_left.store(odd.len(), Relaxed);
         }
     }
 
-    /// Marks `hash` referenced, looking from `slot` (its home) on.
-    fn mark(&mut self, hash: &Hash, mut slot: usize) {
+    /// Marks `hash` referenced, looking from `slot` (its home) on; whether this call marked it
+    /// (and so must count it).
+    fn mark(&self, hash: &Hash, mut slot: usize) -> bool {
         while bit(&self.occupied, slot) {
-            if self.slots[slot] == *hash {
-                if !bit(&self.referenced, slot) {
-                    self.referenced[slot / 64] |= 1 << (slot % 64);
-                    self.remaining -= 1;
-                }
-                return;
+            if self.slots[slot].0 == *hash {
+                let word = &self.referenced[slot / 64];
+                let mask = 1 << (slot % 64);
+                // The plain load first: most strikes are of blobs struck before.
+                return word.load(Relaxed) & mask == 0 && word.fetch_or(mask, Relaxed) & mask == 0;
             }
             slot = (slot + 1) & (self.slots.len() - 1);
         }
+        false
     }
 
     /// A hash's home slot: its leading bits, or (`mixed`) those of all its bytes mixed.
@@ -169,10 +202,11 @@ impl BlobSet {
         let mut old = std::mem::replace(self, BlobSet::with_slots(capacity));
         self.mixed = mixed;
         self.odd = std::mem::take(&mut old.odd);
+        self.odd_left = std::mem::take(&mut old.odd_left);
         self.unmatchable = std::mem::take(&mut old.unmatchable);
         for slot in 0..old.slots.len() {
             if bit(&old.occupied, slot) {
-                self.insert(old.rowids[slot], Some(&old.slots[slot]));
+                self.insert(old.rowids[slot], Some(&old.slots[slot].0));
             }
         }
     }
@@ -180,26 +214,24 @@ impl BlobSet {
 
 /// Striking values off a [`BlobSet`], with the lookups in flight.
 pub struct Striker<'s> {
-    set: &'s mut BlobSet,
+    set: &'s BlobSet,
     /// Struck hashes whose slot is prefetched but not yet looked at, oldest first.
     pending: [(Hash, usize); LOOKAHEAD],
     pending_len: usize,
     pending_head: usize,
+    /// Hashes this striker marked and has not yet counted off the set's `remaining`.
+    marked: usize,
 }
 
 impl<'s> Striker<'s> {
-    pub fn new(set: &'s mut BlobSet) -> Striker<'s> {
+    pub fn new(set: &'s BlobSet) -> Striker<'s> {
         Striker {
             set,
             pending: [([0; 32], 0); LOOKAHEAD],
             pending_len: 0,
             pending_head: 0,
+            marked: 0,
         }
-    }
-
-    /// The set struck from.
-    pub fn set(&self) -> &BlobSet {
-        self.set
     }
 
     /// `hash` is referenced: its blob stays.
@@ -217,10 +249,20 @@ impl<'s> Striker<'s> {
         }
     }
 
-    /// Resolves every pending value.
+    /// Whether no blob is left, as far as this striker knows (others may have marked more).
+    pub fn is_done(&self) -> bool {
+        let set = self.set;
+        set.remaining.0.load(Relaxed) == self.marked && set.odd_left.load(Relaxed) == 0
+    }
+
+    /// Resolves every pending value, and counts what it marked.
     pub fn flush(&mut self) {
         while self.pending_len > 0 {
             self.resolve_oldest();
+        }
+        if self.marked > 0 {
+            self.set.remaining.0.fetch_sub(self.marked, Relaxed);
+            self.marked = 0;
         }
     }
 
@@ -228,8 +270,26 @@ impl<'s> Striker<'s> {
         let (hash, slot) = self.pending[self.pending_head];
         self.pending_head = (self.pending_head + 1) % LOOKAHEAD;
         self.pending_len -= 1;
-        self.set.mark(&hash, slot);
+        if self.set.mark(&hash, slot) {
+            self.marked += 1;
+        }
     }
+}
+
+/// A value alone on its cache line.
+#[repr(align(64))]
+struct Padded<T>(T);
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn into_inner<T>(mutex: Mutex<T>) -> T {
+    mutex
+        .into_inner()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn bit(bits: &[u64], index: usize) -> bool {
@@ -237,12 +297,12 @@ fn bit(bits: &[u64], index: usize) -> bool {
 }
 
 /// Asks the CPU to start loading `slot`'s cache line (a hint; nothing is read).
-fn prefetch(slot: &Hash) {
+fn prefetch(slot: &Slot) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch has no effect on memory and cannot fault; the pointer is valid anyway.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(slot.as_ptr().cast());
+        _mm_prefetch::<_MM_HINT_T0>((slot as *const Slot).cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = slot;
@@ -276,7 +336,7 @@ mod tests {
                 set.insert(index as i64 + 1, Some(blob));
             }
                         let struck: Vec<Vec<u8>> = struck.into_iter().map(|(lead, tail)| hash(lead, tail)).collect();
-            let mut striker = Striker::new(&mut set);
+            let mut striker = Striker::new(&set);
             for value in &struck {
                 striker.strike(value);
             }
@@ -302,7 +362,7 @@ mod tests {
         set.insert(5, Some(&hash(7, 7)));
         set.insert(6, Some(&hash(9, 9)));
         set.insert(7, Some(&hash(9, 9)));
-        let mut striker = Striker::new(&mut set);
+        let mut striker = Striker::new(&set);
         striker.strike(b"short");
         striker.strike(&hash(7, 7));
         striker.flush();
@@ -315,7 +375,7 @@ mod tests {
         let mut set = BlobSet::with_capacity(2);
         set.insert(1, Some(&hash(1, 0)));
         set.insert(2, Some(&hash(200, 0)));
-        let mut striker = Striker::new(&mut set);
+        let mut striker = Striker::new(&set);
         striker.strike(&hash(1, 0));
         striker.strike(&hash(200, 0));
         striker.strike(&hash(200, 0));

@@ -11,6 +11,7 @@ mod mode;
 mod open_prune;
 mod private_fs;
 mod prune;
+mod prune_parts;
 mod prune_scan;
 pub mod revisions;
 pub mod run_index;
@@ -162,6 +163,15 @@ fn open_connection(file_path: &Path, mode: Mode) -> Result<Connection> {
     }
 }
 
+/// A read-only connection to the file for the blob prune's helper (see `prune_parts`), or
+/// none if it cannot be opened: the prune then reads alone.
+fn open_prune_helper(file_path: &Path) -> Option<Connection> {
+    let conn = open_connection(file_path, Mode::ReadOnly).ok()?;
+    conn.pragma_update(None, "cache_size", PRUNE_SCAN_CACHE_PAGES)
+        .ok()?;
+    Some(conn)
+}
+
 impl StateDb {
     fn prepare(&self, existed: bool, now: i64) -> Result<()> {
         let conn = self.conn()?;
@@ -308,7 +318,11 @@ impl StateDb {
                 "Cannot prune blobs through a read-only Pi Workflows database",
             ));
         }
-        prune::without_foreign_keys(self.conn()?, || self.write(prune::prune_unreferenced))
+        let file_path = self.file_path.as_path();
+        let open_helper = || open_prune_helper(file_path);
+        prune::without_foreign_keys(self.conn()?, || {
+            self.write(|conn| prune::prune_unreferenced(conn, open_helper))
+        })
     }
 
     /// [`StateDb::prune_unreferenced_blobs`] as an open runs it, on a connection and thread of
@@ -323,7 +337,10 @@ impl StateDb {
             scan: PRUNE_SCAN_CACHE_PAGES,
             delete: CACHE_SIZE_KIB,
         };
-        let pending = open_prune::start(&self.file_path, conn, cache)?;
+        let file_path = self.file_path.clone();
+        let pending = open_prune::start(&self.file_path, conn, cache, move || {
+            open_prune_helper(&file_path)
+        })?;
         *self
             .prune
             .lock()

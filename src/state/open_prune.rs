@@ -89,7 +89,12 @@ pub struct CacheSizes {
 /// Starts the prune of `path` on `conn` (a connection of its own, configured): takes the
 /// write lock here, on the caller's thread (an error taking it is the open's error), then
 /// hands the connection, in its transaction, to a thread that reads, deletes and commits.
-pub fn start(path: &Path, conn: Connection, cache: CacheSizes) -> Result<Arc<PendingPrune>> {
+pub fn start(
+    path: &Path,
+    conn: Connection,
+    cache: CacheSizes,
+    open_helper: impl Fn() -> Option<Connection> + Send + Sync + 'static,
+) -> Result<Arc<PendingPrune>> {
     conn.pragma_update(None, "cache_size", cache.scan)?;
     let enforced: bool = conn.query_row("PRAGMA foreign_keys", [], |row| row.get(0))?;
     if enforced {
@@ -112,8 +117,11 @@ pub fn start(path: &Path, conn: Connection, cache: CacheSizes) -> Result<Arc<Pen
         .name("piw-open-prune".into())
         .spawn(move || {
             // A panic must still wake the waiters (and the connection rolls back when dropped).
-            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| run(&conn, &cache)))
-                .unwrap_or_else(|_| Err(StoreError::plain("The blob prune of the open panicked")));
+            let outcome =
+                std::panic::catch_unwind(AssertUnwindSafe(|| run(&conn, &cache, open_helper)))
+                    .unwrap_or_else(|_| {
+                        Err(StoreError::plain("The blob prune of the open panicked"))
+                    });
             drop(conn);
             deregister(&thread_key, &mine);
             mine.finish(outcome);
@@ -139,9 +147,13 @@ fn deregister(key: &Path, prune: &Arc<PendingPrune>) {
 }
 
 /// The rest of the prune's transaction, begun by [`start`]: committed, or rolled back.
-fn run(conn: &Connection, cache: &CacheSizes) -> Result<()> {
+fn run(
+    conn: &Connection,
+    cache: &CacheSizes,
+    open_helper: impl Fn() -> Option<Connection> + Sync,
+) -> Result<()> {
     let outcome = (|| {
-        let rowids = prune::unreferenced_rowids(conn)?;
+        let rowids = prune::unreferenced_rowids(conn, open_helper)?;
         // The delete with the full cache, so that it never spills pages before its commit.
         conn.pragma_update(None, "cache_size", cache.delete)?;
         prune::delete_blobs(conn, &rowids)?;

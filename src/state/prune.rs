@@ -7,7 +7,8 @@
 //! the most: in a typical file their rows repeat a few hashes that other tables, or their own
 //! newest rows, already accounted for (a blob only such a table refers to is most often one of
 //! the newest, and only the newest rows can refer to it). Which blobs go is exactly the full
-//! anti-join's answer whatever the order. The reads run inside SQLite (`prune_scan`).
+//! anti-join's answer whatever the order. The reads run inside SQLite (`prune_scan`), in
+//! row id ranges that, on a large file, several connections read at once (`prune_parts`).
 //!
 //! The deletes run with foreign-key enforcement off ([`without_foreign_keys`]): with it on,
 //! every deleted blob made SQLite look for children in each referencing column, the unindexed
@@ -19,7 +20,8 @@
 
 use rusqlite::Connection;
 
-use super::prune_scan::{self, TableScan};
+use super::prune_parts;
+use super::prune_scan::TableScan;
 use crate::error::Result;
 
 /// Referencing tables read after all others (in this order), newest rows first: many rows, few
@@ -39,16 +41,23 @@ const READ_LAST: &[&str] = &[
 
 /// Deletes every blob no foreign-key column refers to; returns how many went. The caller holds
 /// the write transaction.
-pub fn prune_unreferenced(conn: &Connection) -> Result<usize> {
-    let rowids = unreferenced_rowids(conn)?;
+pub fn prune_unreferenced(
+    conn: &Connection,
+    open_helper: impl Fn() -> Option<Connection> + Sync,
+) -> Result<usize> {
+    let rowids = unreferenced_rowids(conn, open_helper)?;
     delete_blobs(conn, &rowids)
 }
 
-/// The row ids of the blobs no foreign-key column refers to, ascending.
-pub fn unreferenced_rowids(conn: &Connection) -> Result<Vec<i64>> {
-    let mut set = prune_scan::load(conn)?;
-    prune_scan::strike(conn, &mut set, &blob_references(conn)?)?;
-    Ok(set.into_rowids())
+/// The row ids of the blobs no foreign-key column refers to, ascending. On a large file,
+/// `open_helper` gives more connections to it, which read part of the tables (see
+/// `prune_parts`); it is called while the caller's write transaction has changed nothing.
+pub fn unreferenced_rowids(
+    conn: &Connection,
+    open_helper: impl Fn() -> Option<Connection> + Sync,
+) -> Result<Vec<i64>> {
+    let tables = blob_references(conn)?;
+    Ok(prune_parts::unreferenced(conn, &tables, open_helper)?.into_rowids())
 }
 
 /// Runs `prune` (which opens its own write transaction) with `PRAGMA foreign_keys` off, and
@@ -81,7 +90,8 @@ pub fn delete_blobs(conn: &Connection, rowids: &[i64]) -> Result<usize> {
 /// they have row ids: raw SQL could make one that has none).
 fn blob_references(conn: &Connection) -> Result<Vec<TableScan>> {
     let mut statement = conn.prepare_cached(
-        "SELECT m.name, f.\"from\", t.wr
+        "SELECT m.name, f.\"from\", t.wr,
+           EXISTS (SELECT 1 FROM pragma_table_xinfo(m.name) c WHERE c.name = 'rowid' COLLATE NOCASE)
          FROM sqlite_schema m, pragma_foreign_key_list(m.name) f, pragma_table_list(m.name) t
          WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND m.name <> 'blobs'
            AND f.\"table\" = 'blobs' AND f.\"to\" = 'blob_hash' AND t.schema = 'main'",
@@ -95,8 +105,10 @@ fn blob_references(conn: &Connection) -> Result<Vec<TableScan>> {
             Some(last) if last.table == table => last.columns.push(column),
             _ => {
                 let without_rowid: bool = row.get(2)?;
+                let rowid_is_a_column: bool = row.get(3)?;
                 references.push(TableScan {
                     newest_first: !without_rowid && READ_LAST.contains(&table.as_str()),
+                    ranged: !without_rowid && !rowid_is_a_column,
                     table,
                     columns: vec![column],
                 })
@@ -112,6 +124,8 @@ mod tests {
     use proptest::prelude::*;
     use rusqlite::types::Value as Sql;
     use rusqlite::{params, Connection};
+
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
     use super::prune_unreferenced;
     use crate::test_support::vm_steps;
@@ -228,7 +242,7 @@ mod tests {
             let ours = database(&blobs, &runs, &deltas, &events);
             let theirs = database(&blobs, &runs, &deltas, &events);
             let gone = reference_prune(&theirs);
-            prop_assert_eq!(prune_unreferenced(&ours).unwrap(), gone.len());
+            prop_assert_eq!(prune_unreferenced(&ours, || None).unwrap(), gone.len());
             prop_assert_eq!(remaining_rowids(&ours), remaining_rowids(&theirs).into_iter()
                 .filter(|rowid| !gone.contains(rowid)).collect::<Vec<_>>());
         }
@@ -239,7 +253,7 @@ mod tests {
     fn reads_to_the_last_row_while_a_blob_is_unaccounted_for() {
         let deltas: Vec<u8> = std::iter::repeat_n(3, 50).chain([11]).collect();
         let conn = database(&[3, 11, 19], &[], &deltas, &[]);
-        assert_eq!(prune_unreferenced(&conn).unwrap(), 1);
+        assert_eq!(prune_unreferenced(&conn, || None).unwrap(), 1);
         assert_eq!(remaining_rowids(&conn), [1, 2]);
     }
 
@@ -249,7 +263,9 @@ mod tests {
     fn reads_the_tables_read_last_newest_first() {
         let deltas: Vec<u8> = std::iter::repeat_n(3, 20_000).chain([11]).collect();
         let conn = database(&[3, 11], &[], &deltas, &[]);
-        let ((), steps) = vm_steps(&conn, || assert_eq!(prune_unreferenced(&conn).unwrap(), 0));
+        let ((), steps) = vm_steps(&conn, || {
+            assert_eq!(prune_unreferenced(&conn, || None).unwrap(), 0)
+        });
         // Reading the 20,001 rows oldest first takes several instructions per row.
         assert!(steps < 2_000, "{steps} VM instructions");
     }
@@ -273,14 +289,16 @@ mod tests {
              INSERT INTO viewer_deltas VALUES (CAST(printf('%032d', 3) AS BLOB));",
         )
         .unwrap();
-        let ((), steps) = vm_steps(&conn, || assert_eq!(prune_unreferenced(&conn).unwrap(), 0));
+        let ((), steps) = vm_steps(&conn, || {
+            assert_eq!(prune_unreferenced(&conn, || None).unwrap(), 0)
+        });
         // Reading the 20,000 queue rows takes several instructions per row.
         assert!(steps < 20_000, "{steps} VM instructions");
     }
 
     /// Keys that are no digests (raw SQL can store any 32 bytes: here all sharing a 16-byte
-    /// prefix) give the reference's answer; with home slots taken from a key's leading bytes
-    /// they all probed from one slot (30,000 of them: 12 s in a debug build).
+    /// prefix) give the reference's answer, and quickly: when a key's leading bytes alone
+    /// decided where it was looked for, each lookup passed all 30,000 (12 s in a debug build).
     #[test]
     fn keys_sharing_a_prefix_give_the_same_answer() {
         const MANY: &str = "
@@ -294,7 +312,7 @@ mod tests {
         theirs.execute_batch(MANY).unwrap();
         let gone = reference_prune(&theirs);
         assert_eq!(gone.len(), 20_000);
-        assert_eq!(prune_unreferenced(&ours).unwrap(), gone.len());
+        assert_eq!(prune_unreferenced(&ours, || None).unwrap(), gone.len());
         let left: Vec<i64> = (1..=30_000).filter(|rowid| rowid % 3 == 0).collect();
         assert_eq!(remaining_rowids(&ours), left);
     }
@@ -311,8 +329,180 @@ mod tests {
              INSERT INTO viewer_deltas VALUES (zeroblob(32));",
         )
         .unwrap();
-        assert_eq!(prune_unreferenced(&conn).unwrap(), 1);
+        assert_eq!(prune_unreferenced(&conn, || None).unwrap(), 1);
         assert_eq!(remaining_rowids(&conn), [1]);
+    }
+
+    /// A file of the test schema large enough for the prune's helper: `rows` events, each
+    /// referring to a blob of its own, and as many blobs nothing refers to.
+    fn helped_file(dir: &crate::test_support::Scratch, name: &str, rows: u32) -> Connection {
+        let conn = filled(
+            Connection::open(dir.file(name)).unwrap(),
+            &[],
+            &[],
+            &[],
+            &[],
+        );
+        conn.execute_batch(&format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows} * 2)
+             INSERT INTO blobs(blob_hash) SELECT CAST(printf('%032d', i) AS BLOB) FROM n;
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
+             INSERT INTO events SELECT CAST(printf('%032d', i * 2) AS BLOB), NULL FROM n;
+             INSERT INTO runs(input_hash, title) VALUES (CAST(printf('%032d', 1) AS BLOB), 'x');"
+        ))
+        .unwrap();
+        conn
+    }
+
+    /// Prunes `ours` in a write transaction, with (at most) one helper connection to `file`
+    /// whose VM steps are counted (and which is interrupted after `interrupt_after` of them);
+    /// the blobs pruned, and the helper's steps.
+    fn prune_with_a_helper(
+        ours: &Connection,
+        file: &std::path::Path,
+        interrupt_after: Option<u64>,
+    ) -> (usize, u64) {
+        let helper = Connection::open(file).unwrap();
+        let steps = count_steps(&helper, interrupt_after);
+        let helper = std::sync::Mutex::new(Some(helper));
+        ours.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let pruned = prune_unreferenced(ours, || helper.lock().unwrap().take()).unwrap();
+        ours.execute_batch("COMMIT").unwrap();
+        (pruned, steps.load(Relaxed))
+    }
+
+    /// The blobs of `theirs` the reference's prune keeps (it only lists those that go).
+    fn kept_by_reference(theirs: &Connection, gone: &[i64]) -> Vec<i64> {
+        let gone: std::collections::HashSet<i64> = gone.iter().copied().collect();
+        let all = remaining_rowids(theirs);
+        all.into_iter()
+            .filter(|rowid| !gone.contains(rowid))
+            .collect()
+    }
+
+    /// A progress handler on `conn` counting VM steps into `steps`; with `interrupt_after`,
+    /// the statement running at that step fails (`SQLITE_INTERRUPT`).
+    fn count_steps(conn: &Connection, interrupt_after: Option<u64>) -> &'static AtomicU64 {
+        struct Counter {
+            steps: AtomicU64,
+            interrupt_after: u64,
+        }
+        extern "C" fn step(data: *mut std::ffi::c_void) -> std::ffi::c_int {
+            // SAFETY: the leaked counter below, alive for the rest of the process.
+            let counter = unsafe { &*data.cast::<Counter>() };
+            let steps = counter.steps.fetch_add(1, Relaxed) + 1;
+            std::ffi::c_int::from(steps >= counter.interrupt_after)
+        }
+        let counter: &'static Counter = Box::leak(Box::new(Counter {
+            steps: AtomicU64::new(0),
+            interrupt_after: interrupt_after.unwrap_or(u64::MAX),
+        }));
+        // SAFETY: the handle is live; the counter outlives the connection.
+        unsafe {
+            rusqlite::ffi::sqlite3_progress_handler(
+                conn.handle(),
+                1,
+                Some(step),
+                (counter as *const Counter).cast_mut().cast(),
+            );
+        }
+        &counter.steps
+    }
+
+    /// With a helper connection reading part of the tables, the same blobs go, and the helper
+    /// did read some of them.
+    #[test]
+    fn a_helper_reading_part_of_the_tables_changes_nothing() {
+        let dir = crate::test_support::Scratch::new("prune-helper");
+        let ours = helped_file(&dir, "ours.sqlite", 60_000);
+        let theirs = helped_file(&dir, "theirs.sqlite", 60_000);
+        let gone = reference_prune(&theirs);
+        // Every odd blob but the run's.
+        assert_eq!(gone.len(), 59_999);
+        let kept = kept_by_reference(&theirs, &gone);
+        let (pruned, steps) = prune_with_a_helper(&ours, &dir.file("ours.sqlite"), None);
+        assert_eq!(pruned, gone.len());
+        // A helper is used only beside a spare core.
+        if std::thread::available_parallelism().map_or(1, |cores| cores.get()) > 1 {
+            assert!(steps > 10_000, "the helper read rows");
+        }
+        assert!(remaining_rowids(&ours) == kept);
+    }
+
+    /// A helper that fails in the middle of a part (here: interrupted) leaves that part and
+    /// the rest to the prune's connection: the blobs only its rows referred to stay.
+    #[test]
+    fn a_part_the_helper_failed_is_read_by_the_prune() {
+        let dir = crate::test_support::Scratch::new("prune-helper-fails");
+        let theirs = helped_file(&dir, "theirs.sqlite", 60_000);
+        let gone = reference_prune(&theirs);
+        let kept = kept_by_reference(&theirs, &gone);
+        for interrupt_after in [1, 5_000, 60_000] {
+            let name = format!("ours-{interrupt_after}.sqlite");
+            let ours = helped_file(&dir, &name, 60_000);
+            let (pruned, steps) =
+                prune_with_a_helper(&ours, &dir.file(&name), Some(interrupt_after));
+            assert_eq!(pruned, gone.len());
+            if std::thread::available_parallelism().map_or(1, |cores| cores.get()) > 1 {
+                assert!(steps >= interrupt_after);
+            }
+            assert!(
+                remaining_rowids(&ours) == kept,
+                "interrupted after {interrupt_after}"
+            );
+        }
+    }
+
+    /// What a helper collects before the set is loaded and strikes afterwards keeps the same
+    /// blobs as striking at once: hashes and values of other lengths alike.
+    #[test]
+    fn values_collected_before_the_load_strike_as_read_ones_do() {
+        use crate::state::blob_set::Striker;
+        use crate::state::prune_scan::{self, Collected, StrikingConnection, TableScan};
+
+        let conn = database(&[3, 11, 19, 2, 10], &[], &[3, 2, 3], &[]);
+        let tables = [TableScan {
+            table: "viewer_deltas".into(),
+            columns: vec!["patch_hash".into()],
+            newest_first: false,
+            ranged: true,
+        }];
+        let mut striking = StrikingConnection::new(&conn).unwrap();
+        let mut collected = Collected::default();
+        striking
+            .collect_part(&mut collected, &tables, 0, Some((1, 2)))
+            .unwrap();
+        striking
+            .collect_part(&mut collected, &tables, 0, None)
+            .unwrap();
+        assert_eq!((collected.hashes.len(), collected.others.len()), (3, 2));
+        let set = prune_scan::load(&conn).unwrap();
+        collected.strike_into(&mut Striker::new(&set));
+        drop(striking);
+        let expected = reference_prune(&database(&[3, 11, 19, 2, 10], &[], &[3, 2, 3], &[]));
+        assert_eq!(set.into_rowids(), expected);
+    }
+
+    /// Temporary tables can shadow the tables the prune reads, and only the prune's own
+    /// connection sees them: then no helper is opened.
+    #[test]
+    fn no_helper_reads_beside_temporary_tables() {
+        let dir = crate::test_support::Scratch::new("prune-helper-temp");
+        let ours = helped_file(&dir, "ours.sqlite", 60_000);
+        ours.execute_batch("CREATE TEMP TABLE events (payload_hash BLOB, other BLOB)")
+            .unwrap();
+        let asked = AtomicBool::new(false);
+        ours.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let gone = prune_unreferenced(&ours, || {
+            asked.store(true, Relaxed);
+            None
+        })
+        .unwrap();
+        ours.execute_batch("COMMIT").unwrap();
+        assert!(!asked.load(Relaxed), "a helper was asked for");
+        // The prune's connection reads the temporary `events` in place of the file's: empty,
+        // so only the run's blob stays.
+        assert_eq!(gone, 120_000 - 1);
     }
 
     /// A state file (the real schema) after heavy use: a resource whose spec and status were

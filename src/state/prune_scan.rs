@@ -10,17 +10,19 @@
 //! function makes SQLite re-prepare the connection's cached statements on their next use.
 
 use std::cell::Cell;
+use std::collections::hash_map::{Entry, HashMap};
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use rusqlite::{ffi, Connection};
+use rusqlite::{ffi, Connection, Statement};
 
 use super::blob_set::{BlobSet, Striker};
 use crate::error::Result;
 
 const LOAD: &CStr = c"piw_prune_load";
 const STRIKE: &CStr = c"piw_prune_strike";
+const COLLECT: &CStr = c"piw_prune_collect";
 const FLAGS: c_int = ffi::SQLITE_UTF8 | ffi::SQLITE_DIRECTONLY;
 
 /// Above this many expected blobs the set starts smaller and grows while loading, so that an
@@ -33,6 +35,9 @@ pub struct TableScan {
     pub columns: Vec<String>,
     /// Read in descending row id order.
     pub newest_first: bool,
+    /// Whether `rowid` names the table's row ids (it has them, and no column is called so),
+    /// so that it can be read in row id ranges.
+    pub ranged: bool,
 }
 
 /// Every blob of the file `conn` reads, in a new set.
@@ -43,56 +48,163 @@ pub fn load(conn: &Connection) -> Result<BlobSet> {
     let mut set = BlobSet::with_capacity(expected as usize);
     let load = Registration::new(conn, LOAD, 2, load_blob)?;
     // In key order, from the covering primary-key index: the set fills front to back.
-    load.run(
-        &mut set,
-        "SELECT 1 FROM blobs WHERE piw_prune_load(rowid, blob_hash) ORDER BY blob_hash",
-    )?;
+    load.with_target(&mut set, || {
+        let mut statement = conn.prepare(
+            "SELECT 1 FROM blobs WHERE piw_prune_load(rowid, blob_hash) ORDER BY blob_hash",
+        )?;
+        statement.query([])?.next()?;
+        Ok(())
+    })?;
     Ok(set)
 }
 
 /// Rows of each table read newest first that are read before any table is read in full.
 const NEWEST_ROWS: usize = 256;
 
-/// Strikes off `set` the blobs `tables` refer to, in this order, until none is left. The
-/// newest rows of the tables read newest first are read before all else: a blob only such a
-/// table refers to is most often one of the newest, and once those are struck, the table
-/// whose full read empties the set ends the prune even if it is not the last.
-pub fn strike(conn: &Connection, set: &mut BlobSet, tables: &[TableScan]) -> Result<()> {
-    if set.is_empty() || tables.is_empty() {
-        return Ok(());
+/// The referencing values a part read before there was a set to strike them off: BLOBs of a
+/// hash's length, and any others (only a file that bypassed the schema's checks has those).
+#[derive(Default)]
+pub struct Collected {
+    pub hashes: Vec<[u8; 32]>,
+    pub others: Vec<Vec<u8>>,
+}
+
+impl Collected {
+    pub fn len(&self) -> usize {
+        self.hashes.len() + self.others.len()
     }
-    let strike = Registration::new(conn, STRIKE, -1, strike_values)?;
-    let mut striker = Striker::new(set);
-    let newest = tables.iter().filter(|scan| scan.newest_first);
-    let newest_sql = newest.map(|scan| {
+
+    /// Strikes every value collected.
+    pub fn strike_into(&self, striker: &mut Striker<'_>) {
+        for hash in &self.hashes {
+            striker.strike(hash);
+        }
+        for other in &self.others {
+            striker.strike(other);
+        }
+        striker.flush();
+    }
+}
+
+/// A connection that strikes values off a set (or collects them) as it reads: the functions
+/// are registered on it while this lives, with the statements it prepared for each table.
+pub struct StrikingConnection<'c> {
+    conn: &'c Connection,
+    /// Before the registrations: statements are finalized before the functions are removed.
+    parts: HashMap<(usize, bool, bool), Statement<'c>>,
+    strike: Registration<'c>,
+    /// Registered on first use: only helpers collect.
+    collect: Option<Registration<'c>>,
+}
+
+impl<'c> StrikingConnection<'c> {
+    pub fn new(conn: &'c Connection) -> Result<StrikingConnection<'c>> {
+        Ok(StrikingConnection {
+            conn,
+            parts: HashMap::new(),
+            strike: Registration::new(conn, STRIKE, -1, strike_values)?,
+            collect: None,
+        })
+    }
+
+    /// Strikes what the newest [`NEWEST_ROWS`] rows of `scan` refer to, until the set is empty.
+    pub fn newest_rows(&mut self, striker: &mut Striker<'_>, scan: &TableScan) -> Result<()> {
         let list = column_list(scan);
-        format!(
+        let sql = format!(
             "SELECT 1 FROM (SELECT {list} FROM {} ORDER BY rowid DESC LIMIT {NEWEST_ROWS})
              WHERE piw_prune_strike({list}) LIMIT 1",
             quote_identifier(&scan.table)
-        )
-    });
-    let full_sql = tables.iter().map(|scan| {
-        let order = if scan.newest_first {
-            " ORDER BY rowid DESC"
-        } else {
-            ""
-        };
-        format!(
-            "SELECT 1 FROM {} WHERE piw_prune_strike({}){order} LIMIT 1",
-            quote_identifier(&scan.table),
-            column_list(scan)
-        )
-    });
-    for sql in newest_sql.chain(full_sql) {
-        if striker.set().is_empty() {
-            break;
-        }
-        let outcome = strike.run(&mut striker, &sql);
+        );
+        let outcome = self.strike.with_target(striker, || {
+            self.conn.prepare(&sql)?.query([])?.next()?;
+            Ok(())
+        });
         striker.flush();
-        outcome?;
+        outcome
     }
+
+    /// Strikes what the rows of table `index` (of `tables`) with row ids in `range` (all rows
+    /// without one) refer to, until the set is empty.
+    pub fn part(
+        &mut self,
+        striker: &mut Striker<'_>,
+        tables: &[TableScan],
+        index: usize,
+        range: Option<(i64, i64)>,
+    ) -> Result<()> {
+        let statement = statement(&mut self.parts, self.conn, tables, index, range, false)?;
+        let outcome = self
+            .strike
+            .with_target(striker, || run_part(statement, range));
+        striker.flush();
+        outcome
+    }
+
+    /// Adds to `into` every referencing value of the rows [`StrikingConnection::part`] reads.
+    pub fn collect_part(
+        &mut self,
+        into: &mut Collected,
+        tables: &[TableScan],
+        index: usize,
+        range: Option<(i64, i64)>,
+    ) -> Result<()> {
+        let collect = match &mut self.collect {
+            Some(registration) => registration,
+            empty => empty.insert(Registration::new(self.conn, COLLECT, -1, collect_values)?),
+        };
+        let statement = statement(&mut self.parts, self.conn, tables, index, range, true)?;
+        collect.with_target(into, || run_part(statement, range))
+    }
+}
+
+/// The statement reading a part of table `index`, prepared on first use.
+fn statement<'m, 'c>(
+    parts: &'m mut HashMap<(usize, bool, bool), Statement<'c>>,
+    conn: &'c Connection,
+    tables: &[TableScan],
+    index: usize,
+    range: Option<(i64, i64)>,
+    collect: bool,
+) -> Result<&'m mut Statement<'c>> {
+    Ok(match parts.entry((index, range.is_some(), collect)) {
+        Entry::Occupied(prepared) => prepared.into_mut(),
+        Entry::Vacant(slot) => {
+            slot.insert(conn.prepare(&part_sql(&tables[index], range.is_some(), collect))?)
+        }
+    })
+}
+
+/// Steps a part's statement to its first row: the end of its rows, or the set's emptying.
+fn run_part(statement: &mut Statement<'_>, range: Option<(i64, i64)>) -> Result<()> {
+    let mut rows = match range {
+        Some((low, high)) => statement.query([low, high])?,
+        None => statement.query([])?,
+    };
+    rows.next()?;
     Ok(())
+}
+
+fn part_sql(scan: &TableScan, ranged: bool, collect: bool) -> String {
+    let range = if ranged {
+        "rowid BETWEEN ?1 AND ?2 AND "
+    } else {
+        ""
+    };
+    let order = if scan.newest_first {
+        " ORDER BY rowid DESC"
+    } else {
+        ""
+    };
+    let function = if collect {
+        "piw_prune_collect"
+    } else {
+        "piw_prune_strike"
+    };
+    format!(
+        "SELECT 1 FROM {} WHERE {range}{function}({}){order} LIMIT 1",
+        quote_identifier(&scan.table),
+        column_list(scan)
+    )
 }
 
 fn column_list(scan: &TableScan) -> String {
@@ -147,16 +259,12 @@ impl<'c> Registration<'c> {
         })
     }
 
-    /// Runs `sql` (to its first row) with the function working on `target`.
-    fn run<T>(&self, target: &mut T, sql: &str) -> Result<()> {
+    /// Runs `body` with the function working on `target`.
+    fn with_target<T, R>(&self, target: &mut T, body: impl FnOnce() -> Result<R>) -> Result<R> {
         // SAFETY: the slot lives while the function is registered, which it is until `drop`.
         let slot = unsafe { &*self.slot };
         slot.set((target as *mut T).cast());
-        let outcome = (|| {
-            let mut statement = self.conn.prepare(sql)?;
-            statement.query([])?.next()?;
-            Ok(())
-        })();
+        let outcome = body();
         slot.set(ptr::null_mut());
         outcome
     }
@@ -222,7 +330,30 @@ unsafe extern "C" fn strike_values(
                     striker.strike(hash);
                 }
             }
-            c_int::from(striker.set().is_empty())
+            c_int::from(striker.is_done())
+        })
+    }
+}
+
+/// `piw_prune_collect(hash, ...)`: adds every BLOB argument to the collection; 0.
+unsafe extern "C" fn collect_values(
+    context: *mut ffi::sqlite3_context,
+    count: c_int,
+    values: *mut *mut ffi::sqlite3_value,
+) {
+    // SAFETY: SQLite calls the function with its own context and `count` values.
+    unsafe {
+        call(context, |collected: &mut Collected| {
+            let values = std::slice::from_raw_parts(values, count.max(0) as usize);
+            for value in values {
+                if let Some(bytes) = blob(*value) {
+                    match <[u8; 32]>::try_from(bytes) {
+                        Ok(hash) => collected.hashes.push(hash),
+                        Err(_) => collected.others.push(bytes.to_vec()),
+                    }
+                }
+            }
+            0
         })
     }
 }
@@ -272,6 +403,6 @@ unsafe fn blob<'v>(value: *mut ffi::sqlite3_value) -> Option<&'v [u8]> {
     }
 }
 
-fn quote_identifier(value: &str) -> String {
+pub fn quote_identifier(value: &str) -> String {
     format!("\"{}\"", value.replace('"', "\"\""))
 }

@@ -54,6 +54,10 @@ mod tests {
                 "{option} missing: {options:?}"
             );
         }
+        assert!(
+            !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
+            "one page cache for all connections: {options:?}"
+        );
         let page_size: i64 = conn
             .query_row("PRAGMA page_size", [], |row| row.get(0))
             .unwrap();
