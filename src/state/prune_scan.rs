@@ -1,6 +1,7 @@
 //! The prune's reads, run inside SQLite: each scan calls a function of this module for every
-//! row, which loads the blob into (or strikes the row's hashes off) the [`BlobSet`], instead of
-//! handing every row back through `sqlite3_step` and the column API. On a file of 100,000 runs
+//! row, which loads the blob into (or strikes the row's hashes off) the [`BlobSet`], or, on a
+//! helper before the set is loaded, keeps the row's hashes ([`Collected`]), instead of handing
+//! every row back through `sqlite3_step` and the column API. On a file of 100,000 runs
 //! that is some 700,000 rows per prune, and the round trip per row cost more than reading it.
 //!
 //! A function exists on its connection only while its [`Registration`] lives, and is
