@@ -110,3 +110,57 @@ test('an open that cannot take the write lock fails as before', async () => {
     holder.kill();
   }
 }, 30_000);
+
+/**
+ * Adds `events` events, each referring to a blob of its own, and as many blobs nothing refers
+ * to, behind the store's back: a file large enough for the prune to read in ranges with helper
+ * connections (src/state/prune_parts.rs).
+ */
+function addEventsAndOrphans(events: number): void {
+  const db = new Database(file);
+  db.pragma('foreign_keys = OFF');
+  const resource = db.prepare('SELECT resource_id AS id FROM runs LIMIT 1').get().id;
+  db.transaction(() => {
+    db.prepare(
+      `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ? * 2)
+       INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
+       SELECT randomblob(32), 'text/plain', 1, x'41', 0 FROM n`,
+    ).run(events);
+    // Every other one of the new blobs (the highest row ids).
+    db.prepare(
+      `INSERT INTO events(event_id, resource_id, resource_revision, event_type, actor_type,
+                          payload_hash, recorded_at)
+       SELECT 'bulk-' || rowid, ?, 1000 + rowid, 'bulk.note', 'system', blob_hash, 0
+       FROM blobs WHERE rowid % 2 = 0 ORDER BY rowid DESC LIMIT ?`,
+    ).run(resource, events);
+  })();
+  db.close();
+}
+
+const fileBlobCount = () => {
+  const db = new Database(file, { readonly: true });
+  try {
+    return db.prepare('SELECT count(*) AS n FROM blobs').get().n;
+  } finally {
+    db.close();
+  }
+};
+
+test('an open of a large file prunes exactly the unreferenced blobs, helpers reading beside it', () => {
+  const referenced = fileBlobCount();
+  addEventsAndOrphans(40_000);
+  expect(fileBlobCount()).toBe(referenced + 80_000);
+  new SqliteControllerStore(file, { projectPath: dir }).close();
+  expect(fileBlobCount()).toBe(referenced + 40_000);
+  const db = new Database(file, { readonly: true });
+  try {
+    const dangling = db
+      .prepare('SELECT count(*) AS n FROM events e WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.blob_hash = e.payload_hash)')
+      .get().n;
+    expect(dangling).toBe(0);
+    // Past the size below which the prune reads each table whole, on its own connection.
+    expect(db.pragma('page_count', { simple: true })).toBeGreaterThan(2_048);
+  } finally {
+    db.close();
+  }
+}, 60_000);
