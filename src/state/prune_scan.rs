@@ -324,12 +324,8 @@ unsafe extern "C" fn strike_values(
     // SAFETY: SQLite calls the function with its own context and `count` values.
     unsafe {
         call(context, |striker: &mut Striker<'_>| {
-            let values = std::slice::from_raw_parts(values, count.max(0) as usize);
-            for value in values {
-                // Only BLOB values equal a blob_hash (a STRICT BLOB column).
-                if let Some(hash) = blob(*value) {
-                    striker.strike(hash);
-                }
+            for hash in blob_arguments(values, count) {
+                striker.strike(hash);
             }
             c_int::from(striker.is_done())
         })
@@ -345,13 +341,10 @@ unsafe extern "C" fn collect_values(
     // SAFETY: SQLite calls the function with its own context and `count` values.
     unsafe {
         call(context, |collected: &mut Collected| {
-            let values = std::slice::from_raw_parts(values, count.max(0) as usize);
-            for value in values {
-                if let Some(bytes) = blob(*value) {
-                    match <[u8; 32]>::try_from(bytes) {
-                        Ok(hash) => collected.hashes.push(hash),
-                        Err(_) => collected.others.push(bytes.to_vec()),
-                    }
+            for bytes in blob_arguments(values, count) {
+                match <[u8; 32]>::try_from(bytes) {
+                    Ok(hash) => collected.hashes.push(hash),
+                    Err(_) => collected.others.push(bytes.to_vec()),
                 }
             }
             0
@@ -382,6 +375,25 @@ unsafe fn call<T>(context: *mut ffi::sqlite3_context, body: impl FnOnce(&mut T) 
             ffi::sqlite3_result_error(context, c"the blob prune panicked".as_ptr(), -1)
         },
     }
+}
+
+/// The BLOB arguments of a function call, as bytes: only BLOB values equal a `blob_hash` (a
+/// STRICT BLOB column).
+///
+/// # Safety
+/// `values` and `count` are the running call's; the slices live as long as the call.
+unsafe fn blob_arguments<'v>(
+    values: *mut *mut ffi::sqlite3_value,
+    count: c_int,
+) -> impl Iterator<Item = &'v [u8]> {
+    let values: &[*mut ffi::sqlite3_value] = if values.is_null() || count <= 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's guarantee; not null, `count` values.
+        unsafe { std::slice::from_raw_parts(values, count as usize) }
+    };
+    // SAFETY: each is a value of the running call.
+    values.iter().filter_map(|value| unsafe { blob(*value) })
 }
 
 /// The bytes of a BLOB value; `None` for any other type.
