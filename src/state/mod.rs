@@ -16,6 +16,7 @@ mod prune_scan;
 pub mod revisions;
 pub mod run_index;
 pub mod schema;
+mod temp_schema;
 pub mod verify;
 pub mod vfs;
 pub mod viewer;

@@ -24,6 +24,7 @@ use rusqlite::Connection;
 
 use super::blob_set::{BlobSet, Striker};
 use super::prune_scan::{self, quote_identifier, Collected, StrikingConnection, TableScan};
+use super::temp_schema;
 use crate::error::{Result, StoreError};
 
 /// Below this many pages in the file, every table is one part (and there is no helper): the
@@ -67,7 +68,7 @@ pub fn unreferenced(
     open_helper: impl Fn() -> Option<Connection> + Sync,
 ) -> Result<BlobSet> {
     let (parts, rows) = parts(conn, tables)?;
-    let helpers = if tables.is_empty() || has_temporary_objects(conn)? {
+    let helpers = if tables.is_empty() || temp_schema::is_used(conn)? {
         0
     } else {
         helpers(rows)
@@ -192,14 +193,6 @@ fn split(low: i64, high: i64) -> Vec<(i64, i64)> {
         // Every bound is within low..=high (+1 before the subtraction): it fits an i64.
         .map(|(start, end)| (start as i64, end as i64))
         .collect()
-}
-
-fn has_temporary_objects(conn: &Connection) -> Result<bool> {
-    Ok(conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_temp_schema)",
-        [],
-        |row| row.get(0),
-    )?)
 }
 
 /// The parts, taken one by one by whichever connection is free.

@@ -113,8 +113,9 @@ impl<'c> StrikingConnection<'c> {
         let list = column_list(scan);
         let sql = format!(
             "SELECT 1 FROM (SELECT {list} FROM {} ORDER BY rowid DESC LIMIT {NEWEST_ROWS})
-             WHERE piw_prune_strike({list}) LIMIT 1",
-            quote_identifier(&scan.table)
+             WHERE {}({list}) LIMIT 1",
+            quote_identifier(&scan.table),
+            STRIKE.to_string_lossy()
         );
         let outcome = self.strike.with_target(striker, || {
             self.conn.prepare(&sql)?.query([])?.next()?;
@@ -196,11 +197,7 @@ fn part_sql(scan: &TableScan, ranged: bool, collect: bool) -> String {
     } else {
         ""
     };
-    let function = if collect {
-        "piw_prune_collect"
-    } else {
-        "piw_prune_strike"
-    };
+    let function = if collect { COLLECT } else { STRIKE }.to_string_lossy();
     format!(
         "SELECT 1 FROM {} WHERE {range}{function}({}){order} LIMIT 1",
         quote_identifier(&scan.table),

@@ -25,8 +25,9 @@ mod mirror;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::{Mutex, MutexGuard};
 
-use rusqlite::{ffi, Connection, OptionalExtension};
+use rusqlite::{ffi, Connection};
 
+use super::temp_schema;
 use crate::error::Result;
 pub use mirror::{Current, ListRevision};
 use mirror::{Mirror, Table};
@@ -143,7 +144,7 @@ impl RunIndex {
         let schema_version: i64 = conn
             .prepare_cached("PRAGMA main.schema_version")?
             .query_row([], |row| row.get(0))?;
-        if temp_is_used(conn)? {
+        if temp_schema::is_used(conn)? {
             return Ok(None);
         }
         let data_version: i64 = conn
@@ -171,33 +172,6 @@ impl RunIndex {
         mirror.built_at = Some(data_version);
         Ok(Some(Current(mirror)))
     }
-}
-
-/// Whether the TEMP schema holds anything (a table or view there could shadow a main one).
-fn temp_is_used(conn: &Connection) -> Result<bool> {
-    if !is_open(conn, c"temp") {
-        return Ok(false);
-    }
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM temp.sqlite_master LIMIT 1")?
-        .query_row([], |_| Ok(()))
-        .optional()?
-        .is_some())
-}
-
-/// Whether the database `name` is open (the TEMP one opens with its first object).
-fn is_open(conn: &Connection, name: &CStr) -> bool {
-    let mut version: c_uint = 0;
-    // SAFETY: the handle is open for the borrow of `conn`; the opcode writes one unsigned int.
-    let code = unsafe {
-        ffi::sqlite3_file_control(
-            conn.handle(),
-            name.as_ptr(),
-            ffi::SQLITE_FCNTL_DATA_VERSION,
-            (&mut version as *mut c_uint).cast::<c_void>(),
-        )
-    };
-    code == ffi::SQLITE_OK
 }
 
 /// SQLite's update hook: records changed rows of the mirrored tables of `main`.
