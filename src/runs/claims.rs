@@ -15,7 +15,6 @@ use crate::state::blobs::JsonReads;
 use crate::state::json::canonical;
 use crate::state::leases::{self, bound_text, Fence, Holder, HolderKind, Lease};
 use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft};
-use crate::state::run_index::Rebuild;
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::{in_read_transaction, Store};
 use crate::time::js_iso;
@@ -166,7 +165,7 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     };
     let run_id = if host && conn.is_autocommit() {
         in_read_transaction(conn, || {
-            let index = store.state.run_index.current(conn, true, Rebuild::Claim)?;
+            let index = store.state.run_index.current(conn, true)?;
             let Some(index) = index else {
                 return pick(None);
             };

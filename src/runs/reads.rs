@@ -15,7 +15,7 @@ use super::row::{rowid_list, RunRow, RunRowRef, RUN_SELECT};
 use crate::args::{params_for, Bound, Js};
 use crate::error::Result;
 use crate::state::blobs::JsonReads;
-use crate::state::run_index::{Current, ListRevision, Rebuild};
+use crate::state::run_index::{Current, ListRevision};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::json_text;
 
@@ -152,7 +152,7 @@ pub fn workflow_run_list_revision(store: &Store) -> Result<ListRevision> {
     let conn = store.conn()?;
     let own = conn.is_autocommit();
     in_read_transaction(conn, || {
-        let index = store.state.run_index.current(conn, own, Rebuild::List)?;
+        let index = store.state.run_index.current(conn, own)?;
         list_revision(conn, index.as_ref())
     })
 }
@@ -183,7 +183,7 @@ pub fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String>
     // The revision and the page from one snapshot (the reference reads them one after the other:
     // the revision first, then `options.limit` and `options.offset`, then binds them).
     let (current, runs) = in_read_transaction(conn, || {
-        let index = store.state.run_index.current(conn, own, Rebuild::List)?;
+        let index = store.state.run_index.current(conn, own)?;
         let current = list_revision(conn, index.as_ref())?;
         let values = [options.get("limit")?, options.get("offset")?];
         let page = crate::args::bind_all(&values, 2)?;
@@ -337,7 +337,7 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
     let conn = store.conn()?;
     let own = conn.is_autocommit();
     in_read_transaction(conn, || {
-        let index = store.state.run_index.current(conn, own, Rebuild::List)?;
+        let index = store.state.run_index.current(conn, own)?;
         // Bound as the reference binds `.all(...params)`, limit last.
         let mut all = values.clone();
         all.extend(limit);

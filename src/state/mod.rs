@@ -112,7 +112,12 @@ impl StateDb {
     fn connect(file_path: PathBuf, mode: Mode) -> Result<StateDb> {
         let connection = open_connection(&file_path, mode)?;
         let trace_id = crate::trace::attach(&connection, mode == Mode::ReadOnly);
-        let run_index = run_index::RunIndex::install(&connection, trace_id.is_some());
+        let run_index = run_index::RunIndex::install(
+            &connection,
+            trace_id.is_some(),
+            &file_path,
+            mode == Mode::ReadWrite,
+        );
         Ok(StateDb {
             file_path,
             mode,
@@ -162,6 +167,15 @@ fn open_connection(file_path: &Path, mode: Mode) -> Result<Connection> {
         connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
         Ok(connection)
     }
+}
+
+/// A read-only connection to the file for the run index's background build, or none if it
+/// cannot be opened: the polls then go on reading through SQL.
+fn open_reader(file_path: &Path) -> Option<Connection> {
+    let conn = open_connection(file_path, Mode::ReadOnly).ok()?;
+    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))
+        .ok()?;
+    Some(conn)
 }
 
 /// A read-only connection to the file for the blob prune's helper (see `prune_parts`), or

@@ -1,129 +1,104 @@
 //! The run index: an in-memory mirror of what the run polls read of every run (its queue row,
 //! resource revision, definition, lease and binding), kept exact per connection so that
 //! `workflowRunListRevision`, the first pages of the run lists and the host's
-//! `claimNextWorkflowRun` need not read the whole history after each write.
+//! `claimNextWorkflowRun` need not read the whole history on every poll.
 //!
 //! How it stays exact, at the snapshot of the read transaction it is used in:
-//! - This connection's writes: SQLite's update hook reports each changed row (table, rowid) of
-//!   the six mirrored tables; the next read re-reads the runs those rows belong to (before and
-//!   after the change) by rowid. A rolled-back write only causes a harmless re-read.
-//! - What the update hook does not report: rows deleted by REPLACE conflict resolution and by
-//!   the truncate optimization (`DELETE` without `WHERE`, possible only while foreign keys are
-//!   off, since every mirrored table takes part in a foreign key). A statement trace flags
-//!   every writing statement that could do either — its text mentions `replace`, it runs while
-//!   foreign keys are off, or it is a trigger (the schema has none) — and the index is rebuilt.
-//! - Other connections' commits (another process, the open's prune): `PRAGMA data_version`
-//!   moves; the index is rebuilt (once a few polls took the SQL path, see [`Rebuild`]). So
-//!   is it after more changed rows than [`MAX_PENDING`] between two reads. A schema change of this connection (DDL, VACUUM renumbering
-//!   rowids) moves `schema_version`: the index is never used again on this connection.
+//! - Every commit, this connection's or another's, moves the WAL's commit counter by one
+//!   (`position`). The index knows the position it describes; a poll at a later one re-reads
+//!   the runs that the commits in between changed, as their journal entries name them
+//!   (`hooks` makes the entries of every native connection: this connection's are kept in
+//!   memory, everyone's go to the journal beside the file, `journal`). The entries must chain
+//!   from the index's position to the poll's, WAL frame by WAL frame.
+//! - A commit with no entry (another application's, the TypeScript store's, a writer that died
+//!   between its commit and its entry), an entry that says "rebuild" (a definition changed), a
+//!   schema change (DDL, VACUUM renumbering rowids) or more commits than the journal keeps:
+//!   the index is built again — at once for a small file, else in the background (`builder`)
+//!   while the polls read through SQL, so no call waits for more index work than its own SQL
+//!   would cost.
 //! - Not used at all inside the caller's own transaction (uncommitted changes), while the TEMP
-//!   schema holds anything (it could shadow a main table), or while statements are recorded
-//!   for the bench (the recorder owns the connection's trace).
+//!   schema holds anything (it could shadow a main table), outside WAL mode, or while
+//!   statements are recorded for the bench (the recorder owns the connection's hooks).
 
+mod builder;
+mod hooks;
+mod journal;
 mod mirror;
+mod position;
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use rusqlite::{ffi, Connection};
+use rusqlite::Connection;
 
 use super::temp_schema;
 use crate::error::Result;
+use builder::Builder;
+use hooks::Hooks;
+use journal::Journal;
+use mirror::{At, Mirror};
 pub use mirror::{Current, ListRevision};
-use mirror::{Mirror, Table};
+use position::WalPosition;
 
-/// What the hooks saw since the last read.
-#[derive(Default)]
-struct Pending {
-    rows: Vec<(Table, i64)>,
-    /// A change the update hook may not have reported: rebuild.
-    unreported: bool,
-}
-
-/// The hooks' shared state; its address is the hooks' context.
-#[derive(Default)]
-struct Hooks {
-    pending: Mutex<Pending>,
-}
-
-impl Hooks {
-    fn lock(&self) -> MutexGuard<'_, Pending> {
-        self.pending
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
+/// Files with fewer runs than this build their index in the poll itself: the build costs
+/// about what the poll's SQL does.
+const SYNC_BUILD_RUNS: i64 = 1024;
+/// Past this many changed keys, a catch-up gives way to a build (it would cost more than the
+/// polls' SQL).
+const MAX_CATCH_UP_KEYS: usize = 2_000;
 
 /// The run index of one connection (see the module header).
 pub struct RunIndex {
-    /// `None`: not installed (statement recording owns the trace); never used.
+    /// `None`: not installed (statement recording owns the hooks); never used.
     hooks: Option<Box<Hooks>>,
     mirror: Mutex<Mirror>,
+    builder: Builder,
+    /// The state file, for the builder's connection.
+    file_path: PathBuf,
+    /// How many times the index was built (in the poll or in the background and taken).
+    builds: AtomicUsize,
 }
-
-/// Who reads, which decides how many of its polls take the SQL path after another
-/// connection's commit before one rebuilds the index: about a rebuild's cost in such polls, so
-/// that a poller sharing its file with a busy writer pays at most about twice what the SQL
-/// costs (and a quiet file pays one rebuild).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rebuild {
-    /// A run list or its revision: its SQL reads every run, about half a rebuild.
-    List,
-    /// A host's claim: its SQL reads the unfinished runs (a tenth of a typical file).
-    Claim,
-}
-
-impl Rebuild {
-    fn deferred_polls(self) -> u32 {
-        match self {
-            Rebuild::List => 2,
-            Rebuild::Claim => 128,
-        }
-    }
-}
-
-/// How many changed rows are kept for re-reading between two reads (see `on_update`).
-const MAX_PENDING: usize = 50_000;
 
 impl RunIndex {
     /// Installs the hooks on `conn` (unless `recording`, or `PIW_RUN_INDEX=off` in the
     /// environment: every poll then reads through SQL, which tests compare the index with).
     /// The index must be dropped after the connection is closed: the hooks point at it.
-    pub fn install(conn: &Connection, recording: bool) -> RunIndex {
+    pub fn install(
+        conn: &Connection,
+        recording: bool,
+        file_path: &Path,
+        writable: bool,
+    ) -> RunIndex {
         let hooks = (!recording && !switched_off()).then(|| {
-            let hooks = Box::new(Hooks::default());
-            let context = (&*hooks as *const Hooks).cast_mut().cast::<c_void>();
-            // SAFETY: the handle is live; the context outlives the connection (see above).
-            unsafe {
-                ffi::sqlite3_update_hook(conn.handle(), Some(on_update), context);
-                ffi::sqlite3_trace_v2(
-                    conn.handle(),
-                    ffi::SQLITE_TRACE_STMT as c_uint,
-                    Some(on_statement),
-                    context,
-                );
-            }
-            hooks
+            let journal = Journal::new(file_path, writable);
+            // SAFETY: the handle is live; the box outlives the connection (see above).
+            unsafe { hooks::install(conn.handle(), Some(journal)) }
         });
         RunIndex {
             hooks,
-            // The first build is not deferred: it serves the connection's whole life.
-            mirror: Mutex::new(Mirror::new()),
+            mirror: Mutex::default(),
+            builder: Builder::default(),
+            file_path: file_path.to_path_buf(),
+            builds: AtomicUsize::new(0),
         }
     }
 
-    /// Records the schema the open verified: the index is used only while `schema_version`
-    /// stays the same (no DDL, no VACUUM since).
+    /// Records the schema the open verified, once the connection's pragmas are set (the WAL
+    /// hook replaces the autocheckpoint pragma's, see `hooks`).
     pub fn schema_verified(&self, conn: &Connection) -> Result<()> {
         let version: i64 = conn.query_row("PRAGMA main.schema_version", [], |row| row.get(0))?;
+        if let Some(hooks) = &self.hooks {
+            // SAFETY: as in `install`.
+            unsafe { hooks::install_wal_hook(hooks) };
+        }
         self.lock().verified_schema = Some(version);
         Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, Mirror> {
-        self.mirror
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.mirror.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The index brought up to the snapshot of the read transaction open on `conn`, or `None`
@@ -133,7 +108,6 @@ impl RunIndex {
         &'a self,
         conn: &Connection,
         own_transaction: bool,
-        rebuild: Rebuild,
     ) -> Result<Option<Current<'a>>> {
         let Some(hooks) = &self.hooks else {
             return Ok(None);
@@ -142,114 +116,134 @@ impl RunIndex {
             return Ok(None);
         }
         // The first read takes the snapshot (a deferred BEGIN has not yet).
-        let schema_version: i64 = conn
+        let schema: i64 = conn
             .prepare_cached("PRAGMA main.schema_version")?
             .query_row([], |row| row.get(0))?;
         if temp_schema::is_used(conn)? {
             return Ok(None);
         }
-        let data_version: i64 = conn
-            .prepare_cached("PRAGMA main.data_version")?
-            .query_row([], |row| row.get(0))?;
-        let pending = std::mem::take(&mut *hooks.lock());
-        let mut mirror = self.lock();
-        if mirror.verified_schema != Some(schema_version) {
-            mirror.verified_schema = None;
+        let Some(position) = position::of_snapshot(conn) else {
             return Ok(None);
+        };
+        let mut mirror = self.lock();
+        let Some(verified_schema) = mirror.verified_schema else {
+            return Ok(None);
+        };
+        let now = At { position, schema };
+        if let Some(built) = self.builder.take() {
+            let at = At {
+                position: built.position,
+                schema: built.schema,
+            };
+            // A build newer than this poll's snapshot waits for a later poll.
+            if at.schema == schema && position.commit.wrapping_sub(at.position.commit) < 1 << 31 {
+                *mirror = built.mirror;
+                mirror.verified_schema = Some(verified_schema);
+                mirror.at = Some(at);
+                self.builds.fetch_add(1, Ordering::Relaxed);
+            }
         }
-        let stale = mirror.built_at != Some(data_version) || pending.unreported;
-        if stale {
-            // Whatever is pending is part of this snapshot: a rebuild reads it.
-            mirror.built_at = None;
-            if mirror.stale_polls < rebuild.deferred_polls() {
-                mirror.stale_polls += 1;
+        let caught_up = match mirror.at {
+            Some(at) => catch_up(hooks, &mut mirror, conn, at, now)?,
+            None => false,
+        };
+        if !caught_up {
+            mirror.at = None;
+            if !self.builds_in_the_poll(conn, &mirror)? {
+                let file_path = self.file_path.clone();
+                self.builder.start(move || super::open_reader(&file_path));
                 return Ok(None);
             }
             mirror.rebuild(conn)?;
-        } else if mirror.apply(conn, &pending.rows)? {
-            mirror.rebuild(conn)?;
+            self.builds.fetch_add(1, Ordering::Relaxed);
         }
-        mirror.stale_polls = 0;
-        mirror.built_at = Some(data_version);
+        mirror.at = Some(now);
         Ok(Some(Current(mirror)))
     }
+
+    /// How many times the index was built so far.
+    pub fn builds(&self) -> usize {
+        self.builds.load(Ordering::Relaxed)
+    }
+
+    /// Whether the file is small enough to build the index in the poll: by the runs the last
+    /// index held, else by the last run's rowid.
+    fn builds_in_the_poll(&self, conn: &Connection, mirror: &Mirror) -> Result<bool> {
+        if self.builder.is_running() {
+            return Ok(false);
+        }
+        let runs = match self.builds() {
+            0 => conn
+                .prepare_cached("SELECT max(rowid) FROM runs")?
+                .query_row([], |row| row.get::<_, Option<i64>>(0))?
+                .unwrap_or(0),
+            _ => mirror.len() as i64,
+        };
+        Ok(runs < SYNC_BUILD_RUNS)
+    }
+}
+
+/// Brings `mirror` from `from` to `to` with the entries of the commits in between; `false`
+/// when they do not say everything (see the module header).
+fn catch_up(
+    hooks: &Hooks,
+    mirror: &mut Mirror,
+    conn: &Connection,
+    from: At,
+    to: At,
+) -> Result<bool> {
+    if from.schema != to.schema {
+        return Ok(false);
+    }
+    let (start, end) = (from.position, to.position);
+    let count = end.commit.wrapping_sub(start.commit);
+    if count == 0 {
+        // Nothing committed; a checkpoint may have restarted the log.
+        return Ok(end.frames == start.frames && end.salt == start.salt || end.frames == 0);
+    }
+    if count > journal::SLOTS as u32 {
+        return Ok(false);
+    }
+    let mut keys = BTreeSet::new();
+    let mut previous_frames = start.frames;
+    let mut previous_salt = Some(start.salt);
+    for offset in 1..=count {
+        let commit = start.commit.wrapping_add(offset);
+        let own = hooks.changes().own(commit).cloned();
+        let Some(entry) = own.or_else(|| hooks.journal().and_then(|j| j.read(commit))) else {
+            return Ok(false);
+        };
+        if !follows(&entry.base, previous_frames, previous_salt) {
+            return Ok(false);
+        }
+        let Some(entry_keys) = entry.keys else {
+            return Ok(false);
+        };
+        keys.extend(entry_keys);
+        if keys.len() > MAX_CATCH_UP_KEYS {
+            return Ok(false);
+        }
+        previous_frames = entry.after_frames;
+        previous_salt = entry.after_salt;
+    }
+    if !follows(&end, previous_frames, previous_salt) {
+        return Ok(false);
+    }
+    mirror.apply(conn, &keys)?;
+    Ok(true)
+}
+
+/// Whether a WAL at `next` can be the one after a commit that ended at `frames` under `salt`
+/// (unknown when the writer could not read it back): the same frame and salt, or a log a
+/// checkpoint restarted since.
+fn follows(next: &WalPosition, frames: u32, salt: Option<[u32; 2]>) -> bool {
+    next.frames == 0 || next.frames == frames && salt.is_none_or(|salt| salt == next.salt)
 }
 
 /// `PIW_RUN_INDEX=off`, read once per process.
 fn switched_off() -> bool {
     static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *OFF.get_or_init(|| std::env::var_os("PIW_RUN_INDEX").is_some_and(|value| value == "off"))
-}
-
-/// SQLite's update hook: records changed rows of the mirrored tables of `main`.
-unsafe extern "C" fn on_update(
-    context: *mut c_void,
-    _operation: c_int,
-    database: *const c_char,
-    table: *const c_char,
-    rowid: ffi::sqlite3_int64,
-) {
-    if CStr::from_ptr(database).to_bytes() != b"main" {
-        return;
-    }
-    if let Some(table) = Table::of(CStr::from_ptr(table).to_bytes()) {
-        let hooks = &*(context as *const Hooks);
-        let mut pending = hooks.lock();
-        // A connection that writes much and polls little: past a bound, a rebuild is cheaper
-        // than the re-reads (and the memory stays bounded).
-        if pending.rows.len() >= MAX_PENDING {
-            pending.rows.clear();
-            pending.unreported = true;
-        }
-        if !pending.unreported {
-            pending.rows.push((table, rowid));
-        }
-    }
-}
-
-/// The statement trace: flags a writing statement whose deletions the update hook may miss.
-unsafe extern "C" fn on_statement(
-    _event: c_uint,
-    context: *mut c_void,
-    statement: *mut c_void,
-    text: *mut c_void,
-) -> c_int {
-    let statement = statement as *mut ffi::sqlite3_stmt;
-    if ffi::sqlite3_stmt_readonly(statement) != 0 {
-        return 0;
-    }
-    let text = CStr::from_ptr(text as *const c_char).to_bytes();
-    let trigger = text.starts_with(b"-- TRIGGER");
-    if trigger || mentions_replace(text) || !foreign_keys_on(ffi::sqlite3_db_handle(statement)) {
-        let hooks = &*(context as *const Hooks);
-        hooks.lock().unreported = true;
-    }
-    0
-}
-
-/// Whether `text` contains `replace` in any letter case. Runs on every writing statement, so
-/// it compares a window only where an `r` is (recordRunEvent: 445k → 440k instructions).
-fn mentions_replace(text: &[u8]) -> bool {
-    const WORD: &[u8] = b"replace";
-    text.iter().enumerate().any(|(at, &byte)| {
-        byte | 0x20 == b'r'
-            && text[at..]
-                .get(..WORD.len())
-                .is_some_and(|window| window.eq_ignore_ascii_case(WORD))
-    })
-}
-
-/// Whether foreign key enforcement is on (read without running SQL).
-unsafe fn foreign_keys_on(db: *mut ffi::sqlite3) -> bool {
-    let mut on: c_int = 0;
-    let code = ffi::sqlite3_db_config(
-        db,
-        ffi::SQLITE_DBCONFIG_ENABLE_FKEY,
-        -1 as c_int,
-        &mut on as *mut c_int,
-    );
-    // Unknown counts as off: the index is rebuilt.
-    code == ffi::SQLITE_OK && on != 0
 }
 
 #[cfg(test)]

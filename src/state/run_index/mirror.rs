@@ -5,33 +5,18 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, MutexGuard};
 
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 
+use super::journal::Key;
+use super::position::WalPosition;
 use crate::error::Result;
 
-/// A mirrored table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Table {
-    Runs,
-    Queue,
-    Resources,
-    Definitions,
-    Leases,
-    Bindings,
-}
-
-impl Table {
-    pub(super) fn of(name: &[u8]) -> Option<Table> {
-        Some(match name {
-            b"runs" => Table::Runs,
-            b"run_queue" => Table::Queue,
-            b"resources" => Table::Resources,
-            b"workflow_definitions" => Table::Definitions,
-            b"leases" => Table::Leases,
-            b"run_bindings" => Table::Bindings,
-            _ => return None,
-        })
-    }
+/// The snapshot an index describes: a WAL position under a schema version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct At {
+    pub(super) position: WalPosition,
+    pub(super) schema: i64,
 }
 
 /// One read's access to an up-to-date index (see `RunIndex::current`).
@@ -52,7 +37,6 @@ struct Queue {
 /// A run's lease row.
 #[derive(Debug, Clone, PartialEq)]
 struct Lease {
-    rowid: i64,
     owner_id: Option<Box<str>>,
     expires_at: Option<i64>,
 }
@@ -67,19 +51,19 @@ struct Run {
     /// `paused = 1`.
     paused: bool,
     queue: Option<Queue>,
-    /// `(rowid, revision)` of its `resources` row.
-    resource: Option<(i64, i64)>,
-    /// The rowid of its `workflow_definitions` row.
-    definition: Option<i64>,
+    /// The `revision` of its `resources` row.
+    resource: Option<i64>,
+    /// It joins a `workflow_definitions` row.
+    definition: bool,
     lease: Option<Lease>,
-    /// `(rowid, execution_mode = 'headless')` of its `run_bindings` row.
-    binding: Option<(i64, bool)>,
+    /// `execution_mode = 'headless'` of its `run_bindings` row.
+    binding: Option<bool>,
 }
 
 impl Run {
     /// In `RUN_SELECT`'s inner joins (the lists and the claim).
     fn is_selected(&self) -> bool {
-        self.definition.is_some() && self.queue.is_some() && self.lease.is_some()
+        self.definition && self.queue.is_some() && self.lease.is_some()
     }
 
     /// The claim predicates that depend on this row alone and on no argument (see
@@ -92,7 +76,7 @@ impl Run {
         matches!(status, "queued" | "parked" | "starting" | "running")
             && !(status == "parked" && (self.waiting || self.paused))
             && !queue.source_changed
-            && (self.binding.is_some_and(|(_, headless)| headless) || status != "queued")
+            && (self.binding == Some(true) || status != "queued")
     }
 }
 
@@ -109,19 +93,11 @@ type GlobalStatusKey = (Reverse<i64>, Arc<str>, i64, i64);
 /// The index's contents.
 #[derive(Default)]
 pub(super) struct Mirror {
-    /// `schema_version` as the open verified it; `None`: never used (again).
+    /// `schema_version` as the open verified it; `None`: not yet verified, not used.
     pub(super) verified_schema: Option<i64>,
-    /// `PRAGMA data_version` of the snapshot the index describes; `None`: stale.
-    pub(super) built_at: Option<i64>,
-    pub(super) stale_polls: u32,
+    /// The snapshot the index describes; `None`: nothing built yet, or stale.
+    pub(super) at: Option<At>,
     runs: HashMap<i64, Run>,
-    /// Component rowid → the run it joins.
-    by_queue: HashMap<i64, i64>,
-    by_resource: HashMap<i64, i64>,
-    by_lease: HashMap<i64, i64>,
-    by_binding: HashMap<i64, i64>,
-    /// Definition rowid → how many runs join it.
-    by_definition: HashMap<i64, usize>,
     /// Runs without a definition row.
     orphans: BTreeSet<i64>,
     strings: HashSet<Arc<str>>,
@@ -153,14 +129,6 @@ const RUN_ROWS: &str = "SELECT r.rowid, r.project_id, r.created_at, r.status = '
     LEFT JOIN run_bindings b ON b.run_id = r.run_id";
 
 impl Mirror {
-    /// An empty index, built by its first read.
-    pub(super) fn new() -> Mirror {
-        Mirror {
-            stale_polls: u32::MAX,
-            ..Mirror::default()
-        }
-    }
-
     fn intern(&mut self, text: String) -> Arc<str> {
         if let Some(found) = self.strings.get(text.as_str()) {
             return found.clone();
@@ -191,13 +159,12 @@ impl Mirror {
             queue,
             resource: match row.get::<_, Option<i64>>(11)? {
                 None => None,
-                Some(rowid) => Some((rowid, row.get(12)?)),
+                Some(_) => Some(row.get(12)?),
             },
-            definition: row.get(13)?,
+            definition: row.get::<_, Option<i64>>(13)?.is_some(),
             lease: match row.get::<_, Option<i64>>(14)? {
                 None => None,
-                Some(rowid) => Some(Lease {
-                    rowid,
+                Some(_) => Some(Lease {
                     owner_id: row
                         .get::<_, Option<String>>(15)?
                         .map(String::into_boxed_str),
@@ -206,7 +173,7 @@ impl Mirror {
             },
             binding: match row.get::<_, Option<i64>>(17)? {
                 None => None,
-                Some(rowid) => Some((rowid, row.get(18)?)),
+                Some(_) => Some(row.get(18)?),
             },
         };
         Ok((row.get(0)?, run))
@@ -215,7 +182,6 @@ impl Mirror {
     pub(super) fn rebuild(&mut self, conn: &Connection) -> Result<()> {
         *self = Mirror {
             verified_schema: self.verified_schema,
-            stale_polls: self.stale_polls,
             ..Mirror::default()
         };
         let mut statement = conn.prepare_cached(RUN_ROWS)?;
@@ -227,49 +193,38 @@ impl Mirror {
         Ok(())
     }
 
-    /// Re-reads the runs the changed `rows` belong to; `true` when only a rebuild can tell
-    /// (a definition some run joined changed).
-    pub(super) fn apply(&mut self, conn: &Connection, rows: &[(Table, i64)]) -> Result<bool> {
+    /// How many runs the index holds.
+    pub(super) fn len(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Gives the memory a build reserved for growth back.
+    pub(super) fn shrink(&mut self) {
+        self.runs.shrink_to_fit();
+        self.strings.shrink_to_fit();
+    }
+
+    /// Re-reads the runs the changed `keys` belong to.
+    pub(super) fn apply(&mut self, conn: &Connection, keys: &BTreeSet<Key>) -> Result<()> {
         let mut affected = BTreeSet::new();
-        let unique: HashSet<&(Table, i64)> = rows.iter().collect();
-        for &(table, rowid) in unique {
-            let (reverse, owner_sql) = match table {
-                Table::Runs => {
-                    affected.insert(rowid);
+        for key in keys {
+            let (sql, text) = match key {
+                Key::Run(rowid) => {
+                    affected.insert(*rowid);
                     continue;
                 }
-                Table::Definitions => {
-                    if self.by_definition.contains_key(&rowid) {
-                        return Ok(true);
-                    }
+                Key::DefinitionAdded => {
                     affected.extend(self.orphans.iter().copied());
                     continue;
                 }
-                Table::Queue => (
-                    &self.by_queue,
-                    "SELECT r.rowid FROM run_queue c JOIN runs r ON r.run_id = c.run_id
-                     WHERE c.rowid = ?",
-                ),
-                Table::Resources => (
-                    &self.by_resource,
-                    "SELECT r.rowid FROM resources c JOIN runs r ON r.resource_id = c.resource_id
-                     WHERE c.rowid = ?",
-                ),
-                Table::Leases => (
-                    &self.by_lease,
-                    "SELECT r.rowid FROM leases c JOIN runs r ON r.resource_id = c.resource_id
-                     WHERE c.rowid = ?",
-                ),
-                Table::Bindings => (
-                    &self.by_binding,
-                    "SELECT r.rowid FROM run_bindings c JOIN runs r ON r.run_id = c.run_id
-                     WHERE c.rowid = ?",
-                ),
+                Key::RunId(text) => ("SELECT rowid FROM runs WHERE run_id = ?", text),
+                Key::ResourceId(text) => ("SELECT rowid FROM runs WHERE resource_id = ?", text),
             };
-            // The run the row joined before the change, and the one it joins now.
-            affected.extend(reverse.get(&rowid).copied());
-            let mut owners = conn.prepare_cached(owner_sql)?;
-            for owner in owners.query_map([rowid], |row| row.get::<_, i64>(0))? {
+            // The run the row joins now; the one it joined before is named by its own key
+            // (the writer's pre-update hook reports the old value too).
+            let text = ToSqlOutput::Borrowed(ValueRef::Text(text));
+            let mut owners = conn.prepare_cached(sql)?;
+            for owner in owners.query_map([text], |row| row.get::<_, i64>(0))? {
                 affected.insert(owner?);
             }
         }
@@ -287,27 +242,12 @@ impl Mirror {
                 self.insert(rowid, run);
             }
         }
-        Ok(false)
+        Ok(())
     }
 
     fn insert(&mut self, rowid: i64, run: Run) {
-        if let Some(queue) = &run.queue {
-            self.by_queue.insert(queue.rowid, rowid);
-        }
-        if let Some((resource, _)) = run.resource {
-            self.by_resource.insert(resource, rowid);
-        }
-        if let Some(lease) = &run.lease {
-            self.by_lease.insert(lease.rowid, rowid);
-        }
-        if let Some((binding, _)) = run.binding {
-            self.by_binding.insert(binding, rowid);
-        }
-        match run.definition {
-            Some(definition) => *self.by_definition.entry(definition).or_default() += 1,
-            None => {
-                self.orphans.insert(rowid);
-            }
+        if !run.definition {
+            self.orphans.insert(rowid);
         }
         self.derive(rowid, &run, true);
         self.runs.insert(rowid, run);
@@ -318,37 +258,8 @@ impl Mirror {
             return;
         };
         self.derive(rowid, &run, false);
-        fn unlink(map: &mut HashMap<i64, i64>, key: Option<i64>, rowid: i64) {
-            if let Some(key) = key {
-                if map.get(&key) == Some(&rowid) {
-                    map.remove(&key);
-                }
-            }
-        }
-        unlink(
-            &mut self.by_queue,
-            run.queue.as_ref().map(|q| q.rowid),
-            rowid,
-        );
-        unlink(&mut self.by_resource, run.resource.map(|r| r.0), rowid);
-        unlink(
-            &mut self.by_lease,
-            run.lease.as_ref().map(|l| l.rowid),
-            rowid,
-        );
-        unlink(&mut self.by_binding, run.binding.map(|b| b.0), rowid);
-        match run.definition {
-            Some(definition) => {
-                if let Some(count) = self.by_definition.get_mut(&definition) {
-                    *count -= 1;
-                    if *count == 0 {
-                        self.by_definition.remove(&definition);
-                    }
-                }
-            }
-            None => {
-                self.orphans.remove(&rowid);
-            }
+        if !run.definition {
+            self.orphans.remove(&rowid);
         }
     }
 
@@ -364,7 +275,7 @@ impl Mirror {
         let Some(queue) = &run.queue else {
             return;
         };
-        if let Some((_, revision)) = run.resource {
+        if let Some(revision) = run.resource {
             let sign = if add { 1 } else { -1 };
             self.revised += sign;
             self.revision_sum += i128::from(sign) * i128::from(revision);
@@ -379,7 +290,7 @@ impl Mirror {
             }
         }
         let created = Reverse(queue.created_at);
-        if run.definition.is_some() {
+        if run.definition {
             toggle(&mut self.views, (created, rowid), add);
         }
         if !run.is_selected() {

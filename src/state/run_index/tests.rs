@@ -1,11 +1,11 @@
 //! The index against the SQL it replaces, after every step of random histories of raw SQL on
 //! the mirrored tables: equal timestamps, deletions (cascading or behind foreign keys' back),
-//! REPLACE victims, truncations, rolled-back writes, another connection's commits and TEMP
-//! shadowing.
+//! REPLACE victims, truncations, rowid changes, VACUUM, rolled-back writes, another
+//! connection's commits (journaled or not) and TEMP shadowing.
 
 use rusqlite::{params, Connection};
 
-use super::{mentions_replace, Rebuild, RunIndex};
+use super::RunIndex;
 use crate::state::schema::STATE_SCHEMA_SQL;
 use crate::test_support::Scratch;
 
@@ -115,7 +115,7 @@ fn add_run(conn: &Connection, random: &mut Random, n: u64, definition: bool) {
 fn step(conn: &Connection, other: &Connection, random: &mut Random, n: &mut u64) {
     let any = "(SELECT rowid FROM runs ORDER BY random() LIMIT 1)";
     let at = random.below(4) as i64;
-    match random.below(17) {
+    match random.below(19) {
         0..=2 => {
             *n += 1;
             add_run(conn, random, *n, true);
@@ -271,6 +271,19 @@ fn step(conn: &Connection, other: &Connection, random: &mut Random, n: &mut u64)
             )
             .unwrap();
         }
+        17 => {
+            // A run moved to another rowid (the update reports both).
+            let target = random.pick(&[conn, other]);
+            target
+                .execute_batch(&format!(
+                    "UPDATE runs SET rowid = (SELECT max(rowid) FROM runs) + 1000 WHERE rowid = {any}"
+                ))
+                .unwrap();
+        }
+        18 if random.below(4) == 0 => {
+            // Renumbers the rowids of tables without an INTEGER PRIMARY KEY.
+            random.pick(&[conn, other]).execute_batch("VACUUM").unwrap();
+        }
         14 => {
             // A failing statement: its changes are undone.
             let _ = conn.execute_batch("UPDATE run_queue SET consecutive_errors = -1");
@@ -297,9 +310,10 @@ fn rowids(conn: &Connection, sql: &str, values: &[&dyn rusqlite::ToSql]) -> Vec<
 /// Compares every answer of the index with its SQL, in one read transaction.
 fn check(conn: &Connection, index: &RunIndex, step: usize) {
     conn.execute_batch("BEGIN").unwrap();
-    // After another connection's commit, a list poll or two may take the SQL path first.
-    let current = (0..=Rebuild::List.deferred_polls())
-        .find_map(|_| index.current(conn, true, Rebuild::List).unwrap())
+    // A small file: the index is built in the poll when it cannot catch up.
+    let current = index
+        .current(conn, true)
+        .unwrap()
         .unwrap_or_else(|| panic!("step {step}: the index is not used"));
     let revision = current.list_revision().unwrap();
     let expected = conn
@@ -407,29 +421,129 @@ fn check(conn: &Connection, index: &RunIndex, step: usize) {
     conn.execute_batch("COMMIT").unwrap();
 }
 
+fn installed(conn: &Connection, file: &std::path::Path) -> RunIndex {
+    let index = RunIndex::install(conn, false, file, true);
+    index.schema_verified(conn).unwrap();
+    index
+}
+
 #[test]
 fn answers_as_the_sql_after_every_step_of_random_histories() {
     let scratch = Scratch::new("run-index");
-    for seed in 1..=6_u64 {
+    for seed in 1..=8_u64 {
         let file = scratch.file(&format!("state-{seed}.sqlite"));
         let conn = open(&file);
         setup(&conn);
         let other = open(&file);
-        let index = RunIndex::install(&conn, false);
-        index.schema_verified(&conn).unwrap();
+        // Odd seeds: the other connection is a native one, whose commits are journaled.
+        let other_index = (!seed.is_multiple_of(2)).then(|| installed(&other, &file));
+        let index = installed(&conn, &file);
         let mut random = Random(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let mut n = 0;
         for _ in 0..8 {
             n += 1;
             add_run(&conn, &mut random, n, true);
         }
-        for number in 0..160 {
+        for number in 0..200 {
             step(&conn, &other, &mut random, &mut n);
             check(&conn, &index, number);
         }
-        drop(other);
+        drop((other, other_index));
         drop(conn);
     }
+}
+
+/// A file past the size the poll builds in: `runs` runs.
+fn large_file(scratch: &Scratch, runs: u64) -> (std::path::PathBuf, Connection) {
+    let file = scratch.file("large.sqlite");
+    let conn = open(&file);
+    setup(&conn);
+    let mut random = Random(7);
+    conn.execute_batch("BEGIN").unwrap();
+    for n in 1..=runs {
+        add_run(&conn, &mut random, n, true);
+    }
+    conn.execute_batch("COMMIT").unwrap();
+    (file, conn)
+}
+
+fn poll(conn: &Connection, index: &RunIndex) -> bool {
+    conn.execute_batch("BEGIN").unwrap();
+    let used = index.current(conn, true).unwrap().is_some();
+    conn.execute_batch("COMMIT").unwrap();
+    used
+}
+
+/// Polls until a background build has been taken (bounded).
+fn poll_until_used(conn: &Connection, index: &RunIndex) {
+    for _ in 0..2_000 {
+        if poll(conn, index) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    panic!("the background build never finished");
+}
+
+#[test]
+fn another_native_writers_commits_are_caught_up_on_without_a_build() {
+    let scratch = Scratch::new("run-index-journal");
+    let (file, conn) = large_file(&scratch, super::SYNC_BUILD_RUNS as u64 + 200);
+    let index = installed(&conn, &file);
+    // Large: the first poll reads through SQL while the index is built off the caller's path.
+    assert!(!poll(&conn, &index));
+    poll_until_used(&conn, &index);
+    let writer = open(&file);
+    let writer_index = installed(&writer, &file);
+    let mut random = Random(11);
+    let mut n = 10_000;
+    let mut caught_up = 0;
+    for number in 0..60 {
+        step(&writer, &writer, &mut random, &mut n);
+        // VACUUM and definition changes need a build; every other commit is caught up on.
+        let builds = index.builds();
+        if !poll(&conn, &index) {
+            poll_until_used(&conn, &index);
+        } else {
+            assert_eq!(
+                index.builds(),
+                builds,
+                "step {number}: caught up, not built"
+            );
+            caught_up += 1;
+        }
+        check(&conn, &index, number);
+    }
+    assert!(
+        caught_up >= 40,
+        "only {caught_up} of 60 commits caught up on"
+    );
+    // A writer without hooks (another application): a gap, answered by a build.
+    let foreign = open(&file);
+    foreign
+        .execute_batch("UPDATE resources SET revision = revision + 1")
+        .unwrap();
+    assert!(!poll(&conn, &index));
+    poll_until_used(&conn, &index);
+    check(&conn, &index, 1_000);
+    drop((writer, writer_index, foreign));
+}
+
+#[test]
+fn a_rowid_change_on_the_own_connection_leaves_no_ghost() {
+    let scratch = Scratch::new("run-index-rowid");
+    let file = scratch.file("state.sqlite");
+    let conn = open(&file);
+    setup(&conn);
+    let index = installed(&conn, &file);
+    let mut random = Random(3);
+    for n in 1..=6 {
+        add_run(&conn, &mut random, n, true);
+    }
+    check(&conn, &index, 0);
+    conn.execute_batch("UPDATE runs SET rowid = rowid + 1000 WHERE run_id = 'run-5'")
+        .unwrap();
+    check(&conn, &index, 1);
 }
 
 #[test]
@@ -438,10 +552,10 @@ fn falls_back_to_sql_where_it_cannot_be_exact() {
     let file = scratch.file("state.sqlite");
     let conn = open(&file);
     setup(&conn);
-    let index = RunIndex::install(&conn, false);
+    let index = RunIndex::install(&conn, false, &file, true);
     let used = |conn: &Connection, own: bool| {
         conn.execute_batch("BEGIN").unwrap();
-        let used = index.current(conn, own, Rebuild::List).unwrap().is_some();
+        let used = index.current(conn, own).unwrap().is_some();
         conn.execute_batch("COMMIT").unwrap();
         used
     };
@@ -455,66 +569,20 @@ fn falls_back_to_sql_where_it_cannot_be_exact() {
     assert!(!used(&conn, true));
     conn.execute_batch("DROP TABLE temp.runs").unwrap();
     assert!(used(&conn, true));
-    // After another connection's commit, a claim rebuilds only after some SQL-path polls.
-    let other = open(&file);
-    other
-        .execute_batch("INSERT INTO projects VALUES ('p3', '/p3', 0)")
-        .unwrap();
-    let polls = (0..1000)
-        .take_while(|_| {
-            conn.execute_batch("BEGIN").unwrap();
-            let used = index
-                .current(&conn, true, Rebuild::Claim)
-                .unwrap()
-                .is_some();
-            conn.execute_batch("COMMIT").unwrap();
-            !used
-        })
-        .count();
-    assert_eq!(polls, Rebuild::Claim.deferred_polls() as usize);
-    // A schema change (DDL on this connection): never used again.
+    // A schema change: built again for the new schema.
+    let builds = index.builds();
     conn.execute_batch("CREATE TABLE extra(x)").unwrap();
+    assert!(used(&conn, true));
+    assert_eq!(index.builds(), builds + 1);
+    // Outside WAL mode there is no position to anchor the index to.
+    conn.execute_batch("PRAGMA journal_mode = DELETE").unwrap();
     assert!(!used(&conn, true));
-    conn.execute_batch("DROP TABLE extra").unwrap();
-    assert!(!used(&conn, true));
-    // A poll builds a new index at once (only a rebuild after a foreign commit waits).
-    let fresh = RunIndex::install(&conn, false);
-    fresh.schema_verified(&conn).unwrap();
-    conn.execute_batch("BEGIN").unwrap();
-    assert!(fresh
-        .current(&conn, true, Rebuild::Claim)
-        .unwrap()
-        .is_some());
-    conn.execute_batch("COMMIT").unwrap();
+    conn.execute_batch("PRAGMA journal_mode = WAL").unwrap();
+    assert!(used(&conn, true));
     // While statements are recorded, nothing is installed.
-    let recording = RunIndex::install(&conn, true);
+    let recording = RunIndex::install(&conn, true, &file, true);
     recording.schema_verified(&conn).unwrap();
     conn.execute_batch("BEGIN").unwrap();
-    assert!(recording
-        .current(&conn, true, Rebuild::List)
-        .unwrap()
-        .is_none());
+    assert!(recording.current(&conn, true).unwrap().is_none());
     conn.execute_batch("COMMIT").unwrap();
-    drop((other, conn));
-}
-
-#[test]
-fn a_statement_mentioning_replace_in_any_case_is_flagged() {
-    for text in [
-        "INSERT OR REPLACE INTO runs VALUES (1)",
-        "replace into leases values (1)",
-        "UPDATE x SET a = 1 -- rEpLaCe",
-        "REPLACE",
-    ] {
-        assert!(mentions_replace(text.as_bytes()), "{text}");
-    }
-    for text in [
-        "INSERT INTO runs VALUES (1)",
-        "UPDATE r SET repla = 1",
-        "",
-        "r",
-        "REPLAC",
-    ] {
-        assert!(!mentions_replace(text.as_bytes()), "{text}");
-    }
 }

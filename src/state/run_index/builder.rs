@@ -1,0 +1,132 @@
+//! Building an index off the caller's path: on a read-only connection of its own, in a thread
+//! of its own, while the polls read through SQL. The result names the snapshot it describes;
+//! the next poll takes it and catches up from there through the journal.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rusqlite::Connection;
+
+use super::mirror::Mirror;
+use super::position::{self, WalPosition};
+use crate::error::Result;
+
+/// A finished build: the index at `position` (of schema `schema`).
+pub struct Built {
+    pub mirror: Mirror,
+    pub position: WalPosition,
+    pub schema: i64,
+}
+
+#[derive(Default)]
+enum State {
+    #[default]
+    Idle,
+    Running,
+    Done(Box<Built>),
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    /// Set when the index is dropped: a running build stops at its next step.
+    cancelled: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The background build of one index.
+#[derive(Default)]
+pub struct Builder {
+    shared: Arc<Shared>,
+}
+
+impl Builder {
+    /// Starts a build on the connection `open` makes, unless one is running or waiting to be
+    /// taken. A build that fails (the file cannot be opened, the read fails) leaves nothing:
+    /// the polls read through SQL and the next one starts another.
+    pub fn start(&self, open: impl FnOnce() -> Option<Connection> + Send + 'static) {
+        {
+            let mut state = self.shared.lock();
+            if !matches!(*state, State::Idle) {
+                return;
+            }
+            *state = State::Running;
+        }
+        let shared = self.shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("piw-run-index".into())
+            .spawn(move || {
+                let built = open().and_then(|conn| build(&conn, shared.clone()).ok());
+                *shared.lock() = match built {
+                    Some(built) if !shared.cancelled.load(Ordering::Relaxed) => {
+                        State::Done(Box::new(built))
+                    }
+                    _ => State::Idle,
+                };
+            });
+        if spawned.is_err() {
+            *self.shared.lock() = State::Idle;
+        }
+    }
+
+    /// The finished build, if there is one.
+    pub fn take(&self) -> Option<Built> {
+        let mut state = self.shared.lock();
+        match std::mem::take(&mut *state) {
+            State::Done(built) => Some(*built),
+            other => {
+                *state = other;
+                None
+            }
+        }
+    }
+
+    /// Whether a build is under way.
+    pub fn is_running(&self) -> bool {
+        matches!(*self.shared.lock(), State::Running)
+    }
+}
+
+impl Drop for Builder {
+    fn drop(&mut self) {
+        self.shared.cancelled.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Reads the whole index in one read transaction of `conn`.
+fn build(conn: &Connection, shared: Arc<Shared>) -> Result<Built> {
+    // Stops a build nobody will take (checked every 10,000 VM steps).
+    unsafe extern "C" fn cancelled(flag: *mut std::ffi::c_void) -> std::ffi::c_int {
+        std::ffi::c_int::from((*(flag as *const AtomicBool)).load(Ordering::Relaxed))
+    }
+    let flag = (&shared.cancelled as *const AtomicBool).cast_mut().cast();
+    // SAFETY: `shared` outlives the connection's use here; the handler is removed below.
+    unsafe {
+        rusqlite::ffi::sqlite3_progress_handler(conn.handle(), 10_000, Some(cancelled), flag)
+    };
+    conn.execute_batch("BEGIN")?;
+    let outcome = (|| {
+        let schema = conn.query_row("PRAGMA main.schema_version", [], |row| row.get(0))?;
+        let position = position::of_snapshot(conn).ok_or_else(|| {
+            crate::error::StoreError::plain("the run index builds only on a WAL file")
+        })?;
+        let mut mirror = Mirror::default();
+        mirror.rebuild(conn)?;
+        mirror.shrink();
+        Ok(Built {
+            mirror,
+            position,
+            schema,
+        })
+    })();
+    let _ = conn.execute_batch("COMMIT");
+    unsafe {
+        rusqlite::ffi::sqlite3_progress_handler(conn.handle(), 0, None, std::ptr::null_mut())
+    };
+    outcome
+}

@@ -1,0 +1,301 @@
+//! What a connection's commits change, as SQLite reports it: the pre-update hook names every
+//! row of the mirrored tables a statement inserts, updates or deletes (REPLACE victims and
+//! foreign-key cascades included; with the hook set SQLite never truncates a table without
+//! visiting its rows), the commit hook reads where the WAL stood while the write lock is still
+//! held, and the WAL hook — called once the commit is durable — turns the transaction's keys
+//! into a journal entry: kept for this connection's own index and written to the shared
+//! journal for everyone else's.
+//!
+//! The WAL hook replaces SQLite's default one, which is what `PRAGMA wal_autocheckpoint` sets;
+//! it checkpoints at the same threshold. A later `PRAGMA wal_autocheckpoint` on the connection
+//! takes the hook back: its commits are then gaps, which readers answer with a rebuild.
+
+use std::collections::VecDeque;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::ffi;
+
+use super::journal::{Entry, Journal, Key};
+use super::position::{self, WalPosition};
+
+/// `PRAGMA wal_autocheckpoint` as the state opens the file (the reference's value).
+pub const AUTOCHECKPOINT_FRAMES: c_int = 1000;
+/// How many of its own commits a connection keeps for its index.
+const OWN_ENTRIES: usize = 4096;
+/// Past this many keys in one transaction, its entry says "rebuild" instead.
+const MAX_KEYS: usize = 50_000;
+
+// The pre-update hook's API (SQLITE_ENABLE_PREUPDATE_HOOK; libsqlite3-sys has no bindings for
+// it without bindgen).
+extern "C" {
+    fn sqlite3_preupdate_hook(
+        db: *mut ffi::sqlite3,
+        callback: Option<
+            unsafe extern "C" fn(
+                *mut c_void,
+                *mut ffi::sqlite3,
+                c_int,
+                *const c_char,
+                *const c_char,
+                ffi::sqlite3_int64,
+                ffi::sqlite3_int64,
+            ),
+        >,
+        context: *mut c_void,
+    ) -> *mut c_void;
+    fn sqlite3_preupdate_old(
+        db: *mut ffi::sqlite3,
+        column: c_int,
+        value: *mut *mut ffi::sqlite3_value,
+    ) -> c_int;
+    fn sqlite3_preupdate_new(
+        db: *mut ffi::sqlite3,
+        column: c_int,
+        value: *mut *mut ffi::sqlite3_value,
+    ) -> c_int;
+}
+
+/// The open transaction's changes, and the commits made so far.
+#[derive(Default)]
+pub struct Changes {
+    keys: Vec<Key>,
+    /// The transaction changed what keys cannot say.
+    unreported: bool,
+    /// Where the WAL stood when the transaction committed (set by the commit hook).
+    base: Option<WalPosition>,
+    /// This connection's commits, oldest first.
+    own: VecDeque<Entry>,
+}
+
+impl Changes {
+    /// This connection's entry for commit `commit`.
+    pub fn own(&self, commit: u32) -> Option<&Entry> {
+        let first = self.own.front()?.commit;
+        let at = commit.wrapping_sub(first) as usize;
+        self.own.get(at).filter(|entry| entry.commit == commit)
+    }
+}
+
+/// The hooks' context: one per connection, at a fixed address while the connection is open.
+pub struct Hooks {
+    db: *mut ffi::sqlite3,
+    changes: Mutex<Changes>,
+    journal: Option<Journal>,
+}
+
+// SAFETY: `db` is only used by the hooks, which SQLite calls on the connection's own thread
+// while it runs a statement; the rest is behind a mutex.
+unsafe impl Send for Hooks {}
+unsafe impl Sync for Hooks {}
+
+impl Hooks {
+    pub fn changes(&self) -> MutexGuard<'_, Changes> {
+        self.changes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn journal(&self) -> Option<&Journal> {
+        self.journal.as_ref()
+    }
+}
+
+/// Installs the pre-update, commit and rollback hooks on `db` (the WAL hook comes with
+/// [`install_wal_hook`], once the connection's pragmas are set).
+///
+/// # Safety
+/// `db` is live, and the returned box outlives the connection.
+pub unsafe fn install(db: *mut ffi::sqlite3, journal: Option<Journal>) -> Box<Hooks> {
+    let hooks = Box::new(Hooks {
+        db,
+        changes: Mutex::default(),
+        journal,
+    });
+    let context = (&*hooks as *const Hooks).cast_mut().cast::<c_void>();
+    sqlite3_preupdate_hook(db, Some(on_preupdate), context);
+    ffi::sqlite3_commit_hook(db, Some(on_commit), context);
+    ffi::sqlite3_rollback_hook(db, Some(on_rollback), context);
+    hooks
+}
+
+/// Installs the WAL hook (see the module header).
+///
+/// # Safety
+/// As [`install`], with the box `install` returned.
+pub unsafe fn install_wal_hook(hooks: &Hooks) {
+    let context = (hooks as *const Hooks).cast_mut().cast::<c_void>();
+    ffi::sqlite3_wal_hook(hooks.db, Some(on_wal_commit), context);
+}
+
+/// How a mirrored table names the run a row belongs to.
+enum Mirrored {
+    Runs,
+    /// The `run_id` column (the first).
+    ByRunId,
+    /// The `resource_id` column (the first).
+    ByResourceId,
+    Definitions,
+}
+
+fn mirrored(table: &[u8]) -> Option<Mirrored> {
+    Some(match table {
+        b"runs" => Mirrored::Runs,
+        b"run_queue" | b"run_bindings" => Mirrored::ByRunId,
+        b"resources" | b"leases" => Mirrored::ByResourceId,
+        b"workflow_definitions" => Mirrored::Definitions,
+        _ => return None,
+    })
+}
+
+/// The first column's text, before (`old`) or after the change.
+unsafe fn first_column(db: *mut ffi::sqlite3, old: bool) -> Option<Box<[u8]>> {
+    let mut value: *mut ffi::sqlite3_value = std::ptr::null_mut();
+    let code = if old {
+        sqlite3_preupdate_old(db, 0, &mut value)
+    } else {
+        sqlite3_preupdate_new(db, 0, &mut value)
+    };
+    if code != ffi::SQLITE_OK
+        || value.is_null()
+        || ffi::sqlite3_value_type(value) == ffi::SQLITE_NULL
+    {
+        return None;
+    }
+    let text = ffi::sqlite3_value_text(value);
+    let length = ffi::sqlite3_value_bytes(value);
+    if text.is_null() || length < 0 {
+        return Some(Box::default());
+    }
+    Some(Box::from(std::slice::from_raw_parts(text, length as usize)))
+}
+
+unsafe extern "C" fn on_preupdate(
+    context: *mut c_void,
+    db: *mut ffi::sqlite3,
+    operation: c_int,
+    database: *const c_char,
+    table: *const c_char,
+    old_rowid: ffi::sqlite3_int64,
+    new_rowid: ffi::sqlite3_int64,
+) {
+    if CStr::from_ptr(database).to_bytes() != b"main" {
+        return;
+    }
+    let Some(kind) = mirrored(CStr::from_ptr(table).to_bytes()) else {
+        return;
+    };
+    let hooks = &*(context as *const Hooks);
+    let mut changes = hooks.changes();
+    if changes.unreported {
+        return;
+    }
+    let before = operation != ffi::SQLITE_INSERT;
+    let after = operation != ffi::SQLITE_DELETE;
+    match kind {
+        Mirrored::Runs => {
+            if before {
+                changes.keys.push(Key::Run(old_rowid));
+            }
+            if after && !(before && new_rowid == old_rowid) {
+                changes.keys.push(Key::Run(new_rowid));
+            }
+        }
+        Mirrored::ByRunId | Mirrored::ByResourceId => {
+            let key = |text: Box<[u8]>| match kind {
+                Mirrored::ByRunId => Key::RunId(text),
+                _ => Key::ResourceId(text),
+            };
+            let old = before.then(|| first_column(db, true)).flatten();
+            let new = after.then(|| first_column(db, false)).flatten();
+            if new.is_some() && new == old {
+                changes.keys.extend(new.map(key));
+            } else {
+                changes.keys.extend(old.map(key));
+                changes.keys.extend(new.map(key));
+            }
+        }
+        Mirrored::Definitions if operation == ffi::SQLITE_INSERT => {
+            changes.keys.push(Key::DefinitionAdded);
+        }
+        // A definition some runs join changed or went: only a rebuild can tell which.
+        Mirrored::Definitions => changes.unreported = true,
+    }
+    if changes.keys.len() > MAX_KEYS {
+        changes.unreported = true;
+    }
+    if changes.unreported {
+        changes.keys = Vec::new();
+    }
+}
+
+/// The transaction is about to commit, holding the WAL write lock: where the WAL stands now is
+/// where its commit starts from.
+unsafe extern "C" fn on_commit(context: *mut c_void) -> c_int {
+    let hooks = &*(context as *const Hooks);
+    let base = position::of_shared_memory(hooks.db);
+    hooks.changes().base = base;
+    0
+}
+
+unsafe extern "C" fn on_rollback(context: *mut c_void) {
+    let hooks = &*(context as *const Hooks);
+    let mut changes = hooks.changes();
+    changes.keys.clear();
+    changes.unreported = false;
+    changes.base = None;
+}
+
+/// A commit is durable, ending at frame `frames` of the WAL.
+unsafe extern "C" fn on_wal_commit(
+    context: *mut c_void,
+    db: *mut ffi::sqlite3,
+    database: *const c_char,
+    frames: c_int,
+) -> c_int {
+    if CStr::from_ptr(database).to_bytes() != b"main" {
+        return ffi::SQLITE_OK;
+    }
+    let hooks = &*(context as *const Hooks);
+    let entry = {
+        let mut changes = hooks.changes();
+        let keys = std::mem::take(&mut changes.keys);
+        let unreported = std::mem::replace(&mut changes.unreported, false);
+        changes.base.take().map(|base| {
+            let commit = base.commit.wrapping_add(1);
+            let frames = frames as u32;
+            // Read back at once; another commit since makes it unknown, not wrong.
+            let after_salt = position::of_shared_memory(db)
+                .filter(|now| now.commit == commit && now.frames == frames)
+                .map(|now| now.salt);
+            let mut keys = keys;
+            keys.sort_unstable();
+            keys.dedup();
+            let entry = Entry {
+                commit,
+                base,
+                after_frames: frames,
+                after_salt,
+                keys: (!unreported).then_some(keys),
+            };
+            if changes.own.len() == OWN_ENTRIES {
+                changes.own.pop_front();
+            }
+            // Own entries stay consecutive: a commit the hooks missed ends the run of them.
+            if changes
+                .own
+                .back()
+                .is_some_and(|last| last.commit.wrapping_add(1) != commit)
+            {
+                changes.own.clear();
+            }
+            changes.own.push_back(entry.clone());
+            entry
+        })
+    };
+    if let (Some(entry), Some(journal)) = (&entry, hooks.journal()) {
+        journal.append(entry);
+    }
+    if frames >= AUTOCHECKPOINT_FRAMES {
+        ffi::sqlite3_wal_checkpoint(db, database);
+    }
+    ffi::SQLITE_OK
+}

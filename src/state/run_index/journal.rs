@@ -1,0 +1,366 @@
+//! The change journal beside the state file (`<state file>-runlog`): for each commit a native
+//! connection made, which runs it may have changed, so that every other process's run index
+//! catches up on it by re-reading those runs instead of rebuilding.
+//!
+//! Commits are numbered by the WAL index's own commit counter (`iChange` of SQLite's
+//! wal-index header, which every commit of any connection moves by exactly one), so a commit
+//! the journal does not hold — another application's, the TypeScript store's — is a gap a
+//! reader sees, never a change it misses. Each commit owns slot `commit % SLOTS`; an entry is
+//! written with one positioned write after its commit is durable, and carries a checksum, so a
+//! torn or stale slot reads as missing. Entries also name the WAL position they start from and
+//! end at, which the reader checks against the one before (see `run_index::catch_up`).
+//!
+//! Nothing here is part of the database: the journal can be deleted at any time (readers then
+//! rebuild once), and a file without one is read as before.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::position::WalPosition;
+
+/// Bytes of one commit's slot.
+const SLOT: usize = 1024;
+/// Slots in the file: how many commits a reader may fall behind before it must rebuild.
+pub const SLOTS: u64 = 4096;
+/// The file's first bytes: its format.
+const MAGIC: &[u8; 16] = b"piw-runlog v1\0\0\0";
+const HEADER: u64 = 64;
+/// Where a slot's keys begin.
+const KEYS_AT: usize = 64;
+
+/// A change a commit made that may move a run in the index.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Key {
+    /// A `runs` row, by rowid (before and after an update that moved it).
+    Run(i64),
+    /// A row of `run_queue` or `run_bindings`, by its `run_id`.
+    RunId(Box<[u8]>),
+    /// A row of `resources` or `leases`, by its `resource_id`.
+    ResourceId(Box<[u8]>),
+    /// A `workflow_definitions` row was inserted: runs without one may now join it.
+    DefinitionAdded,
+}
+
+/// One commit: the runs it may have changed, and the WAL positions it went from and to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The wal-index commit counter after this commit.
+    pub commit: u32,
+    /// The WAL as this commit's transaction found it.
+    pub base: WalPosition,
+    /// The WAL's last frame after the commit.
+    pub after_frames: u32,
+    /// The WAL's salt after the commit, when the writer could read it back.
+    pub after_salt: Option<[u32; 2]>,
+    /// `None`: the commit changed what the keys cannot say (a definition changed or went, too
+    /// many keys): readers rebuild.
+    pub keys: Option<Vec<Key>>,
+}
+
+/// The journal of one state file, opened when first needed.
+pub struct Journal {
+    path: PathBuf,
+    /// Tells this file's journal from one of an earlier file under the same name.
+    file_id: u64,
+    file: Mutex<Option<File>>,
+    writable: bool,
+}
+
+impl Journal {
+    /// The journal of the state file `state_file`; `writable` for a read-write connection.
+    pub fn new(state_file: &Path, writable: bool) -> Journal {
+        let mut path = state_file.as_os_str().to_owned();
+        path.push("-runlog");
+        Journal {
+            path: PathBuf::from(path),
+            file_id: file_id(state_file),
+            file: Mutex::new(None),
+            writable,
+        }
+    }
+
+    /// Writes `entry` into its slot. A journal that cannot be written is left alone: readers
+    /// elsewhere then see a gap and rebuild.
+    pub fn append(&self, entry: &Entry) {
+        if !self.writable {
+            return;
+        }
+        let slot = encode(entry, self.file_id);
+        let _ = self.with_file(|file| write_at(file, &slot, offset(entry.commit)));
+    }
+
+    /// The entry of commit `commit`, if the journal holds it whole.
+    pub fn read(&self, commit: u32) -> Option<Entry> {
+        let mut slot = [0u8; SLOT];
+        self.with_file(|file| read_at(file, &mut slot, offset(commit)))
+            .ok()?;
+        decode(&slot, self.file_id).filter(|entry| entry.commit == commit)
+    }
+
+    fn with_file<T>(&self, operation: impl FnOnce(&File) -> io::Result<T>) -> io::Result<T> {
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if file.is_none() {
+            *file = Some(self.open()?);
+        }
+        operation(file.as_ref().expect("opened above"))
+    }
+
+    fn open(&self) -> io::Result<File> {
+        if !self.writable {
+            return File::open(&self.path);
+        }
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let file = options.open(&self.path)?;
+        let mut magic = [0u8; 16];
+        if read_at(&file, &mut magic, 0).is_err() || &magic != MAGIC {
+            // New (or not ours): the slots are sparse zeroes, which read as missing.
+            file.set_len(HEADER + SLOTS * SLOT as u64)?;
+            write_at(&file, MAGIC, 0)?;
+        }
+        Ok(file)
+    }
+}
+
+fn offset(commit: u32) -> u64 {
+    HEADER + (u64::from(commit) % SLOTS) * SLOT as u64
+}
+
+/// The device and inode of the state file (0 where the platform has none to read).
+fn file_id(state_file: &Path) -> u64 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(metadata) = std::fs::metadata(state_file) {
+            return fnv(&[&metadata.dev().to_le_bytes(), &metadata.ino().to_le_bytes()]);
+        }
+    }
+    let _ = state_file;
+    0
+}
+
+/// FNV-1a over `parts`: the slot checksum (a torn or stale slot, not an adversary).
+fn fnv(parts: &[&[u8]]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for byte in *part {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+const KNOWN_SALT: u32 = 1;
+const UNREPORTED: u32 = 2;
+
+/// The slot's bytes: a header (commit, positions, flags, file id, key bytes, checksum), then
+/// the keys (a tag byte each: 1 rowid, 2 run id, 3 resource id, 4 definition added).
+fn encode(entry: &Entry, file_id: u64) -> [u8; SLOT] {
+    let mut slot = [0u8; SLOT];
+    let mut keys = Vec::new();
+    let mut flags = 0;
+    match &entry.keys {
+        None => flags |= UNREPORTED,
+        Some(list) => {
+            for key in list {
+                match key {
+                    Key::Run(rowid) => {
+                        keys.push(1);
+                        keys.extend_from_slice(&rowid.to_le_bytes());
+                    }
+                    Key::RunId(text) | Key::ResourceId(text) => {
+                        keys.push(if matches!(key, Key::RunId(_)) { 2 } else { 3 });
+                        keys.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                        keys.extend_from_slice(text);
+                    }
+                    Key::DefinitionAdded => keys.push(4),
+                }
+            }
+            if keys.len() > SLOT - KEYS_AT {
+                keys.clear();
+                flags |= UNREPORTED;
+            }
+        }
+    }
+    if entry.after_salt.is_some() {
+        flags |= KNOWN_SALT;
+    }
+    let after_salt = entry.after_salt.unwrap_or_default();
+    let words = [
+        entry.commit,
+        entry.base.frames,
+        entry.base.salt[0],
+        entry.base.salt[1],
+        entry.after_frames,
+        flags,
+        after_salt[0],
+        after_salt[1],
+        keys.len() as u32,
+    ];
+    for (at, word) in words.iter().enumerate() {
+        slot[at * 4..at * 4 + 4].copy_from_slice(&word.to_le_bytes());
+    }
+    slot[40..48].copy_from_slice(&file_id.to_le_bytes());
+    slot[KEYS_AT..KEYS_AT + keys.len()].copy_from_slice(&keys);
+    let checksum = fnv(&[&slot[..48], &keys]);
+    slot[48..56].copy_from_slice(&checksum.to_le_bytes());
+    slot
+}
+
+fn decode(slot: &[u8; SLOT], file_id: u64) -> Option<Entry> {
+    let word = |at: usize| u32::from_le_bytes(slot[at * 4..at * 4 + 4].try_into().unwrap());
+    let length = word(8) as usize;
+    if length > SLOT - KEYS_AT || slot[40..48] != file_id.to_le_bytes() {
+        return None;
+    }
+    let keys = &slot[KEYS_AT..KEYS_AT + length];
+    if slot[48..56] != fnv(&[&slot[..48], keys]).to_le_bytes() || word(0) == 0 {
+        return None;
+    }
+    let flags = word(5);
+    let parsed = if flags & UNREPORTED != 0 {
+        None
+    } else {
+        Some(decode_keys(keys)?)
+    };
+    Some(Entry {
+        commit: word(0),
+        base: WalPosition {
+            commit: word(0).wrapping_sub(1),
+            frames: word(1),
+            salt: [word(2), word(3)],
+        },
+        after_frames: word(4),
+        after_salt: (flags & KNOWN_SALT != 0).then(|| [word(6), word(7)]),
+        keys: parsed,
+    })
+}
+
+fn decode_keys(mut bytes: &[u8]) -> Option<Vec<Key>> {
+    let mut keys = Vec::new();
+    while let Some((&tag, rest)) = bytes.split_first() {
+        bytes = rest;
+        let key = match tag {
+            1 => {
+                let (rowid, rest) = bytes.split_at_checked(8)?;
+                bytes = rest;
+                Key::Run(i64::from_le_bytes(rowid.try_into().ok()?))
+            }
+            2 | 3 => {
+                let (length, rest) = bytes.split_at_checked(4)?;
+                let length = u32::from_le_bytes(length.try_into().ok()?) as usize;
+                let (text, rest) = rest.split_at_checked(length)?;
+                bytes = rest;
+                let text = Box::from(text);
+                if tag == 2 {
+                    Key::RunId(text)
+                } else {
+                    Key::ResourceId(text)
+                }
+            }
+            4 => Key::DefinitionAdded,
+            _ => return None,
+        };
+        keys.push(key);
+    }
+    Some(keys)
+}
+
+#[cfg(unix)]
+fn write_at(file: &File, bytes: &[u8], at: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, bytes, at)
+}
+
+#[cfg(unix)]
+fn read_at(file: &File, bytes: &mut [u8], at: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, bytes, at)
+}
+
+#[cfg(windows)]
+fn write_at(file: &File, mut bytes: &[u8], mut at: u64) -> io::Result<()> {
+    while !bytes.is_empty() {
+        let written = std::os::windows::fs::FileExt::seek_write(file, bytes, at)?;
+        bytes = &bytes[written..];
+        at += written as u64;
+    }
+    Ok(())
+}
+
+#[cfg(windows)]
+fn read_at(file: &File, mut bytes: &mut [u8], mut at: u64) -> io::Result<()> {
+    while !bytes.is_empty() {
+        let read = std::os::windows::fs::FileExt::seek_read(file, bytes, at)?;
+        if read == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        bytes = &mut bytes[read..];
+        at += read as u64;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::Scratch;
+
+    fn entry(commit: u32, keys: Option<Vec<Key>>) -> Entry {
+        Entry {
+            commit,
+            base: WalPosition {
+                commit: commit - 1,
+                frames: 7,
+                salt: [3, 4],
+            },
+            after_frames: 9,
+            after_salt: commit.is_multiple_of(2).then_some([5, 6]),
+            keys,
+        }
+    }
+
+    #[test]
+    fn entries_read_back_whole_and_only_for_their_own_commit_and_file() {
+        let scratch = Scratch::new("runlog");
+        let state = scratch.file("state.sqlite");
+        std::fs::write(&state, b"").unwrap();
+        let writer = Journal::new(&state, true);
+        let reader = Journal::new(&state, false);
+        assert_eq!(reader.read(1), None, "no journal yet");
+        let keys = vec![
+            Key::Run(-5),
+            Key::RunId(Box::from(&b"run-1"[..])),
+            Key::ResourceId(Box::from(&b""[..])),
+            Key::DefinitionAdded,
+        ];
+        writer.append(&entry(12, Some(keys.clone())));
+        writer.append(&entry(13, None));
+        let reader = Journal::new(&state, false);
+        assert_eq!(reader.read(12), Some(entry(12, Some(keys))));
+        assert_eq!(reader.read(13), Some(entry(13, None)));
+        // The same slot, another commit: missing, not the other commit's entry.
+        assert_eq!(reader.read(12 + SLOTS as u32), None);
+        // Too many keys for a slot: the entry says a rebuild is due.
+        let many = (0..200).map(Key::Run).collect();
+        writer.append(&entry(14, Some(many)));
+        assert_eq!(reader.read(14).unwrap().keys, None);
+        // A torn slot reads as missing.
+        let file = OpenOptions::new().write(true).open(&reader.path).unwrap();
+        write_at(&file, &[0xff], offset(12) + KEYS_AT as u64).unwrap();
+        assert_eq!(reader.read(12), None);
+        // Another file under the same name (another inode): its entries are not this one's.
+        std::fs::remove_file(&state).unwrap();
+        std::fs::write(&state, b"other").unwrap();
+        let later = Journal::new(&state, false);
+        if later.file_id != reader.file_id {
+            assert_eq!(later.read(13), None);
+        }
+    }
+}
