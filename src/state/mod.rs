@@ -117,6 +117,7 @@ impl StateDb {
             trace_id.is_some(),
             &file_path,
             mode == Mode::ReadWrite,
+            open_reader,
         );
         Ok(StateDb {
             file_path,

@@ -49,6 +49,9 @@ const SYNC_BUILD_RUNS: i64 = 1024;
 /// polls' SQL).
 const MAX_CATCH_UP_KEYS: usize = 2_000;
 
+/// Opens a read-only connection to the state file, or none.
+pub type OpenReader = fn(&Path) -> Option<Connection>;
+
 /// The run index of one connection (see the module header).
 pub struct RunIndex {
     /// `None`: not installed (statement recording owns the hooks); never used.
@@ -57,6 +60,8 @@ pub struct RunIndex {
     builder: Builder,
     /// The state file, for the builder's connection.
     file_path: PathBuf,
+    /// Opens the builder's read-only connection to it.
+    open_reader: OpenReader,
     /// How many times the index was built (in the poll or in the background and taken).
     builds: AtomicUsize,
 }
@@ -65,11 +70,13 @@ impl RunIndex {
     /// Installs the hooks on `conn` (unless `recording`, or `PIW_RUN_INDEX=off` in the
     /// environment: every poll then reads through SQL, which tests compare the index with).
     /// The index must be dropped after the connection is closed: the hooks point at it.
+    /// Background builds read through a connection `open_reader` opens.
     pub fn install(
         conn: &Connection,
         recording: bool,
         file_path: &Path,
         writable: bool,
+        open_reader: OpenReader,
     ) -> RunIndex {
         let hooks = (!recording && !switched_off()).then(|| {
             let journal = Journal::new(file_path, writable);
@@ -81,6 +88,7 @@ impl RunIndex {
             mirror: Mutex::default(),
             builder: Builder::default(),
             file_path: file_path.to_path_buf(),
+            open_reader,
             builds: AtomicUsize::new(0),
         }
     }
@@ -150,8 +158,8 @@ impl RunIndex {
         if !caught_up {
             mirror.at = None;
             if !self.builds_in_the_poll(conn, &mirror)? {
-                let file_path = self.file_path.clone();
-                self.builder.start(move || super::open_reader(&file_path));
+                let (file_path, open) = (self.file_path.clone(), self.open_reader);
+                self.builder.start(move || open(&file_path));
                 return Ok(None);
             }
             mirror.rebuild(conn)?;

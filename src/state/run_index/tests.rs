@@ -50,6 +50,10 @@ impl Random {
     }
 }
 
+fn open_reader(file: &std::path::Path) -> Option<Connection> {
+    Connection::open_with_flags(file, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()
+}
+
 fn open(file: &std::path::Path) -> Connection {
     let conn = Connection::open(file).unwrap();
     conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON")
@@ -422,7 +426,7 @@ fn check(conn: &Connection, index: &RunIndex, step: usize) {
 }
 
 fn installed(conn: &Connection, file: &std::path::Path) -> RunIndex {
-    let index = RunIndex::install(conn, false, file, true);
+    let index = RunIndex::install(conn, false, file, true, open_reader);
     index.schema_verified(conn).unwrap();
     index
 }
@@ -552,7 +556,7 @@ fn falls_back_to_sql_where_it_cannot_be_exact() {
     let file = scratch.file("state.sqlite");
     let conn = open(&file);
     setup(&conn);
-    let index = RunIndex::install(&conn, false, &file, true);
+    let index = RunIndex::install(&conn, false, &file, true, open_reader);
     let used = |conn: &Connection, own: bool| {
         conn.execute_batch("BEGIN").unwrap();
         let used = index.current(conn, own).unwrap().is_some();
@@ -580,7 +584,7 @@ fn falls_back_to_sql_where_it_cannot_be_exact() {
     conn.execute_batch("PRAGMA journal_mode = WAL").unwrap();
     assert!(used(&conn, true));
     // While statements are recorded, nothing is installed.
-    let recording = RunIndex::install(&conn, true, &file, true);
+    let recording = RunIndex::install(&conn, true, &file, true, open_reader);
     recording.schema_verified(&conn).unwrap();
     conn.execute_batch("BEGIN").unwrap();
     assert!(recording.current(&conn, true).unwrap().is_none());
