@@ -228,9 +228,6 @@ async function measureOwn(source, size) {
 /** Forks `count` writers on `file`; resolves to { writeAll(i), close() }. */
 async function startWriters(file, count, impl, size) {
   const roles = Array.from({ length: count }, (_, k) => (k === 0 ? 'host' : count >= 5 && k === count - 1 ? 'viewer' : 'session'));
-  const children = roles.map((role, k) =>
-    fork(path.join(__dirname, 'scale-writer.js'), [file, role, impl, String(k + 1), String(size)], { stdio: 'inherit' }),
-  );
   const next = (child) =>
     new Promise((resolve, reject) => {
       const onMessage = (message) => {
@@ -242,7 +239,14 @@ async function startWriters(file, count, impl, size) {
       child.once('message', onMessage);
       child.once('exit', onExit);
     });
-  await Promise.all(children.map(next));
+  // One after another: opening a store takes the file exclusively (schema check, open prune), and
+  // four reference stores opening at once on 100,000 runs outwait each other's busy timeout.
+  const children = [];
+  for (const [k, role] of roles.entries()) {
+    const child = fork(path.join(__dirname, 'scale-writer.js'), [file, role, impl, String(k + 1), String(size)], { stdio: 'inherit' });
+    children.push(child);
+    await next(child);
+  }
   return {
     async writeAll(i) {
       const done = children.map(next);
@@ -345,7 +349,12 @@ async function main() {
   const first = SIZES[0];
   const last = SIZES.at(-1);
   const growth = `growth ${last / 1000}k/${first / 1000}k`;
-  let out = `bench:scale on ${ROOT} (${path.basename(binaryPath())}, ${ITERATIONS} samples each, budget ${BUDGET_MS / 1000} s a row, writers ${WRITERS})\n\n`;
+  let out = '';
+  const flush = () => {
+    process.stdout.write(out);
+    out = '';
+  };
+  out += `bench:scale on ${ROOT} (${path.basename(binaryPath())}, ${ITERATIONS} samples each, budget ${BUDGET_MS / 1000} s a row, writers ${WRITERS})\n\n`;
   const own = {};
   if (ONLY.has('own')) {
     for (const size of SIZES) own[size] = await measureOwn(file(size), size);
@@ -357,6 +366,7 @@ async function main() {
     rows.push(['file size', ...SIZES.map((size) => megabytes(own[size].bytes)), '']);
     rows.push(['build (cumulative)', ...SIZES.map((size) => (meta[size] ? `${meta[size].seconds.toFixed(1)} s ${meta[size].builder}` : '–')), '']);
     out += table('1. native, each call right after its own write, µs/op', ['call', ...SIZES.map(runs), growth], rows);
+    flush();
   }
   const native = {};
   if (WRITERS > 0 && ONLY.has('writers')) {
@@ -367,6 +377,7 @@ async function main() {
       ratio(native[last][name], native[first][name]),
     ]);
     out += table(`2. native, each poll after ${WRITERS} other processes' commits, µs/op (× the same poll after its own write)`, ['poll', ...SIZES.map(runs), growth], rows);
+    flush();
   }
   const reference = {};
   if (REFERENCE && !process.env.PIW_REF) {
@@ -381,6 +392,7 @@ async function main() {
     ]);
     const after = WRITERS > 0 ? `after ${WRITERS} other (reference) processes' commits` : 'after its own write';
     out += table(`3. reference (TypeScript, $PIW_REF), each poll ${after}, µs/op (native × faster: reference / native)`, ['poll', ...SIZES.map(runs), growth], rows);
+    flush();
   }
   if (ONLY.has('first')) {
     const impls = ['native', ...(REFERENCE && process.env.PIW_REF ? ['ts'] : [])];
@@ -409,6 +421,7 @@ async function main() {
       ]);
     }
     out += table('4. first poll of a new process: open + first call, µs (one sample each)', ['poll', ...SIZES.map(runs)], rows);
+    flush();
   }
   if (ONLY.has('claim')) {
     const files = claimFiles(cache);
@@ -426,8 +439,9 @@ async function main() {
       ['call', ...labels, '5,000 / 0'],
       rows,
     );
+    flush();
   }
-  process.stdout.write(out);
+  flush();
 }
 
 main().catch((error) => {
