@@ -1,35 +1,73 @@
 'use strict';
-// `npm run bench:scale`: what the calls Pi polls cost as the state file grows (issue 13).
+// `npm run bench:scale`: what the calls Pi polls cost as the state file grows (issues 13 and 21).
 //
-// Builds state files of 1,000, 10,000 and 100,000 runs through the public API — 90% of runs
-// terminal, 5% parked (for a workflow source change), 5% queued for their own interactive
-// session, plus runs/10 controller resources, all settled — once per build of the addon: the
-// files are kept under <root>/piw-scale-<hash of the .node file>/ and reused while that binary
-// is the one loaded. One build grows the file and snapshots it at each size.
+// State files of 1,000, 10,000 and 100,000 runs (any sizes up to 1,000,000 and more with
+// PIW_SCALE_SIZES) — 90% of runs terminal, 5% parked (for a workflow source change), 5% queued
+// for their own interactive session, plus runs/10 settled controller resources — are written by
+// the fast SQL builder (bench/scale-build.js; __test__/scale-builder.spec.ts checks its rows
+// equal the public API's on 200 runs; PIW_SCALE_BUILDER=api builds through the API as before).
+// They are kept under <root>/piw-scale-<hash of the .node file>/ and reused while that binary is
+// loaded; one build grows one file and snapshots it at each size.
 //
-// Then, per size, on a fresh copy of that file: µs/op (median) of each call, each timed right
-// after a write (a run event recorded through the same store), so nothing an earlier call kept
-// can be reused unless it knows the file has not changed in a way that matters. The last column
-// is the growth from the smallest to the largest size; a call that reads only what it returns
+// Per size, on a fresh copy of that file, µs/op (median), in these tables:
+// 1. every call, each timed right after a write by the same store (a run event), as issue 13;
+// 2. with --writers N (or PIW_SCALE_WRITERS=N): the polls, each timed after N other processes
+//    (bench/scale-writer.js, each with its own store on the file: writer 1 the host — renews its
+//    claim, looks for work —, the others sessions — record run events, reserve/claim/complete
+//    their own runs —, and from N = 5 on the last a viewer that only reads) have each written and
+//    acknowledged: every timed poll comes after at least one foreign commit since the previous
+//    one; "×own" is that cost over table 1's;
+// 3. with --reference (or PIW_REF set): the same polls on the TypeScript reference store loaded
+//    from $PIW_REF (outside this repository; without PIW_REF these rows are skipped with a note),
+//    with reference writers when N > 0, back to back on the same files; "native ×" is the
+//    reference's cost over the native one;
+// 4. the first poll of a new process (bench/scale-probe.js): open + first call of each poll in a
+//    fresh process, and its RSS growth from before the open to after that call (the memory the
+//    open and the first poll added: index, page cache);
+// 5. a host's claimNextWorkflowRun on PIW_SCALE_CLAIM_BASE (10,000) terminal runs with 0 and with
+//    5,000 queued runs it may not take (2,500 other sessions' interactive runs, 2,500 headless
+//    runs with another runner's affinity), after its own write.
+// The growth column is largest size / smallest size; a poll that reads only what it returns
 // stays near 1×.
 //
-// Environment: PIW_SCALE_SIZES (default 1000,10000,100000), PIW_SCALE_ROOT (default /dev/shm,
-// else the temp folder), PIW_SCALE_REBUILD=1 to build again, PIW_SCALE_ITERATIONS (default 40),
-// PIW_SCALE_CACHE=<folder> to measure on files another build made (the file format is the same).
+// Options (environment): PIW_SCALE_SIZES (default 1000,10000,100000), PIW_SCALE_WRITERS (0),
+// PIW_SCALE_ITERATIONS (40 samples), PIW_SCALE_BUDGET_S (60: a row stops sampling after this many
+// seconds, with at least 3 samples — for 1,000,000 runs), PIW_SCALE_ROOT (default /dev/shm when it
+// has room, else the temp folder), PIW_SCALE_REBUILD=1, PIW_SCALE_CACHE=<folder> (files another
+// build made), PIW_SCALE_BUILDER=fast|api, PIW_SCALE_CLAIM_BASE, PIW_SCALE_ONLY=own,writers,
+// reference,first,claim (tables to run), PIW_REF. Flags: --writers N, --reference.
 // Run against another build with PI_WORKFLOWS_NATIVE_PATH=/path/to/file.node.
 
 const crypto = require('node:crypto');
+const { fork, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
 const { SqliteControllerStore } = require('..');
-
-const SIZES = (process.env.PIW_SCALE_SIZES ?? '1000,10000,100000').split(',').map(Number);
-const ROOT = process.env.PIW_SCALE_ROOT ?? (fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir());
-const ITERATIONS = Number(process.env.PIW_SCALE_ITERATIONS ?? 40);
-const PROJECT = '/piw-scale/project';
 const { reservation } = require('./fixtures');
+const { addRunThroughApi, buildFast } = require('./scale-build');
+const { loadStore, POLLS, PROJECT } = require('./scale-impl');
+
+const argv = process.argv.slice(2);
+const flag = (name) => argv.includes(`--${name}`);
+const option = (name) => (flag(name) ? argv[argv.indexOf(`--${name}`) + 1] : undefined);
+const SIZES = (process.env.PIW_SCALE_SIZES ?? '1000,10000,100000').split(',').map(Number);
+const WRITERS = Number(option('writers') ?? process.env.PIW_SCALE_WRITERS ?? 0);
+const REFERENCE = flag('reference') || Boolean(process.env.PIW_REF);
+const ITERATIONS = Number(process.env.PIW_SCALE_ITERATIONS ?? 40);
+const BUDGET_MS = Number(process.env.PIW_SCALE_BUDGET_S ?? 60) * 1000;
+const CLAIM_BASE = Number(process.env.PIW_SCALE_CLAIM_BASE ?? 10_000);
+const ONLY = new Set((process.env.PIW_SCALE_ONLY ?? 'own,writers,reference,first,claim').split(','));
+
+/** /dev/shm when it has room for the largest file (about 3 kB a run) and two copies of it. */
+function root() {
+  if (process.env.PIW_SCALE_ROOT) return process.env.PIW_SCALE_ROOT;
+  if (!fs.existsSync('/dev/shm')) return os.tmpdir();
+  const free = fs.statfsSync('/dev/shm');
+  return free.bavail * free.bsize > Math.max(...SIZES) * 3_000 * 4 ? '/dev/shm' : os.tmpdir();
+}
+const ROOT = root();
 
 /** The .node file this process loads (the loader's first two places). */
 function binaryPath() {
@@ -43,59 +81,59 @@ function binaryKey() {
   return hash.slice(0, 16);
 }
 
-const runKind = (index) => (index % 20 === 0 ? 'queued' : index % 20 === 1 ? 'parked' : 'terminal');
-
-/** Adds run `index` (and, every tenth run, one settled controller resource). */
-function addRun(store, index) {
-  const runId = `run-${index}`;
-  const session = `session-${index}`;
-  store.reserveWorkflowRun(reservation(runId, session));
-  const kind = runKind(index);
-  if (kind !== 'queued') {
-    const claim = { runId, runnerId: session, claimToken: `token-${index}`, leaseMs: 30_000 };
-    store.claimWorkflowRun(claim);
-    store.markWorkflowRunRunning(claim);
-    if (kind === 'parked') store.parkWorkflowRunForSourceChange({ ...claim, detail: 'source changed' });
-    else store.completeWorkflowRun(claim);
-  }
-  if (index % 10 === 0) {
-    const ref = { controller: 'jobs', key: `job-${index / 10}` };
-    store.putResource({ ...ref, spec: { n: index }, initialStatus: { phase: 'new' } });
-    const claim = store.claimNext({ controllers: ['jobs'], ownerId: 'builder', leaseMs: 30_000 });
-    store.recordEvent({ ...ref, claim, type: 'bench.reconciled', payload: { n: index } });
-    store.settleClaim(claim);
-  }
-}
+const better = () => require('better-sqlite3');
 
 /** The cached state file of each size, built (growing one file) when missing. */
 function stateFiles() {
   const cache = process.env.PIW_SCALE_CACHE ?? path.join(ROOT, `piw-scale-${binaryKey()}`);
   const file = (size) => path.join(cache, `runs-${size}.sqlite`);
   const metaFile = path.join(cache, 'build.json');
-  const sizes = [...SIZES].sort((a, b) => a - b);
-  if (process.env.PIW_SCALE_REBUILD !== '1' && sizes.every((size) => fs.existsSync(file(size)))) {
-    const meta = fs.existsSync(metaFile) ? JSON.parse(fs.readFileSync(metaFile, 'utf8')) : {};
-    return { file, meta, cache };
-  }
-  fs.rmSync(cache, { recursive: true, force: true });
+  const meta = fs.existsSync(metaFile) ? JSON.parse(fs.readFileSync(metaFile, 'utf8')) : {};
+  const missing = [...SIZES].sort((a, b) => a - b).filter((size) => process.env.PIW_SCALE_REBUILD === '1' || !fs.existsSync(file(size)));
+  if (missing.length === 0) return { file, meta, cache };
   fs.mkdirSync(cache, { recursive: true });
+  const api = process.env.PIW_SCALE_BUILDER === 'api';
   const building = path.join(cache, 'building.sqlite');
-  const meta = {};
+  fs.rmSync(building, { force: true });
+  new SqliteControllerStore(building, { projectPath: PROJECT }).close();
   const start = process.hrtime.bigint();
-  let store = new SqliteControllerStore(building, { projectPath: PROJECT });
   let built = 0;
-  for (const size of sizes) {
-    for (; built < size; built += 1) addRun(store, built);
-    store.close();
+  const base = Date.now() - 3_600_000 - Math.max(...missing) * 10;
+  for (const size of missing) {
+    if (api) {
+      const store = new SqliteControllerStore(building, { projectPath: PROJECT });
+      for (; built < size; built += 1) addRunThroughApi(store, built);
+      store.close();
+    } else {
+      buildFast(better(), building, size, { from: built, base });
+      built = size;
+    }
     fs.copyFileSync(building, file(size));
-    meta[size] = Number(process.hrtime.bigint() - start) / 1e9;
-    process.stderr.write(`built ${size} runs in ${meta[size].toFixed(1)} s\n`);
-    store = new SqliteControllerStore(building, { projectPath: PROJECT });
+    meta[size] = { seconds: Number(process.hrtime.bigint() - start) / 1e9, builder: api ? 'api' : 'fast' };
+    process.stderr.write(`built ${size} runs (${meta[size].builder}) in ${meta[size].seconds.toFixed(1)} s\n`);
   }
-  store.close();
   fs.rmSync(building, { force: true });
   fs.writeFileSync(metaFile, JSON.stringify(meta));
   return { file, meta, cache };
+}
+
+/** The claim check's two files: CLAIM_BASE terminal runs, and the same + 5,000 it may not take. */
+function claimFiles(cache) {
+  const plain = path.join(cache, `claim-${CLAIM_BASE}-0.sqlite`);
+  const blocked = path.join(cache, `claim-${CLAIM_BASE}-5000.sqlite`);
+  if (fs.existsSync(plain) && fs.existsSync(blocked) && process.env.PIW_SCALE_REBUILD !== '1') return { plain, blocked };
+  fs.rmSync(plain, { force: true });
+  new SqliteControllerStore(plain, { projectPath: PROJECT }).close();
+  buildFast(better(), plain, CLAIM_BASE, { kindOf: () => 'terminal' });
+  fs.copyFileSync(plain, blocked);
+  const store = new SqliteControllerStore(blocked, { projectPath: PROJECT });
+  for (let k = 0; k < 2_500; k += 1) store.reserveWorkflowRun(reservation(`other-session-run-${k}`, `other-session-${k}`));
+  for (let k = 0; k < 2_500; k += 1) {
+    const run = reservation(`affinity-run-${k}`, `headless-session-${k}`);
+    store.reserveWorkflowRun({ ...run, runnerId: 'host-other-runner', executionMode: 'headless' });
+  }
+  store.close();
+  return { plain, blocked };
 }
 
 function median(values) {
@@ -103,59 +141,52 @@ function median(values) {
   return sorted[Math.floor(sorted.length / 2)];
 }
 
-/** Median µs of `operation`, each time right after `write()` (untimed). */
-function timed(write, operation, check) {
+/** Median µs of `operation`, each time right after `write(i)` (untimed; may be async). */
+async function timed(write, operation, check) {
   const samples = [];
-  for (let i = 0; i < ITERATIONS + 3; i += 1) {
-    write(i);
+  const began = Date.now();
+  for (let i = 0; samples.length < ITERATIONS; i += 1) {
+    await write(i);
     const start = process.hrtime.bigint();
     const result = operation(i);
     const elapsed = Number(process.hrtime.bigint() - start) / 1000;
     if (check !== undefined && !check(result)) throw new Error(`unexpected result: ${JSON.stringify(result)?.slice(0, 300)}`);
-    if (i >= 3) samples.push(elapsed);
+    const overBudget = Date.now() - began > BUDGET_MS;
+    if (i >= 3 || overBudget) samples.push(elapsed);
+    if (overBudget && samples.length >= 3) break;
   }
   return median(samples);
 }
 
-function measureSize(source, size) {
+function copyOf(source) {
   const folder = fs.mkdtempSync(path.join(ROOT, 'piw-scale-run-'));
   const file = path.join(folder, 'state.sqlite');
   fs.copyFileSync(source, file);
-  const bytes = fs.statSync(file).size;
+  return { folder, file, bytes: fs.statSync(file).size };
+}
+
+const terminalOf = (size) => (i) => `run-${(((i * 7919) % size) - ((i * 7919) % size) % 20) + 2}`;
+const nothing = (value) => value === undefined;
+const pollCheck = (name) => (name.startsWith('claimNext') ? nothing : undefined);
+
+/** Table 1: every call, timed after the same store's own write. */
+async function measureOwn(source, size) {
+  const { folder, file, bytes } = copyOf(source);
   const store = new SqliteControllerStore(file, { projectPath: PROJECT });
   const results = {};
   try {
-    const terminal = (i) => `run-${(((i * 7919) % size) - ((i * 7919) % size) % 20) + 2}`;
+    const terminal = terminalOf(size);
     const write = (i) =>
       store.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.touch', payload: { i } });
-    const nothing = (value) => value === undefined;
-    const claimToken = 'bench-token';
-    results['claimNextWorkflowRun, host, nothing claimable'] = timed(
-      write,
-      () => store.claimNextWorkflowRun({ runnerId: 'host-bench', claimToken, leaseMs: 30_000 }),
-      nothing,
-    );
-    results['claimNextWorkflowRun with sessionId, nothing claimable'] = timed(
-      write,
-      () => store.claimNextWorkflowRun({ runnerId: 'session-idle', sessionId: 'session-idle', claimToken, leaseMs: 30_000 }),
-      nothing,
-    );
-    results.workflowRunListRevision = timed(write, () => store.workflowRunListRevision());
-    results['listWorkflowRunViews({offset: 0, limit: 50})'] = timed(write, () =>
-      store.listWorkflowRunViews({ offset: 0, limit: 50 }),
-    );
-    results['listWorkflowRuns({limit: 100})'] = timed(write, () => store.listWorkflowRuns({ limit: 100 }));
-    results['listWorkflowRuns, active statuses'] = timed(write, () =>
-      store.listWorkflowRuns({ statuses: ['queued', 'parked', 'starting', 'running'], limit: 100 }),
-    );
+    for (const [name, poll] of Object.entries(POLLS)) results[name] = await timed(write, (i) => poll(store, i), pollCheck(name));
     const queuedSession = (i) => `session-${(((i * 7919) % size) - ((i * 7919) % size) % 20)}`;
-    results.findSessionReservation = timed(
+    results.findSessionReservation = await timed(
       write,
       (i) => store.findSessionReservation(queuedSession(i)),
       (value) => value !== undefined,
     );
     let tail = 0;
-    results['listRunEventsAfter(tail)'] = timed(
+    results['listRunEventsAfter(tail)'] = await timed(
       (i) => {
         for (let page; (page = store.listRunEventsAfter(tail, { limit: 1000 })).length > 0; ) tail = page.at(-1).seq;
         write(i);
@@ -163,16 +194,16 @@ function measureSize(source, size) {
       () => store.listRunEventsAfter(tail, { limit: 100 }),
       (events) => events.length === 1,
     );
-    results['claimNext, nothing claimable'] = timed(
+    results['claimNext, nothing claimable'] = await timed(
       write,
       () => store.claimNext({ controllers: ['jobs'], ownerId: 'bench', leaseMs: 30_000 }),
       nothing,
     );
-    results.getWorkflowRun = timed(write, (i) => store.getWorkflowRun(terminal(i)));
-    results.getWorkflowRunView = timed(write, (i) => store.getWorkflowRunView(terminal(i)));
-    results['listEvents({limit: 100})'] = timed(write, () => store.listEvents({ limit: 100 }));
+    results.getWorkflowRun = await timed(write, (i) => store.getWorkflowRun(terminal(i)));
+    results.getWorkflowRunView = await timed(write, (i) => store.getWorkflowRunView(terminal(i)));
+    results['listEvents({limit: 100})'] = await timed(write, () => store.listEvents({ limit: 100 }));
     let opened;
-    results['constructor (read-write)'] = timed(
+    results['constructor (read-write)'] = await timed(
       write,
       () => {
         opened = new SqliteControllerStore(file, { projectPath: PROJECT });
@@ -182,11 +213,11 @@ function measureSize(source, size) {
         return true;
       },
     );
-    results['open + close (read-write)'] = timed(write, () => new SqliteControllerStore(file, { projectPath: PROJECT }).close());
-    results['open + close (read-only)'] = timed(write, () =>
+    results['open + close (read-write)'] = await timed(write, () => new SqliteControllerStore(file, { projectPath: PROJECT }).close());
+    results['open + close (read-only)'] = await timed(write, () =>
       new SqliteControllerStore(file, { projectPath: PROJECT, readOnly: true }).close(),
     );
-    results['pruneUnreferencedBlobs (the open prune)'] = timed(write, () => store.state.pruneUnreferencedBlobs());
+    results['pruneUnreferencedBlobs (the open prune)'] = await timed(write, () => store.state.pruneUnreferencedBlobs());
   } finally {
     store.close();
     fs.rmSync(folder, { recursive: true, force: true });
@@ -194,26 +225,226 @@ function measureSize(source, size) {
   return { results, bytes };
 }
 
-const micros = (value) => (value < 100 ? value.toFixed(1) : Math.round(value).toLocaleString('en-US'));
-const megabytes = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
-
-function main() {
-  const { file, meta } = stateFiles();
-  const measured = SIZES.map((size) => ({ size, ...measureSize(file(size), size) }));
-  const first = measured[0];
-  const last = measured.at(-1);
-  const header = ['call (after a write), µs/op', ...measured.map(({ size }) => `${size.toLocaleString('en-US')} runs`)];
-  header.push(`growth ${last.size / 1000}k/${first.size / 1000}k`);
-  const lines = [`| ${header.join(' | ')} |`, `|${header.map((_, i) => (i === 0 ? '---' : '---:')).join('|')}|`];
-  for (const name of Object.keys(first.results)) {
-    const growth = last.results[name] / first.results[name];
-    lines.push(`| ${[name, ...measured.map(({ results }) => micros(results[name])), `${growth.toFixed(1)}×`].join(' | ')} |`);
+/** Forks `count` writers on `file`; resolves to { writeAll(i), close() }. */
+async function startWriters(file, count, impl, size) {
+  const roles = Array.from({ length: count }, (_, k) => (k === 0 ? 'host' : count >= 5 && k === count - 1 ? 'viewer' : 'session'));
+  const next = (child) =>
+    new Promise((resolve, reject) => {
+      const onMessage = (message) => {
+        child.off('exit', onExit);
+        if (message.op === 'error') reject(new Error(`writer: ${message.message}`));
+        else resolve(message);
+      };
+      const onExit = (code) => reject(new Error(`writer exited with ${code}`));
+      child.once('message', onMessage);
+      child.once('exit', onExit);
+    });
+  // One after another: opening a store takes the file exclusively (schema check, open prune), and
+  // four reference stores opening at once on 100,000 runs outwait each other's busy timeout.
+  const children = [];
+  for (const [k, role] of roles.entries()) {
+    const child = fork(path.join(__dirname, 'scale-writer.js'), [file, role, impl, String(k + 1), String(size)], { stdio: 'inherit' });
+    children.push(child);
+    await next(child);
   }
-  lines.push(`| file size | ${measured.map(({ bytes }) => megabytes(bytes)).join(' | ')} | |`);
-  const builds = SIZES.map((size) => (meta[size] === undefined ? '–' : `${meta[size].toFixed(1)} s`));
-  lines.push(`| build through the API (cumulative) | ${builds.join(' | ')} | |`);
-  process.stdout.write(`bench:scale on ${ROOT} (${path.basename(binaryPath())}, ${ITERATIONS} samples each)\n\n`);
-  process.stdout.write(`${lines.join('\n')}\n`);
+  return {
+    async writeAll(i) {
+      const done = children.map(next);
+      for (const child of children) child.send({ op: 'write', i });
+      await Promise.all(done);
+    },
+    async close() {
+      await Promise.all(
+        children.map(
+          (child) =>
+            new Promise((resolve) => {
+              child.once('exit', resolve);
+              child.send({ op: 'close' });
+            }),
+        ),
+      );
+    },
+  };
 }
 
-main();
+/** Tables 2 and 3: the polls of `impl`, after `count` writers' commits (own write when 0). */
+async function measurePolls(source, size, impl, count) {
+  const Store = await loadStore(impl);
+  const { folder, file } = copyOf(source);
+  const writers = count > 0 ? await startWriters(file, count, impl, size) : undefined;
+  const store = new Store(file, { projectPath: PROJECT });
+  const results = {};
+  try {
+    const terminal = terminalOf(size);
+    const write =
+      writers === undefined
+        ? (i) => store.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.touch', payload: { i } })
+        : (i) => writers.writeAll(i);
+    for (const [name, poll] of Object.entries(POLLS)) {
+      results[name] = await timed(write, (i) => poll(store, i), pollCheck(name));
+      process.stderr.write(`  ${impl} ${size} writers=${count} ${name}: ${Math.round(results[name])} µs\n`);
+    }
+  } finally {
+    store.close();
+    await writers?.close();
+    fs.rmSync(folder, { recursive: true, force: true });
+  }
+  return results;
+}
+
+/** Table 4: a fresh process's open + first call of each poll, and its RSS growth. */
+function measureFirst(source, impl) {
+  const results = {};
+  for (const name of Object.keys(POLLS)) {
+    const { folder, file } = copyOf(source);
+    try {
+      const out = execFileSync(process.execPath, [path.join(__dirname, 'scale-probe.js'), file, impl, name], {
+        env: process.env,
+        encoding: 'utf8',
+        maxBuffer: 1 << 20,
+      });
+      results[name] = JSON.parse(out.trim().split('\n').at(-1));
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
+  }
+  return results;
+}
+
+/** Table 5: the host's claim with 0 and 5,000 queued runs it may not take. */
+async function measureClaim(files, impl) {
+  const Store = await loadStore(impl);
+  const results = {};
+  for (const [label, source] of [
+    ['0 queued runs it may not take', files.plain],
+    ['5,000 queued runs it may not take', files.blocked],
+  ]) {
+    const { folder, file } = copyOf(source);
+    const store = new Store(file, { projectPath: PROJECT });
+    try {
+      const terminal = terminalOf(CLAIM_BASE);
+      const write = (i) => store.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.touch' });
+      results[label] = await timed(write, (i) => POLLS['claimNextWorkflowRun, host, nothing claimable'](store, i), nothing);
+    } finally {
+      store.close();
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
+  }
+  return results;
+}
+
+const micros = (value) => (value === undefined ? '–' : value < 100 ? value.toFixed(1) : Math.round(value).toLocaleString('en-US'));
+const megabytes = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
+const ratio = (a, b) => (a === undefined || b === undefined ? '–' : `${(a / b).toFixed(a / b < 10 ? 2 : 1)}×`);
+const runs = (size) => `${size.toLocaleString('en-US')} runs`;
+
+function table(title, header, rows) {
+  const lines = [`${title}`, '', `| ${header.join(' | ')} |`, `|${header.map((_, i) => (i === 0 ? '---' : '---:')).join('|')}|`];
+  for (const row of rows) lines.push(`| ${row.join(' | ')} |`);
+  return `${lines.join('\n')}\n\n`;
+}
+
+async function main() {
+  const { file, meta, cache } = stateFiles();
+  const first = SIZES[0];
+  const last = SIZES.at(-1);
+  const growth = `growth ${last / 1000}k/${first / 1000}k`;
+  let out = '';
+  const flush = () => {
+    process.stdout.write(out);
+    out = '';
+  };
+  out += `bench:scale on ${ROOT} (${path.basename(binaryPath())}, ${ITERATIONS} samples each, budget ${BUDGET_MS / 1000} s a row, writers ${WRITERS})\n\n`;
+  const own = {};
+  if (ONLY.has('own')) {
+    for (const size of SIZES) own[size] = await measureOwn(file(size), size);
+    const rows = Object.keys(own[first].results).map((name) => [
+      name,
+      ...SIZES.map((size) => micros(own[size].results[name])),
+      ratio(own[last].results[name], own[first].results[name]),
+    ]);
+    rows.push(['file size', ...SIZES.map((size) => megabytes(own[size].bytes)), '']);
+    rows.push(['build (cumulative)', ...SIZES.map((size) => (meta[size] ? `${meta[size].seconds.toFixed(1)} s ${meta[size].builder}` : '–')), '']);
+    out += table('1. native, each call right after its own write, µs/op', ['call', ...SIZES.map(runs), growth], rows);
+    flush();
+  }
+  const native = {};
+  if (WRITERS > 0 && ONLY.has('writers')) {
+    for (const size of SIZES) native[size] = await measurePolls(file(size), size, 'native', WRITERS);
+    const rows = Object.keys(POLLS).map((name) => [
+      name,
+      ...SIZES.map((size) => `${micros(native[size][name])} (${ratio(native[size][name], own[size]?.results[name])} own)`),
+      ratio(native[last][name], native[first][name]),
+    ]);
+    out += table(`2. native, each poll after ${WRITERS} other processes' commits, µs/op (× the same poll after its own write)`, ['poll', ...SIZES.map(runs), growth], rows);
+    flush();
+  }
+  const reference = {};
+  if (REFERENCE && !process.env.PIW_REF) {
+    out += '3. reference: skipped — set PIW_REF to the folder of the TypeScript reference (outside this repository)\n\n';
+  } else if (REFERENCE && ONLY.has('reference')) {
+    for (const size of SIZES) reference[size] = await measurePolls(file(size), size, 'ts', WRITERS);
+    const base = WRITERS > 0 ? native : Object.fromEntries(SIZES.map((size) => [size, own[size]?.results ?? {}]));
+    const rows = Object.keys(POLLS).map((name) => [
+      name,
+      ...SIZES.map((size) => `${micros(reference[size][name])} (native ${ratio(reference[size][name], base[size]?.[name])})`),
+      ratio(reference[last][name], reference[first][name]),
+    ]);
+    const after = WRITERS > 0 ? `after ${WRITERS} other (reference) processes' commits` : 'after its own write';
+    out += table(`3. reference (TypeScript, $PIW_REF), each poll ${after}, µs/op (native × faster: reference / native)`, ['poll', ...SIZES.map(runs), growth], rows);
+    flush();
+  }
+  if (ONLY.has('first')) {
+    const impls = ['native', ...(REFERENCE && process.env.PIW_REF ? ['ts'] : [])];
+    const firsts = {};
+    for (const impl of impls) for (const size of SIZES) firsts[`${impl} ${size}`] = measureFirst(file(size), impl);
+    const rows = [];
+    for (const name of Object.keys(POLLS)) {
+      for (const impl of impls) {
+        rows.push([
+          `${name}, ${impl}`,
+          ...SIZES.map((size) => {
+            const probe = firsts[`${impl} ${size}`][name];
+            return `${micros(probe.openUs)} + ${micros(probe.firstUs)}`;
+          }),
+        ]);
+      }
+    }
+    for (const impl of impls) {
+      rows.push([
+        `RSS growth, open → after the first poll (max over the polls), ${impl}`,
+        ...SIZES.map((size) => `${Math.max(...Object.values(firsts[`${impl} ${size}`]).map((p) => p.rssAfterMiB - p.rssBeforeMiB)).toFixed(1)} MiB`),
+      ]);
+      rows.push([
+        `RSS after the first poll (max), ${impl}`,
+        ...SIZES.map((size) => `${Math.max(...Object.values(firsts[`${impl} ${size}`]).map((p) => p.rssAfterMiB)).toFixed(1)} MiB`),
+      ]);
+    }
+    out += table('4. first poll of a new process: open + first call, µs (one sample each)', ['poll', ...SIZES.map(runs)], rows);
+    flush();
+  }
+  if (ONLY.has('claim')) {
+    const files = claimFiles(cache);
+    const impls = ['native', ...(REFERENCE && process.env.PIW_REF ? ['ts'] : [])];
+    const claims = {};
+    for (const impl of impls) claims[impl] = await measureClaim(files, impl);
+    const labels = Object.keys(claims.native);
+    const rows = impls.map((impl) => [
+      `claimNextWorkflowRun, host, ${impl}`,
+      ...labels.map((label) => micros(claims[impl][label])),
+      ratio(claims[impl][labels[1]], claims[impl][labels[0]]),
+    ]);
+    out += table(
+      `5. a host's claim on ${CLAIM_BASE.toLocaleString('en-US')} terminal runs, after its own write, µs/op`,
+      ['call', ...labels, '5,000 / 0'],
+      rows,
+    );
+    flush();
+  }
+  flush();
+}
+
+main().catch((error) => {
+  process.stderr.write(`${error?.stack ?? error}\n`);
+  process.exitCode = 1;
+});
