@@ -176,6 +176,15 @@ impl Connection {
         }
     }
 
+    /// Ask this node (the leader) to hand leadership to voter `id`; returns
+    /// once the transfer is done.
+    pub fn transfer(&mut self, id: u64) -> Result<()> {
+        match self.call(&Request::Transfer { id }, Effect::Read)? {
+            Response::Empty => Ok(()),
+            other => Err(self.unexpected(other, "empty")),
+        }
+    }
+
     /// Open the database `name` (one per connection; created if missing).
     pub fn open(&mut self, name: &str) -> Result<()> {
         match self.call(&Request::Open { name }, Effect::Read)? {
@@ -308,6 +317,7 @@ impl Connection {
             columns,
             pending: rows.into_iter(),
             more,
+            batches: 1,
         })
     }
 
@@ -473,11 +483,18 @@ pub struct Rows<'c> {
     columns: Vec<String>,
     pending: vec::IntoIter<Vec<Value>>,
     more: bool,
+    batches: u64,
 }
 
 impl Rows<'_> {
     pub fn columns(&self) -> &[String] {
         &self.columns
+    }
+
+    /// Rows responses received so far (the server sends about a memory page
+    /// of rows per response).
+    pub fn batches(&self) -> u64 {
+        self.batches
     }
 
     /// The next row, `None` at the end.
@@ -492,6 +509,7 @@ impl Rows<'_> {
             // The stream is over whatever happens next.
             self.more = false;
             let batch = self.conn.next_batch()?;
+            self.batches += 1;
             self.more = batch.more;
             self.pending = batch.rows.into_iter();
         }

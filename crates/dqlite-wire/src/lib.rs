@@ -11,11 +11,12 @@
 //! * [`cluster`] — leader discovery, reconnection with backoff, retrying
 //!   sessions;
 //! * [`error`] — typed errors and the [`Outcome`] of the failed request;
-//! * [`harness`] — a local three-node test cluster of `dqlite-demo` nodes.
+//! * [`harness`] — a local test cluster of `dqlite-demo` nodes on loopback.
 
 pub mod cluster;
 pub mod conn;
 pub mod error;
+pub mod harness;
 pub mod message;
 pub mod value;
 pub mod wire;

@@ -2,8 +2,8 @@
 //!
 //! Requests are encoded into complete frames (header + body); responses are
 //! decoded from a header and its body. Only the messages a SQL client needs
-//! are here — cluster membership changes (add, assign, remove, transfer)
-//! and dump are left to the node tooling.
+//! are here — cluster membership changes (add, assign, remove) and dump are left to the node tooling; leadership transfer is here because tests
+//! and rolling restarts use it.
 
 use crate::error::{Error, Result};
 use crate::value::Value;
@@ -23,6 +23,7 @@ pub mod request {
     pub const QUERY_SQL: u8 = 9;
     pub const INTERRUPT: u8 = 10;
     pub const CLUSTER: u8 = 16;
+    pub const TRANSFER: u8 = 17;
 }
 
 /// Response type codes.
@@ -90,6 +91,10 @@ pub enum Request<'a> {
     },
     /// The cluster's configuration (id, address, role of every node).
     Cluster,
+    /// Hand leadership to the voter with this id (sent to the leader).
+    Transfer {
+        id: u64,
+    },
 }
 
 impl Request<'_> {
@@ -106,6 +111,7 @@ impl Request<'_> {
             Request::QuerySql { .. } => request::QUERY_SQL,
             Request::Interrupt { .. } => request::INTERRUPT,
             Request::Cluster => request::CLUSTER,
+            Request::Transfer { .. } => request::TRANSFER,
         }
     }
 
@@ -128,7 +134,7 @@ impl Request<'_> {
                 };
                 e.u64(format);
             }
-            Request::Client { id } => {
+            Request::Client { id } | Request::Transfer { id } => {
                 e.u64(*id);
             }
             Request::Open { name } => {
