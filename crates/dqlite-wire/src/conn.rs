@@ -593,8 +593,9 @@ impl Transaction<'_> {
         self.conn.query_all(sql, params)
     }
 
-    /// COMMIT. A lost reply is [`Outcome::Unknown`]; a SQL error (e.g. a
-    /// deferred constraint) leaves the transaction open for `rollback`.
+    /// COMMIT. A lost reply is [`Outcome::Unknown`]. A SQL error (e.g. a
+    /// deferred foreign key) is [`Outcome::Failed`] and the transaction is
+    /// then rolled back (nothing of it is committed).
     pub fn commit(mut self) -> Result<()> {
         let db = self.conn.db()?;
         let req = Request::ExecSql {
@@ -608,9 +609,11 @@ impl Transaction<'_> {
                 Ok(())
             }
             Err(e) => {
-                if e.outcome() != Outcome::Failed {
-                    self.finish();
+                if e.outcome() == Outcome::Failed && self.rollback_inner().is_err() {
+                    // The socket closing rolls it back instead.
+                    self.conn.broken = true;
                 }
+                self.finish();
                 Err(e)
             }
         }
