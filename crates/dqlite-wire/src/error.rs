@@ -108,8 +108,8 @@ impl Error {
         Error::new(ErrorKind::InvalidArgument(msg.into()), Outcome::NotApplied)
     }
 
-    /// The error a failure response stands for, before the request's
-    /// outcome is known (see [`Error::with_outcome`]).
+    /// The error a failure response stands for, with `Failed` until the
+    /// connection that sent the request decides its outcome.
     pub fn from_failure(code: u64, message: String) -> Error {
         let kind = match code {
             SQLITE_IOERR_NOT_LEADER | SQLITE_IOERR_NOT_LEADER_LEGACY => {
