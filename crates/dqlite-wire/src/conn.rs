@@ -1,0 +1,656 @@
+//! One connection to one dqlite node: handshake, requests, result streams,
+//! interactive transactions.
+//!
+//! The protocol is strictly request/response on a connection (the server
+//! reads no new request while one is in flight), so a [`Connection`] is used
+//! through `&mut self` and a streaming [`Rows`] borrows it until the result
+//! is read to the end or interrupted. Any I/O or protocol failure marks the
+//! connection broken: the byte stream can no longer be trusted, and every
+//! later call fails with [`ErrorKind::Broken`] until it is replaced.
+//!
+//! Each error's [`Outcome`] is decided here, where it is known whether the
+//! request was completely written, whether it may write, and whether it ran
+//! inside a transaction begun with [`Connection::begin`].
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+use std::vec;
+
+use crate::error::{Error, ErrorKind, Outcome, Result};
+use crate::message::{NodeInfo, Request, Response, RowsBatch};
+use crate::value::Value;
+use crate::wire::{Header, MAX_BODY_BYTES, PROTOCOL_VERSION, WORD};
+
+/// Socket timeouts of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP connect, per resolved address.
+    pub connect: Duration,
+    /// Writing a request, and waiting for each reply (or each rows batch).
+    pub request: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(2),
+            request: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Result of a statement that does not return rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecResult {
+    pub last_insert_id: i64,
+    pub rows_affected: u64,
+}
+
+/// A whole result set.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryResult {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Value>>,
+}
+
+/// A statement prepared on one connection (ids are per connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Statement {
+    pub id: u32,
+    /// Number of parameters the statement takes.
+    pub params: u64,
+}
+
+/// What a request can do to the database, for deciding its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Effect {
+    /// Reads or session-only requests: a lost reply changes nothing.
+    Read,
+    /// May write (Exec, ExecSql).
+    Write,
+    /// The COMMIT of a transaction begun with `begin`.
+    Commit,
+}
+
+/// A connection to one node.
+#[derive(Debug)]
+pub struct Connection {
+    stream: TcpStream,
+    address: String,
+    timeouts: Timeouts,
+    db: Option<u32>,
+    broken: bool,
+    in_tx: bool,
+}
+
+impl Connection {
+    /// Dial `address` (host:port) and send the protocol version.
+    pub fn connect(address: &str, timeouts: Timeouts) -> Result<Connection> {
+        let addrs: Vec<SocketAddr> = address
+            .to_socket_addrs()
+            .map_err(|e| Error::new(ErrorKind::Io(e), Outcome::NotApplied))?
+            .collect();
+        let mut last = None;
+        let mut stream = None;
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, timeouts.connect) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let stream = stream.ok_or_else(|| {
+            let e = last.unwrap_or_else(|| io::Error::other("address resolved to nothing"));
+            io_error(e, "connect", timeouts.connect, Outcome::NotApplied)
+        })?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| Error::new(ErrorKind::Io(e), Outcome::NotApplied))?;
+        let mut conn = Connection {
+            stream,
+            address: address.to_owned(),
+            timeouts,
+            db: None,
+            broken: false,
+            in_tx: false,
+        };
+        conn.write_all(&PROTOCOL_VERSION.to_le_bytes())?;
+        Ok(conn)
+    }
+
+    /// The address this connection was dialled with.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// True once an I/O or protocol failure made the connection unusable.
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// True between [`Connection::begin`] and the transaction's end.
+    pub fn in_transaction(&self) -> bool {
+        self.in_tx
+    }
+
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    pub fn set_timeouts(&mut self, timeouts: Timeouts) {
+        self.timeouts = timeouts;
+    }
+
+    /// The leader as this node knows it, `None` when it knows none.
+    pub fn leader(&mut self) -> Result<Option<NodeInfo>> {
+        match self.call(&Request::Leader, Effect::Read)? {
+            Response::Server { id, address } if address.is_empty() => {
+                let _ = id;
+                Ok(None)
+            }
+            Response::Server { id, address } => Ok(Some(NodeInfo {
+                id,
+                address,
+                role: 0,
+            })),
+            other => Err(self.unexpected(other, "server")),
+        }
+    }
+
+    /// Register as client `id`; returns the server's heartbeat timeout (ms).
+    pub fn register(&mut self, id: u64) -> Result<u64> {
+        match self.call(&Request::Client { id }, Effect::Read)? {
+            Response::Welcome { heartbeat_timeout } => Ok(heartbeat_timeout),
+            other => Err(self.unexpected(other, "welcome")),
+        }
+    }
+
+    /// The nodes of the cluster, with their roles.
+    pub fn cluster(&mut self) -> Result<Vec<NodeInfo>> {
+        match self.call(&Request::Cluster, Effect::Read)? {
+            Response::Servers(nodes) => Ok(nodes),
+            other => Err(self.unexpected(other, "servers")),
+        }
+    }
+
+    /// Ask this node (the leader) to hand leadership to voter `id`; returns
+    /// once the transfer is done.
+    pub fn transfer(&mut self, id: u64) -> Result<()> {
+        match self.call(&Request::Transfer { id }, Effect::Read)? {
+            Response::Empty => Ok(()),
+            other => Err(self.unexpected(other, "empty")),
+        }
+    }
+
+    /// Open the database `name` (one per connection; created if missing).
+    pub fn open(&mut self, name: &str) -> Result<()> {
+        match self.call(&Request::Open { name }, Effect::Read)? {
+            Response::Db { id } => {
+                self.db = Some(id);
+                Ok(())
+            }
+            other => Err(self.unexpected(other, "db")),
+        }
+    }
+
+    fn db(&self) -> Result<u32> {
+        self.db
+            .ok_or_else(|| Error::invalid_argument("no database is open on this connection"))
+    }
+
+    pub fn prepare(&mut self, sql: &str) -> Result<Statement> {
+        let db = self.db()?;
+        match self.call(&Request::Prepare { db, sql }, Effect::Read)? {
+            Response::Stmt { id, params, .. } => Ok(Statement { id, params }),
+            other => Err(self.unexpected(other, "stmt")),
+        }
+    }
+
+    pub fn finalize(&mut self, stmt: Statement) -> Result<()> {
+        let db = self.db()?;
+        match self.call(&Request::Finalize { db, stmt: stmt.id }, Effect::Read)? {
+            Response::Empty => Ok(()),
+            other => Err(self.unexpected(other, "empty")),
+        }
+    }
+
+    /// Run a prepared statement that returns no rows.
+    pub fn exec(&mut self, stmt: Statement, params: &[Value]) -> Result<ExecResult> {
+        let db = self.db()?;
+        let req = Request::Exec {
+            db,
+            stmt: stmt.id,
+            params,
+        };
+        self.exec_request(&req, Effect::Write)
+    }
+
+    /// Run every statement of `sql` (parameters bind to the first). Outside
+    /// a transaction each statement commits on its own.
+    pub fn exec_sql(&mut self, sql: &str, params: &[Value]) -> Result<ExecResult> {
+        let db = self.db()?;
+        self.exec_request(&Request::ExecSql { db, sql, params }, Effect::Write)
+    }
+
+    /// Stream the rows of a prepared statement (it must return columns).
+    pub fn query(&mut self, stmt: Statement, params: &[Value]) -> Result<Rows<'_>> {
+        let db = self.db()?;
+        let req = Request::Query {
+            db,
+            stmt: stmt.id,
+            params,
+        };
+        self.start_rows(&req)
+    }
+
+    /// Stream the rows of the first statement of `sql`.
+    pub fn query_sql(&mut self, sql: &str, params: &[Value]) -> Result<Rows<'_>> {
+        let db = self.db()?;
+        self.start_rows(&Request::QuerySql { db, sql, params })
+    }
+
+    /// The whole result of `sql`.
+    pub fn query_all(&mut self, sql: &str, params: &[Value]) -> Result<QueryResult> {
+        self.query_sql(sql, params)?.collect_all()
+    }
+
+    /// BEGIN an interactive transaction on this connection. Errors inside it
+    /// report [`Outcome::RolledBack`] when the transaction is lost, and
+    /// [`Outcome::Unknown`] only for a COMMIT whose reply was lost.
+    pub fn begin(&mut self) -> Result<Transaction<'_>> {
+        self.begin_with("BEGIN")
+    }
+
+    /// BEGIN IMMEDIATE (takes the write lock at once).
+    pub fn begin_immediate(&mut self) -> Result<Transaction<'_>> {
+        self.begin_with("BEGIN IMMEDIATE")
+    }
+
+    fn begin_with(&mut self, sql: &str) -> Result<Transaction<'_>> {
+        if self.in_tx {
+            return Err(Error::invalid_argument("a transaction is already open"));
+        }
+        let db = self.db()?;
+        self.exec_request(
+            &Request::ExecSql {
+                db,
+                sql,
+                params: &[],
+            },
+            Effect::Read,
+        )?;
+        self.in_tx = true;
+        Ok(Transaction {
+            conn: self,
+            done: false,
+        })
+    }
+
+    fn exec_request(&mut self, req: &Request<'_>, effect: Effect) -> Result<ExecResult> {
+        match self.call(req, effect)? {
+            Response::Result {
+                last_insert_id,
+                rows_affected,
+            } => Ok(ExecResult {
+                last_insert_id,
+                rows_affected,
+            }),
+            other => Err(self.unexpected(other, "result")),
+        }
+    }
+
+    fn start_rows(&mut self, req: &Request<'_>) -> Result<Rows<'_>> {
+        let batch = match self.call(req, Effect::Read)? {
+            Response::Rows(batch) => batch,
+            other => return Err(self.unexpected(other, "rows")),
+        };
+        let RowsBatch {
+            columns,
+            rows,
+            more,
+        } = batch;
+        Ok(Rows {
+            conn: self,
+            columns,
+            pending: rows.into_iter(),
+            more,
+            batches: 1,
+        })
+    }
+
+    /// Send one request and read its reply, deciding the outcome of any
+    /// failure. A failure response is returned as an error.
+    fn call(&mut self, req: &Request<'_>, effect: Effect) -> Result<Response> {
+        // A transaction does not survive its connection: once the socket is
+        // unusable the server rolls it back.
+        let unsent = if self.in_tx {
+            Outcome::RolledBack
+        } else {
+            Outcome::NotApplied
+        };
+        if self.broken {
+            return Err(Error::new(ErrorKind::Broken, unsent));
+        }
+        let frame = req.encode()?;
+        // A request that was not completely written was not executed: the
+        // server only acts on whole messages.
+        self.write_all(&frame).map_err(|e| e.with_outcome(unsent))?;
+        let response = self.read_response().map_err(|e| {
+            let outcome = self.lost_reply_outcome(effect);
+            e.with_outcome(outcome)
+        })?;
+        match response {
+            Response::Failure { code, message } => {
+                let err = Error::from_failure(code, message);
+                let outcome = self.failure_outcome(&err, effect);
+                if err.needs_reconnect() {
+                    // Not the leader any more (or the server lost our
+                    // database/statement): this connection is done.
+                    self.broken = true;
+                }
+                Err(err.with_outcome(outcome))
+            }
+            other => Ok(other),
+        }
+    }
+
+    fn lost_reply_outcome(&self, effect: Effect) -> Outcome {
+        match (effect, self.in_tx) {
+            (Effect::Read, false) => Outcome::NotApplied,
+            (Effect::Read | Effect::Write, true) => Outcome::RolledBack,
+            (Effect::Write, false) | (Effect::Commit, _) => Outcome::Unknown,
+        }
+    }
+
+    fn failure_outcome(&self, err: &Error, effect: Effect) -> Outcome {
+        match err.kind() {
+            ErrorKind::NotLeader { .. } if self.in_tx => Outcome::RolledBack,
+            ErrorKind::NotLeader { .. } => Outcome::NotApplied,
+            ErrorKind::LeadershipLost { .. } => match (effect, self.in_tx) {
+                (Effect::Read, false) => Outcome::NotApplied,
+                (Effect::Read | Effect::Write, true) => Outcome::RolledBack,
+                (Effect::Write, false) | (Effect::Commit, _) => Outcome::Unknown,
+            },
+            _ => Outcome::Failed,
+        }
+    }
+
+    fn unexpected(&mut self, got: Response, want: &str) -> Error {
+        self.broken = true;
+        Error::protocol(format!("expected a {want} response, got {}", got.name()))
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
+        let timeout = self.timeouts.request;
+        let res = self
+            .stream
+            .set_write_timeout(Some(timeout))
+            .and_then(|()| self.stream.write_all(bytes))
+            .and_then(|()| self.stream.flush());
+        res.map_err(|e| {
+            self.broken = true;
+            io_error(e, "write", timeout, Outcome::NotApplied)
+        })
+    }
+
+    /// Read one message. Any failure breaks the connection; the caller sets
+    /// the outcome.
+    fn read_response(&mut self) -> Result<Response> {
+        let timeout = self.timeouts.request;
+        let res = self.read_frame(timeout);
+        if res.is_err() {
+            self.broken = true;
+        }
+        let (header, body) = res?;
+        Response::decode(&header, &body).inspect_err(|_| self.broken = true)
+    }
+
+    fn read_frame(&mut self, timeout: Duration) -> Result<(Header, Vec<u8>)> {
+        let io = |e| io_error(e, "read", timeout, Outcome::NotApplied);
+        self.stream.set_read_timeout(Some(timeout)).map_err(io)?;
+        let mut word = [0u8; WORD];
+        self.stream.read_exact(&mut word).map_err(io)?;
+        let header = Header::decode(word);
+        if header.body_len() > MAX_BODY_BYTES {
+            return Err(Error::protocol(format!(
+                "response body of {} bytes exceeds the {MAX_BODY_BYTES}-byte limit",
+                header.body_len()
+            )));
+        }
+        let mut body = vec![0u8; header.body_len()];
+        self.stream.read_exact(&mut body).map_err(io)?;
+        Ok((header, body))
+    }
+
+    /// Read the next batch of a result stream.
+    fn next_batch(&mut self) -> Result<RowsBatch> {
+        match self.read_response() {
+            Ok(Response::Rows(batch)) => Ok(batch),
+            Ok(Response::Failure { code, message }) => {
+                let err = Error::from_failure(code, message);
+                let outcome = self.failure_outcome(&err, Effect::Read);
+                self.broken |= err.needs_reconnect();
+                Err(err.with_outcome(outcome))
+            }
+            Ok(other) => Err(self.unexpected(other, "rows")),
+            Err(e) => {
+                let outcome = self.lost_reply_outcome(Effect::Read);
+                Err(e.with_outcome(outcome))
+            }
+        }
+    }
+
+    /// Send Interrupt and skip whatever the server still streams until its
+    /// Empty reply. Returns the number of rows skipped.
+    fn interrupt_stream(&mut self) -> Result<u64> {
+        let db = self.db()?;
+        let frame = Request::Interrupt { db }.encode()?;
+        self.write_all(&frame)?;
+        let mut skipped = 0u64;
+        loop {
+            match self.read_response() {
+                Ok(Response::Empty) => return Ok(skipped),
+                Ok(Response::Rows(batch)) => skipped += batch.rows.len() as u64,
+                // A failure ends the statement too; the next reply is Empty.
+                Ok(Response::Failure { .. }) => {}
+                Ok(other) => return Err(self.unexpected(other, "empty")),
+                Err(e) => {
+                    let outcome = self.lost_reply_outcome(Effect::Read);
+                    return Err(e.with_outcome(outcome));
+                }
+            }
+        }
+    }
+}
+
+fn io_error(e: io::Error, op: &'static str, timeout: Duration, outcome: Outcome) -> Error {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+            Error::new(ErrorKind::Timeout { op, after: timeout }, outcome)
+        }
+        _ => Error::new(ErrorKind::Io(e), outcome),
+    }
+}
+
+/// A result set being streamed. Dropping it before the end interrupts the
+/// query (and breaks the connection if that fails).
+#[derive(Debug)]
+pub struct Rows<'c> {
+    conn: &'c mut Connection,
+    columns: Vec<String>,
+    pending: vec::IntoIter<Vec<Value>>,
+    more: bool,
+    batches: u64,
+}
+
+impl Rows<'_> {
+    pub fn columns(&self) -> &[String] {
+        &self.columns
+    }
+
+    /// Rows responses received so far (the server sends about a memory page
+    /// of rows per response).
+    pub fn batches(&self) -> u64 {
+        self.batches
+    }
+
+    /// The next row, `None` at the end.
+    pub fn next_row(&mut self) -> Result<Option<Vec<Value>>> {
+        loop {
+            if let Some(row) = self.pending.next() {
+                return Ok(Some(row));
+            }
+            if !self.more {
+                return Ok(None);
+            }
+            // The stream is over whatever happens next.
+            self.more = false;
+            let batch = self.conn.next_batch()?;
+            self.batches += 1;
+            self.more = batch.more;
+            self.pending = batch.rows.into_iter();
+        }
+    }
+
+    /// Read everything left.
+    pub fn collect_all(mut self) -> Result<QueryResult> {
+        let mut rows = Vec::new();
+        while let Some(row) = self.next_row()? {
+            rows.push(row);
+        }
+        Ok(QueryResult {
+            columns: std::mem::take(&mut self.columns),
+            rows,
+        })
+    }
+
+    /// Stop the query. Returns the number of rows the server had already
+    /// produced and this client discarded (buffered ones included).
+    pub fn interrupt(mut self) -> Result<u64> {
+        let buffered = self.pending.len() as u64;
+        self.pending = Vec::new().into_iter();
+        if !self.more {
+            return Ok(buffered);
+        }
+        self.more = false;
+        Ok(buffered + self.conn.interrupt_stream()?)
+    }
+}
+
+impl Iterator for Rows<'_> {
+    type Item = Result<Vec<Value>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_row().transpose()
+    }
+}
+
+impl Drop for Rows<'_> {
+    fn drop(&mut self) {
+        if self.more {
+            self.more = false;
+            if self.conn.interrupt_stream().is_err() {
+                self.conn.broken = true;
+            }
+        }
+    }
+}
+
+/// An interactive transaction on one connection. Dropping it without
+/// `commit` rolls it back (and breaks the connection if that fails, which
+/// makes the server roll back when the socket closes).
+#[derive(Debug)]
+pub struct Transaction<'c> {
+    conn: &'c mut Connection,
+    done: bool,
+}
+
+impl Transaction<'_> {
+    pub fn exec_sql(&mut self, sql: &str, params: &[Value]) -> Result<ExecResult> {
+        self.conn.exec_sql(sql, params)
+    }
+
+    pub fn exec(&mut self, stmt: Statement, params: &[Value]) -> Result<ExecResult> {
+        self.conn.exec(stmt, params)
+    }
+
+    pub fn prepare(&mut self, sql: &str) -> Result<Statement> {
+        self.conn.prepare(sql)
+    }
+
+    pub fn query_sql(&mut self, sql: &str, params: &[Value]) -> Result<Rows<'_>> {
+        self.conn.query_sql(sql, params)
+    }
+
+    pub fn query(&mut self, stmt: Statement, params: &[Value]) -> Result<Rows<'_>> {
+        self.conn.query(stmt, params)
+    }
+
+    pub fn query_all(&mut self, sql: &str, params: &[Value]) -> Result<QueryResult> {
+        self.conn.query_all(sql, params)
+    }
+
+    /// COMMIT. A lost reply is [`Outcome::Unknown`]. A SQL error (e.g. a
+    /// deferred foreign key) is [`Outcome::Failed`] and the transaction is
+    /// then rolled back (nothing of it is committed).
+    pub fn commit(mut self) -> Result<()> {
+        let db = self.conn.db()?;
+        let req = Request::ExecSql {
+            db,
+            sql: "COMMIT",
+            params: &[],
+        };
+        match self.conn.exec_request(&req, Effect::Commit) {
+            Ok(_) => {
+                self.finish();
+                Ok(())
+            }
+            Err(e) => {
+                if e.outcome() == Outcome::Failed && self.rollback_inner().is_err() {
+                    // The socket closing rolls it back instead.
+                    self.conn.broken = true;
+                }
+                self.finish();
+                Err(e)
+            }
+        }
+    }
+
+    /// ROLLBACK.
+    pub fn rollback(mut self) -> Result<()> {
+        let res = self.rollback_inner();
+        self.finish();
+        res
+    }
+
+    fn rollback_inner(&mut self) -> Result<()> {
+        let db = self.conn.db()?;
+        let req = Request::ExecSql {
+            db,
+            sql: "ROLLBACK",
+            params: &[],
+        };
+        // Once asked for, the rollback's result does not matter to the
+        // data: a lost reply means the socket is gone, which rolls back too.
+        self.conn.exec_request(&req, Effect::Read).map(|_| ())
+    }
+
+    fn finish(&mut self) {
+        self.done = true;
+        self.conn.in_tx = false;
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            if !self.conn.broken && self.rollback_inner().is_err() {
+                self.conn.broken = true;
+            }
+            self.finish();
+        }
+    }
+}

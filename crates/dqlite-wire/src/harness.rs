@@ -1,0 +1,325 @@
+//! A local dqlite cluster for tests: `dqlite-demo` nodes on loopback.
+//!
+//! [`TestCluster::start`] installs Debian's `libdqlite0` and `go-dqlite`
+//! when `dqlite-demo` is missing (as root, with `apt-get`), starts the nodes
+//! on free 127.0.0.1 ports with data directories under a fresh temporary
+//! directory, and waits until every node is a voter and agrees on the
+//! leader. Nodes can be SIGKILLed and restarted with their data directory
+//! kept. Dropping the cluster SIGKILLs every node and removes the directory.
+//! Every wait is bounded and fails with the node logs in its message.
+
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::conn::{Connection, Timeouts};
+
+const DEMO: &str = "dqlite-demo";
+/// Debian packages that provide `dqlite-demo` and its library.
+pub const PACKAGES: [&str; 2] = ["libdqlite0", "go-dqlite"];
+
+fn probe_timeouts() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_millis(500),
+        request: Duration::from_secs(2),
+    }
+}
+
+/// Make sure `dqlite-demo` can be run, installing the packages if needed.
+pub fn ensure_installed() -> Result<(), String> {
+    if demo_runs() {
+        return Ok(());
+    }
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false);
+    if !is_root {
+        return Err(format!(
+            "{DEMO} is missing; install it with: apt-get install -y {}",
+            PACKAGES.join(" ")
+        ));
+    }
+    let install = || {
+        Command::new("apt-get")
+            .args(["install", "-y", "-q"])
+            .args(PACKAGES)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if !install() {
+        let _ = Command::new("apt-get").args(["update", "-q"]).status();
+        if !install() {
+            return Err(format!("apt-get install {} failed", PACKAGES.join(" ")));
+        }
+    }
+    if demo_runs() {
+        Ok(())
+    } else {
+        Err(format!("{DEMO} still does not run after installing"))
+    }
+}
+
+fn demo_runs() -> bool {
+    Command::new(DEMO)
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// The installed version of a Debian package, if any.
+pub fn package_version(name: &str) -> Option<String> {
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f", "${Version}", name])
+        .output()
+        .ok()?;
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !v.is_empty()).then_some(v)
+}
+
+fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+#[derive(Debug)]
+struct Node {
+    api: String,
+    db: String,
+    dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+/// A running local cluster.
+#[derive(Debug)]
+pub struct TestCluster {
+    root: PathBuf,
+    nodes: Vec<Node>,
+}
+
+impl TestCluster {
+    /// Start `n` nodes (1 to 9) and wait up to `timeout` for them to form a
+    /// cluster of voters with one leader.
+    pub fn start(n: usize, timeout: Duration) -> Result<TestCluster, String> {
+        assert!((1..=9).contains(&n), "1 to 9 nodes");
+        ensure_installed()?;
+        let stamp = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let root = std::env::temp_dir().join(format!(
+            "dqlite-wire-cluster-{}-{stamp}",
+            std::process::id()
+        ));
+        fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+        let mut cluster = TestCluster {
+            root,
+            nodes: Vec::new(),
+        };
+        for i in 0..n {
+            let port = |what| free_port().map_err(|e| format!("free {what} port: {e}"));
+            let (api, db) = (port("api")?, port("db")?);
+            let dir = cluster.root.join(format!("node{}", i + 1));
+            fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            cluster.nodes.push(Node {
+                api: format!("127.0.0.1:{api}"),
+                db: format!("127.0.0.1:{db}"),
+                log: cluster.root.join(format!("node{}.log", i + 1)),
+                dir,
+                child: None,
+            });
+        }
+        let deadline = Instant::now() + timeout;
+        // The first node bootstraps; the others join it one by one (the
+        // demo promotes joiners to voters itself).
+        for i in 0..n {
+            cluster.spawn(i)?;
+            if i == 0 {
+                cluster.wait_until(deadline, "node 1 to lead", |c| {
+                    c.leader_seen_by(0).as_deref() == Some(c.nodes[0].db.as_str())
+                })?;
+            }
+        }
+        cluster.wait_until(deadline, &format!("{n} voters and one leader"), |c| {
+            c.formed(n)
+        })?;
+        Ok(cluster)
+    }
+
+    /// The replication ("db") addresses of all nodes, in node order.
+    pub fn addresses(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.db.clone()).collect()
+    }
+
+    /// The db address of node `i`.
+    pub fn address(&self, i: usize) -> &str {
+        &self.nodes[i].db
+    }
+
+    /// The data directory of node `i`.
+    pub fn data_dir(&self, i: usize) -> &Path {
+        &self.nodes[i].dir
+    }
+
+    pub fn is_running(&self, i: usize) -> bool {
+        self.nodes[i].child.is_some()
+    }
+
+    fn spawn(&mut self, i: usize) -> Result<(), String> {
+        let join = (i > 0).then(|| self.nodes[0].db.clone());
+        let node = &mut self.nodes[i];
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&node.log)
+            .map_err(|e| e.to_string())?;
+        let log2 = log.try_clone().map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(DEMO);
+        cmd.args(["--api", &node.api, "--db", &node.db, "-D"])
+            .arg(&node.dir)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2);
+        if let Some(join) = join {
+            cmd.args(["--join", &join]);
+        }
+        let child = cmd.spawn().map_err(|e| format!("spawn {DEMO}: {e}"))?;
+        node.child = Some(child);
+        Ok(())
+    }
+
+    /// Which node (index) node `i` reports as the leader.
+    pub fn leader_seen_by(&self, i: usize) -> Option<String> {
+        if !self.is_running(i) {
+            return None;
+        }
+        let mut conn = Connection::connect(&self.nodes[i].db, probe_timeouts()).ok()?;
+        conn.leader().ok().flatten().map(|l| l.address)
+    }
+
+    /// The index of the node every running node agrees is the leader.
+    pub fn leader(&self) -> Option<usize> {
+        let mut seen = None;
+        for i in (0..self.nodes.len()).filter(|&i| self.is_running(i)) {
+            let l = self.leader_seen_by(i)?;
+            if seen.get_or_insert_with(|| l.clone()) != &l {
+                return None;
+            }
+        }
+        let l = seen?;
+        self.nodes
+            .iter()
+            .position(|n| n.db == l)
+            .filter(|&i| self.is_running(i))
+    }
+
+    fn formed(&self, voters: usize) -> bool {
+        let Some(leader) = self.leader() else {
+            return false;
+        };
+        let Ok(mut conn) = Connection::connect(&self.nodes[leader].db, probe_timeouts()) else {
+            return false;
+        };
+        conn.cluster()
+            .map(|nodes| nodes.iter().filter(|n| n.role == 0).count() == voters)
+            .unwrap_or(false)
+    }
+
+    /// Wait (bounded) until the running nodes agree on a leader; its index.
+    pub fn wait_for_leader(&mut self, timeout: Duration) -> Result<usize, String> {
+        let deadline = Instant::now() + timeout;
+        self.wait_until(deadline, "a leader", |c| c.leader().is_some())?;
+        self.leader().ok_or_else(|| "leader vanished".to_owned())
+    }
+
+    /// Wait (bounded) until `n` nodes are voters again.
+    pub fn wait_for_voters(&mut self, n: usize, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        self.wait_until(deadline, &format!("{n} voters"), |c| c.formed(n))
+    }
+
+    fn wait_until(
+        &mut self,
+        deadline: Instant,
+        what: &str,
+        mut ok: impl FnMut(&TestCluster) -> bool,
+    ) -> Result<(), String> {
+        loop {
+            if let Some(dead) = self.exited_node() {
+                return Err(format!(
+                    "waiting for {what}: node {} exited\n{}",
+                    dead + 1,
+                    self.logs()
+                ));
+            }
+            if ok(self) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("timed out waiting for {what}\n{}", self.logs()));
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn exited_node(&mut self) -> Option<usize> {
+        self.nodes.iter_mut().position(|n| {
+            n.child
+                .as_mut()
+                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
+        })
+    }
+
+    /// SIGKILL node `i` and reap it.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.nodes[i].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Start node `i` again with its data directory as it was.
+    pub fn restart(&mut self, i: usize) -> Result<(), String> {
+        assert!(!self.is_running(i), "node {} is running", i + 1);
+        self.spawn(i)
+    }
+
+    /// The last lines of every node's log.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            out.push_str(&format!("--- node {} ({}) log tail:\n", i + 1, n.db));
+            if let Ok(f) = File::open(&n.log) {
+                let lines: Vec<String> = BufReader::new(f).lines().map_while(Result::ok).collect();
+                for l in &lines[lines.len().saturating_sub(15)..] {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+            }
+        }
+        out
+    }
+
+    /// Kill every node and remove the data.
+    pub fn stop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill(i);
+        }
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
