@@ -1,8 +1,15 @@
-//! The run index's contents: one entry per `runs` row with what its joins find, the sets the
-//! run polls read (kept in their SQL order), and how the entries follow the changed rows.
+//! The run index's contents: one compact entry per `runs` row with what its joins find, the
+//! orders the run polls read, and how the entries follow the changed runs.
+//!
+//! Kept small (about 130 bytes a run, see the size test): the runs in one rowid-sorted
+//! vector, the view order in one sorted vector whose entries carry what the list filters
+//! test, ordered sets only for the few runs that are active (queued, starting, running,
+//! parked) and for the host's claim candidates. Lease owners and runner affinities are kept
+//! as hashes: the claim reads them only to narrow its candidates, and a collision only adds
+//! one the claim's own SQL then turns down.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, MutexGuard};
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
@@ -22,73 +29,130 @@ pub(super) struct At {
 /// One read's access to an up-to-date index (see `RunIndex::current`).
 pub struct Current<'a>(pub(super) MutexGuard<'a, Mirror>);
 
-/// A run's queue row, as the polls read it.
-#[derive(Debug, Clone, PartialEq)]
-struct Queue {
-    rowid: i64,
-    status: Arc<str>,
-    available_at: i64,
-    created_at: i64,
-    updated_at: i64,
-    /// `error_code = 'workflowSourceChanged'`.
-    source_changed: bool,
+/// What an entry has (bits of [`Run::flags`]).
+mod has {
+    pub const QUEUE: u16 = 1;
+    pub const RESOURCE: u16 = 1 << 1;
+    pub const DEFINITION: u16 = 1 << 2;
+    pub const LEASE: u16 = 1 << 3;
+    pub const OWNER: u16 = 1 << 4;
+    pub const EXPIRY: u16 = 1 << 5;
+    pub const AFFINITY: u16 = 1 << 6;
+    /// `r.status = 'waiting'`.
+    pub const WAITING: u16 = 1 << 7;
+    /// `r.paused = 1`.
+    pub const PAUSED: u16 = 1 << 8;
+    /// `q.error_code = 'workflowSourceChanged'`.
+    pub const SOURCE_CHANGED: u16 = 1 << 9;
+    /// `b.execution_mode = 'headless'`.
+    pub const HEADLESS: u16 = 1 << 10;
 }
 
-/// A run's lease row.
-#[derive(Debug, Clone, PartialEq)]
-struct Lease {
-    owner_id: Option<Box<str>>,
-    expires_at: Option<i64>,
-}
+/// The queue statuses a run can be claimed in, kept in ordered sets of their own.
+const ACTIVE: [&str; 4] = ["queued", "starting", "running", "parked"];
 
-/// One `runs` row with what its joins find.
-#[derive(Debug, Clone, PartialEq)]
+/// One `runs` row with what its joins find (fields of a missing row are 0; see `flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Run {
-    project: Option<Arc<str>>,
-    created_at: i64,
-    /// `status = 'waiting'`.
-    waiting: bool,
-    /// `paused = 1`.
-    paused: bool,
-    queue: Option<Queue>,
-    /// The `revision` of its `resources` row.
-    resource: Option<i64>,
-    /// It joins a `workflow_definitions` row.
-    definition: bool,
-    lease: Option<Lease>,
-    /// `execution_mode = 'headless'` of its `run_bindings` row.
-    binding: Option<bool>,
+    r_created: i64,
+    q_rowid: i64,
+    q_created: i64,
+    q_updated: i64,
+    available_at: i64,
+    revision: i64,
+    expires_at: i64,
+    owner: u64,
+    affinity: u64,
+    /// A [`Names`] number, 0 for `NULL`.
+    project: u32,
+    /// A [`Names`] number of the queue's status, 0 without a queue row.
+    status: u8,
+    flags: u16,
 }
 
 impl Run {
+    fn has(&self, flag: u16) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// In the view list's joins: a definition and a queue row.
+    fn is_viewed(&self) -> bool {
+        self.has(has::DEFINITION) && self.has(has::QUEUE)
+    }
+
     /// In `RUN_SELECT`'s inner joins (the lists and the claim).
     fn is_selected(&self) -> bool {
-        self.definition && self.queue.is_some() && self.lease.is_some()
+        self.is_viewed() && self.has(has::LEASE)
     }
 
     /// The claim predicates that depend on this row alone and on no argument (see
     /// `runs::claims::next_run_selection`), for a host (no `sessionId`).
-    fn is_host_candidate(&self) -> bool {
-        let Some(queue) = self.queue.as_ref().filter(|_| self.is_selected()) else {
-            return false;
+    fn is_host_candidate(&self, status: &str) -> bool {
+        self.is_selected()
+            && matches!(status, "queued" | "parked" | "starting" | "running")
+            && !(status == "parked" && (self.has(has::WAITING) || self.has(has::PAUSED)))
+            && !self.has(has::SOURCE_CHANGED)
+            && (self.has(has::HEADLESS) || status != "queued")
+    }
+}
+
+/// A run in the view order, with what the list filters test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct View {
+    q_created: i64,
+    rowid: i64,
+    r_created: i64,
+    project: u32,
+    status: u8,
+    selected: bool,
+}
+
+impl View {
+    /// Stored ascending, read backwards: `q.created_at DESC`, then rowid ascending. New runs
+    /// (the latest `created_at`) go near the end, where inserting moves little.
+    fn key(&self) -> (i64, Reverse<i64>) {
+        (self.q_created, Reverse(self.rowid))
+    }
+}
+
+/// Texts by number (0 stands for none).
+#[derive(Default)]
+struct Names {
+    numbers: HashMap<Arc<str>, u32>,
+    texts: Vec<Arc<str>>,
+}
+
+impl Names {
+    fn number(&mut self, text: Option<String>) -> u32 {
+        let Some(text) = text else {
+            return 0;
         };
-        let status = &*queue.status;
-        matches!(status, "queued" | "parked" | "starting" | "running")
-            && !(status == "parked" && (self.waiting || self.paused))
-            && !queue.source_changed
-            && (self.binding == Some(true) || status != "queued")
+        if let Some(number) = self.numbers.get(text.as_str()) {
+            return *number;
+        }
+        let text: Arc<str> = text.into();
+        self.texts.push(text.clone());
+        let number = self.texts.len() as u32;
+        self.numbers.insert(text, number);
+        number
+    }
+
+    fn find(&self, text: &[u8]) -> Option<u32> {
+        std::str::from_utf8(text)
+            .ok()
+            .and_then(|text| self.numbers.get(text).copied())
+    }
+
+    fn text(&self, number: u32) -> &str {
+        number
+            .checked_sub(1)
+            .and_then(|at| self.texts.get(at as usize))
+            .map_or("", |text| text)
     }
 }
 
 /// The order keys of the project lists: `q.created_at DESC, r.created_at DESC, r.rowid`.
 type ProjectKey = (Reverse<i64>, Reverse<i64>, i64);
-
-/// The global list with statuses, within one status: `q.created_at DESC, q.available_at,
-/// q.rowid`, then the run's rowid.
-type StatusKey = (Reverse<i64>, i64, i64, i64);
-
-/// The global list with statuses: `q.created_at DESC, q.status, q.available_at, q.rowid`.
-type GlobalStatusKey = (Reverse<i64>, Arc<str>, i64, i64);
 
 /// The index's contents.
 #[derive(Default)]
@@ -97,85 +161,88 @@ pub(super) struct Mirror {
     pub(super) verified_schema: Option<i64>,
     /// The snapshot the index describes; `None`: nothing built yet, or stale.
     pub(super) at: Option<At>,
-    runs: HashMap<i64, Run>,
-    /// Runs without a definition row.
+    /// By rowid, ascending.
+    runs: Vec<(i64, Run)>,
+    /// Every run in the view list, by [`View::key`].
+    views: Vec<View>,
+    projects: Names,
+    statuses: Names,
+    /// Runs without a definition row (a definition inserted later may join them).
     orphans: BTreeSet<i64>,
-    strings: HashSet<Arc<str>>,
-    // What the reads use, derived from `runs`.
-    /// Runs joined with a queue and a resource row (the list revision).
-    revised: i64,
-    revision_sum: i128,
-    updated_at: BTreeMap<i64, usize>,
-    /// The view list: joined with a definition and a queue row (`q.created_at DESC, rowid`).
-    views: BTreeSet<(Reverse<i64>, i64)>,
-    /// `RUN_SELECT`'s rows: every project (`q.created_at DESC, rowid`), by project, by status.
-    listed: BTreeSet<(Reverse<i64>, i64)>,
-    listed_by_project: HashMap<Arc<str>, BTreeSet<ProjectKey>>,
-    by_status: HashMap<Arc<str>, BTreeSet<StatusKey>>,
-    by_project_status: HashMap<(Arc<str>, Arc<str>), BTreeSet<ProjectKey>>,
+    /// Selected runs in an [`ACTIVE`] status, by status: `q.created_at DESC, rowid`.
+    active: HashMap<u8, BTreeSet<(Reverse<i64>, i64)>>,
     /// Host claim candidates (see [`Run::is_host_candidate`]).
     candidates: BTreeSet<i64>,
+    // The list revision: runs joined with a queue and a resource row.
+    revised: i64,
+    revision_sum: i128,
+    /// `max(q.updated_at)` and how many runs have it; recounted when the last one goes.
+    max_updated: i64,
+    at_max_updated: usize,
 }
 
 /// The columns of one run and its joins; `WHERE r.rowid = ?` for one run.
 const RUN_ROWS: &str = "SELECT r.rowid, r.project_id, r.created_at, r.status = 'waiting',
     r.paused = 1, q.rowid, q.status, q.available_at, q.created_at, q.updated_at,
-    q.error_code IS 'workflowSourceChanged', s.rowid, s.revision, d.rowid, l.rowid, l.owner_id,
-    l.expires_at, b.rowid, b.execution_mode = 'headless'
+    q.error_code IS 'workflowSourceChanged', q.affinity_runner_id, s.rowid, s.revision, d.rowid,
+    l.rowid, l.owner_id, l.expires_at, b.rowid, b.execution_mode = 'headless'
     FROM runs r LEFT JOIN run_queue q ON q.run_id = r.run_id
     LEFT JOIN resources s ON s.resource_id = r.resource_id
     LEFT JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
     LEFT JOIN leases l ON l.resource_id = r.resource_id
     LEFT JOIN run_bindings b ON b.run_id = r.run_id";
 
-impl Mirror {
-    fn intern(&mut self, text: String) -> Arc<str> {
-        if let Some(found) = self.strings.get(text.as_str()) {
-            return found.clone();
-        }
-        let text: Arc<str> = text.into();
-        self.strings.insert(text.clone());
-        text
-    }
+/// FNV-1a: the hash owners and affinities are kept as.
+fn text_hash(text: &[u8]) -> u64 {
+    text.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
 
+impl Mirror {
     fn read_run(&mut self, row: &Row<'_>) -> rusqlite::Result<(i64, Run)> {
-        let project: Option<String> = row.get(1)?;
-        let queue = match row.get::<_, Option<i64>>(5)? {
-            None => None,
-            Some(rowid) => Some(Queue {
-                rowid,
-                status: self.intern(row.get(6)?),
-                available_at: row.get(7)?,
-                created_at: row.get(8)?,
-                updated_at: row.get(9)?,
-                source_changed: row.get(10)?,
-            }),
+        let mut run = Run::default();
+        let mut set = |flag: u16, on: bool| {
+            if on {
+                run.flags |= flag;
+            }
         };
-        let run = Run {
-            project: project.map(|project| self.intern(project)),
-            created_at: row.get(2)?,
-            waiting: row.get(3)?,
-            paused: row.get(4)?,
-            queue,
-            resource: match row.get::<_, Option<i64>>(11)? {
-                None => None,
-                Some(_) => Some(row.get(12)?),
-            },
-            definition: row.get::<_, Option<i64>>(13)?.is_some(),
-            lease: match row.get::<_, Option<i64>>(14)? {
-                None => None,
-                Some(_) => Some(Lease {
-                    owner_id: row
-                        .get::<_, Option<String>>(15)?
-                        .map(String::into_boxed_str),
-                    expires_at: row.get(16)?,
-                }),
-            },
-            binding: match row.get::<_, Option<i64>>(17)? {
-                None => None,
-                Some(_) => Some(row.get(18)?),
-            },
-        };
+        set(has::WAITING, row.get(3)?);
+        set(has::PAUSED, row.get(4)?);
+        let queue = row.get::<_, Option<i64>>(5)?.is_some();
+        set(has::QUEUE, queue);
+        let resource = row.get::<_, Option<i64>>(12)?.is_some();
+        set(has::RESOURCE, resource);
+        set(has::DEFINITION, row.get::<_, Option<i64>>(14)?.is_some());
+        let lease = row.get::<_, Option<i64>>(15)?.is_some();
+        set(has::LEASE, lease);
+        let owner = row.get_ref(16)?.as_bytes_or_null()?;
+        set(has::OWNER, owner.is_some());
+        let expires_at = row.get::<_, Option<i64>>(17)?;
+        set(has::EXPIRY, expires_at.is_some());
+        let affinity = row.get_ref(11)?.as_bytes_or_null()?;
+        set(has::AFFINITY, affinity.is_some());
+        if queue {
+            set(has::SOURCE_CHANGED, row.get(10)?);
+        }
+        if row.get::<_, Option<i64>>(18)?.is_some() {
+            set(has::HEADLESS, row.get(19)?);
+        }
+        run.owner = owner.map_or(0, text_hash);
+        run.affinity = affinity.map_or(0, text_hash);
+        run.expires_at = expires_at.unwrap_or(0);
+        run.r_created = row.get(2)?;
+        if queue {
+            run.q_rowid = row.get(5)?;
+            run.status = self.statuses.number(row.get(6)?) as u8;
+            run.available_at = row.get(7)?;
+            run.q_created = row.get(8)?;
+            run.q_updated = row.get(9)?;
+        }
+        if resource {
+            run.revision = row.get(13)?;
+        }
+        run.project = self.projects.number(row.get(1)?);
         Ok((row.get(0)?, run))
     }
 
@@ -186,10 +253,21 @@ impl Mirror {
         };
         let mut statement = conn.prepare_cached(RUN_ROWS)?;
         let mut rows = statement.query([])?;
+        let mut runs = Vec::new();
         while let Some(row) = rows.next()? {
-            let (rowid, run) = self.read_run(row)?;
-            self.insert(rowid, run);
+            runs.push(self.read_run(row)?);
         }
+        runs.sort_unstable_by_key(|(rowid, _)| *rowid);
+        let mut views: Vec<View> = runs
+            .iter()
+            .filter_map(|(rowid, run)| view_of(*rowid, run))
+            .collect();
+        views.sort_unstable_by_key(View::key);
+        self.views = views;
+        for (rowid, run) in &runs {
+            self.derive(*rowid, run, true);
+        }
+        self.runs = runs;
         Ok(())
     }
 
@@ -201,7 +279,7 @@ impl Mirror {
     /// Gives the memory a build reserved for growth back.
     pub(super) fn shrink(&mut self) {
         self.runs.shrink_to_fit();
-        self.strings.shrink_to_fit();
+        self.views.shrink_to_fit();
     }
 
     /// Re-reads the runs the changed `keys` belong to.
@@ -237,33 +315,64 @@ impl Mirror {
                 .prepare_cached(sql)?
                 .query_row([rowid], |row| self.read_run(row))
                 .optional()?;
-            self.remove(rowid);
-            if let Some((rowid, run)) = fresh {
-                self.insert(rowid, run);
-            }
+            self.put(rowid, fresh.map(|(_, run)| run));
+        }
+        if self.at_max_updated == 0 && self.revised > 0 {
+            self.recount_max_updated();
         }
         Ok(())
     }
 
-    fn insert(&mut self, rowid: i64, run: Run) {
-        if !run.definition {
-            self.orphans.insert(rowid);
-        }
-        self.derive(rowid, &run, true);
-        self.runs.insert(rowid, run);
-    }
-
-    fn remove(&mut self, rowid: i64) {
-        let Some(run) = self.runs.remove(&rowid) else {
+    /// Replaces run `rowid` with `fresh` (`None`: it is gone).
+    fn put(&mut self, rowid: i64, fresh: Option<Run>) {
+        let found = self.runs.binary_search_by_key(&rowid, |(rowid, _)| *rowid);
+        let old = found.ok().map(|at| self.runs[at].1);
+        if old == fresh {
             return;
-        };
-        self.derive(rowid, &run, false);
-        if !run.definition {
-            self.orphans.remove(&rowid);
+        }
+        if let Some(old) = &old {
+            self.derive(rowid, old, false);
+        }
+        let (old_view, new_view) = (
+            old.and_then(|run| view_of(rowid, &run)),
+            fresh.and_then(|run| view_of(rowid, &run)),
+        );
+        match (old_view, new_view) {
+            (Some(old), Some(new)) if old.key() == new.key() => {
+                if let Ok(at) = self.views.binary_search_by_key(&old.key(), View::key) {
+                    self.views[at] = new;
+                }
+            }
+            (old, new) => {
+                if let Some(old) = old {
+                    if let Ok(at) = self.views.binary_search_by_key(&old.key(), View::key) {
+                        self.views.remove(at);
+                    }
+                }
+                if let Some(new) = new {
+                    let at = self
+                        .views
+                        .binary_search_by_key(&new.key(), View::key)
+                        .unwrap_or_else(|at| at);
+                    self.views.insert(at, new);
+                }
+            }
+        }
+        match (found, fresh) {
+            (Ok(at), Some(run)) => self.runs[at].1 = run,
+            (Ok(at), None) => {
+                self.runs.remove(at);
+            }
+            (Err(at), Some(run)) => self.runs.insert(at, (rowid, run)),
+            (Err(_), None) => {}
+        }
+        if let Some(fresh) = &fresh {
+            self.derive(rowid, fresh, true);
         }
     }
 
-    /// Adds (`add`) or removes the run's entries in what the reads use.
+    /// Adds (`add`) or removes the run's part of the revision, the active sets, the claim
+    /// candidates and the orphans.
     fn derive(&mut self, rowid: i64, run: &Run, add: bool) {
         fn toggle<K: Ord>(set: &mut BTreeSet<K>, key: K, add: bool) {
             if add {
@@ -272,56 +381,74 @@ impl Mirror {
                 set.remove(&key);
             }
         }
-        let Some(queue) = &run.queue else {
+        if !run.has(has::DEFINITION) {
+            toggle(&mut self.orphans, rowid, add);
+        }
+        if !run.has(has::QUEUE) {
             return;
-        };
-        if let Some(revision) = run.resource {
+        }
+        if run.has(has::RESOURCE) {
             let sign = if add { 1 } else { -1 };
+            let first = self.revised == 0;
             self.revised += sign;
-            self.revision_sum += i128::from(sign) * i128::from(revision);
-            let count = self.updated_at.entry(queue.updated_at).or_default();
-            if add {
-                *count += 1;
-            } else {
-                *count -= 1;
-                if *count == 0 {
-                    self.updated_at.remove(&queue.updated_at);
+            self.revision_sum += i128::from(sign) * i128::from(run.revision);
+            // While no run has `max_updated` (the last one changed), the true maximum is at
+            // most it: only a larger value is known to be the new one.
+            if add && (first || run.q_updated > self.max_updated) {
+                self.max_updated = run.q_updated;
+                self.at_max_updated = 1;
+            } else if run.q_updated == self.max_updated {
+                if add {
+                    self.at_max_updated += 1;
+                } else {
+                    self.at_max_updated = self.at_max_updated.saturating_sub(1);
                 }
             }
         }
-        let created = Reverse(queue.created_at);
-        if run.definition {
-            toggle(&mut self.views, (created, rowid), add);
-        }
-        if !run.is_selected() {
-            return;
-        }
-        toggle(&mut self.listed, (created, rowid), add);
-        let status_key = (created, queue.available_at, queue.rowid, rowid);
-        toggle(
-            self.by_status.entry(queue.status.clone()).or_default(),
-            status_key,
-            add,
-        );
-        if let Some(project) = &run.project {
-            let key = (created, Reverse(run.created_at), rowid);
+        let status = self.statuses.text(u32::from(run.status));
+        let is_active = ACTIVE.contains(&status);
+        let candidate = run.is_host_candidate(status);
+        if run.is_selected() && is_active {
             toggle(
-                self.listed_by_project.entry(project.clone()).or_default(),
-                key,
-                add,
-            );
-            toggle(
-                self.by_project_status
-                    .entry((project.clone(), queue.status.clone()))
-                    .or_default(),
-                key,
+                self.active.entry(run.status).or_default(),
+                (Reverse(run.q_created), rowid),
                 add,
             );
         }
-        if run.is_host_candidate() {
+        if candidate {
             toggle(&mut self.candidates, rowid, add);
         }
     }
+
+    /// `max(q.updated_at)` afresh, after the last run that had it changed.
+    fn recount_max_updated(&mut self) {
+        let revised = self
+            .runs
+            .iter()
+            .filter(|(_, run)| run.has(has::QUEUE) && run.has(has::RESOURCE))
+            .map(|(_, run)| run.q_updated);
+        let max = revised.clone().max().unwrap_or(0);
+        self.max_updated = max;
+        self.at_max_updated = revised.filter(|updated| *updated == max).count();
+    }
+
+    fn run(&self, rowid: i64) -> Option<&Run> {
+        self.runs
+            .binary_search_by_key(&rowid, |(rowid, _)| *rowid)
+            .ok()
+            .map(|at| &self.runs[at].1)
+    }
+}
+
+fn view_of(rowid: i64, run: &Run) -> Option<View> {
+    run.is_viewed().then_some(View {
+        q_created: run.q_created,
+        rowid,
+        r_created: run.r_created,
+        project: run.project,
+        status: run.status,
+        selected: run.is_selected(),
+    })
 }
 
 /// `{count, sum of revisions, max(updated_at) or 0}` of every run joined with its queue and
@@ -340,10 +467,15 @@ impl Current<'_> {
     /// The list revision; `None` when its sum leaves SQLite's integers (SQLite's `sum()`
     /// then fails: the caller takes the SQL path for its error).
     pub fn list_revision(&self) -> Option<ListRevision> {
+        let mirror = &self.0;
         Some(ListRevision {
-            count: self.0.revised,
-            revision_sum: i64::try_from(self.0.revision_sum).ok()?,
-            updated_at: self.0.updated_at.keys().next_back().copied().unwrap_or(0),
+            count: mirror.revised,
+            revision_sum: i64::try_from(mirror.revision_sum).ok()?,
+            updated_at: if mirror.revised > 0 {
+                mirror.max_updated
+            } else {
+                0
+            },
         })
     }
 
@@ -353,9 +485,10 @@ impl Current<'_> {
         self.0
             .views
             .iter()
+            .rev()
             .skip(offset)
             .take(limit)
-            .map(|(_, rowid)| *rowid)
+            .map(|view| view.rowid)
             .collect()
     }
 
@@ -370,97 +503,199 @@ impl Current<'_> {
     ) -> Vec<i64> {
         let limit = limit.unwrap_or(usize::MAX);
         let mirror = &self.0;
-        let wanted = |statuses: &[&[u8]]| -> Vec<Arc<str>> {
-            let mut found: Vec<Arc<str>> = mirror
-                .by_status
-                .keys()
-                .filter(|status| statuses.contains(&status.as_bytes()))
-                .cloned()
-                .collect();
-            found.sort();
-            found
+        let project = match project {
+            None => None,
+            Some(text) => match mirror.projects.find(text.as_bytes()) {
+                Some(number) => Some(number),
+                None => return Vec::new(),
+            },
         };
-        match (project, statuses) {
-            (Some(project), None) => mirror
-                .listed_by_project
-                .get(project)
-                .into_iter()
-                .flatten()
-                .take(limit)
-                .map(|key| key.2)
-                .collect(),
-            (None, None) => mirror
-                .listed
+        let wanted: Option<Vec<u8>> = statuses.map(|statuses| {
+            statuses
                 .iter()
-                .take(limit)
-                .map(|(_, rowid)| *rowid)
-                .collect(),
-            (Some(project), Some(statuses)) => {
-                let mut page: Vec<ProjectKey> = Vec::new();
-                for status in wanted(statuses) {
-                    let key = (Arc::from(project), status);
-                    if let Some(set) = mirror.by_project_status.get(&key) {
-                        page.extend(set.iter().take(limit).copied());
-                    }
-                }
-                page.sort_unstable();
-                page.into_iter().take(limit).map(|key| key.2).collect()
+                .filter_map(|text| mirror.statuses.find(text))
+                .map(|number| number as u8)
+                .collect()
+        });
+        if limit == 0 || wanted.as_ref().is_some_and(Vec::is_empty) {
+            return Vec::new();
+        }
+        let all_active = wanted.as_ref().is_some_and(|wanted| {
+            wanted
+                .iter()
+                .all(|status| ACTIVE.contains(&mirror.statuses.text(u32::from(*status))))
+        });
+        if all_active {
+            let wanted = wanted.as_deref().unwrap_or_default();
+            return self.active_page(project, wanted, limit);
+        }
+        let passes = |view: &View| {
+            view.selected
+                && project.is_none_or(|project| view.project == project)
+                && wanted
+                    .as_ref()
+                    .is_none_or(|wanted| wanted.contains(&view.status))
+        };
+        // Read in view order; runs with the same `q.created_at` are put in the list's own
+        // order for their ties.
+        let mut page = Vec::new();
+        let mut group: Vec<&View> = Vec::new();
+        let mut views = mirror.views.iter().rev().peekable();
+        while page.len() < limit {
+            let Some(view) = views.next() else {
+                break;
+            };
+            if passes(view) {
+                group.push(view);
             }
-            (None, Some(statuses)) => {
-                // `q.created_at DESC, q.status, q.available_at, q.rowid`.
-                let mut page: Vec<(GlobalStatusKey, i64)> = Vec::new();
-                for status in wanted(statuses) {
-                    if let Some(set) = mirror.by_status.get(&status) {
-                        page.extend(
-                            set.iter()
-                                .take(limit)
-                                .map(|key| ((key.0, status.clone(), key.1, key.2), key.3)),
-                        );
-                    }
-                }
-                page.sort_unstable();
-                page.into_iter()
-                    .take(limit)
-                    .map(|(_, rowid)| rowid)
-                    .collect()
+            if views
+                .peek()
+                .is_some_and(|next| next.q_created == view.q_created)
+            {
+                continue;
             }
+            let mut rowids: Vec<i64> = group.iter().map(|view| view.rowid).collect();
+            if rowids.len() > 1 {
+                self.order_ties(&mut rowids, project.is_some(), wanted.is_some());
+            }
+            page.extend(rowids);
+            group.clear();
+        }
+        page.truncate(limit);
+        page
+    }
+
+    /// The page of `list_page` for statuses that are all [`ACTIVE`]: from their own sets.
+    fn active_page(&self, project: Option<u32>, wanted: &[u8], limit: usize) -> Vec<i64> {
+        let mirror = &self.0;
+        let mut found: Vec<(i64, i64)> = Vec::new();
+        for status in wanted {
+            let Some(set) = mirror.active.get(status) else {
+                continue;
+            };
+            // The first `limit` of this status, and every run tied with the last of them.
+            let mut taken = 0;
+            let mut last: Option<i64> = None;
+            for &(Reverse(q_created), rowid) in set {
+                if taken >= limit && last != Some(q_created) {
+                    break;
+                }
+                let matches = project.is_none_or(|project| {
+                    mirror.run(rowid).is_some_and(|run| run.project == project)
+                });
+                if matches {
+                    found.push((q_created, rowid));
+                    taken += 1;
+                    last = Some(q_created);
+                }
+            }
+        }
+        found.sort_unstable_by_key(|&(q_created, rowid)| (Reverse(q_created), rowid));
+        found.dedup();
+        let mut page = Vec::new();
+        let mut at = 0;
+        while at < found.len() && page.len() < limit {
+            let end = found[at..]
+                .iter()
+                .position(|entry| entry.0 != found[at].0)
+                .map_or(found.len(), |length| at + length);
+            let mut rowids: Vec<i64> = found[at..end].iter().map(|entry| entry.1).collect();
+            if rowids.len() > 1 {
+                self.order_ties(&mut rowids, project.is_some(), true);
+            }
+            page.extend(rowids);
+            at = end;
+        }
+        page.truncate(limit);
+        page
+    }
+
+    /// Orders runs with one `q.created_at` as the list does: `r.created_at DESC, r.rowid` for a
+    /// project; `q.status, q.available_at, q.rowid` for every project with statuses; rowid
+    /// otherwise.
+    fn order_ties(&self, rowids: &mut [i64], project: bool, by_status: bool) {
+        let mirror = &self.0;
+        let run = |rowid: i64| mirror.run(rowid).copied().unwrap_or_default();
+        if project {
+            rowids.sort_by_key(|&rowid| -> ProjectKey {
+                (Reverse(0), Reverse(run(rowid).r_created), rowid)
+            });
+        } else if by_status {
+            rowids.sort_by(|&a, &b| {
+                let (x, y) = (run(a), run(b));
+                let status = |run: &Run| mirror.statuses.text(u32::from(run.status));
+                (status(&x), x.available_at, x.q_rowid, a).cmp(&(
+                    status(&y),
+                    y.available_at,
+                    y.q_rowid,
+                    b,
+                ))
+            });
+        } else {
+            rowids.sort_unstable();
         }
     }
 
     /// A superset of the runs a host's `claimNextWorkflowRun` may pick at `now` (rowids,
-    /// ascending): the row-local predicates, the project, and the lease test when the runner
-    /// binds as `runner` (text). The caller's SQL makes the pick among them.
+    /// ascending): the row-local predicates, the project, and, when the runner binds as
+    /// `runner` (text), the lease, affinity and availability tests. The caller's SQL makes the
+    /// pick among them.
     pub fn host_candidates(
         &self,
         project: Option<&str>,
         runner: Option<&str>,
         now: i64,
     ) -> Vec<i64> {
-        // `l.expires_at <= ?` binds `now` as a double: exact only within 2^53.
+        let mirror = &self.0;
+        let project = match project {
+            None => None,
+            Some(text) => match mirror.projects.find(text.as_bytes()) {
+                Some(number) => Some(number),
+                None => return Vec::new(),
+            },
+        };
+        // `now` is bound as a double: the comparisons are exact only within 2^53.
         let exact_now = now.unsigned_abs() <= 1 << 53;
-        self.0
+        let runner = runner.map(|runner| text_hash(runner.as_bytes()));
+        mirror
             .candidates
             .iter()
             .copied()
             .filter(|rowid| {
-                let Some(run) = self.0.runs.get(rowid) else {
+                let Some(run) = mirror.run(*rowid) else {
                     return false;
                 };
-                if project.is_some_and(|project| run.project.as_deref() != Some(project)) {
+                if project.is_some_and(|project| run.project != project) {
                     return false;
                 }
-                let Some(lease) = &run.lease else {
+                if exact_now && run.available_at > now {
                     return false;
+                }
+                let Some(runner) = runner else {
+                    return true;
                 };
-                match (&lease.owner_id, runner) {
-                    (None, _) | (Some(_), None) => true,
-                    (Some(owner), Some(runner)) => {
-                        **owner == *runner
-                            || !exact_now
-                            || lease.expires_at.is_some_and(|expires| expires <= now)
-                    }
-                }
+                let status = mirror.statuses.text(u32::from(run.status));
+                let affinity_passes = !run.has(has::AFFINITY)
+                    || run.affinity == runner
+                    || matches!(status, "parked" | "starting" | "running");
+                let lease_passes = !run.has(has::OWNER)
+                    || run.owner == runner
+                    || !exact_now
+                    || (run.has(has::EXPIRY) && run.expires_at <= now);
+                affinity_passes && lease_passes
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_stays_small() {
+        // What a run costs in the two vectors every run is in (the sets hold active runs only).
+        let per_run = std::mem::size_of::<(i64, Run)>() + std::mem::size_of::<View>();
+        assert!(per_run <= 130, "{per_run} bytes a run");
     }
 }

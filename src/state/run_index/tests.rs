@@ -127,13 +127,14 @@ fn step(conn: &Connection, other: &Connection, random: &mut Random, n: &mut u64)
         3 => {
             let status = random.pick(&QUEUE_STATUSES);
             let error = random.pick(&[None, Some("workflowSourceChanged"), Some("other")]);
+            let affinity = random.pick(&[None, None, Some("host-1"), Some("other")]);
             conn.execute(
                 &format!(
                     "UPDATE OR IGNORE run_queue SET status = ?, created_at = ?, updated_at = ?,
-                       available_at = ?, error_code = ?
+                       available_at = ?, error_code = ?, affinity_runner_id = ?
                      WHERE run_id = (SELECT run_id FROM runs WHERE rowid = {any})"
                 ),
-                params![status, at, random.below(5) as i64, at, error],
+                params![status, at, random.below(5) as i64, at, error, affinity],
             )
             .unwrap();
         }
@@ -401,13 +402,15 @@ fn check(conn: &Connection, index: &RunIndex, step: usize) {
             }
         }
         // Every run the host claim can pick is a candidate.
-        for (runner, now) in [(Some("host-1"), 5_i64), (None, 0)] {
+        for (runner, now) in [(Some("host-1"), 5_i64), (Some("other"), 2), (None, 0)] {
             let claimable = rowids(
                 conn,
                 &format!(
                     "SELECT r.rowid {SELECT_FROM} WHERE {} q.status IN ('queued', 'parked', 'starting', 'running')
                        AND q.available_at <= ?1
                        AND (l.owner_id IS NULL OR l.expires_at <= ?1 OR l.owner_id = ?2)
+                       AND (q.affinity_runner_id IS NULL OR q.affinity_runner_id = ?2
+                         OR q.status IN ('parked', 'starting', 'running'))
                        AND NOT (q.status = 'parked' AND (r.status = 'waiting' OR r.paused = 1))
                        AND (q.error_code IS NULL OR q.error_code <> 'workflowSourceChanged')
                        AND (b.execution_mode = 'headless' OR q.status <> 'queued')",
