@@ -10,16 +10,29 @@
 //! - Every use of the opened state ([`super::StateDb::conn`], `close`, dropping it) first waits
 //!   for the prune to commit, so every call sees the pruned file. The one read that does not
 //!   wait is the constructor's project lookup, which reads `projects`, a table the prune never
-//!   changes.
+//!   changes; the getters `connection.open` and `connection.inTransaction` read only the state
+//!   of the store's own connection, which the prune (on its own connection) never touches.
 //! - Another open of the same file in this process (any thread) waits for the pending prune
 //!   before it opens, so even a read-only store opened right after a read-write one sees the
 //!   pruned file.
 //! - The prune deletes the same rows in the same single transaction as before (see
 //!   `prune.rs`), with `synchronous = FULL`: the bytes written are the same.
 //!
-//! A failure after the lock was taken (an I/O error, a full disk) is returned by the first use
-//! of the state instead of by the constructor; the transaction is rolled back, so nothing of it
-//! is in the file.
+//! A failure after the lock was taken (an I/O error, a full disk) is rolled back, so nothing of
+//! it is in the file, and reported once, by the first use of the state instead of by the
+//! constructor, as [`StoreError::OpenPrune`]: the error the reference's constructor would have
+//! thrown (same class, message and SQLite `code`), which the JS layer marks as the prune's
+//! (non-enumerable `openPrune` and `filePath`, a note in the stack's first line). The first use
+//! is whichever call waits for the prune first: a store method or `store.async` call, a
+//! `state` or `state.connection` method or statement, the constructor of a store whose project
+//! is new (its upsert), or `close()`, which closes the connection and then throws it, so the
+//! file is never left open and the report never dropped. Every call after it works as usual
+//! (the state's own connection never saw the prune). Two reads do not wait and so never take
+//! the report: the getters `connection.open` and `connection.inTransaction` (the prune's
+//! transaction is on its own connection; a getter never throws, as in better-sqlite3, and
+//! `if (db.inTransaction) db.exec('ROLLBACK')` in a `catch` must not replace the error being
+//! handled). A state dropped without `close` has no caller left to tell: dropping waits and
+//! ignores the outcome.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
