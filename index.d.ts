@@ -497,7 +497,10 @@ export interface StateConnection {
   name: string;
   /** False once the connection is closed. */
   open: boolean;
-  /** True while a transaction is open. */
+  /**
+   * True while a transaction is open. Never throws, and does not wait for the open's blob
+   * prune (which runs on a connection of its own): a prune failure is left for the next call.
+   */
   inTransaction: boolean;
   /**
    * Positional parameters as a tuple (`prepare<[string, number]>(sql)`); named parameters as a
@@ -520,8 +523,31 @@ export interface StateConnection {
   ): unknown;
   /** Return INTEGER columns as `bigint` from statements prepared after this call. */
   defaultSafeIntegers(toggleState?: boolean): this;
-  /** Closes the connection, and with it every store built on this state database. */
+  /**
+   * Closes the connection, and with it every store built on this state database. When the
+   * open's blob prune failed and no call reported it yet, throws its error once closed (see
+   * {@link OpenPruneError}).
+   */
   close(): this;
+}
+
+/**
+ * A failure of the read-write open's blob prune. The reference prunes inside its constructor,
+ * which throws; here the prune runs beside the caller after the constructor returned, and its
+ * failure (an I/O error, a full disk: it rolled back, nothing is lost) is thrown once, by the
+ * first call that uses the state database: a store method or `store.async` call, a method or
+ * statement of `state` / `state.connection`, or `close()` (which closes first). It is the error
+ * the reference's constructor throws (`SqliteError`, SQLite's message and `code`), with these
+ * two non-enumerable properties and a note after the message in the stack's first line. Every
+ * call after it works.
+ */
+export interface OpenPruneError extends Error {
+  /** SQLite's result code, e.g. `SQLITE_FULL` or `SQLITE_IOERR_WRITE`. */
+  code?: string;
+  /** Always true: marks the error as the open's blob prune's. Non-enumerable. */
+  readonly openPrune: true;
+  /** The absolute path of the state file whose prune failed. Non-enumerable. */
+  readonly filePath: string;
 }
 
 /**
@@ -538,7 +564,11 @@ export declare class StateDatabase {
   /** The store's own connection; see {@link StateConnection}. */
   readonly connection: StateConnection;
   constructor(options?: OpenStateDatabaseOptions);
-  /** Closes the connection, and with it every store built on this state database. */
+  /**
+   * Closes the connection, and with it every store built on this state database. When the
+   * open's blob prune failed and no call reported it yet, throws its error once closed (see
+   * {@link OpenPruneError}).
+   */
   close(): void;
   /** Runs `operation` in `BEGIN IMMEDIATE` … `COMMIT`, rolling back when it throws. Not re-entrant. */
   transaction<T>(operation: () => T): T;
@@ -617,7 +647,8 @@ export declare class SqliteControllerStore implements ControllerStore {
   /**
    * Closes the state database when this store opened it, at once. Idempotent. `store.async`
    * calls still queued then reject with `TypeError: The database connection is not open`; to
-   * let them finish first, use `await store.async.close()`.
+   * let them finish first, use `await store.async.close()`. When the open's blob prune failed
+   * and no call reported it yet, throws its error once closed (see {@link OpenPruneError}).
    */
   close(): void;
   /** `close()`, so that `using store = new SqliteControllerStore(…)` closes it at the end of the block. */

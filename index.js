@@ -228,10 +228,19 @@ class SqliteControllerStore {
     return this.#async;
   }
 
+  /**
+   * Closes the store (and its state, when the store opened it). Idempotent. A failure of the
+   * open's blob prune that no call reported yet is thrown once the file is closed.
+   */
   close() {
     if (this.#closed) return;
     this.#closed = true;
-    if (this.#ownsState) this.state.close();
+    if (!this.#ownsState) return;
+    try {
+      this.state.close();
+    } catch (error) {
+      throw stacks.fromCaller(error, SqliteControllerStore.prototype.close);
+    }
   }
 
   [disposeSymbol]() {
@@ -242,7 +251,10 @@ class SqliteControllerStore {
     return this.#closeAsync();
   }
 
-  /** Waits for every asynchronous call already queued on this database, then closes. Idempotent. */
+  /**
+   * Waits for every asynchronous call already queued on this database, then closes. Idempotent:
+   * every call returns the same promise (which rejects with what `close()` threw, if it threw).
+   */
   #closeAsync() {
     if (this.#closing === undefined) {
       this.#closing = this.#asyncQueue.tail.then(() => this.close());

@@ -252,8 +252,9 @@ class Connection {
     return wrapped;
   }
 
+  /** Closes the connection; then throws a failure of the open's blob prune no call reported yet. */
   close() {
-    this.#native.close();
+    checked(this.#native.close());
     return this;
   }
 }

@@ -96,8 +96,32 @@ function callerValue(value) {
   }
 }
 
-/** Rebuilds the error the core reported (`{kind, message?, code?, args?}`). */
+/**
+ * Rebuilds the error the core reported (`{kind, message?, code?, args?, openPrune?}`). An error
+ * of the read-write open's blob prune, reported by the first use of the state instead of by the
+ * constructor (src/state/open_prune.rs), is the error the reference's constructor throws (same
+ * class, message and own properties), marked as the prune's: non-enumerable `openPrune: true`
+ * and `filePath`, and a note after the message in the stack's first line.
+ */
 function errorFromWire(wire) {
+  const error = errorOfKind(wire);
+  if (wire.openPrune !== undefined) {
+    const note = ` [the blob prune of the read-write open of ${wire.openPrune} failed and was rolled back]`;
+    for (const [key, value] of [
+      ['openPrune', true],
+      ['filePath', wire.openPrune],
+    ]) {
+      Object.defineProperty(error, key, { value, configurable: true, writable: true });
+    }
+    const { message, stack } = error;
+    const firstLine = stack.indexOf('\n') === -1 ? stack.length : stack.indexOf('\n');
+    const at = message !== '' && stack.includes(message) ? stack.indexOf(message) + message.length : firstLine;
+    error.stack = `${stack.slice(0, at)}${note}${stack.slice(at)}`;
+  }
+  return error;
+}
+
+function errorOfKind(wire) {
   switch (wire.kind) {
     case 'TypeError':
       return withCode(new TypeError(wire.message), wire.code);

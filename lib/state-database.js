@@ -51,7 +51,8 @@ class StateDatabase {
       try {
         fs.chmodSync(filePath, 0o600);
       } catch (error) {
-        native.close();
+        // A failed prune is thrown instead, as the reference's (it prunes before this chmod).
+        checked(native.close());
         throw error;
       }
     }
@@ -63,6 +64,7 @@ class StateDatabase {
     });
   }
 
+  /** Closes the connection; then throws a failure of the open's blob prune no call reported yet. */
   close() {
     this.connection.close();
   }
@@ -166,7 +168,9 @@ function withFilePath(filePath, open) {
   try {
     return open();
   } catch (error) {
-    if (error instanceof Object && !('path' in error) && !String(error.message).includes(filePath)) {
+    // An error of the open's prune names the file already (lib/errors.js).
+    const named = error instanceof Object && ('path' in error || 'filePath' in error);
+    if (error instanceof Object && !named && !String(error.message).includes(filePath)) {
       Object.defineProperty(error, 'filePath', { value: filePath, configurable: true, writable: true });
       if (typeof error.stack === 'string' && error.message !== '' && error.stack.includes(error.message)) {
         const at = error.stack.indexOf(error.message) + error.message.length;

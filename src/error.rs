@@ -58,12 +58,30 @@ pub enum StoreError {
         /// The request key, `JSON.stringify`-ed in the message.
         key: Value,
     },
+    /// The read-write open's blob prune failed after the constructor returned (see
+    /// `state::open_prune`), reported by the first use of the state: `error` is what the
+    /// reference's constructor would have thrown (same class, message and `code`); the JS layer
+    /// marks it as the prune's (`openPrune`, `filePath`, a note in the stack's first line).
+    OpenPrune {
+        /// The state file whose prune failed.
+        file_path: String,
+        /// The prune's own error.
+        error: Box<StoreError>,
+    },
 }
 
 impl StoreError {
     /// A plain `Error(message)`.
     pub fn plain(message: impl Into<String>) -> Self {
         StoreError::Plain(message.into())
+    }
+
+    /// `error` as the failure of the open's blob prune of `file_path`.
+    pub fn open_prune(error: StoreError, file_path: &std::path::Path) -> Self {
+        StoreError::OpenPrune {
+            file_path: file_path.to_string_lossy().into_owned(),
+            error: Box::new(error),
+        }
     }
 
     /// better-sqlite3's `TypeError` for a closed connection.
@@ -94,6 +112,7 @@ impl StoreError {
                 code.strip_prefix(prefix)
                     .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
             }),
+            StoreError::OpenPrune { error, .. } => error.is_environmental(),
             _ => false,
         }
     }
@@ -128,6 +147,11 @@ impl StoreError {
             }
             StoreError::WorkflowRequestConflict { key } => {
                 json!({ "kind": "WorkflowRequestConflictError", "args": [key] })
+            }
+            StoreError::OpenPrune { file_path, error } => {
+                let mut wire = error.to_wire();
+                wire["openPrune"] = json!(file_path);
+                wire
             }
         }
     }
@@ -269,5 +293,26 @@ mod tests {
         }
         assert!(!StoreError::plain("Content-addressed blob conflict").is_environmental());
         assert!(!StoreError::closed().is_environmental());
+    }
+
+    /// The open prune's error is its SQLite error on the wire (the reference constructor's),
+    /// with the file whose prune failed; what it is made of decides whether it is environmental.
+    #[test]
+    fn an_open_prune_error_is_its_own_error_naming_the_prune() {
+        let path = std::path::Path::new("/state/state.sqlite");
+        let full = StoreError::open_prune(sqlite("SQLITE_FULL"), path);
+        assert!(full.is_environmental());
+        assert_eq!(
+            full.to_wire(),
+            serde_json::json!({
+                "kind": "SqliteError",
+                "message": "",
+                "code": "SQLITE_FULL",
+                "openPrune": "/state/state.sqlite",
+            })
+        );
+        let panicked = StoreError::open_prune(StoreError::plain("panicked"), path);
+        assert!(!panicked.is_environmental());
+        assert_eq!(panicked.to_wire()["kind"], "Error");
     }
 }

@@ -54,7 +54,8 @@ fn guarded(state: &SharedState, operation: impl FnOnce(&StateDb) -> Result<Strin
         Ok(Ok(reply)) => reply,
         Ok(Err(error)) => encode_error(&error),
         Err(panic) => {
-            if let Ok(conn) = guard.conn() {
+            // The connection as it is: a prune failure not reported yet stays for the next call.
+            if let Ok(conn) = guard.conn_before_prune() {
                 if !conn.is_autocommit() {
                     let _ = conn.execute_batch("ROLLBACK");
                 }
@@ -107,9 +108,14 @@ impl NativeState {
     }
 
     /// Closes the connection; every store built on this state sees it closed (TypeError on use).
+    /// Replies `""`, or the error of the open's blob prune (`!{…}`) when it failed and no call
+    /// reported it yet: the connection is closed either way.
     #[napi(catch_unwind)]
-    pub fn close(&self) {
-        lock(self.shared()).close();
+    pub fn close(&self) -> String {
+        match lock(self.shared()).close() {
+            Ok(()) => String::new(),
+            Err(error) => encode_error(&error),
+        }
     }
 
     /// Whether the connection is still open (`connection.open`).
@@ -118,11 +124,14 @@ impl NativeState {
         lock(self.shared()).is_open()
     }
 
-    /// Whether a transaction is open on the connection (`connection.inTransaction`).
+    /// Whether a transaction is open on the connection (`connection.inTransaction`). The open's
+    /// blob prune runs on a connection of its own, so the answer does not wait for it, and a
+    /// prune failure is left for the next call to report (a getter never throws, as in
+    /// better-sqlite3).
     #[napi(getter)]
     pub fn in_transaction(&self) -> bool {
         lock(self.shared())
-            .conn()
+            .conn_before_prune()
             .map(|conn| !conn.is_autocommit())
             .unwrap_or(false)
     }

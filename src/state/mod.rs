@@ -263,13 +263,15 @@ impl StateDb {
         self.conn_before_prune()
     }
 
-    /// The connection without waiting for the open's prune: only for reads of tables the prune
-    /// never changes (everything but `blobs`).
+    /// The connection without waiting for the open's prune (nor reporting its failure): only for
+    /// reads of tables the prune never changes (everything but `blobs`) and for the state of
+    /// the connection itself (whether a transaction is open: the prune's is on its own).
     pub fn conn_before_prune(&self) -> Result<&Connection> {
         self.connection.as_ref().ok_or_else(StoreError::closed)
     }
 
-    /// Waits for the open's prune, if it may still run; its outcome, once.
+    /// Waits for the open's prune, if it may still run; its outcome, once: the first use of the
+    /// state reports a failed prune (as [`StoreError::OpenPrune`]), every later one works.
     fn settle_prune(&self) -> Result<()> {
         let pending = self
             .prune
@@ -289,14 +291,17 @@ impl StateDb {
     }
 
     /// Closes the connection (idempotent); later calls fail with the closed-connection TypeError.
-    pub fn close(&mut self) {
-        // The file is pruned by the time close returns, as after a synchronous open.
-        let _ = self.settle_prune();
+    /// The open's blob prune is waited for first, so the file is pruned (or the prune rolled
+    /// back) by the time it returns, as after a synchronous open; when the prune failed and no
+    /// call reported it yet, the connection is closed all the same and its error returned.
+    pub fn close(&mut self) -> Result<()> {
+        let prune = self.settle_prune();
         if self.connection.take().is_some() {
             if let Some(id) = self.trace_id {
                 crate::trace::detach(id);
             }
         }
+        prune
     }
 
     /// Runs `operation` in one `BEGIN IMMEDIATE` transaction: committed when it succeeds, rolled
@@ -443,8 +448,9 @@ fn create_initialized_file(path: &Path, now: i64) -> Result<()> {
         let initialized = state
             .configure_read_write()
             .and_then(|()| state.prepare_schema(true, now));
-        state.close();
-        initialized?;
+        // No prune was started on it: closing reports nothing.
+        let closed = state.close();
+        initialized.and(closed)?;
         match std::fs::hard_link(&staging, path) {
             Ok(()) => Ok(()),
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),

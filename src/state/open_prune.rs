@@ -10,16 +10,29 @@
 //! - Every use of the opened state ([`super::StateDb::conn`], `close`, dropping it) first waits
 //!   for the prune to commit, so every call sees the pruned file. The one read that does not
 //!   wait is the constructor's project lookup, which reads `projects`, a table the prune never
-//!   changes.
+//!   changes; the getters `connection.open` and `connection.inTransaction` read only the state
+//!   of the store's own connection, which the prune (on its own connection) never touches.
 //! - Another open of the same file in this process (any thread) waits for the pending prune
 //!   before it opens, so even a read-only store opened right after a read-write one sees the
 //!   pruned file.
 //! - The prune deletes the same rows in the same single transaction as before (see
 //!   `prune.rs`), with `synchronous = FULL`: the bytes written are the same.
 //!
-//! A failure after the lock was taken (an I/O error, a full disk) is returned by the first use
-//! of the state instead of by the constructor; the transaction is rolled back, so nothing of it
-//! is in the file.
+//! A failure after the lock was taken (an I/O error, a full disk) is rolled back, so nothing of
+//! it is in the file, and reported once, by the first use of the state instead of by the
+//! constructor, as [`StoreError::OpenPrune`]: the error the reference's constructor would have
+//! thrown (same class, message and SQLite `code`), which the JS layer marks as the prune's
+//! (non-enumerable `openPrune` and `filePath`, a note in the stack's first line). The first use
+//! is whichever call waits for the prune first: a store method or `store.async` call, a
+//! `state` or `state.connection` method or statement, the constructor of a store whose project
+//! is new (its upsert), or `close()`, which closes the connection and then throws it, so the
+//! file is never left open and the report never dropped. Every call after it works as usual
+//! (the state's own connection never saw the prune). Two reads do not wait and so never take
+//! the report: the getters `connection.open` and `connection.inTransaction` (the prune's
+//! transaction is on its own connection; a getter never throws, as in better-sqlite3, and
+//! `if (db.inTransaction) db.exec('ROLLBACK')` in a `catch` must not replace the error being
+//! handled). A state dropped without `close` has no caller left to tell: dropping waits and
+//! ignores the outcome.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -113,15 +126,23 @@ pub fn start(
         .push(pending.clone());
     let mine = pending.clone();
     let thread_key = key.clone();
+    let file_path = path.to_path_buf();
+    #[cfg(test)]
+    let fault = super::vfs::faults::take_next_prune();
     let spawned = std::thread::Builder::new()
         .name("piw-open-prune".into())
         .spawn(move || {
+            #[cfg(test)]
+            if let Some((point, n, kind)) = fault {
+                super::vfs::faults::arm(point, n, kind);
+            }
             // A panic must still wake the waiters (and the connection rolls back when dropped).
             let outcome =
                 std::panic::catch_unwind(AssertUnwindSafe(|| run(&conn, &cache, open_helper)))
                     .unwrap_or_else(|_| {
                         Err(StoreError::plain("The blob prune of the open panicked"))
-                    });
+                    })
+                    .map_err(|error| StoreError::open_prune(error, &file_path));
             drop(conn);
             deregister(&thread_key, &mine);
             mine.finish(outcome);
@@ -164,4 +185,107 @@ fn run(
         let _ = conn.execute_batch("ROLLBACK");
     }
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use crate::error::StoreError;
+    use crate::state::blobs::{put_blob, MEDIA_TEXT};
+    use crate::state::vfs::{self, faults};
+    use crate::state::{Mode, OpenOptions, StateDb};
+    use crate::test_support::{open_read_write, Scratch};
+
+    const NOW: i64 = 1_789_257_600_000;
+    const UNREFERENCED: i64 = 50;
+
+    /// A state file with blobs nothing refers to, which the next read-write open prunes.
+    fn file_to_prune(dir: &Scratch) -> PathBuf {
+        let file = dir.file("state.sqlite");
+        let mut state = open_read_write(&file, NOW);
+        state
+            .write(|conn| {
+                for index in 0..UNREFERENCED {
+                    put_blob(conn, format!("blob {index}").as_bytes(), MEDIA_TEXT, NOW)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        state.close().unwrap();
+        file
+    }
+
+    /// A read-write open whose prune finds its first write failing with a full disk.
+    fn open_with_a_full_disk(file: &Path) -> StateDb {
+        vfs::use_for_thread(Some(faults::name()));
+        faults::arm_next_prune(faults::Point::Write, 1, faults::Kind::Enospc);
+        let state = open_read_write(file, NOW);
+        vfs::use_default_for_thread();
+        state
+    }
+
+    fn blob_count(state: &StateDb) -> i64 {
+        state
+            .conn()
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM blobs", [], |row| row.get(0))
+            .unwrap()
+    }
+
+    /// The prune's error, marked as the prune's of `file`: SQLite's own full-disk error.
+    fn assert_full_disk_prune_error(error: StoreError, file: &Path) {
+        match error {
+            StoreError::OpenPrune { file_path, error } => {
+                assert_eq!(file_path, file.to_string_lossy());
+                assert!(
+                    matches!(&*error, StoreError::Sqlite { code, .. } if code == "SQLITE_FULL"),
+                    "{error}"
+                );
+            }
+            other => panic!("not the open prune's error: {other}"),
+        }
+    }
+
+    #[test]
+    fn the_first_use_reports_a_failed_prune_once_and_the_state_works_after_it() {
+        let dir = Scratch::new("open-prune-full");
+        let file = file_to_prune(&dir);
+        let mut state = open_with_a_full_disk(&file);
+        assert_full_disk_prune_error(state.conn().unwrap_err(), &file);
+        // Reported: every later use works, and the prune rolled back (no blob is gone).
+        assert_eq!(blob_count(&state), UNREFERENCED);
+        state
+            .write(|conn| put_blob(conn, b"after", MEDIA_TEXT, NOW).map(drop))
+            .unwrap();
+        assert_eq!(blob_count(&state), UNREFERENCED + 1);
+        state.close().unwrap();
+    }
+
+    #[test]
+    fn a_close_that_is_the_first_use_closes_then_reports_a_failed_prune() {
+        let dir = Scratch::new("open-prune-full-close");
+        let file = file_to_prune(&dir);
+        let mut state = open_with_a_full_disk(&file);
+        assert_full_disk_prune_error(state.close().unwrap_err(), &file);
+        assert!(!state.is_open());
+        assert_eq!(state.conn().unwrap_err(), StoreError::closed());
+        assert_eq!(state.close(), Ok(()));
+        let reader = StateDb::open(OpenOptions {
+            file_path: file,
+            mode: Mode::ReadOnly,
+            now: NOW,
+        })
+        .unwrap();
+        assert_eq!(blob_count(&reader), UNREFERENCED);
+    }
+
+    #[test]
+    fn a_prune_that_succeeds_reports_nothing() {
+        let dir = Scratch::new("open-prune-ok");
+        let file = file_to_prune(&dir);
+        let mut state = open_read_write(&file, NOW);
+        assert_eq!(blob_count(&state), 0);
+        assert_eq!(state.close(), Ok(()));
+    }
 }

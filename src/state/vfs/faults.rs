@@ -72,6 +72,22 @@ pub fn arm(point: Point, n: u64, kind: Kind) {
     });
 }
 
+thread_local! {
+    static NEXT_PRUNE: Cell<Option<(Point, u64, Kind)>> = const { Cell::new(None) };
+}
+
+/// Makes the next read-write open on this thread fail the `n`-th call of `point` with `kind`
+/// in its blob prune, which runs on a thread of its own (`open_prune`: that thread [`arm`]s
+/// it). The opening thread's own calls are not failed.
+pub fn arm_next_prune(point: Point, n: u64, kind: Kind) {
+    NEXT_PRUNE.with(|next| next.set(Some((point, n, kind))));
+}
+
+/// The fault [`arm_next_prune`] planned, taken by the open that starts a prune.
+pub fn take_next_prune() -> Option<(Point, u64, Kind)> {
+    NEXT_PRUNE.with(|next| next.take())
+}
+
 /// Starts counting calls afresh, failing none.
 pub fn count() {
     PLAN.with(|plan| {
