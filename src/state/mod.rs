@@ -359,6 +359,9 @@ impl StateDb {
             delete: CACHE_SIZE_KIB,
         };
         let file_path = self.file_path.clone();
+        // Its commit is journaled like the store's own: a commit that deletes no run row is
+        // still one the other processes' run indexes must be told about, not a gap.
+        let conn = run_index::Journaled::new(conn, &self.file_path);
         let pending = open_prune::start(&self.file_path, conn, cache, move || {
             open_prune_helper(&file_path)
         })?;

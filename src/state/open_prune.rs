@@ -104,7 +104,7 @@ pub struct CacheSizes {
 /// hands the connection, in its transaction, to a thread that reads, deletes and commits.
 pub fn start(
     path: &Path,
-    conn: Connection,
+    conn: impl std::ops::Deref<Target = Connection> + Send + 'static,
     cache: CacheSizes,
     open_helper: impl Fn() -> Option<Connection> + Send + Sync + 'static,
 ) -> Result<Arc<PendingPrune>> {

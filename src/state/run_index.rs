@@ -191,6 +191,34 @@ impl RunIndex {
     }
 }
 
+/// A connection of the state's own that no index reads from (the open's prune), whose commits
+/// are journaled for the indexes of every other connection.
+pub struct Journaled {
+    // Declared first, so closed before the hooks that point into `hooks` go.
+    conn: Connection,
+    _hooks: Box<Hooks>,
+}
+
+impl Journaled {
+    pub fn new(conn: Connection, file_path: &Path) -> Journaled {
+        // SAFETY: the box is dropped after the connection (field order).
+        let hooks = unsafe { hooks::install(conn.handle(), Some(Journal::new(file_path, true))) };
+        unsafe { hooks::install_wal_hook(&hooks) };
+        Journaled {
+            conn,
+            _hooks: hooks,
+        }
+    }
+}
+
+impl std::ops::Deref for Journaled {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        &self.conn
+    }
+}
+
 /// Brings `mirror` from `from` to `to` with the entries of the commits in between; `false`
 /// when they do not say everything (see the module header).
 fn catch_up(

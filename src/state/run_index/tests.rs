@@ -593,3 +593,40 @@ fn falls_back_to_sql_where_it_cannot_be_exact() {
     assert!(recording.current(&conn, true).unwrap().is_none());
     conn.execute_batch("COMMIT").unwrap();
 }
+
+#[test]
+fn the_open_prunes_commit_is_caught_up_on_not_a_gap() {
+    let scratch = Scratch::new("run-index-prune");
+    let file = scratch.file("state.sqlite");
+    drop(crate::test_support::open_read_write(&file, 0));
+    let conn = open(&file);
+    conn.execute_batch(
+        "INSERT INTO blobs VALUES (zeroblob(32), 'x', 0, x'', 0);
+         INSERT INTO projects VALUES ('p1', '/p1', 0), ('p2', '/p2', 0);
+         INSERT INTO workflow_definitions VALUES (randomblob(32), 'w', zeroblob(32), 0);",
+    )
+    .unwrap();
+    let mut random = Random(5);
+    conn.execute_batch("BEGIN").unwrap();
+    for n in 1..=super::SYNC_BUILD_RUNS as u64 + 100 {
+        add_run(&conn, &mut random, n, true);
+    }
+    conn.execute_batch("COMMIT").unwrap();
+    let index = installed(&conn, &file);
+    poll_until_used(&conn, &index);
+    // A blob nothing refers to: the next read-write open's prune deletes it and commits.
+    conn.execute_batch("INSERT INTO blobs VALUES (randomblob(32), 'x', 0, x'', 0)")
+        .unwrap();
+    assert!(poll(&conn, &index));
+    let builds = index.builds();
+    let other = crate::test_support::open_read_write(&file, 0);
+    other.conn().unwrap();
+    let blobs: i64 = conn
+        .query_row("SELECT count(*) FROM blobs", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(blobs, 1, "the prune ran");
+    assert!(poll(&conn, &index), "the prune's commit was a gap");
+    assert_eq!(index.builds(), builds);
+    check(&conn, &index, 0);
+    drop(other);
+}
