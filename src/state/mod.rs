@@ -296,12 +296,19 @@ impl StateDb {
     /// call reported it yet, the connection is closed all the same and its error returned.
     pub fn close(&mut self) -> Result<()> {
         let prune = self.settle_prune();
+        self.close_connection();
+        prune
+    }
+
+    fn close_connection(&mut self) {
         if self.connection.take().is_some() {
             if let Some(id) = self.trace_id {
                 crate::trace::detach(id);
             }
+            if self.mode == Mode::ReadWrite {
+                self.run_index.closed(&self.file_path);
+            }
         }
-        prune
     }
 
     /// Runs `operation` in one `BEGIN IMMEDIATE` transaction: committed when it succeeds, rolled
@@ -505,5 +512,6 @@ impl Drop for StateDb {
     /// Dropped without `close`: the open's prune still finishes first.
     fn drop(&mut self) {
         let _ = self.settle_prune();
+        self.close_connection();
     }
 }

@@ -169,6 +169,23 @@ impl RunIndex {
         Ok(Some(Current(mirror)))
     }
 
+    /// The connection was closed. When SQLite removed the WAL — the file's last connection
+    /// closed — the journal goes too, so that a closed state is only the file, as the
+    /// reference leaves it. (Another process opening meanwhile finds no journal: gaps, never
+    /// wrong answers.)
+    pub fn closed(&self, file_path: &Path) {
+        let Some(hooks) = &self.hooks else {
+            return;
+        };
+        let mut wal = file_path.as_os_str().to_owned();
+        wal.push("-wal");
+        if !Path::new(&wal).exists() {
+            if let Some(journal) = hooks.journal() {
+                journal.remove();
+            }
+        }
+    }
+
     /// How many times the index was built so far.
     pub fn builds(&self) -> usize {
         self.builds.load(Ordering::Relaxed)

@@ -117,7 +117,6 @@ fn build(conn: &Connection, shared: Arc<Shared>) -> Result<Built> {
         })?;
         let mut mirror = Mirror::default();
         mirror.rebuild(conn)?;
-        mirror.shrink();
         Ok(Built {
             mirror,
             position,

@@ -99,6 +99,14 @@ impl Journal {
         decode(&slot, self.file_id).filter(|entry| entry.commit == commit)
     }
 
+    /// Deletes the journal file (see `RunIndex::closed`).
+    pub fn remove(&self) {
+        if self.writable {
+            *self.file.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
     fn with_file<T>(&self, operation: impl FnOnce(&File) -> io::Result<T>) -> io::Result<T> {
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if file.is_none() {

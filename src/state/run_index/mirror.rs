@@ -268,6 +268,7 @@ impl Mirror {
             self.derive(*rowid, run, true);
         }
         self.runs = runs;
+        self.shrink();
         Ok(())
     }
 
@@ -277,7 +278,7 @@ impl Mirror {
     }
 
     /// Gives the memory a build reserved for growth back.
-    pub(super) fn shrink(&mut self) {
+    fn shrink(&mut self) {
         self.runs.shrink_to_fit();
         self.views.shrink_to_fit();
     }
@@ -354,6 +355,7 @@ impl Mirror {
                         .views
                         .binary_search_by_key(&new.key(), View::key)
                         .unwrap_or_else(|at| at);
+                    grow_gently(&mut self.views);
                     self.views.insert(at, new);
                 }
             }
@@ -363,7 +365,10 @@ impl Mirror {
             (Ok(at), None) => {
                 self.runs.remove(at);
             }
-            (Err(at), Some(run)) => self.runs.insert(at, (rowid, run)),
+            (Err(at), Some(run)) => {
+                grow_gently(&mut self.runs);
+                self.runs.insert(at, (rowid, run));
+            }
             (Err(_), None) => {}
         }
         if let Some(fresh) = &fresh {
@@ -437,6 +442,14 @@ impl Mirror {
             .binary_search_by_key(&rowid, |(rowid, _)| *rowid)
             .ok()
             .map(|at| &self.runs[at].1)
+    }
+}
+
+/// Room for one more, an eighth at a time: doubling would leave up to half of the largest
+/// vectors unused.
+fn grow_gently<T>(vector: &mut Vec<T>) {
+    if vector.len() == vector.capacity() {
+        vector.reserve_exact(vector.len() / 8 + 16);
     }
 }
 

@@ -630,3 +630,21 @@ fn the_open_prunes_commit_is_caught_up_on_not_a_gap() {
     check(&conn, &index, 0);
     drop(other);
 }
+
+#[test]
+fn the_journal_goes_with_the_files_last_connection() {
+    let scratch = Scratch::new("run-index-journal-file");
+    let file = scratch.file("state.sqlite");
+    let journal = scratch.file("state.sqlite-runlog");
+    let mut first = crate::test_support::open_read_write(&file, 0);
+    let mut second = crate::test_support::open_read_write(&file, 0);
+    second
+        .write(|conn| Ok(conn.execute_batch("INSERT INTO projects VALUES ('p', '/p', 0)")?))
+        .unwrap();
+    assert!(journal.exists(), "a native commit writes the journal");
+    second.close().unwrap();
+    assert!(journal.exists(), "another connection is still open");
+    first.close().unwrap();
+    assert!(!journal.exists(), "the last connection took it along");
+    assert!(!scratch.file("state.sqlite-wal").exists());
+}
