@@ -254,7 +254,8 @@ class Cluster {
       ['writer', 30],
       ['burst', 10],
       ['raw', 20],
-      ['own', 14],
+      ['own', 12],
+      ['own-lease', 4],
       ['solo', 5],
       ['host', 14],
       ['quiet', 4],
@@ -281,6 +282,10 @@ class Cluster {
         // Raw SQL on the index's own connection: the update hook and statement trace.
         this.own.now = now;
         return `own ${sqlAction(this.stores.a.state.connection, rng, this.own)}`;
+      case 'own-lease':
+        // A lease row alone, on the index's own connection, right before the host's claim.
+        this.own.now = now;
+        return `own ${sqlAction(this.stores.a.state.connection, rng, this.own, 'lease')}`;
       case 'solo':
         this.solo.now = now;
         return `solo ${sqlAction(this.stores.solo.state.connection, rng, this.solo)}`;

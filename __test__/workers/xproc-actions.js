@@ -299,7 +299,7 @@ function sqlAction(db, rng, ctx, forced) {
     }
   };
   const one = (which) => {
-    const target = anyRun();
+    let target = anyRun();
     switch (which) {
       case 'queueStatus': {
         if (target === undefined) return 'queueStatus: no run';
@@ -336,6 +336,13 @@ function sqlAction(db, rng, ctx, forced) {
         return guarded(`revision ${target.run_id}`, () => run('UPDATE resources SET revision = revision + ?, updated_at = ? WHERE resource_id = ?', rng.int(1, 3), now, target.resource_id));
       }
       case 'lease': {
+        // Half the time one of the runs at the front of the claim's order, where a lease
+        // decides what a host's claim takes next.
+        const front = all(
+          `SELECT r.run_id, r.resource_id FROM runs r JOIN run_queue q ON q.run_id = r.run_id
+           WHERE q.status IN ('queued', 'parked', 'starting', 'running') ORDER BY q.available_at, q.created_at, r.run_id LIMIT 3`,
+        );
+        if (front.length > 0 && rng.chance(0.5)) target = rng.pick(front);
         if (target === undefined) return 'lease: no run';
         const how = rng.pick(['take', 'take', 'clear', 'generation', 'expire']);
         if (how === 'take') {
@@ -543,7 +550,7 @@ function insertRun(db, rng, ctx) {
   const runId = `${ctx.name}-r${ctx.counter}`;
   const now = ctx.now + rng.pick([-1000, 0, 0, 500]);
   const resourceId = `run-${sha256(runId).toString('hex').slice(0, 40)}`;
-  const projects = db.prepare('SELECT project_id FROM projects ORDER BY project_id').all().map((row) => row.project_id);
+  const projects = db.prepare('SELECT project_id FROM projects ORDER BY canonical_path').all().map((row) => row.project_id);
   const project = projects.length === 0 || rng.chance(0.15) ? null : rng.pick(projects);
   const digest = sha256(`definition:${rng.int(0, 2)}`);
   db.prepare(
