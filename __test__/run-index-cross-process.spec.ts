@@ -21,13 +21,13 @@
 // the number of steps per seed, `PIW_XPROC_LOG=<path>` writes each seed's steps to
 // `<path>.<seed>`. A failure names its seed, its step and the steps before it.
 //
-// VACUUM moves the schema cookie, and today's index is then never used again on any open
-// connection (the module header): so VACUUM comes only in the last quarter of each schedule,
-// where it still checks that the stores answer right but no longer checks the index itself.
+// VACUUM moves the schema cookie and renumbers rowids: every index is built again, so each
+// schedule has one early (a foreign one at 30 % of the steps, an own-connection one at 50 %)
+// and the steps after it check the rebuilt index.
 //
-// Defect 1 of issue 21 (`UPDATE runs SET rowid = …` through the index's own connection leaves
-// a ghost) is left out of the main schedule and has its own test, marked `test.failing` until
-// the run index rewrite fixes it (`PIW_XPROC_DEFECT1_FIXED=1` runs it as a plain test).
+// Defect 1 of issue 21 (`UPDATE runs SET rowid = …` through the index's own connection left
+// a ghost) has its own test, with rowid changes of `runs` on the own connection every sixth
+// step.
 import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -248,8 +248,8 @@ class Cluster {
       own.now = now;
       return `${where} ${sqlAction(this.stores[where === 'own' ? 'a' : 'solo'].state.connection, rng, own, sqlKind)}`;
     }
-    // Every schedule has a foreign VACUUM and one on an own connection (late, see the header).
-    const forced = this.step === Math.floor(this.options.steps * 0.8) ? 'raw-vacuum' : this.step === Math.floor(this.options.steps * 0.9) ? 'own-vacuum' : undefined;
+    // Every schedule has a foreign VACUUM and one on an own connection (see the header).
+    const forced = this.step === Math.floor(this.options.steps * 0.3) ? 'raw-vacuum' : this.step === Math.floor(this.options.steps * 0.5) ? 'own-vacuum' : undefined;
     const kind = forced !== undefined ? 'vacuum' : weighted(rng, [
       ['writer', 30],
       ['burst', 10],
@@ -463,12 +463,11 @@ describe('the run index answers every poll as the plain SQL, with other processe
     }
   }, 60_000);
 
-  // Defect 1 of issue 21, fixed by the run index rewrite: `UPDATE runs SET rowid = rowid + 1000
-  // WHERE run_id = ?` through `store.state.connection` leaves a ghost in the index (the
-  // revision and `listWorkflowRunViews().total` count the run twice). Expected to fail on
-  // today's main; once the rewrite lands, set PIW_XPROC_DEFECT1_FIXED=1 (or make it `test`).
-  const defect1 = process.env.PIW_XPROC_DEFECT1_FIXED === '1' ? test : test.failing;
-  defect1('defect 1 of issue 21: rowid changes of runs through the index’s own connection, in the random schedule', async () => {
+  // Defect 1 of issue 21: `UPDATE runs SET rowid = rowid + 1000 WHERE run_id = ?` through
+  // `store.state.connection` left a ghost in the index (the revision and
+  // `listWorkflowRunViews().total` counted the run twice) until the pre-update hook reported
+  // both rowids.
+  test('defect 1 of issue 21: rowid changes of runs through the index’s own connection, in the random schedule', async () => {
     const cluster = new Cluster({ seed: SEEDS[0], steps: 40, ownRunsRowidEvery: 6 });
     try {
       await cluster.open();
