@@ -1,10 +1,10 @@
-// The conformance replayer: one test per recorded trace (README: shared/conformance/README.md),
+// The conformance replayer: one test per recorded trace (README: __test__/conformance/README.md),
 // plus unit tests of the replayer's own pieces so a red or green trace can be trusted.
 //
 // A trace is skipped while the store class lacks a method it calls. On a difference the test fails
 // with the step index, the method and path/expected/actual of the first difference. Environment:
-// PIW_CONFORMANCE_DIR (the traces directory; default ../shared/conformance/traces beside the
-// checkout), PIW_CONFORMANCE_KEEP=1 (keep a failing trace's temporary directory) and
+// PIW_CONFORMANCE_DIR (the traces directory; default __test__/conformance/traces, the
+// repository's copy), PIW_CONFORMANCE_KEEP=1 (keep a failing trace's temporary directory) and
 // PIW_CONFORMANCE_ALL=1 (a diagnostic: go on past differences and list every differing step).
 // Traces in support/known-failing.ts run as `it.failing` and are reported as known failing.
 

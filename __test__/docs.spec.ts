@@ -97,3 +97,25 @@ describe('docs/architecture.md', () => {
     expect(missing.map(([claim]) => claim)).toEqual([]);
   });
 });
+
+describe('the user-facing pages', () => {
+  const ROOT = path.join(__dirname, '..');
+  const pages = ['README.md', 'CONTRIBUTING.md', 'CHANGELOG.md', ...fs.readdirSync(path.join(ROOT, 'docs')).map((f) => `docs/${f}`)];
+
+  it('link only to files that exist', () => {
+    const broken = pages.flatMap((page) =>
+      [...fs.readFileSync(path.join(ROOT, page), 'utf8').matchAll(/\]\(((?!https?:|#)[^)#\s]+)(#[^)]*)?\)/g)]
+        .map((match) => match[1])
+        .filter((target) => !fs.existsSync(path.resolve(ROOT, path.dirname(page), target)))
+        .map((target) => `${page} → ${target}`),
+    );
+    expect(broken).toEqual([]);
+  });
+
+  it('keep the README short and its two fresh-machine commands', () => {
+    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    expect(readme.split('\n').length).toBeLessThan(260);
+    expect(readme).toContain('npm ci && npm run demo');
+    expect(readme).toContain('npm ci && npm test');
+  });
+});

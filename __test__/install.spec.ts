@@ -93,7 +93,7 @@ test('the JS package holds only JavaScript and types; the binary is in the platf
     'package.json',
   ]);
   const binary = `${manifest.napi.binaryName}.${packages.triple}.node`;
-  expect(packages.platform.files).toEqual(['README.md', 'package.json', binary]);
+  expect(packages.platform.files).toEqual(['LICENSE', 'README.md', 'package.json', binary]);
   const platformManifest = JSON.parse(
     fs.readFileSync(path.join(ROOT, 'npm', packages.triple, 'package.json'), 'utf8'),
   );
@@ -108,6 +108,56 @@ test('the JS package holds only JavaScript and types; the binary is in the platf
     expect(manifest.scripts?.[hook]).toBeUndefined();
     expect(platformManifest.scripts?.[hook]).toBeUndefined();
   }
+});
+
+/** A file of a packed tarball, as npm would unpack it. */
+function fromTarball(tarball: string, file: string): Buffer {
+  return execFileSync('tar', ['-xOzf', tarball, `package/${file}`]);
+}
+
+test('the published package.json has no dev-only field, and has exports, keywords and files', () => {
+  const published = JSON.parse(fromTarball(packages.root.tarball, 'package.json').toString('utf8'));
+  const { DEV_ONLY } = require('../scripts/pack.js');
+  expect(DEV_ONLY).toEqual(expect.arrayContaining(['scripts', 'devDependencies']));
+  for (const field of DEV_ONLY) expect(manifest[field]).toBeDefined(); // each is a field we have
+  expect(Object.keys(published).filter((field) => DEV_ONLY.includes(field))).toEqual([]);
+  expect(published).toEqual({
+    ...Object.fromEntries(Object.entries(manifest).filter(([field]) => !DEV_ONLY.includes(field))),
+    optionalDependencies: expect.any(Object),
+  });
+  expect(published.exports).toEqual({
+    '.': { types: './index.d.ts', default: './index.js' },
+    './package.json': './package.json',
+  });
+  expect(published.keywords).toEqual(expect.arrayContaining(['pi-workflows', 'sqlite']));
+  expect(published.files).toEqual(['index.js', 'index.d.ts', 'lib/']);
+  expect(fromTarball(packages.root.tarball, 'LICENSE').equals(fs.readFileSync(path.join(ROOT, 'LICENSE')))).toBe(true);
+});
+
+test('every platform package has the LICENSE and the repository of the JS package', () => {
+  const triples = fs.readdirSync(path.join(ROOT, 'npm'));
+  expect(triples.length).toBe(manifest.napi.targets.length);
+  for (const triple of triples) {
+    const folder = path.join(ROOT, 'npm', triple);
+    const platformManifest = JSON.parse(fs.readFileSync(path.join(folder, 'package.json'), 'utf8'));
+    expect([triple, platformManifest.repository, platformManifest.license]).toEqual([triple, manifest.repository, manifest.license]);
+    expect([triple, fs.readFileSync(path.join(folder, 'LICENSE'), 'utf8')]).toEqual([
+      triple,
+      fs.readFileSync(path.join(ROOT, 'LICENSE'), 'utf8'),
+    ]);
+  }
+  // And what this machine's platform tarball holds.
+  const packed = JSON.parse(fromTarball(packages.platform.tarball, 'package.json').toString('utf8'));
+  expect(packed.repository).toEqual(manifest.repository);
+  expect(fromTarball(packages.platform.tarball, 'LICENSE').equals(fs.readFileSync(path.join(ROOT, 'LICENSE')))).toBe(true);
+});
+
+test('publishedManifest drops the dev-only fields and keeps the others', () => {
+  const { publishedManifest } = require('../scripts/pack.js');
+  expect(publishedManifest({ name: 'x', scripts: { test: 'jest' }, devDependencies: {}, napi: {}, files: ['a'] })).toEqual({
+    name: 'x',
+    files: ['a'],
+  });
 });
 
 test('npm install of the tarballs, then a TypeScript consumer compiles and runs a store', () => {
@@ -161,6 +211,23 @@ test('npm install of the tarballs, then a TypeScript consumer compiles and runs 
     notFound: 'ResourceNotFoundError: Controller resource not found: deployments/missing',
     run: { reserved: 'queued', claimed: 'starting', running: true, completed: true, finished: 'done' },
     events: ['run.queued', 'lease.claimed', 'run.queue_running', 'run.queue_done'],
+  });
+});
+
+test('the installed package exports its entry point and package.json, nothing deeper', () => {
+  const project = installedProject();
+  const script = `
+    const results = {};
+    for (const id of ['pi-workflows-native', 'pi-workflows-native/package.json', 'pi-workflows-native/lib/loader.js']) {
+      try { require(id); results[id] = 'ok'; } catch (error) { results[id] = error.code; }
+    }
+    console.log(JSON.stringify(results));`;
+  const run = spawnSync(process.execPath, ['-e', script], { cwd: project, encoding: 'utf8', env: installEnv() });
+  expect(run.stderr).toBe('');
+  expect(JSON.parse(run.stdout)).toEqual({
+    'pi-workflows-native': 'ok',
+    'pi-workflows-native/package.json': 'ok',
+    'pi-workflows-native/lib/loader.js': 'ERR_PACKAGE_PATH_NOT_EXPORTED',
   });
 });
 

@@ -27,13 +27,15 @@ class StateDatabase {
     // errors (`EACCES: permission denied, mkdir '…'` with errno, code, syscall and path).
     const existed = fs.existsSync(filePath);
     if (!readWrite && !existed) {
-      throw new Error(`Pi Workflows state database does not exist: ${filePath}`);
+      const error = new Error(`Pi Workflows state database does not exist: ${filePath}`);
+      throw tildeIn(options.filePath) ? withHint(error, tildeHint(options.filePath)) : error;
     }
     if (!existed && readWrite) {
+      refuseUnexpandedTilde(options.filePath, filePath);
       if (options.checkLegacyState ?? options.filePath === undefined) {
         withFilePath(filePath, () => assertNoLegacyState(filePath, options.homeDir ?? os.homedir()));
       }
-      createPrivateFolder(path.dirname(filePath));
+      withFilePath(filePath, () => createPrivateFolder(path.dirname(filePath)));
     }
     // SQLite would open the name up to the NUL (the reference did, and then failed its chmod of
     // the full name): Node's own refusal of the name, before anything is created.
@@ -44,16 +46,21 @@ class StateDatabase {
     if (openPath !== filePath && !fs.existsSync(openPath)) {
       withFilePath(filePath, () => refuseMissingTrimmedName(filePath, existed, readWrite));
     }
-    const native = withFilePath(filePath, () =>
-      created(() => binding.NativeState.open(JSON.stringify({ filePath: openPath, mode, now: Date.now() }))),
-    );
+    if (existed) withFilePath(filePath, () => (readWrite ? requireWritable(openPath) : refuseForeignSidecars(openPath)));
+    const native = withFilePath(filePath, () => {
+      try {
+        return created(() => binding.NativeState.open(JSON.stringify({ filePath: openPath, mode, now: Date.now() })));
+      } catch (error) {
+        throw explainNativeOpenError(error, openPath);
+      }
+    });
     if (readWrite) {
       try {
         fs.chmodSync(filePath, 0o600);
       } catch (error) {
         // A failed prune is thrown instead, as the reference's (it prunes before this chmod).
         checked(native.close());
-        throw error;
+        throw error.code === 'EPERM' ? withHint(error, foreignOwnerHint(filePath)) : error;
       }
     }
     Object.defineProperties(this, {
@@ -154,23 +161,173 @@ function refuseMissingTrimmedName(filePath, existed, readWrite) {
  * `fs.mkdirSync(dir, { recursive: true, mode: 0o700 })`, then 0700 on `dir` itself only when
  * this call created it (so a umask cannot loosen it). The reference also chmod-ed a folder
  * that already existed: the system temp folder, or a shared one (which then failed with EPERM).
+ * Node's error when a file stands where a folder must be (EEXIST, ENOTDIR) gets a hint naming it.
  */
 function createPrivateFolder(dir) {
-  if (fs.mkdirSync(dir, { recursive: true, mode: 0o700 }) !== undefined) fs.chmodSync(dir, 0o700);
+  try {
+    if (fs.mkdirSync(dir, { recursive: true, mode: 0o700 }) !== undefined) fs.chmodSync(dir, 0o700);
+  } catch (error) {
+    const blocker = error.code === 'EEXIST' || error.code === 'ENOTDIR' ? fileInTheWay(dir) : undefined;
+    if (blocker === undefined) throw error;
+    const why =
+      blocker === dir
+        ? `${dir} is a file, not a folder, so the state file cannot be created in it.`
+        : `${blocker} is a file, not a folder, so the state file's folder ${dir} cannot be created.`;
+    throw withHint(error, `${why} Move or rename that file, or choose another state path.`);
+  }
+}
+
+/** The nearest of `dir` and its ancestors that exists and is not a folder. */
+function fileInTheWay(dir) {
+  for (let at = dir; ; at = path.dirname(at)) {
+    const stat = statOrUndefined(at); // missing, or below a file (ENOTDIR): look further up
+    if (stat !== undefined && !stat.isDirectory()) return at;
+    if (path.dirname(at) === at) return undefined;
+  }
+}
+
+/** Whether a state path as the caller gave it starts with `~`, which only a shell expands. */
+function tildeIn(given) {
+  return typeof given === 'string' && /^~(?=$|[\\/])/.test(given);
+}
+
+function tildeHint(given) {
+  const rest = given.replace(/^~[\\/]*/, '');
+  return (
+    'Node does not expand "~" (a shell does): the path is relative to the current folder. ' +
+    `Give an absolute path, such as path.join(os.homedir(), ${JSON.stringify(rest)}), ` +
+    "or no path at all for Pi Workflows' own file (workflowStatePath())."
+  );
+}
+
+/**
+ * A read-write open of `~/…` whose `~` folder does not exist in the current folder: the
+ * reference creates `./~/…` and a state file there; here, an error that says why.
+ */
+function refuseUnexpandedTilde(given, filePath) {
+  if (!tildeIn(given) || fs.existsSync(path.resolve('~'))) return;
+  throw withHint(
+    new Error(`Pi Workflows state path ${JSON.stringify(given)} starts with "~", which would create ${filePath}`),
+    tildeHint(given),
+  );
+}
+
+/**
+ * A read-write open of a file this user cannot write: Node's EACCES of the check, with a hint
+ * (SQLite would open it read-only without a word, and the open would fail later on a chmod).
+ */
+function requireWritable(file) {
+  try {
+    fs.accessSync(file, fs.constants.W_OK);
+  } catch (error) {
+    if (error.code !== 'EACCES' && error.code !== 'EPERM' && error.code !== 'EROFS') throw error;
+    const stat = fs.statSync(file);
+    throw withHint(
+      error,
+      `You cannot write this state file (owner uid ${stat.uid}, mode ${octal(stat.mode)}). ` +
+        'To read it, open it with readOnly: true; to change it, run as its owner.',
+    );
+  }
+}
+
+/**
+ * A read-only open of another user's state file that has no `-wal` or `-shm` beside it, in a
+ * folder this user can write: SQLite would create them owned by this user (and with the main
+ * file's mode), and the owner's stores could then no longer write them. Refused instead.
+ */
+function refuseForeignSidecars(file) {
+  if (typeof process.geteuid !== 'function' || process.geteuid() === 0) return;
+  const stat = fs.statSync(file);
+  if (!stat.isFile() || stat.uid === process.geteuid()) return;
+  const missing = ['-wal', '-shm'].filter((suffix) => !fs.existsSync(file + suffix));
+  if (missing.length === 0) return;
+  try {
+    fs.accessSync(path.dirname(file), fs.constants.W_OK);
+  } catch {
+    return; // nothing can be created there: SQLite's own error follows, with its hint
+  }
+  throw withHint(
+    new Error(
+      `Pi Workflows state database belongs to another user (uid ${stat.uid}); a read-only open would ` +
+        `create ${missing.map((suffix) => path.basename(file) + suffix).join(' and ')} beside it as uid ` +
+        `${process.geteuid()}, which its owner could not write: ${file}`,
+    ),
+    sidecarHint(stat.uid),
+  );
+}
+
+function sidecarHint(owner) {
+  return (
+    `Open it as its owner (uid ${owner}), or copy the file (with its -wal, if there is one) into a ` +
+    'folder of yours while no store writes to it, and open the copy.'
+  );
+}
+
+function foreignOwnerHint(file) {
+  const stat = statOrUndefined(file);
+  const owner = stat === undefined ? 'another user' : `uid ${stat.uid}`;
+  return (
+    `The state file belongs to ${owner}: a read-write open makes it private (mode 0600), which only ` +
+    'its owner can do. Open it as its owner, or with readOnly: true to read it.'
+  );
+}
+
+/** SQLite's open errors that have a cause the path shows: a folder, an unwritable folder. */
+function explainNativeOpenError(error, file) {
+  if (statOrUndefined(file)?.isDirectory()) {
+    return withHint(
+      error,
+      `${file} is a folder. Give the path of the state file, such as ${path.join(file, 'state.sqlite')}.`,
+    );
+  }
+  if (error?.code === 'SQLITE_READONLY_DIRECTORY') {
+    return withHint(
+      error,
+      `Reading a state file needs its ${path.basename(file)}-wal and -shm files, and they can neither be ` +
+        `found nor created in ${path.dirname(file)}, which you cannot write. Open it as a user who can ` +
+        'write that folder, or copy the file (with its -wal, if there is one) into a folder of yours while ' +
+        'no store writes to it, and open the copy.',
+    );
+  }
+  return error;
+}
+
+/** `fs.statSync(file)`, or undefined for any error (missing, ENOTDIR, ELOOP, EACCES). */
+function statOrUndefined(file) {
+  try {
+    return fs.statSync(file);
+  } catch {
+    return undefined;
+  }
+}
+
+const octal = (mode) => `0${(mode & 0o777).toString(8)}`;
+
+/**
+ * `error` with `hint` (why, and what to do) as a non-enumerable property and as a line of its
+ * stack after the message, so the message and the own enumerable properties stay the
+ * reference's and a printed error still shows it.
+ */
+function withHint(error, hint) {
+  Object.defineProperty(error, 'hint', { value: hint, configurable: true, writable: true });
+  if (typeof error.stack === 'string' && error.message !== '' && error.stack.includes(error.message)) {
+    const at = error.stack.indexOf(error.message) + error.message.length;
+    error.stack = `${error.stack.slice(0, at)}\n  hint: ${hint}${error.stack.slice(at)}`;
+  }
+  return error;
 }
 
 /**
  * Runs `open`; an error it throws carries the state file's path as a non-enumerable `filePath`
  * and in its stack's first line, leaving message and own enumerable properties the reference's.
- * Node's fs errors name their own path already.
+ * An error whose message names the state file already is left as it is.
  */
 function withFilePath(filePath, open) {
   try {
     return open();
   } catch (error) {
-    // An error of the open's prune names the file already (lib/errors.js).
-    const named = error instanceof Object && ('path' in error || 'filePath' in error);
-    if (error instanceof Object && !named && !String(error.message).includes(filePath)) {
+    // An error of the open's prune names the file already (`filePath`, lib/errors.js).
+    if (error !== null && typeof error === 'object' && !('filePath' in error) && !String(error.message).includes(filePath)) {
       Object.defineProperty(error, 'filePath', { value: filePath, configurable: true, writable: true });
       if (typeof error.stack === 'string' && error.message !== '' && error.stack.includes(error.message)) {
         const at = error.stack.indexOf(error.message) + error.message.length;

@@ -8,6 +8,11 @@
 //                                               one platform package per target in package.json
 //   pi-workflows-native-<triple>-<version>.tgz  npm/<triple>/ plus the built .node file
 //
+// The JS package's package.json is the published manifest (`publishedManifest`): the
+// repository's without the fields that only developing it uses (scripts, devDependencies, the
+// install-time policies, the napi build config). `node scripts/pack.js --write-published-manifest`
+// rewrites package.json so in place: the publish job runs it right before `npm publish`.
+//
 // Prints the two tarball paths and the `npm install` line that installs them (what the README's
 // quick start shows); with `--json`, `{ triple, root, platform }` instead, each package as
 // `{ tarball, files }` (the absolute tarball path and the paths inside it). Needs a built binary
@@ -52,6 +57,15 @@ function publishedTriples(manifest) {
   });
 }
 
+/** Fields of package.json that only developing the package uses; none is published. */
+const DEV_ONLY = ['scripts', 'devDependencies', 'overrides', 'allowScripts', 'devEngines', 'napi'];
+
+/** The manifest a release publishes: `manifest` without DEV_ONLY, plus `extra` fields. */
+function publishedManifest(manifest, extra = {}) {
+  const published = Object.fromEntries(Object.entries(manifest).filter(([key]) => !DEV_ONLY.includes(key)));
+  return { ...published, ...extra };
+}
+
 function writeJson(file, value) {
   fs.writeFileSync(file, `${JSON.stringify(value, null, 2)}\n`);
 }
@@ -67,7 +81,7 @@ function packRoot(manifest, work, out) {
   const optionalDependencies = Object.fromEntries(
     publishedTriples(manifest).map((triple) => [`${manifest.name}-${triple}`, manifest.version]),
   );
-  writeJson(path.join(stage, 'package.json'), { ...manifest, optionalDependencies });
+  writeJson(path.join(stage, 'package.json'), publishedManifest(manifest, { optionalDependencies }));
   return npmPack(stage, out);
 }
 
@@ -98,6 +112,11 @@ function report({ triple, root, platform }) {
 }
 
 function main() {
+  if (process.argv.includes('--write-published-manifest')) {
+    const file = path.join(ROOT, 'package.json');
+    writeJson(file, publishedManifest(JSON.parse(fs.readFileSync(file, 'utf8'))));
+    return;
+  }
   const at = process.argv.indexOf('--out');
   const out = path.resolve(at === -1 ? path.join(ROOT, 'target', 'packages') : process.argv[at + 1]);
   fs.mkdirSync(out, { recursive: true });
@@ -120,4 +139,4 @@ function main() {
 
 if (require.main === module) main();
 
-module.exports = { npm, report };
+module.exports = { npm, report, publishedManifest, DEV_ONLY };

@@ -1,12 +1,15 @@
 // Where the conformance data lives. The traces directory is `$PIW_CONFORMANCE_DIR` when set,
-// otherwise `../shared/conformance/traces` relative to the repository root (the `shared/`
-// folder is a sibling of the checkout). Fixtures and the hostile-input traces (`hostile/`) sit
-// next to the traces directory.
+// otherwise the repository's own copy, `__test__/conformance/traces` (README.md there defines
+// the format). Fixtures and the hostile-input traces (`hostile/`) sit next to the traces
+// directory.
 
 import fs from 'node:fs';
 import path from 'node:path';
 
 export const REPO_ROOT = path.resolve(__dirname, '..', '..');
+
+/** The conformance data that ships in the repository. */
+export const IN_REPO_CONFORMANCE = path.join(REPO_ROOT, '__test__', 'conformance');
 
 export type ConformancePaths = {
   /** The conformance directory (`copyFixture.from` is relative to it). */
@@ -24,7 +27,7 @@ export type ConformancePaths = {
 export function conformancePaths(env: NodeJS.ProcessEnv = process.env): ConformancePaths {
   let traces = env.PIW_CONFORMANCE_DIR
     ? path.resolve(env.PIW_CONFORMANCE_DIR)
-    : path.resolve(REPO_ROOT, '..', 'shared', 'conformance', 'traces');
+    : path.join(IN_REPO_CONFORMANCE, 'traces');
   const nested = path.join(traces, 'traces');
   if (fs.existsSync(nested) && fs.statSync(nested).isDirectory()) traces = nested;
   const root = path.dirname(traces);
@@ -35,7 +38,7 @@ export function conformancePaths(env: NodeJS.ProcessEnv = process.env): Conforma
 export function requireDirectory(dir: string, what: string): void {
   if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) {
     throw new Error(
-      `${what} not found: ${dir} (set PIW_CONFORMANCE_DIR or check out shared/ next to the repository)`,
+      `${what} not found: ${dir} (PIW_CONFORMANCE_DIR names another trace set; unset, the suite reads __test__/conformance)`,
     );
   }
 }

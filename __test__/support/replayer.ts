@@ -1,5 +1,5 @@
 // Replays one `piw-conformance-trace/1` trace against a `SqliteControllerStore` class, exactly as
-// /work/shared/conformance/README.md defines the steps. Stops at the first difference and throws a
+// __test__/conformance/README.md defines the steps. Stops at the first difference and throws a
 // `TraceFailure` naming the step, the method and a compact diff.
 
 import fs from 'node:fs';
@@ -290,7 +290,7 @@ function runStep(context: Context, step: Step): void {
       fs.symlinkSync(bindings.substitute(step.target), bindings.substitute(step.path));
       return;
     case 'copyFixture': {
-      // Copy the bytes, not the mode: the shared fixture is read-only on disk and the trace
+      // Copy the bytes, not the mode: the recorded fixture may be read-only on disk and the trace
       // opens the copy read-write.
       const from = path.resolve(context.options.conformanceRoot, step.from);
       fs.writeFileSync(bindings.substitute(step.file), fs.readFileSync(from));

@@ -28,7 +28,7 @@ export function traceEntries(paths: ConformancePaths): TraceEntry[] {
         file: paths.traces,
         error: new Error(
           `conformance traces directory not found: ${paths.traces} ` +
-            '(set PIW_CONFORMANCE_DIR or check out shared/ next to the repository)',
+            '(PIW_CONFORMANCE_DIR names another trace set; unset, the suite reads __test__/conformance)',
         ),
       },
     ];
