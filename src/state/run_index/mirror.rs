@@ -171,8 +171,11 @@ pub(super) struct Mirror {
     orphans: BTreeSet<i64>,
     /// Selected runs in an [`ACTIVE`] status, by status: `q.created_at DESC, rowid`.
     active: HashMap<u8, BTreeSet<(Reverse<i64>, i64)>>,
-    /// Host claim candidates (see [`Run::is_host_candidate`]).
+    /// Host claim candidates (see [`Run::is_host_candidate`]) any runner may take...
     candidates: BTreeSet<i64>,
+    /// ...and those only the runner of their affinity may take (queued), by its hash: a host
+    /// never looks at the runs reserved for others.
+    reserved: HashMap<u64, BTreeSet<i64>>,
     // The list revision: runs joined with a queue and a resource row.
     revised: i64,
     revision_sum: i128,
@@ -420,7 +423,13 @@ impl Mirror {
                 add,
             );
         }
-        if candidate {
+        if candidate && status == "queued" && run.has(has::AFFINITY) {
+            let reserved = self.reserved.entry(run.affinity).or_default();
+            toggle(reserved, rowid, add);
+            if reserved.is_empty() {
+                self.reserved.remove(&run.affinity);
+            }
+        } else if candidate {
             toggle(&mut self.candidates, rowid, add);
         }
     }
@@ -670,9 +679,20 @@ impl Current<'_> {
         // `now` is bound as a double: the comparisons are exact only within 2^53.
         let exact_now = now.unsigned_abs() <= 1 << 53;
         let runner = runner.map(|runner| text_hash(runner.as_bytes()));
-        mirror
+        let reserved: Vec<i64> = match runner {
+            Some(runner) => mirror
+                .reserved
+                .get(&runner)
+                .into_iter()
+                .flatten()
+                .copied()
+                .collect(),
+            None => mirror.reserved.values().flatten().copied().collect(),
+        };
+        let mut found: Vec<i64> = mirror
             .candidates
             .iter()
+            .chain(&reserved)
             .copied()
             .filter(|rowid| {
                 let Some(run) = mirror.run(*rowid) else {
@@ -697,7 +717,9 @@ impl Current<'_> {
                     || (run.has(has::EXPIRY) && run.expires_at <= now);
                 affinity_passes && lease_passes
             })
-            .collect()
+            .collect();
+        found.sort_unstable();
+        found
     }
 }
 
