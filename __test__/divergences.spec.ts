@@ -1,0 +1,388 @@
+// Regression cases for the divergences the differential fuzzer (../shared/difftest/, seed
+// 20261101) finds between this package and the reference SqliteControllerStore of
+// @osolmaz/pi-workflows 0.16.1: one `describe` per cause, under the fuzzer's cause id (classify.py),
+// each case the smallest call that shows the cause, on the fuzzer's prepared state
+// (support/divergences.ts). Baseline on fdb29f0: 18,581 cases, 1,494 divergent in 23 causes
+// (C01 634, C05 220, C06 170, C08 117, C09 103, C07 49, C13 44, C12 30, C04 28, C14 22, C15 15,
+// C17 15, C11 10, C02 7, C10 7, C16 6, C03 5, C20 3, C18 2, C19 2, C21 2, C23 2, C24 1; no C22).
+// Every expected value below is the reference's observed answer, written out: what the call
+// returned, or the class, name, message and own properties of what it threw, the caller's object
+// after the call, and what the database holds afterwards.
+//
+// `test.failing` marks a case this package does not answer as the reference does yet: Jest counts
+// it as passing while its assertion fails, and turns it red the day the behaviour is fixed. When
+// one turns red, the fix has landed: make it a plain `test`. Each failing case fails on its own
+// assertion (the divergence itself), never on its set-up. A plain `test` in a cause's block is a
+// part of that case where the two already agree (the same error, before a rollback that differs),
+// kept so that the fix does not trade one difference for another.
+import { Fixture, NOW, RUN, dispose, outcome, prepare, rows, throws } from './support/divergences';
+
+const { SqliteControllerStore } = require('../index.js');
+
+let f: Fixture;
+let store: any;
+
+beforeEach(() => {
+  f = prepare(SqliteControllerStore);
+  store = f.store;
+});
+
+afterEach(() => dispose(f));
+
+const boom = () => {
+  throw new Error('boom');
+};
+
+function revoked(): any {
+  const p = Proxy.revocable({}, {});
+  p.revoke();
+  return p.proxy;
+}
+
+/** The queue row of jobs/beta, and the number of events jobs/beta has. */
+const betaState = () => ({
+  queue: store.listQueue().find((q: any) => q.key === 'beta'),
+  events: store.listEvents({ controller: 'jobs', key: 'beta' }).length,
+});
+
+const TOO_FEW = 'Too few parameter values were provided';
+/** A lone high surrogate (built, not written as a literal, so no transpiler can replace it). */
+const LONE = String.fromCharCode(0xd800);
+
+describe('C01 every own enumerable property of every argument is read at entry; the reference reads only what its code path reads', () => {
+  test.failing('an extra argument with a throwing getter is never read: getWorkflowRun returns the run', () => {
+    expect(outcome(() => store.getWorkflowRun('r-c', { get a() { return boom(); } })?.runId)).toEqual({ returns: 'r-c' });
+  });
+
+  test.failing('a claim field the reference never reads (consecutiveErrors) may throw: renewClaim renews', () => {
+    const claim = { ...f.S.claim, get consecutiveErrors() { return boom(); } };
+    expect(outcome(() => store.renewClaim(claim, 5000))).toEqual({ returns: true });
+  });
+
+  test.failing('a revoked Proxy as a bound value is bound as an empty bag of named parameters', () => {
+    expect(outcome(() => store.getResourceByUid(revoked()))).toEqual(throws('RangeError', TOO_FEW));
+  });
+});
+
+describe('C02 a revoked Proxy inside a JSON document throws the TypeError JavaScript throws, not a plain Error', () => {
+  test.failing('putResource with a revoked Proxy as spec', () => {
+    const put = () => store.putResource({ controller: 'jobs', key: 'alpha', spec: revoked(), initialStatus: {} });
+    expect(outcome(put)).toEqual(throws('TypeError', "Cannot perform 'IsArray' on a proxy that has been revoked"));
+  });
+});
+
+describe('C03 a claim whose resourceVersion cannot be written back: the same TypeError, but the reference rolls the write back', () => {
+  const frozen = "Cannot assign to read only property 'resourceVersion' of object '#<Object>'";
+  const getterOnly = 'Cannot set property resourceVersion of #<Object> which has only a getter';
+  const untouched = {
+    queue: {
+      controller: 'jobs',
+      key: 'beta',
+      availableAt: '2026-11-01T00:00:01.007Z',
+      consecutiveErrors: 0,
+      claimExpiresAt: '2026-11-01T00:10:05.007Z',
+    },
+    events: 2,
+  };
+  const withGetterOnlyVersion = (claim: any) => {
+    const version = claim.resourceVersion;
+    const copy = { ...claim };
+    Object.defineProperty(copy, 'resourceVersion', { get: () => version, enumerable: true });
+    return copy;
+  };
+
+  test('settleClaim of a frozen claim throws the TypeError of the assignment', () => {
+    expect(outcome(() => store.settleClaim(Object.freeze({ ...f.S.claimB })))).toEqual(throws('TypeError', frozen));
+  });
+
+  test.failing('settleClaim of a frozen claim leaves the lease, the queue row and the events as they were', () => {
+    expect(betaState()).toEqual(untouched);
+    expect(() => store.settleClaim(Object.freeze({ ...f.S.claimB }))).toThrow(frozen);
+    expect(betaState()).toEqual(untouched);
+  });
+
+  test('requeueClaim of a claim with a getter-only resourceVersion throws the TypeError of the assignment', () => {
+    const requeue = () => store.requeueClaim(withGetterOnlyVersion(f.S.claimB), { availableAt: NOW, error: 'oops' });
+    expect(outcome(requeue)).toEqual(throws('TypeError', getterOnly));
+  });
+
+  test.failing('requeueClaim of a claim with a getter-only resourceVersion leaves the queue row and the events as they were', () => {
+    expect(() => store.requeueClaim(withGetterOnlyVersion(f.S.claimB), { availableAt: NOW, error: 'oops' })).toThrow(getterOnly);
+    expect(betaState()).toEqual(untouched);
+  });
+
+  test.failing('updateStatus with a frozen claim leaves the resource as it was', () => {
+    const ref = { controller: 'jobs', key: 'alpha' };
+    const before = store.getResource(ref);
+    const update = () =>
+      store.updateStatus({
+        ref,
+        expectedResourceVersion: before.metadata.resourceVersion,
+        claim: Object.freeze({ ...f.S.claim }),
+        status: { observedGeneration: 1, conditions: [], controllerStatus: { ok: true } },
+      });
+    expect(update).toThrow(frozen);
+    expect(store.getResource(ref)).toEqual(before);
+  });
+});
+
+describe('C04 a JSON document is stored before a later step throws: the reference leaves the orphan blob (the next open prunes it)', () => {
+  const put = () => store.putResource({ controller: 'jobs', key: 'zeta', spec: { z: 1 }, initialStatus: new Set() });
+  const specBlobs = () => rows(store, 'SELECT count(*) AS n FROM blobs WHERE content = ?', Buffer.from('{"z":1}'))[0].n;
+
+  test('putResource with a Set as initialStatus throws', () => {
+    expect(outcome(put)).toEqual(throws('Error', 'Only plain objects can be stored as canonical JSON'));
+  });
+
+  test.failing('the spec blob it stored first stays', () => {
+    expect(put).toThrow('Only plain objects can be stored as canonical JSON');
+    expect(specBlobs()).toBe(1);
+  });
+});
+
+describe('C05 fields inherited from a prototype are read, as a property read reads them', () => {
+  test.failing('getResource of an object whose fields are on its prototype', () => {
+    const ref = Object.create({ controller: 'jobs', key: 'alpha' });
+    expect(outcome(() => store.getResource(ref)?.metadata.key)).toEqual({ returns: 'alpha' });
+  });
+
+  test.failing('getResource of a class instance with accessor fields', () => {
+    class Ref {
+      get controller() {
+        return 'jobs';
+      }
+      get key() {
+        return 'alpha';
+      }
+    }
+    expect(outcome(() => store.getResource(new Ref())?.metadata.key)).toEqual({ returns: 'alpha' });
+  });
+});
+
+describe('C06 non-enumerable fields are read, as a property read reads them', () => {
+  test.failing('getResource of a ref whose key is non-enumerable', () => {
+    const ref = { controller: 'jobs' };
+    Object.defineProperty(ref, 'key', { value: 'alpha' });
+    expect(outcome(() => store.getResource(ref)?.metadata.key)).toEqual({ returns: 'alpha' });
+  });
+});
+
+describe('C07 functions are objects: their fields and .length are read, not treated as an opaque value', () => {
+  test.failing('getResource of a function carrying the ref fields', () => {
+    const ref = Object.assign(function ref() {}, { controller: 'jobs', key: 'alpha' });
+    expect(outcome(() => store.getResource(ref)?.metadata.key)).toEqual({ returns: 'alpha' });
+  });
+
+  test.failing('claimNext with a class as controllers (length 0): nothing to claim', () => {
+    expect(outcome(() => store.claimNext({ controllers: class K {}, ownerId: 'w9', leaseMs: 1000 }))).toEqual({ returns: undefined });
+  });
+});
+
+describe('C08 a field is read as many times as the reference reads it: a getter that changes between reads', () => {
+  test.failing('claimWorkflowRun reads now once: a now valid on the first read only claims the run', () => {
+    let reads = 0;
+    const options = {
+      runId: 'r-q',
+      runnerId: 'session-r-q',
+      claimToken: 'k',
+      leaseMs: 1000,
+      get now() {
+        return reads++ ? 'bad' : NOW;
+      },
+    };
+    expect(outcome(() => store.claimWorkflowRun(options)?.status)).toEqual({ returns: 'starting' });
+  });
+
+  test.failing('requeueClaim reads availableAt once: an availableAt valid on the first read only requeues at it', () => {
+    let reads = 0;
+    const options = {
+      get availableAt() {
+        return reads++ ? 'bad' : '2026-11-02T00:00:00Z';
+      },
+      error: 'oops',
+    };
+    expect(outcome(() => store.requeueClaim(f.S.claimB, options))).toEqual({ returns: true });
+    expect(betaState().queue).toEqual({
+      controller: 'jobs',
+      key: 'beta',
+      availableAt: '2026-11-02T00:00:00.000Z',
+      consecutiveErrors: 1,
+    });
+  });
+
+  test.failing('recordEvent reads claim.generation twice: a generation stale on the first read only is accepted', () => {
+    const claim = { ...f.S.claim };
+    const generation = claim.generation;
+    let reads = 0;
+    Object.defineProperty(claim, 'generation', { get: () => (reads++ ? generation + 1 : generation), enumerable: true });
+    const record = () => store.recordEvent({ controller: 'jobs', key: 'alpha', claim, type: 't' }).type;
+    expect(outcome(record)).toEqual({ returns: 't' });
+  });
+});
+
+describe('C09 lone surrogates are kept as JavaScript keeps them, in messages and in stored text', () => {
+  test.failing('the key in a not-found message', () => {
+    expect(outcome(() => store.requestDeletion({ controller: 'jobs', key: LONE }))).toEqual(
+      throws('ResourceNotFoundError', `Controller resource not found: jobs/${LONE}`, { name: 'ResourceNotFoundError' }),
+    );
+  });
+
+  test.failing('an ownerId stored in a lease and read back', () => {
+    const claim = () => store.claimNext({ controllers: ['jobs'], ownerId: LONE, leaseMs: 1000 })?.ownerId;
+    expect(outcome(claim)).toEqual({ returns: LONE });
+  });
+
+  test.failing('an errorCode in the failed-run event payload', () => {
+    store.failWorkflowRun({ runId: 'r-q', errorCode: LONE, errorMessage: 'm' });
+    expect(store.listRunEventsAfter(0, { limit: 1000 }).at(-1).payload.code).toBe(LONE);
+  });
+});
+
+describe('C10 a large number bound to a TEXT column is written as better-sqlite3 writes it', () => {
+  test.failing("2 ** 53 as originSessionId reads back '9007199254740992.0'", () => {
+    store.setWorkflowRunOriginSession('r-q', 2 ** 53);
+    expect(store.getWorkflowRun('r-q').originSessionId).toBe('9007199254740992.0');
+  });
+});
+
+describe('C11 holes in an array are skipped by .map, not densified', () => {
+  test.failing('listWorkflowRuns with a holey statuses array builds an invalid IN list', () => {
+    // eslint-disable-next-line no-sparse-arrays
+    const list = () => store.listWorkflowRuns({ statuses: [, 'parked'] });
+    expect(outcome(list)).toEqual(throws('SqliteError', 'near ",": syntax error', { code: 'SQLITE_ERROR' }));
+  });
+});
+
+describe('C12 undefined or a primitive in place of an options object: the default parameter, and the reference order of checks', () => {
+  test.failing('listResources(undefined) lists every resource, as listResources() does', () => {
+    expect(outcome(() => store.listResources(undefined).map((r: any) => r.metadata.key))).toEqual({
+      returns: store.listResources().map((r: any) => r.metadata.key),
+    });
+  });
+
+  test.failing("reserveWorkflowRun('x') fails on the first string method of a missing field, not on the timestamp", () => {
+    expect(outcome(() => store.reserveWorkflowRun('x'))).toEqual(
+      throws('TypeError', "Cannot read properties of undefined (reading 'startsWith')"),
+    );
+  });
+});
+
+describe('C13 a non-string where text is expected is converted as Buffer.from and String methods convert it', () => {
+  test.failing('a Date as a child workflow error is stored as its string', () => {
+    const update = () => store.updateWorkflow(f.S.reqId, { runId: 'r-q', state: 'running', error: new Date(0) }, f.S.claim).error;
+    expect(outcome(update)).toEqual({ returns: 'Thu Jan 01 1970 00:00:00 GMT+0000 (Coordinated Universal Time)' });
+  });
+
+  test.failing('an array as a source-change detail parks the run', () => {
+    const park = () => store.parkWorkflowRunForSourceChange({ runId: 'r-r', claimToken: 'tok-r', detail: ['a'] });
+    expect(outcome(park)).toEqual({ returns: true });
+  });
+});
+
+describe('C14 a boxed or valueOf number as leaseMs is coerced by now + leaseMs', () => {
+  test.failing('claimWorkflowRun with leaseMs { valueOf: () => 1000 }', () => {
+    const options = { runId: 'r-q', runnerId: 'session-r-q', claimToken: 'k', leaseMs: { valueOf: () => 1000 } };
+    expect(outcome(() => store.claimWorkflowRun(options)?.claimExpiresAt)).toEqual({ returns: '2026-11-01T00:01:01.007Z' });
+  });
+});
+
+describe('C15 array-likes and iterables where an array is expected are used through their own iteration', () => {
+  test.failing('updateFinalizers with a Uint8Array of finalizers stores each element as bound text', () => {
+    const update = () =>
+      store.updateFinalizers({
+        ref: { controller: 'jobs', key: 'beta' },
+        expectedResourceVersion: f.S.rvBeta,
+        finalizers: new Uint8Array([1, 2]),
+      }).metadata.finalizers;
+    expect(outcome(update)).toEqual({ returns: ['1.0', '2.0'] });
+  });
+});
+
+describe('C16 a boxed String where a string is expected has its String methods and fails at binding', () => {
+  test.failing('claimWorkflowRun with runnerId new String(...)', () => {
+    const options = { runId: 'r-q', runnerId: new String('session-r-q'), claimToken: 'k', leaseMs: 1000 };
+    expect(outcome(() => store.claimWorkflowRun(options))).toEqual(
+      throws('TypeError', 'SQLite3 can only bind numbers, strings, bigints, buffers, and null'),
+    );
+  });
+});
+
+describe("C17 Node's argument error describes a null-prototype object as Node does", () => {
+  test.failing('verifyWorkflowRunClaim with a null-prototype claimToken', () => {
+    const verify = () => store.verifyWorkflowRunClaim({ runId: 'r-c', claimToken: Object.create(null) });
+    expect(outcome(verify)).toEqual(
+      throws(
+        'TypeError',
+        'The "data" argument must be of type string or an instance of Buffer, TypedArray, or DataView. Received [Object: null prototype] {}',
+        { code: 'ERR_INVALID_ARG_TYPE' },
+      ),
+    );
+  });
+});
+
+describe('C18 requeueClaim: an availableAt whose conversion throws throws that conversion error', () => {
+  test.failing('a Symbol availableAt', () => {
+    const requeue = () => store.requeueClaim(f.S.claimB, { availableAt: Symbol() });
+    expect(outcome(requeue)).toEqual(throws('TypeError', 'Cannot convert a Symbol value to a string'));
+  });
+
+  test.failing('an availableAt whose toString throws', () => {
+    const availableAt = {
+      toString() {
+        throw new Error('ts boom');
+      },
+    };
+    expect(outcome(() => store.requeueClaim(f.S.claimB, { availableAt }))).toEqual(throws('Error', 'ts boom'));
+  });
+});
+
+describe('C19 JSON the store assembles from argument values is canonical JSON of them', () => {
+  test.failing('an own __proto__ key of a requestFingerprint object is dropped', () => {
+    const reserve = () =>
+      store.reserveEffect({
+        key: 'e2',
+        resourceUid: f.S.uid,
+        claim: f.S.claim,
+        generation: 1,
+        kind: 'k',
+        requestFingerprint: JSON.parse('{"__proto__":{"x":1},"a":1}'),
+      }).record.requestFingerprint;
+    expect(outcome(reserve)).toEqual({ returns: '{"a":1}' });
+  });
+
+  test.failing('[undefined] as a failed run errorCode is rejected', () => {
+    const fail = () => store.failWorkflowRun({ runId: 'r-q', errorCode: [undefined], errorMessage: 'm' });
+    expect(outcome(fail)).toEqual(throws('Error', 'Unsupported JSON value type: undefined'));
+  });
+});
+
+describe('C20 a deep object bound as a SQL value is a bag of named parameters, not canonical JSON', () => {
+  test.failing('reserveEffect with a 30-level object as kind', () => {
+    let kind: unknown = 1;
+    for (let i = 0; i < 30; i += 1) kind = { d: kind };
+    const reserve = () =>
+      store.reserveEffect({ key: 'e2', resourceUid: f.S.uid, claim: f.S.claim, generation: 1, kind, requestFingerprint: 'fp' });
+    expect(outcome(reserve)).toEqual(throws('RangeError', TOO_FEW));
+  });
+});
+
+describe('C21 failWorkflowRun without errorCode stores a NULL code', () => {
+  test.failing('returns true and the run is failed with no code', () => {
+    expect(outcome(() => store.failWorkflowRun({ runId: 'r-q', errorMessage: 'm' }))).toEqual({ returns: true });
+    expect(store.getWorkflowRun('r-q')).toMatchObject({ status: 'failed', errorCode: null, errorMessage: 'm' });
+  });
+});
+
+describe("C23 an object with a custom toString as a run id passes the reference's regex test, then fails binding", () => {
+  test.failing('reserveWorkflowRun', () => {
+    expect(outcome(() => store.reserveWorkflowRun(RUN({ toString: () => 'n-9' })))).toEqual(throws('RangeError', TOO_FEW));
+  });
+});
+
+describe("C24 a non-string claimToken is echoed in the claim as the caller's value", () => {
+  test.failing('claimWorkflowRun with a Uint8Array claimToken returns that Uint8Array', () => {
+    const claimToken = new Uint8Array([1, 2, 3]);
+    const claim = store.claimWorkflowRun({ runId: 'r-q', runnerId: 'session-r-q', claimToken, leaseMs: 1000 });
+    expect(claim.claimToken).toBe(claimToken);
+  });
+});
