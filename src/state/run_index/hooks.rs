@@ -56,12 +56,18 @@ extern "C" {
     ) -> c_int;
 }
 
+/// A written `runs` row's `run_id` and `resource_id`.
+type RunKeys = (Box<[u8]>, Box<[u8]>);
+
 /// The open transaction's changes, and the commits made so far.
 #[derive(Default)]
 pub struct Changes {
     keys: Vec<Key>,
     /// The transaction changed what keys cannot say.
     unreported: bool,
+    /// `run_id` and `resource_id` of the `runs` rows the transaction wrote: a row keyed by one
+    /// of them names a run whose own key is there already.
+    written_runs: Vec<RunKeys>,
     /// Where the WAL stood when the transaction committed (set by the commit hook).
     base: Option<WalPosition>,
     /// This connection's commits, oldest first.
@@ -148,11 +154,16 @@ fn mirrored(table: &[u8]) -> Option<Mirrored> {
 
 /// The first column's text, before (`old`) or after the change.
 unsafe fn first_column(db: *mut ffi::sqlite3, old: bool) -> Option<Box<[u8]>> {
+    column_text(db, 0, old)
+}
+
+/// Column `column`'s text, before (`old`) or after the change.
+unsafe fn column_text(db: *mut ffi::sqlite3, column: c_int, old: bool) -> Option<Box<[u8]>> {
     let mut value: *mut ffi::sqlite3_value = std::ptr::null_mut();
     let code = if old {
-        sqlite3_preupdate_old(db, 0, &mut value)
+        sqlite3_preupdate_old(db, column, &mut value)
     } else {
-        sqlite3_preupdate_new(db, 0, &mut value)
+        sqlite3_preupdate_new(db, column, &mut value)
     };
     if code != ffi::SQLITE_OK
         || value.is_null()
@@ -198,6 +209,14 @@ unsafe extern "C" fn on_preupdate(
             if after && !(before && new_rowid == old_rowid) {
                 changes.keys.push(Key::Run(new_rowid));
             }
+            if after {
+                // `runs(run_id, resource_id, …)`.
+                if let (Some(run_id), Some(resource_id)) =
+                    (column_text(db, 0, false), column_text(db, 1, false))
+                {
+                    changes.written_runs.push((run_id, resource_id));
+                }
+            }
         }
         Mirrored::ByRunId | Mirrored::ByResourceId => {
             let key = |text: Box<[u8]>| match kind {
@@ -240,6 +259,7 @@ unsafe extern "C" fn on_rollback(context: *mut c_void) {
     let hooks = &*(context as *const Hooks);
     let mut changes = hooks.changes();
     changes.keys.clear();
+    changes.written_runs.clear();
     changes.unreported = false;
     changes.base = None;
 }
@@ -259,6 +279,7 @@ unsafe extern "C" fn on_wal_commit(
         let mut changes = hooks.changes();
         let keys = std::mem::take(&mut changes.keys);
         let unreported = std::mem::replace(&mut changes.unreported, false);
+        let written = std::mem::take(&mut changes.written_runs);
         changes.base.take().map(|base| {
             let commit = base.commit.wrapping_add(1);
             let frames = frames as u32;
@@ -267,6 +288,19 @@ unsafe extern "C" fn on_wal_commit(
                 .filter(|now| now.commit == commit && now.frames == frames)
                 .map(|now| now.salt);
             let mut keys = keys;
+            // A queue, binding, resource or lease row of a run whose own row this transaction
+            // wrote: that run is re-read by its rowid already. (Its run_id and resource_id are
+            // unique: whichever run has one of them after the commit either is that run or had
+            // its own row written too.)
+            if !written.is_empty() {
+                keys.retain(|key| match key {
+                    Key::RunId(text) => !written.iter().any(|(run_id, _)| run_id == text),
+                    Key::ResourceId(text) => {
+                        !written.iter().any(|(_, resource_id)| resource_id == text)
+                    }
+                    _ => true,
+                });
+            }
             keys.sort_unstable();
             keys.dedup();
             let entry = Entry {

@@ -119,7 +119,7 @@ fn add_run(conn: &Connection, random: &mut Random, n: u64, definition: bool) {
 fn step(conn: &Connection, other: &Connection, random: &mut Random, n: &mut u64) {
     let any = "(SELECT rowid FROM runs ORDER BY random() LIMIT 1)";
     let at = random.below(4) as i64;
-    match random.below(19) {
+    match random.below(20) {
         0..=2 => {
             *n += 1;
             add_run(conn, random, *n, true);
@@ -285,6 +285,24 @@ fn step(conn: &Connection, other: &Connection, random: &mut Random, n: &mut u64)
                 ))
                 .unwrap();
         }
+        19 => {
+            // One transaction: a run's own row and other runs' queue and lease rows (their
+            // keys are dropped only where they name the run whose row was written).
+            let status = random.pick(&QUEUE_STATUSES);
+            random
+                .pick(&[conn, other])
+                .execute_batch(&format!(
+                    "BEGIN;
+                     UPDATE runs SET paused = 1 - paused WHERE rowid = {any};
+                     UPDATE OR IGNORE run_queue SET status = '{status}', updated_at = updated_at + 1
+                       WHERE run_id = (SELECT run_id FROM runs WHERE rowid = {any});
+                     UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,
+                       acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL
+                       WHERE resource_id = (SELECT resource_id FROM runs WHERE rowid = {any});
+                     COMMIT"
+                ))
+                .unwrap();
+        }
         18 if random.below(4) == 0 => {
             // Renumbers the rowids of tables without an INTEGER PRIMARY KEY.
             random.pick(&[conn, other]).execute_batch("VACUUM").unwrap();
@@ -439,12 +457,15 @@ fn answers_as_the_sql_after_every_step_of_random_histories() {
     let scratch = Scratch::new("run-index");
     for seed in 1..=8_u64 {
         let file = scratch.file(&format!("state-{seed}.sqlite"));
+        // Declared before their connections, so dropped after them (the hooks point into
+        // them), a failing assertion included.
+        let (index, other_index);
         let conn = open(&file);
         setup(&conn);
         let other = open(&file);
         // Odd seeds: the other connection is a native one, whose commits are journaled.
-        let other_index = (!seed.is_multiple_of(2)).then(|| installed(&other, &file));
-        let index = installed(&conn, &file);
+        other_index = (!seed.is_multiple_of(2)).then(|| installed(&other, &file));
+        index = installed(&conn, &file);
         let mut random = Random(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let mut n = 0;
         for _ in 0..8 {
@@ -495,13 +516,14 @@ fn poll_until_used(conn: &Connection, index: &RunIndex) {
 #[test]
 fn another_native_writers_commits_are_caught_up_on_without_a_build() {
     let scratch = Scratch::new("run-index-journal");
+    let (index, writer_index);
     let (file, conn) = large_file(&scratch, super::SYNC_BUILD_RUNS as u64 + 200);
-    let index = installed(&conn, &file);
+    index = installed(&conn, &file);
     // Large: the first poll reads through SQL while the index is built off the caller's path.
     assert!(!poll(&conn, &index));
     poll_until_used(&conn, &index);
     let writer = open(&file);
-    let writer_index = installed(&writer, &file);
+    writer_index = installed(&writer, &file);
     let mut random = Random(11);
     let mut n = 10_000;
     let mut caught_up = 0;
@@ -540,9 +562,10 @@ fn another_native_writers_commits_are_caught_up_on_without_a_build() {
 fn a_rowid_change_on_the_own_connection_leaves_no_ghost() {
     let scratch = Scratch::new("run-index-rowid");
     let file = scratch.file("state.sqlite");
+    let index;
     let conn = open(&file);
     setup(&conn);
-    let index = installed(&conn, &file);
+    index = installed(&conn, &file);
     let mut random = Random(3);
     for n in 1..=6 {
         add_run(&conn, &mut random, n, true);
@@ -557,9 +580,10 @@ fn a_rowid_change_on_the_own_connection_leaves_no_ghost() {
 fn falls_back_to_sql_where_it_cannot_be_exact() {
     let scratch = Scratch::new("run-index-fallback");
     let file = scratch.file("state.sqlite");
+    let index;
     let conn = open(&file);
     setup(&conn);
-    let index = RunIndex::install(&conn, false, &file, true, open_reader);
+    index = RunIndex::install(&conn, false, &file, true, open_reader);
     let used = |conn: &Connection, own: bool| {
         conn.execute_batch("BEGIN").unwrap();
         let used = index.current(conn, own).unwrap().is_some();
@@ -599,6 +623,7 @@ fn the_open_prunes_commit_is_caught_up_on_not_a_gap() {
     let scratch = Scratch::new("run-index-prune");
     let file = scratch.file("state.sqlite");
     drop(crate::test_support::open_read_write(&file, 0));
+    let index;
     let conn = open(&file);
     conn.execute_batch(
         "INSERT INTO blobs VALUES (zeroblob(32), 'x', 0, x'', 0);
@@ -612,7 +637,7 @@ fn the_open_prunes_commit_is_caught_up_on_not_a_gap() {
         add_run(&conn, &mut random, n, true);
     }
     conn.execute_batch("COMMIT").unwrap();
-    let index = installed(&conn, &file);
+    index = installed(&conn, &file);
     poll_until_used(&conn, &index);
     // A blob nothing refers to: the next read-write open's prune deletes it and commits.
     conn.execute_batch("INSERT INTO blobs VALUES (randomblob(32), 'x', 0, x'', 0)")
