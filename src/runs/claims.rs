@@ -8,7 +8,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::records::map_workflow_run_with;
-use super::row::{rowid_list, workflow_run_row, RunRow, RUN_SELECT};
+use super::row::{rowid_list, run_row_of, RunRow, RUN_SELECT};
 use crate::args::{add_to_number, bind_all, params_for, token_hash_js, Js, Param, Sum};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::JsonReads;
@@ -36,17 +36,6 @@ pub fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<
         lease_ms: args.get_or_undefined("leaseMs"),
     };
     Ok(Reply::maybe_text(claim_run(store, &claim, now, options)?))
-}
-
-/// `workflowRunRow(runId)`: the caller's value bound as better-sqlite3 binds it.
-pub fn run_row_of(conn: &Connection, run_id: Js<'_>) -> Result<Option<RunRow>> {
-    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let sql = SQL.get_or_init(|| format!("{RUN_SELECT} WHERE r.run_id = ?"));
-    let mut statement = conn.prepare_cached(sql)?;
-    let params = params_for(&statement, &[run_id])?;
-    Ok(statement
-        .query_row(params_from_iter(&params), RunRow::from_row)
-        .optional()?)
 }
 
 /// The selection rules of `claimNextWorkflowRun`, in the reference's order, with their
@@ -237,27 +226,6 @@ fn stored_expiry(conn: &Connection, resource_id: &str, expires_at: &Sum) -> Resu
         Sum::Number(n) => Ok(Some(*n as i64)),
         Sum::Text(_) => leases::stored_expires_at(conn, resource_id),
     }
-}
-
-/// Whether `claim_token` is the run's current, unexpired claim at `now`.
-pub fn holds_live_claim(
-    conn: &Connection,
-    run_id: &str,
-    claim_token: &str,
-    now: i64,
-) -> Result<bool> {
-    Ok(live_claim_row(conn, run_id, claim_token, now)?.is_some())
-}
-
-/// The run's row when `claim_token` is its current, unexpired claim at `now`; `None` otherwise
-/// (a missing run included).
-pub fn live_claim_row(
-    conn: &Connection,
-    run_id: &str,
-    claim_token: &str,
-    now: i64,
-) -> Result<Option<RunRow>> {
-    Ok(workflow_run_row(conn, run_id)?.filter(|row| row.holds_live_claim(claim_token, now)))
 }
 
 /// `verifyWorkflowRunClaim({runId, claimToken, now})` for caller values: the run's row when

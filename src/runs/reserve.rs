@@ -6,9 +6,9 @@
 use rusqlite::{params, Connection};
 use serde_json::{json, Value};
 
-use super::claims::{claim_run, claim_run_in_transaction, run_row_of, ClaimOptions, RunClaim};
+use super::claims::{claim_run, claim_run_in_transaction, ClaimOptions, RunClaim};
 use super::records::{map_workflow_run, map_workflow_run_with, read_queued_run_sources};
-use super::row::RunRow;
+use super::row::{run_row_of, RunRow};
 use crate::args::{bind_params, Bound, Js, Param};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, read_json, BlobHash, JsonReads};
@@ -49,7 +49,7 @@ pub fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<S
 pub fn enqueue_workflow_run(store: &Store, options: &Value) -> Result<String> {
     // `this.getWorkflowRun(options.runId)`: the caller's value bound as given.
     let run_id = crate::args::Js::of(options).get("runId")?;
-    let existing = match super::claims::run_row_of(store.conn()?, run_id)? {
+    let existing = match run_row_of(store.conn()?, run_id)? {
         Some(row) => Some(map_workflow_run(store.conn()?, &row)?),
         None => None,
     };

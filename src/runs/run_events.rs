@@ -6,7 +6,8 @@ use std::borrow::Cow;
 use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
 
-use super::claims::{run_row_of, runner_owner_type};
+use super::claims::runner_owner_type;
+use super::row::run_row_of;
 use crate::args::{bind_all, params_for, Js};
 use crate::controller::rows::joined_document_text;
 use crate::error::{Result, StoreError};

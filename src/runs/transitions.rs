@@ -7,9 +7,9 @@ use serde_json::{json, Value};
 
 use super::claims::{
     has_pending_interaction, inconsistent, insert_lease_holder_event, live_claim_row_of,
-    options_now, release_live_lease, run_holder, run_row_of,
+    options_now, release_live_lease, run_holder,
 };
-use super::row::RunRow;
+use super::row::{run_row_of, RunRow};
 use crate::args::{params_for, token_hash_js, Js, Param};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, put_text, BlobHash};
@@ -414,19 +414,18 @@ fn terminal_run(
             }
             None
         } else {
-            let (Some(_), Some(hash), Some(expires)) =
-                (&lease.owner_id, &lease.token_hash, lease.expires_at)
-            else {
-                return Ok(false);
-            };
-            if expires <= now {
+            let mut presented = None;
+            let live = leases::holds_unexpired(
+                lease.owner_id.as_deref(),
+                lease.token_hash.as_deref(),
+                lease.expires_at,
+                now,
+                || Ok::<_, StoreError>(*presented.insert(token_hash_js(claim_token)?)),
+            )?;
+            if !live {
                 return Ok(false);
             }
-            let token_hash = token_hash_js(claim_token)?;
-            if hash[..] != token_hash[..] {
-                return Ok(false);
-            }
-            Some(token_hash)
+            presented
         };
         let revision = resource_revision(conn, &row.resource_id)?;
         let error_hash = put_text(conn, text_of(terminal.error)?, now)?;
@@ -740,13 +739,13 @@ pub fn delete(store: &Store, call: &Call) -> Result<bool> {
         let Some(row) = run_row_of(conn, options.get("runId")?)? else {
             return Ok(false);
         };
-        let lease = row.lease();
-        let live = match (&lease.owner_id, &lease.token_hash, lease.expires_at) {
-            (Some(_), Some(hash), Some(expires)) if expires > now => {
-                hash[..] == token_hash_js(options.get_or_undefined("claimToken"))?[..]
-            }
-            _ => false,
-        };
+        let live = leases::holds_unexpired(
+            row.owner_id.as_deref(),
+            row.token_hash.as_deref(),
+            row.claim_expires_at,
+            now,
+            || token_hash_js(options.get_or_undefined("claimToken")),
+        )?;
         if !live {
             return Ok(false);
         }

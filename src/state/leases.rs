@@ -119,6 +119,21 @@ pub fn holds_live<E>(
     Ok(hash == presented()? && expires_at > now)
 }
 
+/// [`holds_live`] with the expiry judged before the token is hashed (`terminalRun`,
+/// `deleteWorkflowRun`): on an expired lease a token the caller cannot hash is not asked for.
+pub fn holds_unexpired<E>(
+    owner_id: Option<&str>,
+    token_hash: Option<&[u8]>,
+    expires_at: Option<i64>,
+    now: i64,
+    presented: impl FnOnce() -> std::result::Result<[u8; 32], E>,
+) -> std::result::Result<bool, E> {
+    let (Some(_), Some(expires_at), Some(hash)) = (owner_id, expires_at, token_hash) else {
+        return Ok(false);
+    };
+    Ok(expires_at > now && hash == presented()?)
+}
+
 /// Who holds (or is to hold) a lease.
 #[derive(Debug, Clone)]
 pub struct Holder<'a> {
@@ -452,9 +467,9 @@ pub fn bound_text(text: Option<&str>) -> Param<'_> {
 #[cfg(test)]
 mod tests {
     use super::{
-        holds_live, insert_controller_holder_event, insert_holder_event, insert_lease, release,
-        renew, require_lease, stored_expires_at, stored_owner_id, take, Fence, Holder, HolderKind,
-        Lease, CONTROLLER_TAKEABLE,
+        holds_live, holds_unexpired, insert_controller_holder_event, insert_holder_event,
+        insert_lease, release, renew, require_lease, stored_expires_at, stored_owner_id, take,
+        Fence, Holder, HolderKind, Lease, CONTROLLER_TAKEABLE,
     };
     use crate::args::Param;
     use crate::error::StoreError;
@@ -565,6 +580,23 @@ mod tests {
         }
         let asked = holds_live(Some("a"), Some(&hash), Some(EXPIRES), EXPIRES, refused);
         assert_eq!(asked, Err("not hashable"));
+    }
+
+    #[test]
+    fn an_unexpired_claim_is_judged_by_its_expiry_before_the_token_is_hashed() {
+        let hash = token_hash("token-a");
+        let refused = || Err::<[u8; 32], &str>("not hashable");
+        let presented = || Ok::<_, &str>(token_hash("token-a"));
+        let unexpired = holds_unexpired(Some("a"), Some(&hash), Some(EXPIRES), NOW, presented);
+        assert_eq!(unexpired, Ok(true));
+        let expired = holds_unexpired(Some("a"), Some(&hash), Some(EXPIRES), EXPIRES, refused);
+        assert_eq!(expired, Ok(false));
+        let asked = holds_unexpired(Some("a"), Some(&hash), Some(EXPIRES), NOW, refused);
+        assert_eq!(asked, Err("not hashable"));
+        assert_eq!(
+            holds_unexpired(None, Some(&hash), Some(EXPIRES), NOW, refused),
+            Ok(false)
+        );
     }
 
     #[test]
