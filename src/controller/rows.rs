@@ -16,8 +16,11 @@ use crate::args::js_number_text;
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_blob, put_text, BlobHash, JsonReads, MEDIA_JSON, MEDIA_TEXT};
 use crate::state::json::record_text;
-use crate::state::leases::{self, lease_columns, require_lease, Fence, Holder, HolderKind, Lease};
-use crate::state::revisions::{compare_and_set_revision, insert_event, EventDraft};
+use crate::state::leases::{
+    self, insert_attributed_event, lease_columns, require_lease, Actor, Fence, Holder, HolderKind,
+    Lease,
+};
+use crate::state::revisions::compare_and_set_revision;
 use crate::store::Store;
 use crate::wire::{json_text, ObjectWriter};
 
@@ -808,60 +811,16 @@ pub fn release_lease(
         return Ok(None);
     }
     bump_controller_resource(conn, resource_id, revision, now)?;
-    insert_claim_event(
+    insert_attributed_event(
         conn,
         resource_id,
         revision + 1,
         "lease.released",
-        lease,
+        Actor::Controller(lease),
+        "{}",
         now,
     )?;
     Ok(Some(revision + 1))
-}
-
-/// Records a controller-side event for a claim holder (actor `controller`, the claim's owner
-/// and generation, as verified against `lease`).
-pub fn insert_claim_event(
-    conn: &Connection,
-    resource_id: &str,
-    revision: i64,
-    event_type: &str,
-    lease: &Lease,
-    now: i64,
-) -> Result<String> {
-    leases::insert_controller_holder_event(
-        conn,
-        resource_id,
-        revision,
-        event_type,
-        lease,
-        "{}",
-        now,
-    )
-}
-
-/// Records an event of the control plane (actor `control`, no lease generation).
-pub fn insert_control_event(
-    conn: &Connection,
-    resource_id: &str,
-    revision: i64,
-    event_type: &str,
-    payload: &str,
-    now: i64,
-) -> Result<String> {
-    insert_event(
-        conn,
-        &EventDraft {
-            resource_id,
-            revision,
-            event_type,
-            actor_type: "control",
-            actor_id: None,
-            payload,
-            now,
-            lease_generation: None,
-        },
-    )
 }
 
 /// `putText(value)` of a caller value: only strings can be stored as text.

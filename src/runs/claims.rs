@@ -13,7 +13,7 @@ use crate::args::{add_to_number, bind_all, params_for, token_hash_js, Js, Param,
 use crate::error::{Result, StoreError};
 use crate::state::blobs::JsonReads;
 use crate::state::json::canonical;
-use crate::state::leases::{self, bound_text, Fence, Holder, HolderKind, Lease};
+use crate::state::leases::{self, bound_text, Actor, Fence, Holder, HolderKind, Lease};
 use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft};
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::{in_read_transaction, Store};
@@ -332,40 +332,17 @@ pub fn update_claimed_run_status(
         // The lease is as the claim check read it: only the queue row changed since.
         let lease = row.lease();
         let revision = bump_resource_revision(conn, &row.resource_id, now)?;
-        insert_lease_holder_event(
+        leases::insert_attributed_event(
             conn,
-            &row,
+            &row.resource_id,
             revision,
             &format!("run.queue_{status}"),
-            &lease,
-            &json!({ "status": status }),
+            Actor::Holder(&lease),
+            &canonical(&json!({ "status": status })),
             now,
         )?;
         Ok(true)
     })
-}
-
-/// A run event attributed to the lease holder read before the change: actor
-/// `lease.ownerType ?? "system"`, generation `lease.generation || undefined`.
-pub fn insert_lease_holder_event(
-    conn: &Connection,
-    row: &RunRow,
-    revision: i64,
-    event_type: &str,
-    lease: &Lease,
-    payload: &Value,
-    now: i64,
-) -> Result<()> {
-    leases::insert_holder_event(
-        conn,
-        &row.resource_id,
-        revision,
-        event_type,
-        lease,
-        &canonical(payload),
-        now,
-    )?;
-    Ok(())
 }
 
 /// The holder of a run's `lease` presenting the token of `token_hash`.
