@@ -5,11 +5,15 @@ use rusqlite::{params, params_from_iter, Connection};
 use serde_json::{json, Value};
 
 use super::js::{bind_params, read, same_number, to_number, Js, Param};
+use super::rows::claim::{assert_controller_claim, require_claim_row};
+use super::rows::documented::{
+    documented_row, documented_row_by_uid, documented_select, DocumentedRow,
+};
+use super::rows::finalizers::replace_finalizers;
+use super::rows::queue_item::enqueue_controller_row;
 use super::rows::{
-    assert_controller_claim, bump_controller_resource, controller_record, controller_row,
-    documented_row, documented_row_by_uid, documented_select, enqueue_controller_row, finalizers,
-    replace_finalizers, require_claim_row, require_controller_row, require_resource, ControllerRow,
-    DocumentedRow, ResourceRef,
+    bump_controller_resource, controller_record, controller_row, finalizers,
+    require_controller_row, require_resource, ControllerRow, ResourceRef,
 };
 use super::{json_arg, time_at};
 use crate::error::{Result, StoreError};

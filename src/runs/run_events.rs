@@ -9,7 +9,7 @@ use rusqlite::{params_from_iter, Connection};
 use super::claims::runner_owner_type;
 use super::row::run_row_of;
 use crate::args::{bind_all, params_for, Js};
-use crate::controller::rows::joined_document_text;
+use crate::controller::rows::documented::joined_document_text;
 use crate::error::{Result, StoreError};
 use crate::state::columns::{opt_str_at, str_at};
 use crate::state::revisions::{
