@@ -549,3 +549,28 @@ pub fn claim_run_in_transaction(
         Some(&claim.claim_token.template()?),
     )?))
 }
+
+// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
+
+/// `claimWorkflowRun` (a row of the method table).
+pub fn claim_workflow_run(store: &Store, call: &Call) -> Result<Reply> {
+    claim_by_id(store, call, ClaimOptions::default())
+}
+
+/// `claimWorkflowRunForInteractionValidation` (a row of the method table).
+pub fn claim_for_interaction_validation(store: &Store, call: &Call) -> Result<Reply> {
+    let options = ClaimOptions {
+        allow_pending_interaction: true,
+        preserve_queue_status: false,
+    };
+    claim_by_id(store, call, options)
+}
+
+/// `claimWorkflowRunForControl` (a row of the method table).
+pub fn claim_for_control(store: &Store, call: &Call) -> Result<Reply> {
+    let options = ClaimOptions {
+        allow_pending_interaction: true,
+        preserve_queue_status: true,
+    };
+    claim_by_id(store, call, options)
+}

@@ -20,7 +20,7 @@ use crate::state::revisions::{
 };
 use crate::state::viewer::initialize_viewer_run;
 use crate::store::Store;
-use crate::wire::{field, time, JsonArg};
+use crate::wire::{field, time, Call, JsonArg, Reply};
 
 pub fn reserve_workflow_run(store: &Store, options: &Value) -> Result<String> {
     let request = Reservation::validate(options)?;
@@ -815,4 +815,21 @@ impl QueuedSource<'_> {
         }
         Ok(())
     }
+}
+
+// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
+
+/// `reserveWorkflowRun` (a row of the method table).
+pub fn reserve_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
+    reserve_workflow_run(store, call.arg(0)).map(Reply::json_text)
+}
+
+/// `prepareOrAdoptWorkflowRun` (a row of the method table).
+pub fn prepare_or_adopt_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
+    prepare_or_adopt_workflow_run(store, call.arg(0)).map(Reply::json_text)
+}
+
+/// `enqueueWorkflowRun` (a row of the method table).
+pub fn enqueue_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
+    enqueue_workflow_run(store, call.arg(0)).map(Reply::json_text)
 }

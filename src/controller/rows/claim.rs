@@ -75,7 +75,7 @@ impl ClaimRow {
         check_claim_lease(lease, claim, now, require_unexpired)
     }
 
-    /// The queue item's `queue_version`, as [`queue_version`] reads it.
+    /// The queue item's `queue_version`, as [`queue_version`](super::queue_item::queue_version) reads it.
     pub fn require_queue_version(&self) -> Result<i64> {
         self.queue_version
             .ok_or_else(|| StoreError::plain("Controller queue item is missing"))
