@@ -1,5 +1,5 @@
 // A read-write open's blob prune that fails after the constructor returned (issue 21, defect
-// 2). The prune runs beside the caller (src/state/open_prune.rs); here its commit cannot be
+// 2). The prune runs beside the caller (src/state/prune/at_open.rs); here its commit cannot be
 // written: a child process lowers its own file-size limit right before the constructor (see
 // reliability/prune-full-disk.js), so the commit's WAL writes fail as on a full disk. The
 // reference prunes inside its constructor, which then throws SqliteError('disk I/O error',

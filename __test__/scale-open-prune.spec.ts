@@ -1,4 +1,4 @@
-// The read-write open prunes on a connection and thread of its own (src/state/open_prune.rs):
+// The read-write open prunes on a connection and thread of its own (src/state/prune/at_open.rs):
 // nothing reached through the API may see the file unpruned — not the store itself, not a store
 // opened right after it in this process — and the file is pruned once close() returns.
 import { spawn } from 'node:child_process';
@@ -114,7 +114,7 @@ test('an open that cannot take the write lock fails as before', async () => {
 /**
  * Adds `events` events, each referring to a blob of its own, and as many blobs nothing refers
  * to, behind the store's back: a file large enough for the prune to read in ranges with helper
- * connections (src/state/prune_parts.rs).
+ * connections (src/state/prune/parts.rs).
  */
 function addEventsAndOrphans(events: number): void {
   const db = new Database(file);

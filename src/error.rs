@@ -59,7 +59,7 @@ pub enum StoreError {
         key: Value,
     },
     /// The read-write open's blob prune failed after the constructor returned (see
-    /// `state::open_prune`), reported by the first use of the state: `error` is what the
+    /// `state::prune::at_open`), reported by the first use of the state: `error` is what the
     /// reference's constructor would have thrown (same class, message and `code`); the JS layer
     /// marks it as the prune's (`openPrune`, `filePath`, a note in the stack's first line).
     OpenPrune {

@@ -2,13 +2,17 @@
 //! each, its name, what the JS layer converts around the call ([`Conversions`], which
 //! lib/methods.js compiles at load from [`js_table`]) and the handler that runs it. The JS layer
 //! names a call's method by its position here ([`dispatch_at`]), so no name is matched per call.
+//!
+//! The table holds only data: each row's handler is a plain `fn(&Store, &Call) -> Result<Reply>`
+//! in its domain module, which reads the call's arguments in the reference's order and, for a
+//! write, opens the call's one transaction itself through [`Store::write`] (src/store.rs), the
+//! one place a transaction begins.
 
 use serde_json::{json, Value};
 
-use crate::args::Js;
 use crate::controller::{effects, events, queue, resources, workflows};
 use crate::error::{Result, StoreError};
-use crate::runs::claims::{self, ClaimOptions};
+use crate::runs::claims;
 use crate::runs::{interaction, legacy, reads, reserve, run_events, settle, transitions};
 use crate::store::Store;
 use crate::wire::{Call, Reply};
@@ -141,7 +145,7 @@ pub static METHODS: &[Method] = &[
             claim: Some("0"),
             ..PLAIN
         },
-        |store, call| queue::settle_claim(store, call, None, call.args.get(1)),
+        queue::settle_claim_call,
     ),
     method(
         "requeueClaim",
@@ -151,15 +155,7 @@ pub static METHODS: &[Method] = &[
             claim: Some("0"),
             ..PLAIN
         },
-        |store, call| {
-            // `requeue === undefined` settles without requeueing; `null` is read (and throws).
-            let requeue = call
-                .args
-                .get(1)
-                .filter(|options| !Js::of(options).is_undefined())
-                .map(Some);
-            queue::settle_claim(store, call, requeue, call.args.get(2))
-        },
+        queue::requeue_claim,
     ),
     method("listQueue", PLAIN, queue::list_queue),
     // effects
@@ -192,110 +188,112 @@ pub static METHODS: &[Method] = &[
     ),
     method("listEvents", PLAIN, events::list_events),
     // run reservation
-    method("reserveWorkflowRun", RUN_RESERVATION, |store, call| {
-        reserve::reserve_workflow_run(store, call.arg(0)).map(Reply::json_text)
-    }),
+    method(
+        "reserveWorkflowRun",
+        RUN_RESERVATION,
+        reserve::reserve_workflow_run_call,
+    ),
     method(
         "prepareOrAdoptWorkflowRun",
         RUN_RESERVATION,
-        |store, call| {
-            reserve::prepare_or_adopt_workflow_run(store, call.arg(0)).map(Reply::json_text)
-        },
+        reserve::prepare_or_adopt_workflow_run_call,
     ),
-    method("enqueueWorkflowRun", RUN_RESERVATION, |store, call| {
-        reserve::enqueue_workflow_run(store, call.arg(0)).map(Reply::json_text)
-    }),
+    method(
+        "enqueueWorkflowRun",
+        RUN_RESERVATION,
+        reserve::enqueue_workflow_run_call,
+    ),
     // run reads and views
-    method("getWorkflowRun", PLAIN, |store, call| {
-        reads::get_workflow_run(store, Js::arg(call, 0)).map(Reply::maybe_text)
-    }),
-    method("getWorkflowRunView", PLAIN, |store, call| {
-        reads::get_workflow_run_view(store, Js::arg(call, 0)).map(Reply::maybe_text)
-    }),
-    method("workflowRunListRevision", PLAIN, |store, _| {
-        reads::workflow_run_list_revision(store)
-            .map(|revision| Reply::value(reads::revision_json(&revision)))
-    }),
-    method("listWorkflowRunViews", PLAIN, |store, call| {
-        reads::list_workflow_run_views(store, Js::arg(call, 0)).map(Reply::json_text)
-    }),
-    method("workflowRunProjectPath", PLAIN, |store, call| {
-        reads::workflow_run_project_path(store, Js::arg(call, 0))
-            .map(|path| Reply::maybe(path.map(Value::String)))
-    }),
-    method("listWorkflowRuns", PLAIN, |store, call| {
-        reads::list_workflow_runs(store, Js::arg(call, 0)).map(Reply::json_text)
-    }),
-    method("findSessionReservation", PLAIN, |store, call| {
-        reads::find_session_reservation(store, Js::arg(call, 0)).map(Reply::maybe_text)
-    }),
-    method("findSessionReservationView", PLAIN, |store, call| {
-        reads::find_session_reservation_view(store, Js::arg(call, 0)).map(Reply::maybe_text)
-    }),
+    method("getWorkflowRun", PLAIN, reads::get_workflow_run_call),
+    method(
+        "getWorkflowRunView",
+        PLAIN,
+        reads::get_workflow_run_view_call,
+    ),
+    method(
+        "workflowRunListRevision",
+        PLAIN,
+        reads::workflow_run_list_revision_call,
+    ),
+    method(
+        "listWorkflowRunViews",
+        PLAIN,
+        reads::list_workflow_run_views_call,
+    ),
+    method(
+        "workflowRunProjectPath",
+        PLAIN,
+        reads::workflow_run_project_path_call,
+    ),
+    method("listWorkflowRuns", PLAIN, reads::list_workflow_runs_call),
+    method(
+        "findSessionReservation",
+        PLAIN,
+        reads::find_session_reservation_call,
+    ),
+    method(
+        "findSessionReservationView",
+        PLAIN,
+        reads::find_session_reservation_view_call,
+    ),
     // run claims and fencing (and the interaction timeout, declared among them)
-    method("claimWorkflowRun", NOW, |store, call| {
-        claims::claim_by_id(store, call, ClaimOptions::default())
-    }),
+    method("claimWorkflowRun", NOW, claims::claim_workflow_run),
     method(
         "claimWorkflowRunForInteractionValidation",
         NOW,
-        |store, call| {
-            let options = ClaimOptions {
-                allow_pending_interaction: true,
-                preserve_queue_status: false,
-            };
-            claims::claim_by_id(store, call, options)
-        },
+        claims::claim_for_interaction_validation,
     ),
-    method("claimWorkflowRunForControl", NOW, |store, call| {
-        let options = ClaimOptions {
-            allow_pending_interaction: true,
-            preserve_queue_status: true,
-        };
-        claims::claim_by_id(store, call, options)
-    }),
-    method("beginWorkflowRunInteractionTimeout", NOW, |store, call| {
-        interaction::begin_timeout(store, call).map(Reply::value)
-    }),
+    method("claimWorkflowRunForControl", NOW, claims::claim_for_control),
+    method(
+        "beginWorkflowRunInteractionTimeout",
+        NOW,
+        interaction::begin_timeout_call,
+    ),
     method("markWorkflowRunRunning", NOW, claims::mark_running),
     method("claimNextWorkflowRun", NOW, claims::claim_next),
     method("renewWorkflowRunClaim", NOW, claims::renew),
     method("verifyWorkflowRunClaim", NOW, claims::verify),
     method("workflowRunAuthority", PLAIN, claims::authority),
     // run state transitions (and the paused check, declared among them)
-    method("parkWorkflowRun", NOW, |store, call| {
-        transitions::release_by_call(store, call, "parked").map(Reply::value)
-    }),
-    method("pauseParkedWorkflowRun", NOW, |store, call| {
-        transitions::pause_parked(store, call).map(Reply::value)
-    }),
-    method("resumePausedInteraction", NOW, |store, call| {
-        transitions::resume_paused(store, call).map(Reply::value)
-    }),
-    method("isWorkflowRunPaused", PLAIN, |store, call| {
-        reads::is_workflow_run_paused(store, Js::arg(call, 0)).map(Reply::value)
-    }),
-    method("parkWorkflowRunForSourceChange", NOW, |store, call| {
-        transitions::park_for_source_change(store, call).map(Reply::value)
-    }),
-    method("parkWorkflowRunForAmbiguousEffect", NOW, |store, call| {
-        transitions::park_for_ambiguous_effect(store, call).map(Reply::value)
-    }),
-    method("failWorkflowRun", NOW, |store, call| {
-        transitions::fail(store, call).map(Reply::value)
-    }),
-    method("cancelWorkflowRun", NOW, |store, call| {
-        transitions::cancel(store, call).map(Reply::value)
-    }),
-    method("cancelStaleWorkflowRun", NOW, |store, call| {
-        transitions::cancel_stale_by_call(store, call).map(Reply::value)
-    }),
-    method("deleteWorkflowRun", PLAIN, |store, call| {
-        transitions::delete(store, call).map(Reply::value)
-    }),
-    method("completeWorkflowRun", NOW, |store, call| {
-        transitions::release_by_call(store, call, "done").map(Reply::value)
-    }),
+    method("parkWorkflowRun", NOW, transitions::park_workflow_run),
+    method(
+        "pauseParkedWorkflowRun",
+        NOW,
+        transitions::pause_parked_call,
+    ),
+    method(
+        "resumePausedInteraction",
+        NOW,
+        transitions::resume_paused_call,
+    ),
+    method(
+        "isWorkflowRunPaused",
+        PLAIN,
+        reads::is_workflow_run_paused_call,
+    ),
+    method(
+        "parkWorkflowRunForSourceChange",
+        NOW,
+        transitions::park_for_source_change_call,
+    ),
+    method(
+        "parkWorkflowRunForAmbiguousEffect",
+        NOW,
+        transitions::park_for_ambiguous_effect_call,
+    ),
+    method("failWorkflowRun", NOW, transitions::fail_call),
+    method("cancelWorkflowRun", NOW, transitions::cancel_call),
+    method(
+        "cancelStaleWorkflowRun",
+        NOW,
+        transitions::cancel_stale_call,
+    ),
+    method("deleteWorkflowRun", PLAIN, transitions::delete_call),
+    method(
+        "completeWorkflowRun",
+        NOW,
+        transitions::complete_workflow_run,
+    ),
     // legacy stubs
     method(
         "repairCanonicalWorkflowSourceRun",
@@ -316,19 +314,19 @@ pub static METHODS: &[Method] = &[
             echo_props: &["runId", "workflowRef", "type"],
             ..NOW
         },
-        |store, call| {
-            store.write(|conn| run_events::record_run_event(conn, Js::arg(call, 0), call.clock))
-        },
+        run_events::record_run_event_call,
     ),
-    method("listRunEventsAfter", PLAIN, |store, call| {
-        run_events::list_run_events_after(store, Js::arg(call, 0), Js::arg(call, 1))
-    }),
-    method("settleRunEffect", PLAIN, |store, call| {
-        settle::settle_run_effect(store, call).map(|()| Reply::undefined())
-    }),
-    method("setWorkflowRunOriginSession", PLAIN, |store, call| {
-        transitions::set_origin_session(store, call).map(Reply::value)
-    }),
+    method(
+        "listRunEventsAfter",
+        PLAIN,
+        run_events::list_run_events_after_call,
+    ),
+    method("settleRunEffect", PLAIN, settle::settle_run_effect_call),
+    method(
+        "setWorkflowRunOriginSession",
+        PLAIN,
+        transitions::set_origin_session_call,
+    ),
 ];
 
 /// Runs the public method at `index` of [`METHODS`].

@@ -7,9 +7,8 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{Map, Value};
 
 use super::js::{bind_params, read, same_number, same_text, same_value, Js, Param};
-use super::rows::{
-    bump_controller_resource, insert_claim_event, put_caller_text, require_claim_row_by_uid,
-};
+use super::rows::claim::require_claim_row_by_uid;
+use super::rows::{bump_controller_resource, put_caller_text};
 use super::rows::{not_found_error, opt_text_lossy, text_lossy, ControllerRow};
 use super::time_at;
 use crate::error::{Result, StoreError};
@@ -17,6 +16,7 @@ use crate::state::blobs::{put_json, read_text};
 use crate::state::ids::{effect_id_for, resource_id_for};
 use crate::state::json::canonical;
 use crate::state::leases::insert_lease;
+use crate::state::leases::{insert_attributed_event, Actor};
 use crate::state::revisions::resource_revision;
 use crate::store::Store;
 use crate::wire::{json_text, Call, ObjectWriter, Reply};
@@ -267,7 +267,15 @@ pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
             Param::int(now),
             Param::int(now),
         ])?))?;
-        insert_claim_event(conn, &effect_resource_id, 1, "effect.reserved", &lease, now)?;
+        insert_attributed_event(
+            conn,
+            &effect_resource_id,
+            1,
+            "effect.reserved",
+            Actor::Controller(&lease),
+            "{}",
+            now,
+        )?;
         match reserved_record(options, &source, now)? {
             Some(record) => reservation_text(true, |out| {
                 record.write(out);
@@ -406,12 +414,13 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
         ])?))?;
         bump_controller_resource(conn, &effect_resource_id, revision, now)?;
         let event_type = format!("effect.{}", Js::opt(state).template()?);
-        insert_claim_event(
+        insert_attributed_event(
             conn,
             &effect_resource_id,
             revision + 1,
             &event_type,
-            &lease,
+            Actor::Controller(&lease),
+            "{}",
             now,
         )?;
         let mut out = String::with_capacity(256);

@@ -6,10 +6,11 @@ use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
 use super::js::{bind_params, length_of, read, same_number, thrown_error, Bound, Js, Param};
+use super::rows::claim::{claim_row, release_lease, ClaimFence, ClaimRow, CLAIM_COLUMNS};
+use super::rows::queue_item::enqueue_controller_row;
 use super::rows::{
-    bump_controller_resource, claim_row, enqueue_controller_row, lookup_controller_row,
-    put_caller_text, release_lease, text_lossy, ClaimFence, ClaimRow, ControllerRow, ResourceRef,
-    CLAIM_COLUMNS, CONTROLLER_COLUMNS,
+    bump_controller_resource, lookup_controller_row, put_caller_text, text_lossy, ControllerRow,
+    ResourceRef, CONTROLLER_COLUMNS,
 };
 use super::time_at;
 use crate::error::{Result, StoreError};
@@ -379,4 +380,22 @@ pub fn list_queue(store: &Store, _call: &Call) -> Result<Reply> {
         items.push(Value::Object(item));
     }
     Ok(Reply::value(items))
+}
+
+// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
+
+/// `settleClaim` (a row of the method table).
+pub fn settle_claim_call(store: &Store, call: &Call) -> Result<Reply> {
+    settle_claim(store, call, None, call.args.get(1))
+}
+
+/// `requeueClaim` (a row of the method table).
+pub fn requeue_claim(store: &Store, call: &Call) -> Result<Reply> {
+    // `requeue === undefined` settles without requeueing; `null` is read (and throws).
+    let requeue = call
+        .args
+        .get(1)
+        .filter(|options| !Js::of(options).is_undefined())
+        .map(Some);
+    settle_claim(store, call, requeue, call.args.get(2))
 }

@@ -5,11 +5,15 @@ use rusqlite::{params, params_from_iter, Connection};
 use serde_json::{json, Value};
 
 use super::js::{bind_params, read, same_number, to_number, Js, Param};
+use super::rows::claim::{assert_controller_claim, require_claim_row};
+use super::rows::documented::{
+    documented_row, documented_row_by_uid, documented_select, DocumentedRow,
+};
+use super::rows::finalizers::replace_finalizers;
+use super::rows::queue_item::enqueue_controller_row;
 use super::rows::{
-    assert_controller_claim, bump_controller_resource, controller_record, controller_row,
-    documented_row, documented_row_by_uid, documented_select, enqueue_controller_row, finalizers,
-    insert_claim_event, insert_control_event, replace_finalizers, require_claim_row,
-    require_controller_row, require_resource, ControllerRow, DocumentedRow, ResourceRef,
+    bump_controller_resource, controller_record, controller_row, finalizers,
+    require_controller_row, require_resource, ControllerRow, ResourceRef,
 };
 use super::{json_arg, time_at};
 use crate::error::{Result, StoreError};
@@ -17,6 +21,7 @@ use crate::state::blobs::{put_json, JsonReads};
 use crate::state::ids::{random_uuid, resource_id_for};
 use crate::state::json::{canonical, record_text};
 use crate::state::leases::insert_lease;
+use crate::state::leases::{insert_attributed_event, Actor};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{Call, JsonArg, Reply};
 
@@ -185,11 +190,12 @@ fn create_resource(
         Param::int(now),
     ])?))?;
     enqueue_controller_row(conn, &controller_resource_id, now, now)?;
-    insert_control_event(
+    insert_attributed_event(
         conn,
         &resource_id,
         1,
         "resource.created",
+        Actor::Control(None),
         r#"{"generation":1}"#,
         now,
     )?;
@@ -223,11 +229,12 @@ fn change_spec(
     bump_controller_resource(conn, &existing.resource_id, existing.resource_version, now)?;
     enqueue_controller_row(conn, &existing.controller_resource_id, now, now)?;
     let payload = canonical(&json!({ "generation": existing.generation + 1 }));
-    insert_control_event(
+    insert_attributed_event(
         conn,
         &existing.resource_id,
         existing.resource_version + 1,
         "resource.spec_updated",
+        Actor::Control(None),
         &payload,
         now,
     )?;
@@ -327,12 +334,13 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
         }
         bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
         let revision = row.resource_version + 1;
-        insert_claim_event(
+        insert_attributed_event(
             conn,
             &row.resource_id,
             revision,
             "resource.status_updated",
-            &lease,
+            Actor::Controller(&lease),
+            "{}",
             now,
         )?;
         // The row as it now stands; the status blob holds exactly the text just stored.
@@ -362,11 +370,12 @@ pub fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
             .execute(params![now, now, row.controller_resource_id])?;
             bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
             enqueue_controller_row(conn, &row.controller_resource_id, now, now)?;
-            insert_control_event(
+            insert_attributed_event(
                 conn,
                 &row.resource_id,
                 row.resource_version + 1,
                 "resource.deletion_requested",
+                Actor::Control(None),
                 "{}",
                 now,
             )?;
@@ -393,11 +402,12 @@ pub fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
         )?
         .execute(params![now, row.controller_resource_id])?;
         bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
-        insert_control_event(
+        insert_attributed_event(
             conn,
             &row.resource_id,
             row.resource_version + 1,
             "resource.finalizers_updated",
+            Actor::Control(None),
             "{}",
             now,
         )?;

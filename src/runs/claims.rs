@@ -8,12 +8,12 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::records::map_workflow_run_with;
-use super::row::{rowid_list, workflow_run_row, RunRow, RUN_SELECT};
+use super::row::{rowid_list, run_row_of, RunRow, RUN_SELECT};
 use crate::args::{add_to_number, bind_all, params_for, token_hash_js, Js, Param, Sum};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::JsonReads;
 use crate::state::json::canonical;
-use crate::state::leases::{self, bound_text, Fence, Holder, HolderKind, Lease};
+use crate::state::leases::{self, bound_text, Actor, Fence, Holder, HolderKind, Lease};
 use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft};
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::{in_read_transaction, Store};
@@ -36,17 +36,6 @@ pub fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<
         lease_ms: args.get_or_undefined("leaseMs"),
     };
     Ok(Reply::maybe_text(claim_run(store, &claim, now, options)?))
-}
-
-/// `workflowRunRow(runId)`: the caller's value bound as better-sqlite3 binds it.
-pub fn run_row_of(conn: &Connection, run_id: Js<'_>) -> Result<Option<RunRow>> {
-    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let sql = SQL.get_or_init(|| format!("{RUN_SELECT} WHERE r.run_id = ?"));
-    let mut statement = conn.prepare_cached(sql)?;
-    let params = params_for(&statement, &[run_id])?;
-    Ok(statement
-        .query_row(params_from_iter(&params), RunRow::from_row)
-        .optional()?)
 }
 
 /// The selection rules of `claimNextWorkflowRun`, in the reference's order, with their
@@ -239,27 +228,6 @@ fn stored_expiry(conn: &Connection, resource_id: &str, expires_at: &Sum) -> Resu
     }
 }
 
-/// Whether `claim_token` is the run's current, unexpired claim at `now`.
-pub fn holds_live_claim(
-    conn: &Connection,
-    run_id: &str,
-    claim_token: &str,
-    now: i64,
-) -> Result<bool> {
-    Ok(live_claim_row(conn, run_id, claim_token, now)?.is_some())
-}
-
-/// The run's row when `claim_token` is its current, unexpired claim at `now`; `None` otherwise
-/// (a missing run included).
-pub fn live_claim_row(
-    conn: &Connection,
-    run_id: &str,
-    claim_token: &str,
-    now: i64,
-) -> Result<Option<RunRow>> {
-    Ok(workflow_run_row(conn, run_id)?.filter(|row| row.holds_live_claim(claim_token, now)))
-}
-
 /// `verifyWorkflowRunClaim({runId, claimToken, now})` for caller values: the run's row when
 /// the token is its current, unexpired claim. The token is hashed only when the lease has one
 /// (Node then refuses a token that is not a string or bytes).
@@ -364,40 +332,17 @@ pub fn update_claimed_run_status(
         // The lease is as the claim check read it: only the queue row changed since.
         let lease = row.lease();
         let revision = bump_resource_revision(conn, &row.resource_id, now)?;
-        insert_lease_holder_event(
+        leases::insert_attributed_event(
             conn,
-            &row,
+            &row.resource_id,
             revision,
             &format!("run.queue_{status}"),
-            &lease,
-            &json!({ "status": status }),
+            Actor::Holder(&lease),
+            &canonical(&json!({ "status": status })),
             now,
         )?;
         Ok(true)
     })
-}
-
-/// A run event attributed to the lease holder read before the change: actor
-/// `lease.ownerType ?? "system"`, generation `lease.generation || undefined`.
-pub fn insert_lease_holder_event(
-    conn: &Connection,
-    row: &RunRow,
-    revision: i64,
-    event_type: &str,
-    lease: &Lease,
-    payload: &Value,
-    now: i64,
-) -> Result<()> {
-    leases::insert_holder_event(
-        conn,
-        &row.resource_id,
-        revision,
-        event_type,
-        lease,
-        &canonical(payload),
-        now,
-    )?;
-    Ok(())
 }
 
 /// The holder of a run's `lease` presenting the token of `token_hash`.
@@ -603,4 +548,29 @@ pub fn claim_run_in_transaction(
         &claimed,
         Some(&claim.claim_token.template()?),
     )?))
+}
+
+// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
+
+/// `claimWorkflowRun` (a row of the method table).
+pub fn claim_workflow_run(store: &Store, call: &Call) -> Result<Reply> {
+    claim_by_id(store, call, ClaimOptions::default())
+}
+
+/// `claimWorkflowRunForInteractionValidation` (a row of the method table).
+pub fn claim_for_interaction_validation(store: &Store, call: &Call) -> Result<Reply> {
+    let options = ClaimOptions {
+        allow_pending_interaction: true,
+        preserve_queue_status: false,
+    };
+    claim_by_id(store, call, options)
+}
+
+/// `claimWorkflowRunForControl` (a row of the method table).
+pub fn claim_for_control(store: &Store, call: &Call) -> Result<Reply> {
+    let options = ClaimOptions {
+        allow_pending_interaction: true,
+        preserve_queue_status: true,
+    };
+    claim_by_id(store, call, options)
 }

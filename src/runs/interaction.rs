@@ -5,15 +5,16 @@
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::json;
 
-use super::claims::{inconsistent, insert_lease_holder_event, live_claim_row_of, options_now};
+use super::claims::{inconsistent, live_claim_row_of, options_now};
 use crate::args::{params_for, Js};
 use crate::error::Result;
 use crate::state::blobs::put_json;
 use crate::state::json::canonical;
+use crate::state::leases::{self, Actor};
 use crate::state::revisions::bump_resource_revision;
 use crate::state::viewer::{record_viewer_deltas, ViewerDraft};
 use crate::store::Store;
-use crate::wire::Call;
+use crate::wire::{Call, Reply};
 
 const TIMEOUT_VIEWS: &[ViewerDraft] = &[("summary", ""), ("replay", ""), ("conversation", "")];
 
@@ -135,16 +136,23 @@ pub fn begin_timeout(store: &Store, call: &Call) -> Result<bool> {
             "requestId": interaction.request_id,
             "attemptId": interaction.attempt_id,
         });
-        insert_lease_holder_event(
+        leases::insert_attributed_event(
             conn,
-            &row,
+            &row.resource_id,
             revision,
             "run.interaction_timeout_started",
-            &lease,
-            &payload,
+            Actor::Holder(&lease),
+            &canonical(&payload),
             now,
         )?;
         record_viewer_deltas(conn, run_id, TIMEOUT_VIEWS, now)?;
         Ok(true)
     })
+}
+
+// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
+
+/// `beginWorkflowRunInteractionTimeout` (a row of the method table).
+pub fn begin_timeout_call(store: &Store, call: &Call) -> Result<Reply> {
+    begin_timeout(store, call).map(Reply::value)
 }

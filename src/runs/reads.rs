@@ -11,13 +11,13 @@ use super::records::{
     map_listed_run_record, map_run_record, map_workflow_run, push_views, run_record_select,
     RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
 };
-use super::row::{rowid_list, RunRow, RunRowRef, RUN_SELECT};
+use super::row::{rowid_list, run_row_of, RunRow, RunRowRef, RUN_SELECT};
 use crate::args::{params_for, Bound, Js};
 use crate::error::Result;
 use crate::state::blobs::JsonReads;
 use crate::state::run_index::{Current, ListRevision};
 use crate::store::{in_read_transaction, Store};
-use crate::wire::json_text;
+use crate::wire::{json_text, Call, Reply};
 
 /// Open reservations: the queue is not terminal.
 const OPEN_SESSION_RESERVATION: &str = "WHERE b.origin_session_id = ?
@@ -26,11 +26,6 @@ const OPEN_SESSION_RESERVATION: &str = "WHERE b.origin_session_id = ?
 /// `RUN_SELECT {clause}`, built on first use: a lookup builds no SQL text.
 fn run_select(cell: &'static OnceLock<String>, clause: &str) -> &'static str {
     cell.get_or_init(|| format!("{RUN_SELECT} {clause}"))
-}
-
-fn run_by_id_select() -> &'static str {
-    static SQL: OnceLock<String> = OnceLock::new();
-    run_select(&SQL, "WHERE r.run_id = ?")
 }
 
 /// The runs of a list's page with their input, error and root source (see
@@ -77,16 +72,6 @@ fn page_records(
     Ok(page)
 }
 
-/// `workflowRunRow(runId)` through the statement built once, the caller's value bound as
-/// better-sqlite3 binds it.
-fn run_row(conn: &Connection, run_id: Js<'_>) -> Result<Option<RunRow>> {
-    let mut statement = conn.prepare_cached(run_by_id_select())?;
-    let params = params_for(&statement, &[run_id])?;
-    Ok(statement
-        .query_row(params_from_iter(&params), RunRow::from_row)
-        .optional()?)
-}
-
 /// The view rows of `sql` for the caller's values (`workflowRunViewRows(clause, values)`).
 fn view_rows_of(conn: &Connection, sql: &'static str, values: &[Js<'_>]) -> Result<Vec<String>> {
     let mut statement = conn.prepare_cached(sql)?;
@@ -125,7 +110,7 @@ pub fn get_workflow_run(store: &Store, run_id: Js<'_>) -> Result<Option<String>>
     match found {
         None => Ok(None),
         Some(Some(record)) => Ok(Some(record)),
-        Some(None) => in_read_transaction(conn, || match run_row(conn, run_id)? {
+        Some(None) => in_read_transaction(conn, || match run_row_of(conn, run_id)? {
             Some(row) => Ok(Some(map_workflow_run(conn, &row)?)),
             None => Ok(None),
         }),
@@ -418,7 +403,7 @@ pub fn find_session_reservation_view(store: &Store, session_id: Js<'_>) -> Resul
 }
 
 pub fn is_workflow_run_paused(store: &Store, run_id: Js<'_>) -> Result<bool> {
-    let row = run_row(store.conn()?, run_id)?;
+    let row = run_row_of(store.conn()?, run_id)?;
     Ok(row.is_some_and(|row| row.paused == 1))
 }
 
@@ -428,4 +413,52 @@ fn all_parameters(clauses: &[String]) -> usize {
         .iter()
         .map(|clause| clause.matches('?').count())
         .sum()
+}
+
+// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
+
+/// `getWorkflowRun` (a row of the method table).
+pub fn get_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
+    get_workflow_run(store, Js::arg(call, 0)).map(Reply::maybe_text)
+}
+
+/// `getWorkflowRunView` (a row of the method table).
+pub fn get_workflow_run_view_call(store: &Store, call: &Call) -> Result<Reply> {
+    get_workflow_run_view(store, Js::arg(call, 0)).map(Reply::maybe_text)
+}
+
+/// `workflowRunListRevision` (a row of the method table).
+pub fn workflow_run_list_revision_call(store: &Store, _: &Call) -> Result<Reply> {
+    workflow_run_list_revision(store).map(|revision| Reply::value(revision_json(&revision)))
+}
+
+/// `listWorkflowRunViews` (a row of the method table).
+pub fn list_workflow_run_views_call(store: &Store, call: &Call) -> Result<Reply> {
+    list_workflow_run_views(store, Js::arg(call, 0)).map(Reply::json_text)
+}
+
+/// `workflowRunProjectPath` (a row of the method table).
+pub fn workflow_run_project_path_call(store: &Store, call: &Call) -> Result<Reply> {
+    workflow_run_project_path(store, Js::arg(call, 0))
+        .map(|path| Reply::maybe(path.map(Value::String)))
+}
+
+/// `listWorkflowRuns` (a row of the method table).
+pub fn list_workflow_runs_call(store: &Store, call: &Call) -> Result<Reply> {
+    list_workflow_runs(store, Js::arg(call, 0)).map(Reply::json_text)
+}
+
+/// `findSessionReservation` (a row of the method table).
+pub fn find_session_reservation_call(store: &Store, call: &Call) -> Result<Reply> {
+    find_session_reservation(store, Js::arg(call, 0)).map(Reply::maybe_text)
+}
+
+/// `findSessionReservationView` (a row of the method table).
+pub fn find_session_reservation_view_call(store: &Store, call: &Call) -> Result<Reply> {
+    find_session_reservation_view(store, Js::arg(call, 0)).map(Reply::maybe_text)
+}
+
+/// `isWorkflowRunPaused` (a row of the method table).
+pub fn is_workflow_run_paused_call(store: &Store, call: &Call) -> Result<Reply> {
+    is_workflow_run_paused(store, Js::arg(call, 0)).map(Reply::value)
 }

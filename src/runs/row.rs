@@ -1,14 +1,14 @@
 //! The joined row of one workflow run (run, definition, queue, binding, lease) that every run
 //! method reads, and its lookups.
 
-use std::convert::Infallible;
+use std::sync::OnceLock;
 
-use rusqlite::{Connection, OptionalExtension, Row};
+use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
 
-use crate::error::{Result, StoreError};
+use crate::args::{params_for, Js};
+use crate::error::Result;
 use crate::state::columns::{blob_at, opt_blob_at, opt_str_at, str_at};
-use crate::state::ids::token_hash;
-use crate::state::leases::{self, Lease};
+use crate::state::leases::Lease;
 
 /// The columns of the reference's `workflowRunSelect`, then the rest of the run's lease (so a
 /// path that reads the run has its whole lease without reading it again), followed by a
@@ -131,19 +131,6 @@ impl RunRow {
         }
     }
 
-    /// Whether `claim_token` is the run's current claim, unexpired at `now`
-    /// (`verifyWorkflowRunClaim` of this row).
-    pub fn holds_live_claim(&self, claim_token: &str, now: i64) -> bool {
-        let Ok(live) = leases::holds_live(
-            self.owner_id.as_deref(),
-            self.token_hash.as_deref(),
-            self.claim_expires_at,
-            now,
-            || Ok::<_, Infallible>(token_hash(claim_token)),
-        );
-        live
-    }
-
     /// Queue status `done`, `failed` or `cancelled`.
     pub fn is_queue_terminal(&self) -> bool {
         matches!(self.status.as_str(), "done" | "failed" | "cancelled")
@@ -235,24 +222,16 @@ impl<S, B> RunColumns<S, B> {
     }
 }
 
-/// The run's row, or `None`.
-pub fn workflow_run_row(conn: &Connection, run_id: &str) -> Result<Option<RunRow>> {
-    Ok(conn
-        .prepare_cached(&format!("{RUN_SELECT} WHERE r.run_id = ?"))?
-        .query_row([run_id], RunRow::from_row)
+/// `workflowRunRow(runId)`: the run's row, or `None`, with the caller's value bound as
+/// better-sqlite3 binds it. The one lookup of a run by id: every run method reads its row here.
+pub fn run_row_of(conn: &Connection, run_id: Js<'_>) -> Result<Option<RunRow>> {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| format!("{RUN_SELECT} WHERE r.run_id = ?"));
+    let mut statement = conn.prepare_cached(sql)?;
+    let params = params_for(&statement, &[run_id])?;
+    Ok(statement
+        .query_row(params_from_iter(&params), RunRow::from_row)
         .optional()?)
-}
-
-/// The run row unless the run is missing or its queue is terminal (`done`, `failed`,
-/// `cancelled`): the runs a claim or a terminal transition may still act on.
-pub fn nonterminal_run_row(conn: &Connection, run_id: &str) -> Result<Option<RunRow>> {
-    Ok(workflow_run_row(conn, run_id)?.filter(|row| !row.is_queue_terminal()))
-}
-
-/// The run row, or `Workflow run not found: <id>`.
-pub fn require_workflow_run_row(conn: &Connection, run_id: &str) -> Result<RunRow> {
-    workflow_run_row(conn, run_id)?
-        .ok_or_else(|| StoreError::plain(format!("Workflow run not found: {run_id}")))
 }
 
 /// Row ids as the JSON array a statement reads with `json_each(?)`.

@@ -6,16 +6,17 @@ use std::borrow::Cow;
 use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
 
-use super::claims::{run_row_of, runner_owner_type};
+use super::claims::runner_owner_type;
+use super::row::run_row_of;
 use crate::args::{bind_all, params_for, Js};
-use crate::controller::rows::joined_document_text;
+use crate::controller::rows::documented::joined_document_text;
 use crate::error::{Result, StoreError};
 use crate::state::columns::{opt_str_at, str_at};
 use crate::state::revisions::{
     bump_resource_revision, event_seq, insert_event_binding, EventDraft,
 };
 use crate::store::{in_read_transaction, Store};
-use crate::wire::{JsonArg, ObjectWriter, Reply};
+use crate::wire::{Call, JsonArg, ObjectWriter, Reply};
 
 /// Records the event in the reference's order: the run (bound as given; `Workflow run not
 /// found: ${runId}`), the time, the revision bump, then the event with the caller's `type` and
@@ -158,4 +159,16 @@ fn run_event_list_text(conn: &Connection, seq: Js<'_>, limit: Js<'_>) -> Result<
     }
     out.push(']');
     Ok(out)
+}
+
+// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
+
+/// `recordRunEvent` (a row of the method table).
+pub fn record_run_event_call(store: &Store, call: &Call) -> Result<Reply> {
+    store.write(|conn| record_run_event(conn, Js::arg(call, 0), call.clock))
+}
+
+/// `listRunEventsAfter` (a row of the method table).
+pub fn list_run_events_after_call(store: &Store, call: &Call) -> Result<Reply> {
+    list_run_events_after(store, Js::arg(call, 0), Js::arg(call, 1))
 }

@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::state::json::canonical;
 use crate::state::revisions::{bump_resource, insert_event, resource_revision, EventDraft};
 use crate::store::Store;
-use crate::wire::Call;
+use crate::wire::{Call, Reply};
 
 /// A pending effect of the run: `(effect_id, resource_id)`.
 type PendingEffect = (String, String);
@@ -69,4 +69,11 @@ pub fn settle_run_effect(store: &Store, call: &Call) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
+
+/// `settleRunEffect` (a row of the method table).
+pub fn settle_run_effect_call(store: &Store, call: &Call) -> Result<Reply> {
+    settle_run_effect(store, call).map(|()| Reply::undefined())
 }

@@ -6,34 +6,43 @@ use rusqlite::{params, params_from_iter, Connection};
 use serde_json::{json, Value};
 
 use super::claims::{
-    has_pending_interaction, inconsistent, insert_lease_holder_event, live_claim_row_of,
-    options_now, release_live_lease, run_holder, run_row_of,
+    has_pending_interaction, inconsistent, live_claim_row_of, options_now, release_live_lease,
+    run_holder,
 };
-use super::row::RunRow;
+use super::row::{run_row_of, RunRow};
 use crate::args::{params_for, token_hash_js, Js, Param};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{put_json, put_text, BlobHash};
 use crate::state::ids::random_uuid;
 use crate::state::json::canonical;
-use crate::state::leases::{self, Fence, Holder, HolderKind, Lease};
+use crate::state::leases::{self, Actor, Fence, Holder, HolderKind};
 use crate::state::revisions::{
     bump_resource, bump_resource_revision, insert_event, resource_revision, EventDraft,
 };
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
-use crate::wire::Call;
+use crate::wire::{Call, Reply};
 
-/// The `events` row and viewer deltas every transition ends with: bump, event, then the
-/// explicit summary/replay deltas.
+/// The `events` row and viewer deltas every transition ends with: bump, the event attributed
+/// to `actor`, then the explicit summary/replay deltas.
 fn record_transition(
     conn: &Connection,
     row: &RunRow,
     event: (&str, &Value),
-    lease: &Lease,
+    actor: Actor<'_>,
     now: i64,
 ) -> Result<()> {
     let revision = bump_resource_revision(conn, &row.resource_id, now)?;
-    insert_lease_holder_event(conn, row, revision, event.0, lease, event.1, now)?;
+    let payload = canonical(event.1);
+    leases::insert_attributed_event(
+        conn,
+        &row.resource_id,
+        revision,
+        event.0,
+        actor,
+        &payload,
+        now,
+    )?;
     record_viewer_deltas(conn, &row.run_id, SUMMARY_REPLAY, now)?;
     Ok(())
 }
@@ -89,37 +98,11 @@ fn release_run_claim(
             conn,
             &row,
             (&event_type, &json!({ "status": status })),
-            &lease,
+            Actor::Holder(&lease),
             now,
         )?;
         Ok(true)
     })
-}
-
-/// Records a control action on the run (`run.paused`, `run.resumed`), attributed to `control`.
-fn record_control_event(
-    conn: &Connection,
-    row: &RunRow,
-    event_type: &str,
-    payload: &Value,
-    now: i64,
-) -> Result<()> {
-    let revision = bump_resource_revision(conn, &row.resource_id, now)?;
-    insert_event(
-        conn,
-        &EventDraft {
-            resource_id: &row.resource_id,
-            revision,
-            event_type,
-            actor_type: "control",
-            actor_id: None,
-            payload: &canonical(payload),
-            now,
-            lease_generation: None,
-        },
-    )?;
-    record_viewer_deltas(conn, &row.run_id, SUMMARY_REPLAY, now)?;
-    Ok(())
 }
 
 /// Pauses a parked, ownerless run that waits on a pending interaction (idempotent).
@@ -153,11 +136,11 @@ pub fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
         if changed != 1 {
             return Ok(false);
         }
-        record_control_event(
+        record_transition(
             conn,
             &row,
-            "run.paused",
-            &json!({ "status": "parked" }),
+            ("run.paused", &json!({ "status": "parked" })),
+            Actor::Control(None),
             now,
         )?;
         Ok(true)
@@ -190,11 +173,11 @@ pub fn resume_paused(store: &Store, call: &Call) -> Result<bool> {
         if changed != 1 {
             return Ok(false);
         }
-        record_control_event(
+        record_transition(
             conn,
             &row,
-            "run.resumed",
-            &json!({ "status": "waiting" }),
+            ("run.resumed", &json!({ "status": "waiting" })),
+            Actor::Control(None),
             now,
         )?;
         Ok(true)
@@ -280,7 +263,7 @@ pub fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
             return Err(inconsistent(run_id, "claim changed during source recovery"));
         }
         let payload = json!({ "status": "parked", "code": "workflowSourceChanged" });
-        record_transition(conn, &row, ("run.source_changed", &payload), &lease, now)?;
+        record_transition(conn, &row, ("run.source_changed", &payload), Actor::Holder(&lease), now)?;
         Ok(true)
     })
 }
@@ -331,7 +314,13 @@ pub fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
             return Err(inconsistent(run_id, "claim changed during effect recovery"));
         }
         let payload = json!({ "status": "waiting", "code": "effectAmbiguous" });
-        record_transition(conn, &row, ("run.effect_ambiguous", &payload), &lease, now)?;
+        record_transition(
+            conn,
+            &row,
+            ("run.effect_ambiguous", &payload),
+            Actor::Holder(&lease),
+            now,
+        )?;
         Ok(true)
     })
 }
@@ -414,19 +403,18 @@ fn terminal_run(
             }
             None
         } else {
-            let (Some(_), Some(hash), Some(expires)) =
-                (&lease.owner_id, &lease.token_hash, lease.expires_at)
-            else {
-                return Ok(false);
-            };
-            if expires <= now {
+            let mut presented = None;
+            let live = leases::holds_unexpired(
+                lease.owner_id.as_deref(),
+                lease.token_hash.as_deref(),
+                lease.expires_at,
+                now,
+                || Ok::<_, StoreError>(*presented.insert(token_hash_js(claim_token)?)),
+            )?;
+            if !live {
                 return Ok(false);
             }
-            let token_hash = token_hash_js(claim_token)?;
-            if hash[..] != token_hash[..] {
-                return Ok(false);
-            }
-            Some(token_hash)
+            presented
         };
         let revision = resource_revision(conn, &row.resource_id)?;
         let error_hash = put_text(conn, text_of(terminal.error)?, now)?;
@@ -473,7 +461,15 @@ fn terminal_run(
             "error": terminal.error.json_value()?,
             "status": terminal.status,
         });
-        insert_lease_holder_event(conn, &row, revision + 1, &event_type, &lease, &payload, now)?;
+        leases::insert_attributed_event(
+            conn,
+            &row.resource_id,
+            revision + 1,
+            &event_type,
+            Actor::Holder(&lease),
+            &canonical(&payload),
+            now,
+        )?;
         record_viewer_deltas(conn, run_id, SUMMARY_REPLAY, now)?;
         Ok(true)
     })
@@ -555,18 +551,14 @@ fn cancel_effect(
         ])?;
     }
     bump_resource(conn, &effect.resource_id, revision, now)?;
-    insert_event(
+    leases::insert_attributed_event(
         conn,
-        &EventDraft {
-            resource_id: &effect.resource_id,
-            revision: revision + 1,
-            event_type: &format!("effect.{status}"),
-            actor_type: "control",
-            actor_id: Some(actor_id),
-            payload: &canonical(&json!({ "runId": run_id, "reason": "workflowCancelled" })),
-            now,
-            lease_generation: None,
-        },
+        &effect.resource_id,
+        revision + 1,
+        &format!("effect.{status}"),
+        Actor::Control(Some(actor_id)),
+        &canonical(&json!({ "runId": run_id, "reason": "workflowCancelled" })),
+        now,
     )?;
     Ok(())
 }
@@ -740,13 +732,13 @@ pub fn delete(store: &Store, call: &Call) -> Result<bool> {
         let Some(row) = run_row_of(conn, options.get("runId")?)? else {
             return Ok(false);
         };
-        let lease = row.lease();
-        let live = match (&lease.owner_id, &lease.token_hash, lease.expires_at) {
-            (Some(_), Some(hash), Some(expires)) if expires > now => {
-                hash[..] == token_hash_js(options.get_or_undefined("claimToken"))?[..]
-            }
-            _ => false,
-        };
+        let live = leases::holds_unexpired(
+            row.owner_id.as_deref(),
+            row.token_hash.as_deref(),
+            row.claim_expires_at,
+            now,
+            || token_hash_js(options.get_or_undefined("claimToken")),
+        )?;
         if !live {
             return Ok(false);
         }
@@ -774,6 +766,63 @@ pub fn set_origin_session(store: &Store, call: &Call) -> Result<bool> {
     let params = params_for(&statement, &values)?;
     let changed = statement.execute(params_from_iter(&params))?;
     Ok(changed == 1)
+}
+
+// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
+
+/// `parkWorkflowRun` (a row of the method table).
+pub fn park_workflow_run(store: &Store, call: &Call) -> Result<Reply> {
+    release_by_call(store, call, "parked").map(Reply::value)
+}
+
+/// `pauseParkedWorkflowRun` (a row of the method table).
+pub fn pause_parked_call(store: &Store, call: &Call) -> Result<Reply> {
+    pause_parked(store, call).map(Reply::value)
+}
+
+/// `resumePausedInteraction` (a row of the method table).
+pub fn resume_paused_call(store: &Store, call: &Call) -> Result<Reply> {
+    resume_paused(store, call).map(Reply::value)
+}
+
+/// `parkWorkflowRunForSourceChange` (a row of the method table).
+pub fn park_for_source_change_call(store: &Store, call: &Call) -> Result<Reply> {
+    park_for_source_change(store, call).map(Reply::value)
+}
+
+/// `parkWorkflowRunForAmbiguousEffect` (a row of the method table).
+pub fn park_for_ambiguous_effect_call(store: &Store, call: &Call) -> Result<Reply> {
+    park_for_ambiguous_effect(store, call).map(Reply::value)
+}
+
+/// `failWorkflowRun` (a row of the method table).
+pub fn fail_call(store: &Store, call: &Call) -> Result<Reply> {
+    fail(store, call).map(Reply::value)
+}
+
+/// `cancelWorkflowRun` (a row of the method table).
+pub fn cancel_call(store: &Store, call: &Call) -> Result<Reply> {
+    cancel(store, call).map(Reply::value)
+}
+
+/// `cancelStaleWorkflowRun` (a row of the method table).
+pub fn cancel_stale_call(store: &Store, call: &Call) -> Result<Reply> {
+    cancel_stale_by_call(store, call).map(Reply::value)
+}
+
+/// `deleteWorkflowRun` (a row of the method table).
+pub fn delete_call(store: &Store, call: &Call) -> Result<Reply> {
+    delete(store, call).map(Reply::value)
+}
+
+/// `completeWorkflowRun` (a row of the method table).
+pub fn complete_workflow_run(store: &Store, call: &Call) -> Result<Reply> {
+    release_by_call(store, call, "done").map(Reply::value)
+}
+
+/// `setWorkflowRunOriginSession` (a row of the method table).
+pub fn set_origin_session_call(store: &Store, call: &Call) -> Result<Reply> {
+    set_origin_session(store, call).map(Reply::value)
 }
 
 #[cfg(test)]

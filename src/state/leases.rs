@@ -119,6 +119,21 @@ pub fn holds_live<E>(
     Ok(hash == presented()? && expires_at > now)
 }
 
+/// [`holds_live`] with the expiry judged before the token is hashed (`terminalRun`,
+/// `deleteWorkflowRun`): on an expired lease a token the caller cannot hash is not asked for.
+pub fn holds_unexpired<E>(
+    owner_id: Option<&str>,
+    token_hash: Option<&[u8]>,
+    expires_at: Option<i64>,
+    now: i64,
+    presented: impl FnOnce() -> std::result::Result<[u8; 32], E>,
+) -> std::result::Result<bool, E> {
+    let (Some(_), Some(expires_at), Some(hash)) = (owner_id, expires_at, token_hash) else {
+        return Ok(false);
+    };
+    Ok(expires_at > now && hash == presented()?)
+}
+
 /// Who holds (or is to hold) a lease.
 #[derive(Debug, Clone)]
 pub struct Holder<'a> {
@@ -386,55 +401,61 @@ pub fn release(
     Ok(changed == 1)
 }
 
-/// An event attributed to the lease holder read before the change: actor
-/// `lease.ownerType ?? "system"`, generation `lease.generation || undefined`. `payload` is
-/// canonical JSON text.
-pub fn insert_holder_event(
-    conn: &Connection,
-    resource_id: &str,
-    revision: i64,
-    event_type: &str,
-    lease: &Lease,
-    payload: &str,
-    now: i64,
-) -> Result<String> {
-    insert_event(
-        conn,
-        &EventDraft {
-            resource_id,
-            revision,
-            event_type,
-            actor_type: lease.owner_type.as_deref().unwrap_or("system"),
-            actor_id: lease.owner_id.as_deref(),
-            payload,
-            now,
-            lease_generation: lease.event_generation(),
-        },
-    )
+/// Whom an event is attributed to: each attribution rule of the event log, stated once.
+#[derive(Debug, Clone, Copy)]
+pub enum Actor<'a> {
+    /// The lease holder read before the change: actor `lease.ownerType ?? "system"` and its
+    /// owner, generation `lease.generation || undefined`.
+    Holder(&'a Lease),
+    /// A controller's verified claim: actor `controller`, the claim's owner and generation as
+    /// `lease` holds them.
+    Controller(&'a Lease),
+    /// The control plane (`control`), with its id if it has one, no lease generation.
+    Control(Option<&'a str>),
 }
 
-/// An event a controller's verified claim is attributed to: actor `controller`, the claim's
-/// owner and generation as `lease` holds them. `payload` is canonical JSON text.
-pub fn insert_controller_holder_event(
+impl<'a> Actor<'a> {
+    /// `(actor_type, actor_id, lease_generation)` of the event.
+    fn attribution(self) -> (&'a str, Option<&'a str>, Option<i64>) {
+        match self {
+            Actor::Holder(lease) => (
+                lease.owner_type.as_deref().unwrap_or("system"),
+                lease.owner_id.as_deref(),
+                lease.event_generation(),
+            ),
+            Actor::Controller(lease) => (
+                "controller",
+                lease.owner_id.as_deref(),
+                Some(lease.generation),
+            ),
+            Actor::Control(id) => ("control", id, None),
+        }
+    }
+}
+
+/// Inserts an event attributed to `actor`; `payload` is canonical JSON text. Returns the
+/// event id.
+pub fn insert_attributed_event(
     conn: &Connection,
     resource_id: &str,
     revision: i64,
     event_type: &str,
-    lease: &Lease,
+    actor: Actor<'_>,
     payload: &str,
     now: i64,
 ) -> Result<String> {
+    let (actor_type, actor_id, lease_generation) = actor.attribution();
     insert_event(
         conn,
         &EventDraft {
             resource_id,
             revision,
             event_type,
-            actor_type: "controller",
-            actor_id: lease.owner_id.as_deref(),
+            actor_type,
+            actor_id,
             payload,
             now,
-            lease_generation: Some(lease.generation),
+            lease_generation,
         },
     )
 }
@@ -452,8 +473,8 @@ pub fn bound_text(text: Option<&str>) -> Param<'_> {
 #[cfg(test)]
 mod tests {
     use super::{
-        holds_live, insert_controller_holder_event, insert_holder_event, insert_lease, release,
-        renew, require_lease, stored_expires_at, stored_owner_id, take, Fence, Holder, HolderKind,
+        holds_live, holds_unexpired, insert_attributed_event, insert_lease, release, renew,
+        require_lease, stored_expires_at, stored_owner_id, take, Actor, Fence, Holder, HolderKind,
         Lease, CONTROLLER_TAKEABLE,
     };
     use crate::args::Param;
@@ -565,6 +586,23 @@ mod tests {
         }
         let asked = holds_live(Some("a"), Some(&hash), Some(EXPIRES), EXPIRES, refused);
         assert_eq!(asked, Err("not hashable"));
+    }
+
+    #[test]
+    fn an_unexpired_claim_is_judged_by_its_expiry_before_the_token_is_hashed() {
+        let hash = token_hash("token-a");
+        let refused = || Err::<[u8; 32], &str>("not hashable");
+        let presented = || Ok::<_, &str>(token_hash("token-a"));
+        let unexpired = holds_unexpired(Some("a"), Some(&hash), Some(EXPIRES), NOW, presented);
+        assert_eq!(unexpired, Ok(true));
+        let expired = holds_unexpired(Some("a"), Some(&hash), Some(EXPIRES), EXPIRES, refused);
+        assert_eq!(expired, Ok(false));
+        let asked = holds_unexpired(Some("a"), Some(&hash), Some(EXPIRES), NOW, refused);
+        assert_eq!(asked, Err("not hashable"));
+        assert_eq!(
+            holds_unexpired(None, Some(&hash), Some(EXPIRES), NOW, refused),
+            Ok(false)
+        );
     }
 
     #[test]
@@ -810,10 +848,13 @@ mod tests {
             taken(&conn, kind, "owner-a", &hash);
             let held = lease(&conn);
             for (revision, read) in [(1, &fresh), (2, &held)] {
-                insert_holder_event(&conn, RESOURCE, revision, "test", read, "{}", NOW).unwrap();
+                let holder = Actor::Holder(read);
+                insert_attributed_event(&conn, RESOURCE, revision, "test", holder, "{}", NOW)
+                    .unwrap();
             }
             // A controller's claim event names the owner type it verified, `controller`.
-            insert_controller_holder_event(&conn, RESOURCE, 3, "test", &held, "{}", NOW).unwrap();
+            let controller = Actor::Controller(&held);
+            insert_attributed_event(&conn, RESOURCE, 3, "test", controller, "{}", NOW).unwrap();
             let events: Vec<(String, Option<String>, Option<i64>)> = conn
                 .prepare(
                     "SELECT actor_type, actor_id, lease_generation FROM events

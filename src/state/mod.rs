@@ -1,18 +1,14 @@
 //! The state database: opening (pragmas, schema creation, verification, blob pruning), the
 //! write transaction, and the shared bookkeeping modules every store method builds on.
 
-mod blob_set;
 pub mod blobs;
 pub mod columns;
 pub mod ids;
 pub mod json;
 pub mod leases;
 mod mode;
-mod open_prune;
 mod private_fs;
 mod prune;
-mod prune_parts;
-mod prune_scan;
 pub mod revisions;
 pub mod run_index;
 pub mod schema;
@@ -72,8 +68,8 @@ pub struct StateDb {
     /// What the run polls read of every run, kept up to date (see `run_index`). Declared after
     /// `connection`, so dropped after it: the connection's hooks point into it.
     pub run_index: run_index::RunIndex,
-    /// The open's blob prune while it may still run (see `open_prune`); every use waits for it.
-    prune: Mutex<Option<Arc<open_prune::PendingPrune>>>,
+    /// The open's blob prune while it may still run (see `prune::at_open`); every use waits for it.
+    prune: Mutex<Option<Arc<prune::at_open::PendingPrune>>>,
     prune_pending: AtomicBool,
 }
 
@@ -85,7 +81,7 @@ impl StateDb {
         let file_path = options.file_path;
         let mode = options.mode;
         // What an earlier open of this file in this process left to prune comes first.
-        open_prune::wait_for_pending(&file_path);
+        prune::at_open::wait_for_pending(&file_path);
         let existed = private_fs::is_regular_file(&file_path, mode)?;
         if mode == Mode::ReadOnly && !existed {
             return Err(StoreError::plain(format!(
@@ -179,7 +175,7 @@ fn open_reader(file_path: &Path) -> Option<Connection> {
     Some(conn)
 }
 
-/// A read-only connection to the file for the blob prune's helper (see `prune_parts`), or
+/// A read-only connection to the file for the blob prune's helper (see `prune::parts`), or
 /// none if it cannot be opened: the prune then reads alone.
 fn open_prune_helper(file_path: &Path) -> Option<Connection> {
     let conn = open_connection(file_path, Mode::ReadOnly).ok()?;
@@ -255,7 +251,7 @@ impl StateDb {
     }
 
     /// The open connection, or better-sqlite3's `TypeError` once closed. Waits for the open's
-    /// blob prune first (see `open_prune`); its failure is this call's error.
+    /// blob prune first (see `prune::at_open`); its failure is this call's error.
     pub fn conn(&self) -> Result<&Connection> {
         if self.prune_pending.load(Ordering::Acquire) {
             self.settle_prune()?;
@@ -354,14 +350,14 @@ impl StateDb {
     }
 
     /// [`StateDb::prune_unreferenced_blobs`] as an open runs it, on a connection and thread of
-    /// its own (see `open_prune`): reading through a small page cache (see
+    /// its own (see `prune::at_open`): reading through a small page cache (see
     /// [`PRUNE_SCAN_CACHE_PAGES`]), deleting with the full one, so that a large delete never
     /// spills pages before its commit. Returns once the prune holds the write lock.
     fn start_prune(&self) -> Result<()> {
         let conn = open_connection(&self.file_path, Mode::ReadWrite)?;
         conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
         StateDb::configure_read_write_conn(&conn)?;
-        let cache = open_prune::CacheSizes {
+        let cache = prune::at_open::CacheSizes {
             scan: PRUNE_SCAN_CACHE_PAGES,
             delete: CACHE_SIZE_KIB,
         };
@@ -369,7 +365,7 @@ impl StateDb {
         // Its commit is journaled like the store's own: a commit that deletes no run row is
         // still one the other processes' run indexes must be told about, not a gap.
         let conn = run_index::Journaled::new(conn, &self.file_path);
-        let pending = open_prune::start(&self.file_path, conn, cache, move || {
+        let pending = prune::at_open::start(&self.file_path, conn, cache, move || {
             open_prune_helper(&file_path)
         })?;
         *self

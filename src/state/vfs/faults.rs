@@ -77,7 +77,7 @@ thread_local! {
 }
 
 /// Makes the next read-write open on this thread fail the `n`-th call of `point` with `kind`
-/// in its blob prune, which runs on a thread of its own (`open_prune`: that thread [`arm`]s
+/// in its blob prune, which runs on a thread of its own (`prune::at_open`: that thread [`arm`]s
 /// it). The opening thread's own calls are not failed.
 pub fn arm_next_prune(point: Point, n: u64, kind: Kind) {
     NEXT_PRUNE.with(|next| next.set(Some((point, n, kind))));

@@ -41,7 +41,7 @@ use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
-use super::prune;
+use super as prune;
 use crate::error::{Result, StoreError};
 
 /// A prune started by an open, until it committed or failed.
@@ -128,13 +128,13 @@ pub fn start(
     let thread_key = key.clone();
     let file_path = path.to_path_buf();
     #[cfg(test)]
-    let fault = super::vfs::faults::take_next_prune();
+    let fault = crate::state::vfs::faults::take_next_prune();
     let spawned = std::thread::Builder::new()
         .name("piw-open-prune".into())
         .spawn(move || {
             #[cfg(test)]
             if let Some((point, n, kind)) = fault {
-                super::vfs::faults::arm(point, n, kind);
+                crate::state::vfs::faults::arm(point, n, kind);
             }
             // A panic must still wake the waiters (and the connection rolls back when dropped).
             let outcome =

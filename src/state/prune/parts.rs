@@ -23,9 +23,9 @@ use std::sync::OnceLock;
 use rusqlite::Connection;
 
 use super::blob_set::{BlobSet, Striker};
-use super::prune_scan::{self, quote_identifier, Collected, StrikingConnection, TableScan};
-use super::temp_schema;
+use super::scan::{self, quote_identifier, Collected, StrikingConnection, TableScan};
 use crate::error::{Result, StoreError};
+use crate::state::temp_schema;
 
 /// Below this many pages in the file, every table is one part (and there is no helper): the
 /// queries finding the ranges' bounds would cost more than the ranges save.
@@ -94,7 +94,7 @@ pub fn unreferenced(
             })
             .collect();
         let mine = (|| {
-            let set = loaded.get_or_init(|| prune_scan::load(conn));
+            let set = loaded.get_or_init(|| scan::load(conn));
             let set = set.as_ref().map_err(Clone::clone)?;
             let mut striking = StrikingConnection::new(conn)?;
             let mut striker = Striker::new(set);

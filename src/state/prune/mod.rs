@@ -7,8 +7,9 @@
 //! the most: in a typical file their rows repeat a few hashes that other tables, or their own
 //! newest rows, already accounted for (a blob only such a table refers to is most often one of
 //! the newest, and only the newest rows can refer to it). Which blobs go is exactly the full
-//! anti-join's answer whatever the order. The reads run inside SQLite (`prune_scan`), in
-//! row id ranges that, on a large file, several connections read at once (`prune_parts`).
+//! anti-join's answer whatever the order. The reads run inside SQLite (`scan`, over the
+//! hash set of `blob_set`), in row id ranges that, on a large file, several connections read at
+//! once (`parts`). `at_open` runs the prune of every read-write open on a thread of its own.
 //!
 //! The deletes run with foreign-key enforcement off ([`without_foreign_keys`]): with it on,
 //! every deleted blob made SQLite look for children in each referencing column, the unindexed
@@ -18,11 +19,15 @@
 //! that goes, and no constraint could fail or cascade. The rows deleted and the pages written
 //! are the same; only the child lookups are gone.
 
+pub mod at_open;
+mod blob_set;
+mod parts;
+mod scan;
+
 use rusqlite::Connection;
 
-use super::prune_parts;
-use super::prune_scan::TableScan;
 use crate::error::Result;
+use scan::TableScan;
 
 /// Referencing tables read after all others (in this order), newest rows first: many rows, few
 /// distinct hashes, and the newest blobs are the ones only the newest rows can refer to.
@@ -51,13 +56,13 @@ pub fn prune_unreferenced(
 
 /// The row ids of the blobs no foreign-key column refers to, ascending. On a large file,
 /// `open_helper` gives more connections to it, which read part of the tables (see
-/// `prune_parts`); it is called while the caller's write transaction has changed nothing.
+/// `parts`); it is called while the caller's write transaction has changed nothing.
 pub fn unreferenced_rowids(
     conn: &Connection,
     open_helper: impl Fn() -> Option<Connection> + Sync,
 ) -> Result<Vec<i64>> {
     let tables = blob_references(conn)?;
-    Ok(prune_parts::unreferenced(conn, &tables, open_helper)?.into_rowids())
+    Ok(parts::unreferenced(conn, &tables, open_helper)?.into_rowids())
 }
 
 /// Runs `prune` (which opens its own write transaction) with `PRAGMA foreign_keys` off, and
@@ -457,8 +462,8 @@ mod tests {
     /// blobs as striking at once: hashes and values of other lengths alike.
     #[test]
     fn values_collected_before_the_load_strike_as_read_ones_do() {
-        use crate::state::blob_set::Striker;
-        use crate::state::prune_scan::{self, Collected, StrikingConnection, TableScan};
+        use crate::state::prune::blob_set::Striker;
+        use crate::state::prune::scan::{self, Collected, StrikingConnection, TableScan};
 
         let conn = database(&[3, 11, 19, 2, 10], &[], &[3, 2, 3], &[]);
         let tables = [TableScan {
@@ -476,7 +481,7 @@ mod tests {
             .collect_part(&mut collected, &tables, 0, None)
             .unwrap();
         assert_eq!((collected.hashes.len(), collected.others.len()), (3, 2));
-        let set = prune_scan::load(&conn).unwrap();
+        let set = scan::load(&conn).unwrap();
         collected.strike_into(&mut Striker::new(&set));
         drop(striking);
         let expected = reference_prune(&database(&[3, 11, 19, 2, 10], &[], &[3, 2, 3], &[]));

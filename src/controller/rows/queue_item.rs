@@ -1,0 +1,36 @@
+//! The resource's work-queue row: enqueueing it (or moving it earlier) and its version.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::error::{Result, StoreError};
+
+/// Queues the resource, or moves an existing item earlier and bumps its version.
+pub fn enqueue_controller_row(
+    conn: &Connection,
+    controller_resource_id: &str,
+    available_at: i64,
+    now: i64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO controller_queue(
+           controller_resource_id, available_at, queue_version,
+           consecutive_errors, created_at, updated_at
+         ) VALUES (?, ?, 1, 0, ?, ?)
+         ON CONFLICT(controller_resource_id) DO UPDATE SET
+           available_at = MIN(controller_queue.available_at, excluded.available_at),
+           queue_version = controller_queue.queue_version + 1,
+           updated_at = excluded.updated_at",
+    )?
+    .execute(params![controller_resource_id, available_at, now, now])?;
+    Ok(())
+}
+
+/// The queue item's `queue_version` (bumped by every enqueue).
+pub fn queue_version(conn: &Connection, controller_resource_id: &str) -> Result<i64> {
+    conn.prepare_cached(
+        "SELECT queue_version FROM controller_queue WHERE controller_resource_id = ?",
+    )?
+    .query_row([controller_resource_id], |row| row.get(0))
+    .optional()?
+    .ok_or_else(|| StoreError::plain("Controller queue item is missing"))
+}

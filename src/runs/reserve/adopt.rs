@@ -1,0 +1,85 @@
+//! Prepare-or-adopt's identity check: an existing run is adopted only when it matches the
+//! request in every identity field.
+
+use rusqlite::Connection;
+
+use super::*;
+use crate::error::{Result, StoreError};
+use crate::runs::records::read_queued_run_sources;
+use crate::runs::row::RunRow;
+use crate::state::blobs::read_json;
+use crate::state::json::canonical;
+use crate::wire::{field, JsonArg};
+
+impl<'a> Reservation<'a> {
+    /// The existing run must match this request in every identity field.
+    pub(super) fn assert_compatible(&self, conn: &Connection, row: &RunRow) -> Result<()> {
+        if !self.is_compatible(conn, row)? {
+            return Err(StoreError::plain(format!(
+                "Workflow run preparation conflicts: {}",
+                self.run_key
+            )));
+        }
+        Ok(())
+    }
+
+    /// The reference's short-circuit order: later comparisons (and their errors) are reached
+    /// only while everything before them matched.
+    pub(super) fn is_compatible(&self, conn: &Connection, row: &RunRow) -> Result<bool> {
+        let lineage_kind = self.expected_lineage_kind();
+        let parent = self.parent_row(conn)?;
+        // `parent?.rootRunId ?? options.runId`, compared with `===`.
+        let root_run_id_matches = match &parent {
+            Some(parent) => row.root_run_id == parent.root_run_id,
+            None => self.run_id.strict_eq_str(&row.root_run_id),
+        };
+        let restart_number_matches = if lineage_kind.strict_eq_str("restart") {
+            match self.given("restartNumber") {
+                Some(number) => number_equals(number, row.restart_number),
+                None => {
+                    let parent_number = parent.as_ref().map_or(-1, |parent| parent.restart_number);
+                    row.restart_number == parent_number + 1
+                }
+            }
+        } else {
+            row.restart_number == parent.as_ref().map_or(0, |parent| parent.restart_number)
+        };
+        let fingerprint = match self.defined("parentTerminalFingerprint") {
+            Some(value) => Some(terminal_fingerprint_buffer(value)?),
+            None => None,
+        };
+        let same_identity = field(self.options, "workflowName").as_str()
+            == Some(row.workflow_name.as_str())
+            && field(self.options, "workflowSourceRef").as_str() == Some(row.workflow_ref.as_str())
+            && row.definition_digest == self.definition_digest;
+        if !same_identity {
+            return Ok(false);
+        }
+        let stored_sources = canonical(&read_queued_run_sources(conn, row)?);
+        let sources = queued_workflow_source(field(self.options, "workflowSource"))?;
+        if stored_sources != sources.canonical() {
+            return Ok(false);
+        }
+        let input = JsonArg::of(field(self.options, "input")).text_or("null")?;
+        if canonical(&read_json(conn, &row.input_hash)?) != input {
+            return Ok(false);
+        }
+        let launch_options = JsonArg::of(field(self.options, "launchOptions")).text_or("{}")?;
+        if canonical(&read_json(conn, &row.launch_options_hash)?) != launch_options {
+            return Ok(false);
+        }
+        let execution_mode_matches = match self.given("executionMode") {
+            Some(mode) => mode.is_string() && row.execution_mode.as_deref() == mode.as_str(),
+            None => row.execution_mode.as_deref() == Some("interactive"),
+        };
+        Ok(js_equals_text(
+            row.origin_session_id.as_deref(),
+            self.defined("originSessionId"),
+        ) && execution_mode_matches
+            && parent_run_id_matches(row, self.given("parentRunId"))
+            && root_run_id_matches
+            && same_nullable_text(row.lineage_kind.as_deref(), lineage_kind)
+            && restart_number_matches
+            && row.parent_terminal_fingerprint == fingerprint)
+    }
+}

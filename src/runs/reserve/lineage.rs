@@ -1,0 +1,140 @@
+//! A reservation's lineage rules: a root run declares none; a continuation's parent must be
+//! the same session's and nonterminal (a parked parent's queue is closed); a restart's parent
+//! must be terminal, with its terminal fingerprint and the next restart number.
+
+use rusqlite::{params, Connection};
+use serde_json::json;
+
+use super::*;
+use crate::args::Js;
+use crate::error::{Result, StoreError};
+use crate::runs::row::RunRow;
+use crate::state::json::canonical;
+use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft};
+
+impl<'a> Reservation<'a> {
+    /// Applies the lineage rules; a continuation of a parked parent closes the parent's queue.
+    pub(super) fn resolve_lineage(&self, conn: &Connection) -> Result<Lineage<'a>> {
+        let lineage_kind = self.expected_lineage_kind();
+        if self.defined("parentRunId").is_none() && self.defined("lineageKind").is_some() {
+            return Err(StoreError::plain(
+                "A root workflow run cannot declare lineage",
+            ));
+        }
+        let Some(parent) = self.parent_row(conn)? else {
+            if self.defined("restartNumber").is_some()
+                || self.defined("parentTerminalFingerprint").is_some()
+            {
+                return Err(StoreError::plain(
+                    "A root workflow run cannot declare restart metadata",
+                ));
+            }
+            return Ok(Lineage {
+                parent_run_id: None,
+                root_run_id: None,
+                lineage_kind: Js::Null,
+                restart_number: 0,
+                parent_terminal_fingerprint: None,
+            });
+        };
+        if !js_equals_text(
+            parent.origin_session_id.as_deref(),
+            self.defined("originSessionId"),
+        ) {
+            return Err(StoreError::plain(
+                "Workflow parent belongs to another Pi session",
+            ));
+        }
+        let mut lineage = Lineage {
+            parent_run_id: self.defined("parentRunId"),
+            root_run_id: Some(parent.root_run_id.clone()),
+            lineage_kind,
+            restart_number: parent.restart_number,
+            parent_terminal_fingerprint: None,
+        };
+        if lineage_kind.strict_eq_str("restart") {
+            self.check_restart(&parent, &mut lineage)?;
+        } else {
+            self.check_continuation(conn, &parent)?;
+        }
+        Ok(lineage)
+    }
+
+    pub(super) fn check_restart(&self, parent: &RunRow, lineage: &mut Lineage<'a>) -> Result<()> {
+        let run_terminal = matches!(
+            parent.run_status.as_str(),
+            "completed" | "failed" | "timed_out" | "cancelled"
+        );
+        if !run_terminal || !parent.is_queue_terminal() {
+            return Err(StoreError::plain("Restart parent is not terminal"));
+        }
+        let Some(fingerprint) = self.defined("parentTerminalFingerprint") else {
+            return Err(StoreError::plain(
+                "Restart requires the parent terminal fingerprint",
+            ));
+        };
+        lineage.parent_terminal_fingerprint = Some(terminal_fingerprint_buffer(fingerprint)?);
+        let next = parent.restart_number + 1;
+        if let Some(restart_number) = self.given("restartNumber") {
+            if !number_equals(restart_number, next) {
+                return Err(StoreError::plain(
+                    "Restart number does not follow its parent",
+                ));
+            }
+        }
+        lineage.restart_number = next;
+        Ok(())
+    }
+
+    pub(super) fn check_continuation(&self, conn: &Connection, parent: &RunRow) -> Result<()> {
+        let conflicting_number = self
+            .defined("restartNumber")
+            .is_some_and(|number| !number_equals(number, parent.restart_number));
+        if self.defined("parentTerminalFingerprint").is_some() || conflicting_number {
+            return Err(StoreError::plain(
+                "Continuation lineage conflicts with restart metadata",
+            ));
+        }
+        match parent.status.as_str() {
+            "parked" => self.close_parked_parent(conn, parent),
+            "done" => Err(StoreError::plain(
+                "Continuation parent already has a reserved continuation",
+            )),
+            status => Err(StoreError::plain(format!(
+                "Continuation parent queue is {status}"
+            ))),
+        }
+    }
+
+    /// The parked parent's queue becomes `done`: its continuation takes over.
+    pub(super) fn close_parked_parent(&self, conn: &Connection, parent: &RunRow) -> Result<()> {
+        if parent.owner_id.is_some() {
+            return Err(StoreError::plain(
+                "Continuation parent still has an active owner",
+            ));
+        }
+        conn.prepare_cached(
+            "UPDATE run_queue SET status = 'done', updated_at = ?, finished_at = ?
+             WHERE run_id = ? AND status = 'parked'",
+        )?
+        .execute(params![self.now, self.now, parent.run_id])?;
+        let revision = bump_resource_revision(conn, &parent.resource_id, self.now)?;
+        let actor_id = stored_text(conn, self.defined("originSessionId"))?;
+        // `{ continuationRunId: options.runId }`: the caller's value, as canonical JSON.
+        let payload = canonical(&json!({ "continuationRunId": self.run_id.json_value()? }));
+        insert_event(
+            conn,
+            &EventDraft {
+                resource_id: &parent.resource_id,
+                revision,
+                event_type: "run.queue_done_for_continuation",
+                actor_type: "session",
+                actor_id: actor_id.as_deref(),
+                payload: &payload,
+                now: self.now,
+                lease_generation: None,
+            },
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,258 @@
+//! Workflow run reservation: validating a new run and its lineage, writing every
+//! row a queued run consists of, and the two entry points built on it — prepare-or-adopt (reserve
+//! and claim in one transaction, or adopt an identical existing run) and enqueue (reserve if
+//! missing, then claim in a second transaction).
+//!
+//! By concern: `lineage` (the lineage rules), `rows` (the rows written), `adopt` (the
+//! identity check of prepare-or-adopt), `checks` (value checks), `source` (the workflow
+//! source).
+
+mod adopt;
+mod checks;
+mod lineage;
+mod rows;
+mod source;
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+use super::claims::{claim_run, claim_run_in_transaction, ClaimOptions, RunClaim};
+use super::records::{map_workflow_run, map_workflow_run_with};
+use super::row::{run_row_of, RunRow};
+use crate::args::{Js, Param};
+use crate::error::{Result, StoreError};
+use crate::state::blobs::{BlobHash, JsonReads};
+use crate::store::Store;
+use crate::wire::{field, time, Call, Reply};
+use checks::*;
+use source::*;
+
+pub fn reserve_workflow_run(store: &Store, options: &Value) -> Result<String> {
+    let request = Reservation::validate(options)?;
+    let project_id = store.project_id();
+    store.write(|conn| request.reserve_in_transaction(conn, project_id))
+}
+
+pub fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<String> {
+    let request = Reservation::validate(options)?;
+    let project_id = store.project_id();
+    store.write(|conn| {
+        if let Some(existing) = run_row_of(conn, request.run_id)? {
+            request.assert_compatible(conn, &existing)?;
+            let run = map_workflow_run(conn, &existing)?;
+            return Ok(format!(r#"{{"state":"adopted","run":{run}}}"#));
+        }
+        request.reserve_in_transaction(conn, project_id)?;
+        let claim = run_claim(options)?;
+        match claim_run_in_transaction(conn, &claim, request.now, ClaimOptions::default())? {
+            Some(run) => Ok(format!(r#"{{"state":"claimed","run":{run}}}"#)),
+            None => Err(not_claimed(&request.run_key)),
+        }
+    })
+}
+
+pub fn enqueue_workflow_run(store: &Store, options: &Value) -> Result<String> {
+    // `this.getWorkflowRun(options.runId)`: the caller's value bound as given.
+    let run_id = crate::args::Js::of(options).get("runId")?;
+    let existing = match run_row_of(store.conn()?, run_id)? {
+        Some(row) => Some(map_workflow_run(store.conn()?, &row)?),
+        None => None,
+    };
+    if existing.is_none() {
+        reserve_workflow_run(store, &without_execution_mode(options))?;
+    }
+    let now = time(field(options, "now"))?;
+    let claim = run_claim(options)?;
+    claim_run(store, &claim, now, ClaimOptions::default())?
+        .ok_or_else(|| not_claimed(&run_id.template().unwrap_or_default()))
+}
+
+/// enqueueWorkflowRun forwards every reservation field except `executionMode`.
+fn without_execution_mode(options: &Value) -> Value {
+    let mut forwarded = options.clone();
+    if let Some(map) = forwarded.as_object_mut() {
+        map.remove("executionMode");
+    }
+    forwarded
+}
+
+fn run_claim(options: &Value) -> Result<RunClaim<'_>> {
+    let options = crate::args::Js::of(options);
+    Ok(RunClaim {
+        run_id: options.get_or_undefined("runId"),
+        runner_id: options.get_or_undefined("runnerId"),
+        claim_token: options.get_or_undefined("claimToken"),
+        lease_ms: options.get_or_undefined("leaseMs"),
+    })
+}
+
+fn not_claimed(run_id: &str) -> StoreError {
+    StoreError::plain(format!("Workflow run could not be claimed: {run_id}"))
+}
+
+/// A reservation request that passed the checks made before the transaction.
+///
+/// `validateRunId` tests only the text of `runId` (`String(value)`: a number, a bigint or a
+/// one-item array passes); the reference then uses the value itself everywhere: bound as
+/// better-sqlite3 binds it (a number as REAL, stored as `'5.0'` in the TEXT columns and matching
+/// them when looked up), and interpolated in templates (`resourceIdFor`, messages) as `"5"`.
+struct Reservation<'a> {
+    options: &'a Value,
+    /// `options.runId` as the caller gave it (`None` is `undefined`).
+    run_id_value: Option<&'a Value>,
+    /// The same value as JavaScript sees it.
+    run_id: Js<'a>,
+    /// `${options.runId}`.
+    run_key: String,
+    now: i64,
+    definition_digest: Vec<u8>,
+}
+
+/// What a run's lineage resolves to.
+struct Lineage<'a> {
+    parent_run_id: Option<&'a Value>,
+    /// The parent's root (text), or `None`: the run is its own root (`options.runId`, bound).
+    root_run_id: Option<String>,
+    /// `null` for a root run, else `options.lineageKind ?? "continuation"`.
+    lineage_kind: Js<'a>,
+    restart_number: i64,
+    parent_terminal_fingerprint: Option<Vec<u8>>,
+}
+
+/// The blobs a reservation stores (hash and JSON text), and its validated source.
+struct Documents<'a> {
+    definition_hash: BlobHash,
+    definition: &'a str,
+    source: QueuedSource<'a>,
+    input_hash: BlobHash,
+    input: &'a str,
+    launch_options_hash: BlobHash,
+    launch_options: &'a str,
+}
+
+impl<'a> Documents<'a> {
+    /// The hash of a JSON blob this reservation put with exactly this text.
+    fn stored_hash_of(&self, text: &str) -> Option<BlobHash> {
+        self.stored()
+            .into_iter()
+            .find_map(|(hash, stored)| (stored == text).then_some(hash))
+    }
+
+    /// The JSON blobs this reservation put, for the record read right after it.
+    fn stored(&self) -> Vec<(BlobHash, &'a str)> {
+        vec![
+            (self.definition_hash, self.definition),
+            (self.input_hash, self.input),
+            (self.launch_options_hash, self.launch_options),
+        ]
+    }
+}
+
+impl<'a> Reservation<'a> {
+    /// Run id, then timestamp, then digest — the reference's order.
+    fn validate(options: &'a Value) -> Result<Reservation<'a>> {
+        // `validateRunId(options.runId)`: the pattern tests the value's text.
+        let run_id = Js::of(options).get("runId")?;
+        let run_key = run_id.template()?;
+        validate_run_id(&run_key)?;
+        let now = time(field(options, "now"))?;
+        let definition_digest = digest_buffer(crate::args::prop(options, "definitionDigest"))?;
+        Ok(Reservation {
+            options,
+            run_id_value: crate::args::prop(options, "runId"),
+            run_id,
+            run_key,
+            now,
+            definition_digest,
+        })
+    }
+
+    /// The `options` property, or `None` when it is `undefined`.
+    fn defined(&self, name: &str) -> Option<&'a Value> {
+        crate::args::prop(self.options, name)
+    }
+
+    /// The `options` property, or `None` when it is `undefined` or `null` (for `??`).
+    fn given(&self, name: &str) -> Option<&'a Value> {
+        self.defined(name).filter(|value| !value.is_null())
+    }
+
+    fn parent_row(&self, conn: &Connection) -> Result<Option<RunRow>> {
+        match self.defined("parentRunId") {
+            None => Ok(None),
+            // `requireWorkflowRunRow(options.parentRunId)`: the value bound as given.
+            Some(parent_run_id) => {
+                let parent_run_id = Js::of(parent_run_id);
+                match run_row_of(conn, parent_run_id)? {
+                    Some(row) => Ok(Some(row)),
+                    None => Err(not_found(parent_run_id)?),
+                }
+            }
+        }
+    }
+
+    /// `lineageKind ?? "continuation"` for a child run (any value the caller gave), `null` for
+    /// a root run.
+    fn expected_lineage_kind(&self) -> Js<'a> {
+        if self.defined("parentRunId").is_none() {
+            return Js::Null;
+        }
+        Js::opt(self.given("lineageKind")).or(Js::String("continuation"))
+    }
+
+    /// `this.workflowRunRow(options.runId)`.
+    fn existing_row(&self, conn: &Connection) -> Result<Option<RunRow>> {
+        run_row_of(conn, self.run_id)
+    }
+
+    /// `options.runId` as one statement parameter.
+    fn run_id_param(&self) -> Param<'a> {
+        Param::Caller(self.run_id_value)
+    }
+
+    fn reserve_in_transaction(
+        &self,
+        conn: &Connection,
+        project_id: Option<&str>,
+    ) -> Result<String> {
+        if let Some(existing) = self.existing_row(conn)? {
+            // The reference's duplicate check reads the whole record, which can itself fail.
+            map_workflow_run(conn, &existing)?;
+            return Err(StoreError::plain(format!(
+                "Workflow run already reserved: {}",
+                self.run_key
+            )));
+        }
+        let lineage = self.resolve_lineage(conn)?;
+        let documents = self.insert_run(conn, project_id, &lineage)?;
+        // The record reads the run back (other rows decide what it shows: an existing
+        // definition keeps its name and snapshot), but not the documents just stored.
+        // `requireWorkflowRun(options.runId)`: looked up by the value as bound.
+        let row = match self.existing_row(conn)? {
+            Some(row) => row,
+            None => return Err(not_found(self.run_id)?),
+        };
+        map_workflow_run_with(
+            &mut JsonReads::with_stored(conn, documents.stored()),
+            &row,
+            None,
+        )
+    }
+}
+
+// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
+
+/// `reserveWorkflowRun` (a row of the method table).
+pub fn reserve_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
+    reserve_workflow_run(store, call.arg(0)).map(Reply::json_text)
+}
+
+/// `prepareOrAdoptWorkflowRun` (a row of the method table).
+pub fn prepare_or_adopt_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
+    prepare_or_adopt_workflow_run(store, call.arg(0)).map(Reply::json_text)
+}
+
+/// `enqueueWorkflowRun` (a row of the method table).
+pub fn enqueue_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
+    enqueue_workflow_run(store, call.arg(0)).map(Reply::json_text)
+}

@@ -1,0 +1,199 @@
+//! The rows a queued run consists of, written in the reference's insert order: documents,
+//! definition, resource and lease, run, binding and queue, viewer rows and events.
+
+use rusqlite::Connection;
+
+use super::*;
+use crate::args::{bind_params, Js, Param};
+use crate::error::{Result, StoreError};
+use crate::state::blobs::{put_json, BlobHash};
+use crate::state::ids::resource_id_for;
+use crate::state::leases::insert_lease;
+use crate::state::revisions::{insert_event, insert_event_with_stored_payload, EventDraft};
+use crate::state::viewer::initialize_viewer_run;
+use crate::wire::{field, JsonArg};
+
+impl<'a> Reservation<'a> {
+    /// Every row of a queued run, in the reference's insert order.
+    pub(super) fn insert_run(
+        &self,
+        conn: &Connection,
+        project_id: Option<&str>,
+        lineage: &Lineage<'_>,
+    ) -> Result<Documents<'a>> {
+        let documents = self.put_documents(conn)?;
+        // `resourceIdFor("run", options.runId)` interpolates the value in a template.
+        let resource_id = resource_id_for("run", &self.run_key);
+        self.insert_definition(conn, &documents.definition_hash)?;
+        let values = bind_params(&[
+            Param::text(&resource_id),
+            self.run_id_param(),
+            Param::int(self.now),
+            Param::int(self.now),
+        ])?;
+        conn.prepare_cached(
+            "INSERT INTO resources(resource_id, resource_type, aggregate_key, revision, created_at, updated_at)
+             VALUES (?, 'run', ?, 1, ?, ?)",
+        )?
+        .execute(rusqlite::params_from_iter(&values))?;
+        insert_lease(conn, &resource_id)?;
+        let project_id = project_id.ok_or_else(|| {
+            StoreError::plain("Controller project is not registered in the state database")
+        })?;
+        self.insert_run_row(conn, &resource_id, project_id, lineage, &documents)?;
+        // The run id as the runs row stored it (the same text a TEXT column stores for the
+        // bound value).
+        let stored_run_id = stored_text(conn, self.run_id_value)?.unwrap_or_default();
+        initialize_viewer_run(conn, &stored_run_id, self.now)?;
+        documents.source.insert(conn, self.run_id_param())?;
+        self.insert_binding_and_queue(conn)?;
+        let actor_id = stored_text(conn, self.defined("originSessionId"))?;
+        let queued = EventDraft {
+            resource_id: &resource_id,
+            revision: 1,
+            event_type: "run.queued",
+            actor_type: "session",
+            actor_id: actor_id.as_deref(),
+            payload: "{}",
+            now: self.now,
+            lease_generation: None,
+        };
+        // Launch options default to `{}`: then the payload blob is already stored.
+        match documents.stored_hash_of(queued.payload) {
+            Some(hash) => insert_event_with_stored_payload(conn, &queued, &hash)?,
+            None => insert_event(conn, &queued)?,
+        };
+        Ok(documents)
+    }
+
+    /// The snapshot blob, the source check, then the input (`?? null`) and launch options
+    /// (`?? {}`) blobs — each step can fail, so the order is the reference's.
+    pub(super) fn put_documents(&self, conn: &Connection) -> Result<Documents<'a>> {
+        let snapshot = JsonArg::of(field(self.options, "definitionSnapshot")).text()?;
+        let definition_hash = put_json(conn, snapshot, self.now)?;
+        let source = queued_workflow_source(field(self.options, "workflowSource"))?;
+        let input = JsonArg::of(field(self.options, "input")).text_or("null")?;
+        let input_hash = put_json(conn, input, self.now)?;
+        let launch_options = JsonArg::of(field(self.options, "launchOptions")).text_or("{}")?;
+        let launch_options_hash = put_json(conn, launch_options, self.now)?;
+        Ok(Documents {
+            definition_hash,
+            definition: snapshot,
+            source,
+            input_hash,
+            input,
+            launch_options_hash,
+            launch_options,
+        })
+    }
+
+    /// The first definition stored for a digest keeps its workflow name.
+    pub(super) fn insert_definition(
+        &self,
+        conn: &Connection,
+        definition_hash: &BlobHash,
+    ) -> Result<()> {
+        let values = bind_params(&[
+            Param::blob(&self.definition_digest),
+            Param::Caller(self.defined("workflowName")),
+            Param::blob(&definition_hash[..]),
+            Param::int(self.now),
+        ])?;
+        conn.prepare_cached(
+            "INSERT INTO workflow_definitions(
+               definition_digest, workflow_name, definition_hash, created_at
+             ) VALUES (?, ?, ?, ?)
+             ON CONFLICT(definition_digest) DO NOTHING",
+        )?
+        .execute(rusqlite::params_from_iter(&values))?;
+        Ok(())
+    }
+
+    pub(super) fn insert_run_row(
+        &self,
+        conn: &Connection,
+        resource_id: &str,
+        project_id: &str,
+        lineage: &Lineage<'_>,
+        documents: &Documents<'_>,
+    ) -> Result<()> {
+        let root_run_id = match &lineage.root_run_id {
+            Some(root) => Param::text(root),
+            None => self.run_id_param(),
+        };
+        // The caller's `lineageKind` is bound as given (an array spreads), the default as text.
+        let lineage_kind = match (lineage.lineage_kind, self.given("lineageKind")) {
+            (Js::Null, _) => Param::null(),
+            (_, Some(kind)) => Param::Caller(Some(kind)),
+            (_, None) => Param::text("continuation"),
+        };
+        let fingerprint = match &lineage.parent_terminal_fingerprint {
+            Some(bytes) => Param::blob(bytes),
+            None => Param::null(),
+        };
+        let values = bind_params(&[
+            self.run_id_param(),
+            Param::text(resource_id),
+            Param::text(project_id),
+            // `options.parentRunId ?? null`
+            Param::Caller(lineage.parent_run_id.filter(|value| !value.is_null())),
+            root_run_id,
+            lineage_kind,
+            Param::int(lineage.restart_number),
+            fingerprint,
+            Param::blob(&self.definition_digest),
+            Param::Caller(self.defined("workflowSourceRef")),
+            Param::blob(&documents.launch_options_hash[..]),
+            Param::blob(&documents.input_hash[..]),
+            Param::int(self.now),
+            Param::int(self.now),
+        ])?;
+        conn.prepare_cached(
+            "INSERT INTO runs(
+               run_id, resource_id, project_id, parent_run_id, root_run_id, lineage_kind,
+               restart_number, parent_terminal_fingerprint, definition_digest,
+               workflow_ref, launch_options_hash, status, paused,
+               input_hash, created_at, updated_at
+             ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?)",
+        )?
+        .execute(rusqlite::params_from_iter(&values))?;
+        Ok(())
+    }
+
+    /// The binding (`executionMode ?? "interactive"`) and the queue row, whose affinity is the
+    /// reserving runner; the queue's partial index allows one active run per origin session.
+    pub(super) fn insert_binding_and_queue(&self, conn: &Connection) -> Result<()> {
+        let origin_session_id = Param::Caller(self.defined("originSessionId"));
+        let execution_mode = match self.given("executionMode") {
+            Some(mode) => Param::Caller(Some(mode)),
+            None => Param::text("interactive"),
+        };
+        let values = bind_params(&[
+            self.run_id_param(),
+            origin_session_id.clone(),
+            execution_mode,
+            Param::int(self.now),
+        ])?;
+        conn.prepare_cached(
+            "INSERT INTO run_bindings(run_id, origin_session_id, execution_mode, created_at)
+             VALUES (?, ?, ?, ?)",
+        )?
+        .execute(rusqlite::params_from_iter(&values))?;
+        let values = bind_params(&[
+            self.run_id_param(),
+            Param::int(self.now),
+            Param::Caller(self.defined("runnerId")),
+            origin_session_id,
+            Param::int(self.now),
+            Param::int(self.now),
+        ])?;
+        conn.prepare_cached(
+            "INSERT INTO run_queue(
+               run_id, status, available_at, affinity_runner_id, origin_session_id,
+               consecutive_errors, created_at, updated_at
+             ) VALUES (?, 'queued', ?, ?, ?, 0, ?, ?)",
+        )?
+        .execute(rusqlite::params_from_iter(&values))?;
+        Ok(())
+    }
+}
