@@ -1,4 +1,4 @@
-// The run lists answer from the run index (src/state/run_index.rs): every change, made through
+// The run lists answer from the run index (src/state/run_index/): every change, made through
 // the store, through the raw connection, by another process, or uncommitted inside the caller's
 // transaction, must show in the next call.
 import { execFileSync } from 'node:child_process';

@@ -1,4 +1,4 @@
-// Issue 21: the run index (src/state/run_index.rs) must answer every run poll exactly as the
+// Issue 21: the run index (src/state/run_index/) must answer every run poll exactly as the
 // plain SQL does while other processes write. A randomized schedule of steps on one state
 // file — native writer processes doing run lifecycles and controller writes, a raw-SQL writer
 // on a better-sqlite3 connection of its own (queue rows, revisions, leases, runs inserted and

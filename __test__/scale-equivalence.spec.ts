@@ -194,7 +194,7 @@ describe('listWorkflowRuns with statuses', () => {
   });
 });
 
-describe('the run polls through the run index (src/state/run_index.rs)', () => {
+describe('the run polls through the run index (src/state/run_index/)', () => {
   /** What the polls return; inside the caller's transaction they take the SQL path. */
   function polls(which: any) {
     const ids = (runs: { runId: string }[]) => runs.map((run) => run.runId);
