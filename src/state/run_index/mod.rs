@@ -143,7 +143,8 @@ impl RunIndex {
                 position: built.position,
                 schema: built.schema,
             };
-            // A build newer than this poll's snapshot waits for a later poll.
+            // A build newer than this poll's snapshot (its read began after this one) is
+            // dropped: it cannot be brought back to this snapshot; a later poll builds again.
             if at.schema == schema && position.commit.wrapping_sub(at.position.commit) < 1 << 31 {
                 *mirror = built.mirror;
                 mirror.verified_schema = Some(verified_schema);
