@@ -128,10 +128,10 @@ pub fn holds_unexpired<E>(
     now: i64,
     presented: impl FnOnce() -> std::result::Result<[u8; 32], E>,
 ) -> std::result::Result<bool, E> {
-    let (Some(_), Some(expires_at), Some(hash)) = (owner_id, expires_at, token_hash) else {
+    if expires_at.is_none_or(|expires_at| expires_at <= now) {
         return Ok(false);
-    };
-    Ok(expires_at > now && hash == presented()?)
+    }
+    holds_live(owner_id, token_hash, expires_at, now, presented)
 }
 
 /// Who holds (or is to hold) a lease.

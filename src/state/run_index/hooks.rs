@@ -87,7 +87,7 @@ impl Changes {
 pub struct Hooks {
     db: *mut ffi::sqlite3,
     changes: Mutex<Changes>,
-    journal: Option<Journal>,
+    journal: Journal,
 }
 
 // SAFETY: `db` is only used by the hooks, which SQLite calls on the connection's own thread
@@ -100,8 +100,8 @@ impl Hooks {
         self.changes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn journal(&self) -> Option<&Journal> {
-        self.journal.as_ref()
+    pub fn journal(&self) -> &Journal {
+        &self.journal
     }
 }
 
@@ -110,7 +110,7 @@ impl Hooks {
 ///
 /// # Safety
 /// `db` is live, and the returned box outlives the connection.
-pub unsafe fn install(db: *mut ffi::sqlite3, journal: Option<Journal>) -> Box<Hooks> {
+pub unsafe fn install(db: *mut ffi::sqlite3, journal: Journal) -> Box<Hooks> {
     let hooks = Box::new(Hooks {
         db,
         changes: Mutex::default(),
@@ -150,11 +150,6 @@ fn mirrored(table: &[u8]) -> Option<Mirrored> {
         b"workflow_definitions" => Mirrored::Definitions,
         _ => return None,
     })
-}
-
-/// The first column's text, before (`old`) or after the change.
-unsafe fn first_column(db: *mut ffi::sqlite3, old: bool) -> Option<Box<[u8]>> {
-    column_text(db, 0, old)
 }
 
 /// Column `column`'s text, before (`old`) or after the change.
@@ -223,8 +218,8 @@ unsafe extern "C" fn on_preupdate(
                 Mirrored::ByRunId => Key::RunId(text),
                 _ => Key::ResourceId(text),
             };
-            let old = before.then(|| first_column(db, true)).flatten();
-            let new = after.then(|| first_column(db, false)).flatten();
+            let old = before.then(|| column_text(db, 0, true)).flatten();
+            let new = after.then(|| column_text(db, 0, false)).flatten();
             if new.is_some() && new == old {
                 changes.keys.extend(new.map(key));
             } else {
@@ -325,8 +320,8 @@ unsafe extern "C" fn on_wal_commit(
             entry
         })
     };
-    if let (Some(entry), Some(journal)) = (&entry, hooks.journal()) {
-        journal.append(entry);
+    if let Some(entry) = &entry {
+        hooks.journal().append(entry);
     }
     if frames >= AUTOCHECKPOINT_FRAMES {
         ffi::sqlite3_wal_checkpoint(db, database);

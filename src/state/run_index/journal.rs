@@ -154,8 +154,9 @@ fn file_id(state_file: &Path) -> u64 {
     0
 }
 
-/// FNV-1a over `parts`: the slot checksum (a torn or stale slot, not an adversary).
-fn fnv(parts: &[&[u8]]) -> u64 {
+/// FNV-1a over `parts`: the slot checksum (a torn or stale slot, not an adversary), and the
+/// hash the index keeps lease owners and affinities as.
+pub(super) fn fnv(parts: &[&[u8]]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for part in parts {
         for byte in *part {

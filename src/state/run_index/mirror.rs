@@ -15,7 +15,7 @@ use std::sync::{Arc, MutexGuard};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 
-use super::journal::Key;
+use super::journal::{fnv, Key};
 use super::position::WalPosition;
 use crate::error::Result;
 
@@ -123,18 +123,19 @@ struct Names {
 }
 
 impl Names {
-    fn number(&mut self, text: Option<String>) -> u32 {
-        let Some(text) = text else {
-            return 0;
+    /// The number of `text` (a TEXT column's value), allocating only for a new one.
+    fn number(&mut self, value: ValueRef<'_>) -> rusqlite::Result<u32> {
+        let Some(text) = value.as_str_or_null()? else {
+            return Ok(0);
         };
-        if let Some(number) = self.numbers.get(text.as_str()) {
-            return *number;
+        if let Some(number) = self.numbers.get(text) {
+            return Ok(*number);
         }
         let text: Arc<str> = text.into();
         self.texts.push(text.clone());
         let number = self.texts.len() as u32;
         self.numbers.insert(text, number);
-        number
+        Ok(number)
     }
 
     fn find(&self, text: &[u8]) -> Option<u32> {
@@ -150,9 +151,6 @@ impl Names {
             .map_or("", |text| text)
     }
 }
-
-/// The order keys of the project lists: `q.created_at DESC, r.created_at DESC, r.rowid`.
-type ProjectKey = (Reverse<i64>, Reverse<i64>, i64);
 
 /// The index's contents.
 #[derive(Default)]
@@ -195,11 +193,9 @@ const RUN_ROWS: &str = "SELECT r.rowid, r.project_id, r.created_at, r.status = '
     LEFT JOIN leases l ON l.resource_id = r.resource_id
     LEFT JOIN run_bindings b ON b.run_id = r.run_id";
 
-/// FNV-1a: the hash owners and affinities are kept as.
+/// The hash owners and affinities are kept as.
 fn text_hash(text: &[u8]) -> u64 {
-    text.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    fnv(&[text])
 }
 
 impl Mirror {
@@ -237,7 +233,7 @@ impl Mirror {
         run.r_created = row.get(2)?;
         if queue {
             run.q_rowid = row.get(5)?;
-            run.status = self.statuses.number(row.get(6)?) as u8;
+            run.status = self.statuses.number(row.get_ref(6)?)? as u8;
             run.available_at = row.get(7)?;
             run.q_created = row.get(8)?;
             run.q_updated = row.get(9)?;
@@ -245,7 +241,7 @@ impl Mirror {
         if resource {
             run.revision = row.get(13)?;
         }
-        run.project = self.projects.number(row.get(1)?);
+        run.project = self.projects.number(row.get_ref(1)?)?;
         Ok((row.get(0)?, run))
     }
 
@@ -639,9 +635,7 @@ impl Current<'_> {
         let mirror = &self.0;
         let run = |rowid: i64| mirror.run(rowid).copied().unwrap_or_default();
         if project {
-            rowids.sort_by_key(|&rowid| -> ProjectKey {
-                (Reverse(0), Reverse(run(rowid).r_created), rowid)
-            });
+            rowids.sort_by_key(|&rowid| (Reverse(run(rowid).r_created), rowid));
         } else if by_status {
             rowids.sort_by(|&a, &b| {
                 let (x, y) = (run(a), run(b));

@@ -81,7 +81,7 @@ impl RunIndex {
         let hooks = (!recording && !switched_off()).then(|| {
             let journal = Journal::new(file_path, writable);
             // SAFETY: the handle is live; the box outlives the connection (see above).
-            unsafe { hooks::install(conn.handle(), Some(journal)) }
+            unsafe { hooks::install(conn.handle(), journal) }
         });
         RunIndex {
             hooks,
@@ -181,9 +181,7 @@ impl RunIndex {
         let mut wal = file_path.as_os_str().to_owned();
         wal.push("-wal");
         if !Path::new(&wal).exists() {
-            if let Some(journal) = hooks.journal() {
-                journal.remove();
-            }
+            hooks.journal().remove();
         }
     }
 
@@ -220,7 +218,7 @@ pub struct Journaled {
 impl Journaled {
     pub fn new(conn: Connection, file_path: &Path) -> Journaled {
         // SAFETY: the box is dropped after the connection (field order).
-        let hooks = unsafe { hooks::install(conn.handle(), Some(Journal::new(file_path, true))) };
+        let hooks = unsafe { hooks::install(conn.handle(), Journal::new(file_path, true)) };
         unsafe { hooks::install_wal_hook(&hooks) };
         Journaled {
             conn,
@@ -264,7 +262,7 @@ fn catch_up(
     for offset in 1..=count {
         let commit = start.commit.wrapping_add(offset);
         let own = hooks.changes().own(commit).cloned();
-        let Some(entry) = own.or_else(|| hooks.journal().and_then(|j| j.read(commit))) else {
+        let Some(entry) = own.or_else(|| hooks.journal().read(commit)) else {
             return Ok(false);
         };
         if !follows(&entry.base, previous_frames, previous_salt) {
