@@ -324,6 +324,7 @@ impl StateDb {
             .map_err(StoreError::from)
             .and_then(|_| operation(conn))
             .and_then(|value| {
+                self.run_index.capture(conn);
                 conn.prepare_cached("COMMIT")?.execute([])?;
                 Ok(value)
             });

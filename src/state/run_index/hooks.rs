@@ -2,9 +2,9 @@
 //! row of the mirrored tables a statement inserts, updates or deletes (REPLACE victims and
 //! foreign-key cascades included; with the hook set SQLite never truncates a table without
 //! visiting its rows), the commit hook reads where the WAL stood while the write lock is still
-//! held, and the WAL hook — called once the commit is durable — turns the transaction's keys
-//! into a journal entry: kept for this connection's own index and written to the shared
-//! journal for everyone else's.
+//! held (and marks the commit's journal slot in flight), and the WAL hook — called once the
+//! commit is durable — turns the transaction's keys into a journal entry: kept for this
+//! connection's own index and written to the shared journal for everyone else's.
 //!
 //! The WAL hook replaces SQLite's default one, which is what `PRAGMA wal_autocheckpoint` sets;
 //! it checkpoints at the same threshold. A later `PRAGMA wal_autocheckpoint` on the connection
@@ -16,7 +16,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::ffi;
 
-use super::journal::{Entry, Journal, Key};
+use super::journal::{Entry, Images, Journal, Key};
 use super::position::{self, WalPosition};
 
 /// `PRAGMA wal_autocheckpoint` as the state opens the file (the reference's value).
@@ -68,6 +68,9 @@ pub struct Changes {
     /// `run_id` and `resource_id` of the `runs` rows the transaction wrote: a row keyed by one
     /// of them names a run whose own key is there already.
     written_runs: Vec<RunKeys>,
+    /// The rows of the runs `keys` name, read just before the commit (`RunIndex::capture`);
+    /// any change after that drops them.
+    images: Option<Images>,
     /// Where the WAL stood when the transaction committed (set by the commit hook).
     base: Option<WalPosition>,
     /// This connection's commits, oldest first.
@@ -75,6 +78,16 @@ pub struct Changes {
 }
 
 impl Changes {
+    /// The open transaction's keys, when they say everything the commit changes.
+    pub fn pending(&self) -> Option<&[Key]> {
+        (!self.unreported).then_some(&self.keys[..])
+    }
+
+    /// The rows `pending()`'s keys name, read at the end of the transaction.
+    pub fn set_images(&mut self, images: Images) {
+        self.images = Some(images);
+    }
+
     /// This connection's entry for commit `commit`.
     pub fn own(&self, commit: u32) -> Option<&Entry> {
         let first = self.own.front()?.commit;
@@ -88,6 +101,10 @@ pub struct Hooks {
     db: *mut ffi::sqlite3,
     changes: Mutex<Changes>,
     journal: Journal,
+    /// Tests hold a commit between becoming visible and its entry: milliseconds the WAL hook
+    /// waits, and whether it is waiting.
+    #[cfg(test)]
+    pub(super) wal_hook_delay: (std::sync::atomic::AtomicU64, std::sync::atomic::AtomicBool),
 }
 
 // SAFETY: `db` is only used by the hooks, which SQLite calls on the connection's own thread
@@ -115,6 +132,8 @@ pub unsafe fn install(db: *mut ffi::sqlite3, journal: Journal) -> Box<Hooks> {
         db,
         changes: Mutex::default(),
         journal,
+        #[cfg(test)]
+        wal_hook_delay: Default::default(),
     });
     let context = (&*hooks as *const Hooks).cast_mut().cast::<c_void>();
     sqlite3_preupdate_hook(db, Some(on_preupdate), context);
@@ -191,6 +210,7 @@ unsafe extern "C" fn on_preupdate(
     };
     let hooks = &*(context as *const Hooks);
     let mut changes = hooks.changes();
+    changes.images = None;
     if changes.unreported {
         return;
     }
@@ -246,6 +266,9 @@ unsafe extern "C" fn on_preupdate(
 unsafe extern "C" fn on_commit(context: *mut c_void) -> c_int {
     let hooks = &*(context as *const Hooks);
     let base = position::of_shared_memory(hooks.db);
+    if let Some(base) = &base {
+        hooks.journal.announce(base);
+    }
     hooks.changes().base = base;
     0
 }
@@ -255,8 +278,12 @@ unsafe extern "C" fn on_rollback(context: *mut c_void) {
     let mut changes = hooks.changes();
     changes.keys.clear();
     changes.written_runs.clear();
+    changes.images = None;
     changes.unreported = false;
-    changes.base = None;
+    // A commit that failed after its commit hook: its slot's mark goes.
+    if let Some(base) = changes.base.take() {
+        hooks.journal.withdraw(base.commit.wrapping_add(1));
+    }
 }
 
 /// A commit is durable, ending at frame `frames` of the WAL.
@@ -270,11 +297,23 @@ unsafe extern "C" fn on_wal_commit(
         return ffi::SQLITE_OK;
     }
     let hooks = &*(context as *const Hooks);
+    #[cfg(test)]
+    {
+        use std::sync::atomic::Ordering;
+        let (delay, waiting) = &hooks.wal_hook_delay;
+        let ms = delay.load(Ordering::SeqCst);
+        if ms > 0 {
+            waiting.store(true, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            waiting.store(false, Ordering::SeqCst);
+        }
+    }
     let entry = {
         let mut changes = hooks.changes();
         let keys = std::mem::take(&mut changes.keys);
         let unreported = std::mem::replace(&mut changes.unreported, false);
         let written = std::mem::take(&mut changes.written_runs);
+        let images = changes.images.take();
         changes.base.take().map(|base| {
             let commit = base.commit.wrapping_add(1);
             let frames = frames as u32;
@@ -303,6 +342,7 @@ unsafe extern "C" fn on_wal_commit(
                 base,
                 after_frames: frames,
                 after_salt,
+                images: images.filter(|_| !unreported),
                 keys: (!unreported).then_some(keys),
             };
             if changes.own.len() == OWN_ENTRIES {

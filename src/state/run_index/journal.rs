@@ -10,6 +10,12 @@
 //! torn or stale slot reads as missing. Entries also name the WAL position they start from and
 //! end at, which the reader checks against the one before (see `run_index::catch_up`).
 //!
+//! A commit is visible to other connections a moment before its writer's WAL hook writes its
+//! entry. So that a reader polling in that moment does not take it for a gap (and rebuild), the
+//! writer first marks the slot "in flight" while it still holds the write lock; a reader that
+//! finds the mark waits a little for the entry (`Journal::settled`). A mark is never read as an
+//! entry: one left by a failed or killed writer only makes the reader wait, then see a gap.
+//!
 //! Nothing here is part of the database: the journal can be deleted at any time (readers then
 //! rebuild once), and a file without one is read as before.
 
@@ -17,6 +23,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use super::position::WalPosition;
 
@@ -57,6 +64,23 @@ pub struct Entry {
     /// `None`: the commit changed what the keys cannot say (a definition changed or went, too
     /// many keys): readers rebuild.
     pub keys: Option<Vec<Key>>,
+    /// The rows of the runs the keys name, as the writer read them just before it committed
+    /// (`None` for a run that is gone): a reader takes them instead of reading the runs again.
+    /// `None` when the writer did not read them (its SQL was not the store's own, or the keys
+    /// name what only the reader can resolve).
+    pub images: Option<Images>,
+}
+
+/// Run rowids with their image (`None`: the run is gone), as `mirror::image_of` makes them.
+pub type Images = Vec<(i64, Option<Box<[u8]>>)>;
+
+/// What a commit's slot holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot {
+    /// The commit's entry.
+    Written(Entry),
+    /// Its writer is committing: the entry comes once the commit is durable.
+    InFlight,
 }
 
 /// The journal of one state file, opened when first needed.
@@ -91,12 +115,48 @@ impl Journal {
         let _ = self.with_file(|file| write_at(file, &slot, offset(entry.commit)));
     }
 
-    /// The entry of commit `commit`, if the journal holds it whole.
-    pub fn read(&self, commit: u32) -> Option<Entry> {
+    /// Marks the slot of the commit that starts from `base` in flight (its writer holds the
+    /// write lock and is about to commit).
+    pub fn announce(&self, base: &WalPosition) {
+        if !self.writable {
+            return;
+        }
+        let commit = base.commit.wrapping_add(1);
+        let slot = encode_slot(commit, base, 0, None, IN_FLIGHT, &[], self.file_id);
+        let _ = self.with_file(|file| write_at(file, &slot, offset(commit)));
+    }
+
+    /// The commit `commit` announced did not happen (its transaction rolled back): clears the
+    /// mark, unless the slot already holds something else.
+    pub fn withdraw(&self, commit: u32) {
+        if self.writable && self.read(commit) == Some(Slot::InFlight) {
+            let _ = self.with_file(|file| write_at(file, &[0u8; SLOT], offset(commit)));
+        }
+    }
+
+    /// What the slot of commit `commit` holds for it, if anything whole.
+    pub fn read(&self, commit: u32) -> Option<Slot> {
         let mut slot = [0u8; SLOT];
         self.with_file(|file| read_at(file, &mut slot, offset(commit)))
             .ok()?;
-        decode(&slot, self.file_id).filter(|entry| entry.commit == commit)
+        decode(&slot, self.file_id)
+            .filter(|(at, _)| *at == commit)
+            .map(|(_, slot)| slot)
+    }
+
+    /// The entry of commit `commit`, waiting until `deadline` while its writer is in flight.
+    pub fn settled(&self, commit: u32, deadline: Instant) -> Option<Entry> {
+        let mut pause = Duration::from_micros(20);
+        loop {
+            match self.read(commit)? {
+                Slot::Written(entry) => return Some(entry),
+                Slot::InFlight if Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(1));
+                }
+                Slot::InFlight => return None,
+            }
+        }
     }
 
     /// Deletes the journal file (see `RunIndex::closed`).
@@ -169,11 +229,46 @@ pub(super) fn fnv(parts: &[&[u8]]) -> u64 {
 
 const KNOWN_SALT: u32 = 1;
 const UNREPORTED: u32 = 2;
+const IN_FLIGHT: u32 = 4;
+/// The slot holds the entry's images, not its keys.
+const IMAGES: u32 = 8;
+/// An image's length that says the run is gone.
+const GONE: u16 = u16::MAX;
 
 /// The slot's bytes: a header (commit, positions, flags, file id, key bytes, checksum), then
 /// the keys (a tag byte each: 1 rowid, 2 run id, 3 resource id, 4 definition added).
 fn encode(entry: &Entry, file_id: u64) -> [u8; SLOT] {
-    let mut slot = [0u8; SLOT];
+    if let (Some(_), Some(images)) = (&entry.keys, &entry.images) {
+        let mut bytes = Vec::new();
+        for (rowid, image) in images {
+            bytes.push(5);
+            bytes.extend_from_slice(&rowid.to_le_bytes());
+            match image {
+                None => bytes.extend_from_slice(&GONE.to_le_bytes()),
+                Some(image) => {
+                    bytes.extend_from_slice(&(image.len() as u16).to_le_bytes());
+                    bytes.extend_from_slice(image);
+                }
+            }
+        }
+        if bytes.len() <= SLOT - KEYS_AT
+            && images.iter().all(|(_, image)| {
+                image
+                    .as_ref()
+                    .is_none_or(|image| image.len() < usize::from(GONE))
+            })
+        {
+            return encode_slot(
+                entry.commit,
+                &entry.base,
+                entry.after_frames,
+                entry.after_salt,
+                IMAGES,
+                &bytes,
+                file_id,
+            );
+        }
+    }
     let mut keys = Vec::new();
     let mut flags = 0;
     match &entry.keys {
@@ -199,16 +294,37 @@ fn encode(entry: &Entry, file_id: u64) -> [u8; SLOT] {
             }
         }
     }
-    if entry.after_salt.is_some() {
+    encode_slot(
+        entry.commit,
+        &entry.base,
+        entry.after_frames,
+        entry.after_salt,
+        flags,
+        &keys,
+        file_id,
+    )
+}
+
+fn encode_slot(
+    commit: u32,
+    base: &WalPosition,
+    after_frames: u32,
+    after_salt: Option<[u32; 2]>,
+    mut flags: u32,
+    keys: &[u8],
+    file_id: u64,
+) -> [u8; SLOT] {
+    let mut slot = [0u8; SLOT];
+    if after_salt.is_some() {
         flags |= KNOWN_SALT;
     }
-    let after_salt = entry.after_salt.unwrap_or_default();
+    let after_salt = after_salt.unwrap_or_default();
     let words = [
-        entry.commit,
-        entry.base.frames,
-        entry.base.salt[0],
-        entry.base.salt[1],
-        entry.after_frames,
+        commit,
+        base.frames,
+        base.salt[0],
+        base.salt[1],
+        after_frames,
         flags,
         after_salt[0],
         after_salt[1],
@@ -218,13 +334,14 @@ fn encode(entry: &Entry, file_id: u64) -> [u8; SLOT] {
         slot[at * 4..at * 4 + 4].copy_from_slice(&word.to_le_bytes());
     }
     slot[40..48].copy_from_slice(&file_id.to_le_bytes());
-    slot[KEYS_AT..KEYS_AT + keys.len()].copy_from_slice(&keys);
-    let checksum = fnv(&[&slot[..48], &keys]);
+    slot[KEYS_AT..KEYS_AT + keys.len()].copy_from_slice(keys);
+    let checksum = fnv(&[&slot[..48], keys]);
     slot[48..56].copy_from_slice(&checksum.to_le_bytes());
     slot
 }
 
-fn decode(slot: &[u8; SLOT], file_id: u64) -> Option<Entry> {
+/// The commit a slot is for, and what it holds for it.
+fn decode(slot: &[u8; SLOT], file_id: u64) -> Option<(u32, Slot)> {
     let word = |at: usize| u32::from_le_bytes(slot[at * 4..at * 4 + 4].try_into().unwrap());
     let length = word(8) as usize;
     if length > SLOT - KEYS_AT || slot[40..48] != file_id.to_le_bytes() {
@@ -235,12 +352,17 @@ fn decode(slot: &[u8; SLOT], file_id: u64) -> Option<Entry> {
         return None;
     }
     let flags = word(5);
-    let parsed = if flags & UNREPORTED != 0 {
-        None
+    if flags & IN_FLIGHT != 0 {
+        return Some((word(0), Slot::InFlight));
+    }
+    let (parsed, images) = if flags & UNREPORTED != 0 {
+        (None, None)
+    } else if flags & IMAGES != 0 {
+        (Some(Vec::new()), Some(decode_images(keys)?))
     } else {
-        Some(decode_keys(keys)?)
+        (Some(decode_keys(keys)?), None)
     };
-    Some(Entry {
+    let entry = Entry {
         commit: word(0),
         base: WalPosition {
             commit: word(0).wrapping_sub(1),
@@ -250,7 +372,31 @@ fn decode(slot: &[u8; SLOT], file_id: u64) -> Option<Entry> {
         after_frames: word(4),
         after_salt: (flags & KNOWN_SALT != 0).then(|| [word(6), word(7)]),
         keys: parsed,
-    })
+        images,
+    };
+    Some((entry.commit, Slot::Written(entry)))
+}
+
+fn decode_images(mut bytes: &[u8]) -> Option<Images> {
+    let mut images = Vec::new();
+    while let Some((&tag, rest)) = bytes.split_first() {
+        if tag != 5 {
+            return None;
+        }
+        let (rowid, rest) = rest.split_first_chunk::<8>()?;
+        let (length, rest) = rest.split_first_chunk::<2>()?;
+        let length = u16::from_le_bytes(*length);
+        bytes = rest;
+        let image = if length == GONE {
+            None
+        } else {
+            let (image, rest) = bytes.split_at_checked(usize::from(length))?;
+            bytes = rest;
+            Some(Box::from(image))
+        };
+        images.push((i64::from_le_bytes(*rowid), image));
+    }
+    Some(images)
 }
 
 fn decode_keys(mut bytes: &[u8]) -> Option<Vec<Key>> {
@@ -332,6 +478,7 @@ mod tests {
             after_frames: 9,
             after_salt: commit.is_multiple_of(2).then_some([5, 6]),
             keys,
+            images: None,
         }
     }
 
@@ -352,14 +499,14 @@ mod tests {
         writer.append(&entry(12, Some(keys.clone())));
         writer.append(&entry(13, None));
         let reader = Journal::new(&state, false);
-        assert_eq!(reader.read(12), Some(entry(12, Some(keys))));
-        assert_eq!(reader.read(13), Some(entry(13, None)));
+        assert_eq!(reader.read(12), Some(Slot::Written(entry(12, Some(keys)))));
+        assert_eq!(reader.read(13), Some(Slot::Written(entry(13, None))));
         // The same slot, another commit: missing, not the other commit's entry.
         assert_eq!(reader.read(12 + SLOTS as u32), None);
         // Too many keys for a slot: the entry says a rebuild is due.
         let many = (0..200).map(Key::Run).collect();
         writer.append(&entry(14, Some(many)));
-        assert_eq!(reader.read(14).unwrap().keys, None);
+        assert_eq!(reader.read(14), Some(Slot::Written(entry(14, None))));
         // A torn slot reads as missing.
         let file = OpenOptions::new().write(true).open(&reader.path).unwrap();
         write_at(&file, &[0xff], offset(12) + KEYS_AT as u64).unwrap();
@@ -371,5 +518,35 @@ mod tests {
         if later.file_id != reader.file_id {
             assert_eq!(later.read(13), None);
         }
+    }
+
+    #[test]
+    fn a_commit_in_flight_is_waited_for_and_never_read_as_an_entry() {
+        let scratch = Scratch::new("runlog-in-flight");
+        let state = scratch.file("state.sqlite");
+        std::fs::write(&state, b"").unwrap();
+        let writer = Journal::new(&state, true);
+        let reader = Journal::new(&state, false);
+        let written = entry(21, Some(vec![Key::Run(3)]));
+        writer.announce(&written.base);
+        assert_eq!(reader.read(21), Some(Slot::InFlight));
+        // Past its deadline, a mark is no entry.
+        assert_eq!(reader.settled(21, Instant::now()), None);
+        // The entry written while a reader waits is the one it gets.
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                std::thread::sleep(Duration::from_millis(5));
+                writer.append(&written);
+            });
+            let deadline = Instant::now() + Duration::from_secs(10);
+            assert_eq!(reader.settled(21, deadline), Some(written.clone()));
+        });
+        // Withdrawing clears only a mark: an entry stays.
+        writer.withdraw(21);
+        assert_eq!(reader.read(21), Some(Slot::Written(written)));
+        let next = entry(22, None);
+        writer.announce(&next.base);
+        writer.withdraw(22);
+        assert_eq!(reader.read(22), None);
     }
 }

@@ -9,10 +9,10 @@
 //! one the claim's own SQL then turns down.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, MutexGuard};
 
-use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::types::{FromSql, FromSqlError, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::journal::{fnv, Key};
@@ -180,6 +180,9 @@ pub(super) struct Mirror {
     /// `max(q.updated_at)` and how many runs have it; recounted when the last one goes.
     max_updated: i64,
     at_max_updated: usize,
+    /// How many runs were taken from images (tests tell the two ways of catching up apart).
+    #[cfg(test)]
+    pub(super) images_applied: usize,
 }
 
 /// The columns of one run and its joins; `WHERE r.rowid = ?` for one run.
@@ -198,51 +201,180 @@ fn text_hash(text: &[u8]) -> u64 {
     fnv(&[text])
 }
 
+/// How many columns `RUN_ROWS` has.
+const RUN_COLUMNS: usize = 20;
+
+/// The columns of one `RUN_ROWS` row.
+type Columns<'a> = [ValueRef<'a>; RUN_COLUMNS];
+
+fn columns_of<'a>(row: &'a Row<'_>) -> rusqlite::Result<Columns<'a>> {
+    let mut columns = [ValueRef::Null; RUN_COLUMNS];
+    for (at, column) in columns.iter_mut().enumerate() {
+        *column = row.get_ref(at)?;
+    }
+    Ok(columns)
+}
+
+/// Column `at` as a `T`, with the error `Row::get` would give.
+fn column<T: FromSql>(columns: &Columns<'_>, at: usize) -> rusqlite::Result<T> {
+    T::column_result(columns[at]).map_err(|error| match error {
+        FromSqlError::InvalidType => {
+            rusqlite::Error::InvalidColumnType(at, String::new(), columns[at].data_type())
+        }
+        other => {
+            rusqlite::Error::FromSqlConversionFailure(at, columns[at].data_type(), Box::new(other))
+        }
+    })
+}
+
+/// The rowids of the runs `keys` name, at the snapshot `conn` reads: run rowids as they are,
+/// queue, binding, resource and lease rows by the run that joins them now (the one a row
+/// joined before is named by its own key: the pre-update hook reports the old value too),
+/// an added definition by the runs that had none (`orphans`).
+pub(super) fn affected_runs(
+    conn: &Connection,
+    keys: &BTreeSet<Key>,
+    orphans: &BTreeSet<i64>,
+) -> Result<BTreeSet<i64>> {
+    let mut affected = BTreeSet::new();
+    for key in keys {
+        let (sql, text) = match key {
+            Key::Run(rowid) => {
+                affected.insert(*rowid);
+                continue;
+            }
+            Key::DefinitionAdded => {
+                affected.extend(orphans.iter().copied());
+                continue;
+            }
+            Key::RunId(text) => ("SELECT rowid FROM runs WHERE run_id = ?", text),
+            Key::ResourceId(text) => ("SELECT rowid FROM runs WHERE resource_id = ?", text),
+        };
+        let text = ToSqlOutput::Borrowed(ValueRef::Text(text));
+        let mut owners = conn.prepare_cached(sql)?;
+        for owner in owners.query_map([text], |row| row.get::<_, i64>(0))? {
+            affected.insert(owner?);
+        }
+    }
+    Ok(affected)
+}
+
+/// `RUN_ROWS` for one run, as an image another process's index can apply (see
+/// [`encode_image`]): `Some(None)` when the run is gone, `None` when no image can be made.
+pub(super) fn image_of(conn: &Connection, rowid: i64) -> Option<Option<Vec<u8>>> {
+    let image = conn
+        .prepare_cached(run_by_rowid_sql())
+        .ok()?
+        .query_row([rowid], |row| Ok(encode_image(&columns_of(row)?)))
+        .optional()
+        .ok()?;
+    match image {
+        None => Some(None),
+        Some(image) => image.map(Some),
+    }
+}
+
+fn run_by_rowid_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| format!("{RUN_ROWS} WHERE r.rowid = ?"))
+}
+
+/// A row's columns as bytes: per column a tag (0 NULL, 1 integer, 2 text), then an integer's
+/// 8 bytes or a text's 2-byte length and bytes. Other types (not in `RUN_ROWS` of the
+/// reference's schema) and texts over 64 KiB make no image.
+fn encode_image(columns: &Columns<'_>) -> Option<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(128);
+    for column in columns {
+        match column {
+            ValueRef::Null => bytes.push(0),
+            ValueRef::Integer(value) => {
+                bytes.push(1);
+                bytes.extend_from_slice(&value.to_le_bytes());
+            }
+            ValueRef::Text(text) if text.len() <= usize::from(u16::MAX) => {
+                bytes.push(2);
+                bytes.extend_from_slice(&(text.len() as u16).to_le_bytes());
+                bytes.extend_from_slice(text);
+            }
+            _ => return None,
+        }
+    }
+    Some(bytes)
+}
+
+fn decode_image(mut bytes: &[u8]) -> Option<Columns<'_>> {
+    let mut columns = [ValueRef::Null; RUN_COLUMNS];
+    for column in columns.iter_mut() {
+        let (&tag, rest) = bytes.split_first()?;
+        bytes = rest;
+        *column = match tag {
+            0 => ValueRef::Null,
+            1 => {
+                let (value, rest) = bytes.split_first_chunk::<8>()?;
+                bytes = rest;
+                ValueRef::Integer(i64::from_le_bytes(*value))
+            }
+            2 => {
+                let (length, rest) = bytes.split_first_chunk::<2>()?;
+                let (text, rest) =
+                    rest.split_at_checked(usize::from(u16::from_le_bytes(*length)))?;
+                bytes = rest;
+                ValueRef::Text(text)
+            }
+            _ => return None,
+        };
+    }
+    bytes.is_empty().then_some(columns)
+}
+
 impl Mirror {
-    fn read_run(&mut self, row: &Row<'_>) -> rusqlite::Result<(i64, Run)> {
+    fn read_run(&mut self, columns: &Columns<'_>) -> rusqlite::Result<(i64, Run)> {
         let mut run = Run::default();
         let mut set = |flag: u16, on: bool| {
             if on {
                 run.flags |= flag;
             }
         };
-        set(has::WAITING, row.get(3)?);
-        set(has::PAUSED, row.get(4)?);
-        let queue = row.get::<_, Option<i64>>(5)?.is_some();
+        set(has::WAITING, column(columns, 3)?);
+        set(has::PAUSED, column(columns, 4)?);
+        let queue = column::<Option<i64>>(columns, 5)?.is_some();
         set(has::QUEUE, queue);
-        let resource = row.get::<_, Option<i64>>(12)?.is_some();
+        let resource = column::<Option<i64>>(columns, 12)?.is_some();
         set(has::RESOURCE, resource);
-        set(has::DEFINITION, row.get::<_, Option<i64>>(14)?.is_some());
-        let lease = row.get::<_, Option<i64>>(15)?.is_some();
+        set(
+            has::DEFINITION,
+            column::<Option<i64>>(columns, 14)?.is_some(),
+        );
+        let lease = column::<Option<i64>>(columns, 15)?.is_some();
         set(has::LEASE, lease);
-        let owner = row.get_ref(16)?.as_bytes_or_null()?;
+        let owner = columns[16].as_bytes_or_null()?;
         set(has::OWNER, owner.is_some());
-        let expires_at = row.get::<_, Option<i64>>(17)?;
+        let expires_at = column::<Option<i64>>(columns, 17)?;
         set(has::EXPIRY, expires_at.is_some());
-        let affinity = row.get_ref(11)?.as_bytes_or_null()?;
+        let affinity = columns[11].as_bytes_or_null()?;
         set(has::AFFINITY, affinity.is_some());
         if queue {
-            set(has::SOURCE_CHANGED, row.get(10)?);
+            set(has::SOURCE_CHANGED, column(columns, 10)?);
         }
-        if row.get::<_, Option<i64>>(18)?.is_some() {
-            set(has::HEADLESS, row.get(19)?);
+        if column::<Option<i64>>(columns, 18)?.is_some() {
+            set(has::HEADLESS, column(columns, 19)?);
         }
         run.owner = owner.map_or(0, text_hash);
         run.affinity = affinity.map_or(0, text_hash);
         run.expires_at = expires_at.unwrap_or(0);
-        run.r_created = row.get(2)?;
+        run.r_created = column(columns, 2)?;
         if queue {
-            run.q_rowid = row.get(5)?;
-            run.status = self.statuses.number(row.get_ref(6)?)? as u8;
-            run.available_at = row.get(7)?;
-            run.q_created = row.get(8)?;
-            run.q_updated = row.get(9)?;
+            run.q_rowid = column(columns, 5)?;
+            run.status = self.statuses.number(columns[6])? as u8;
+            run.available_at = column(columns, 7)?;
+            run.q_created = column(columns, 8)?;
+            run.q_updated = column(columns, 9)?;
         }
         if resource {
-            run.revision = row.get(13)?;
+            run.revision = column(columns, 13)?;
         }
-        run.project = self.projects.number(row.get_ref(1)?)?;
-        Ok((row.get(0)?, run))
+        run.project = self.projects.number(columns[1])?;
+        Ok((column(columns, 0)?, run))
     }
 
     pub(super) fn rebuild(&mut self, conn: &Connection) -> Result<()> {
@@ -254,7 +386,7 @@ impl Mirror {
         let mut rows = statement.query([])?;
         let mut runs = Vec::new();
         while let Some(row) = rows.next()? {
-            runs.push(self.read_run(row)?);
+            runs.push(self.read_run(&columns_of(row)?)?);
         }
         runs.sort_unstable_by_key(|(rowid, _)| *rowid);
         let mut views: Vec<View> = runs
@@ -284,43 +416,48 @@ impl Mirror {
 
     /// Re-reads the runs the changed `keys` belong to.
     pub(super) fn apply(&mut self, conn: &Connection, keys: &BTreeSet<Key>) -> Result<()> {
-        let mut affected = BTreeSet::new();
-        for key in keys {
-            let (sql, text) = match key {
-                Key::Run(rowid) => {
-                    affected.insert(*rowid);
-                    continue;
-                }
-                Key::DefinitionAdded => {
-                    affected.extend(self.orphans.iter().copied());
-                    continue;
-                }
-                Key::RunId(text) => ("SELECT rowid FROM runs WHERE run_id = ?", text),
-                Key::ResourceId(text) => ("SELECT rowid FROM runs WHERE resource_id = ?", text),
-            };
-            // The run the row joins now; the one it joined before is named by its own key
-            // (the writer's pre-update hook reports the old value too).
-            let text = ToSqlOutput::Borrowed(ValueRef::Text(text));
-            let mut owners = conn.prepare_cached(sql)?;
-            for owner in owners.query_map([text], |row| row.get::<_, i64>(0))? {
-                affected.insert(owner?);
-            }
-        }
-        let sql = {
-            static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-            SQL.get_or_init(|| format!("{RUN_ROWS} WHERE r.rowid = ?"))
-        };
-        for rowid in affected {
+        let sql = run_by_rowid_sql();
+        for rowid in affected_runs(conn, keys, &self.orphans)? {
             let fresh = conn
                 .prepare_cached(sql)?
-                .query_row([rowid], |row| self.read_run(row))
+                .query_row([rowid], |row| self.read_run(&columns_of(row)?))
                 .optional()?;
             self.put(rowid, fresh.map(|(_, run)| run));
         }
+        self.settle_max_updated();
+        Ok(())
+    }
+
+    /// Takes the rows a writer read for its commit (`None`: the run is gone); `false` when
+    /// an image does not decode (the caller then builds).
+    pub(super) fn apply_images(&mut self, images: &BTreeMap<i64, Option<Box<[u8]>>>) -> bool {
+        for (&rowid, image) in images {
+            let fresh = match image {
+                None => None,
+                Some(bytes) => {
+                    let Some(columns) = decode_image(bytes) else {
+                        return false;
+                    };
+                    match self.read_run(&columns) {
+                        Ok((at, run)) if at == rowid => Some(run),
+                        _ => return false,
+                    }
+                }
+            };
+            self.put(rowid, fresh);
+            #[cfg(test)]
+            {
+                self.images_applied += 1;
+            }
+        }
+        self.settle_max_updated();
+        true
+    }
+
+    fn settle_max_updated(&mut self) {
         if self.at_max_updated == 0 && self.revised > 0 {
             self.recount_max_updated();
         }
-        Ok(())
     }
 
     /// Replaces run `rowid` with `fresh` (`None`: it is gone).

@@ -9,7 +9,11 @@
 //!   the runs that the commits in between changed, as their journal entries name them
 //!   (`hooks` makes the entries of every native connection: this connection's are kept in
 //!   memory, everyone's go to the journal beside the file, `journal`). The entries must chain
-//!   from the index's position to the poll's, WAL frame by WAL frame.
+//!   from the index's position to the poll's, WAL frame by WAL frame. A commit whose writer
+//!   is still writing its entry is waited for, briefly (`IN_FLIGHT_WAIT`).
+//! - A native writer's entry also carries the rows of the runs it changed, read just before
+//!   its commit (`capture`): a reader takes those instead of reading the runs again, which
+//!   after another connection's commit means reading them from a cold page cache.
 //! - A commit with no entry (another application's, the TypeScript store's, a writer that died
 //!   between its commit and its entry), an entry that says "rebuild" (a definition changed), a
 //!   schema change (DDL, VACUUM renumbering rowids) or more commits than the journal keeps:
@@ -26,10 +30,11 @@ mod journal;
 mod mirror;
 mod position;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
@@ -37,7 +42,7 @@ use super::temp_schema;
 use crate::error::Result;
 use builder::Builder;
 use hooks::Hooks;
-use journal::Journal;
+use journal::{Journal, Key};
 use mirror::{At, Mirror};
 pub use mirror::{Current, ListRevision};
 use position::WalPosition;
@@ -48,6 +53,12 @@ const SYNC_BUILD_RUNS: i64 = 1024;
 /// Past this many changed keys, a catch-up gives way to a build (it would cost more than the
 /// polls' SQL).
 const MAX_CATCH_UP_KEYS: usize = 2_000;
+/// How long a catch-up waits, in all, for the entries of commits whose writers are still in
+/// flight (visible, entry not yet written: microseconds, unless the writer was descheduled)
+/// before it takes them for a gap.
+const IN_FLIGHT_WAIT: Duration = Duration::from_millis(20);
+/// A commit that changed more runs than this has no images (they would not fit its slot).
+const MAX_CAPTURED_RUNS: usize = 8;
 
 /// Opens a read-only connection to the state file, or none.
 pub type OpenReader = fn(&Path) -> Option<Connection>;
@@ -170,6 +181,39 @@ impl RunIndex {
         Ok(Some(Current(mirror)))
     }
 
+    /// At the end of a write transaction on `conn`, before its COMMIT: reads the rows of the
+    /// runs it changed, for its journal entry, so that the indexes of other connections take
+    /// them instead of reading those runs again after the commit (their page caches are cold
+    /// then; this connection's is warm now). Nothing when the keys say too much or too little:
+    /// readers then read the runs themselves.
+    pub fn capture(&self, conn: &Connection) {
+        let Some(hooks) = &self.hooks else {
+            return;
+        };
+        let keys: BTreeSet<Key> = match hooks.changes().pending() {
+            Some(keys) if keys.len() <= 4 * MAX_CAPTURED_RUNS => keys.iter().cloned().collect(),
+            _ => return,
+        };
+        // Only a reader knows which of its runs an added definition joins.
+        if keys.is_empty() || keys.contains(&Key::DefinitionAdded) {
+            return;
+        }
+        let Ok(rowids) = mirror::affected_runs(conn, &keys, &BTreeSet::new()) else {
+            return;
+        };
+        if rowids.len() > MAX_CAPTURED_RUNS {
+            return;
+        }
+        let mut images = Vec::with_capacity(rowids.len());
+        for rowid in rowids {
+            let Some(image) = mirror::image_of(conn, rowid) else {
+                return;
+            };
+            images.push((rowid, image.map(Vec::into_boxed_slice)));
+        }
+        hooks.changes().set_images(images);
+    }
+
     /// The connection was closed. When SQLite removed the WAL — the file's last connection
     /// closed — the journal goes too, so that a closed state is only the file, as the
     /// reference leaves it. (Another process opening meanwhile finds no journal: gaps, never
@@ -257,28 +301,37 @@ fn catch_up(
         return Ok(false);
     }
     let mut keys = BTreeSet::new();
+    let mut images = BTreeMap::new();
     let mut previous_frames = start.frames;
     let mut previous_salt = Some(start.salt);
+    let deadline = Instant::now() + IN_FLIGHT_WAIT;
     for offset in 1..=count {
         let commit = start.commit.wrapping_add(offset);
         let own = hooks.changes().own(commit).cloned();
-        let Some(entry) = own.or_else(|| hooks.journal().read(commit)) else {
+        let Some(entry) = own.or_else(|| hooks.journal().settled(commit, deadline)) else {
             return Ok(false);
         };
         if !follows(&entry.base, previous_frames, previous_salt) {
             return Ok(false);
         }
-        let Some(entry_keys) = entry.keys else {
-            return Ok(false);
-        };
-        keys.extend(entry_keys);
-        if keys.len() > MAX_CATCH_UP_KEYS {
+        match (entry.keys, entry.images) {
+            (None, _) => return Ok(false),
+            // A later commit's image of a run replaces an earlier one's.
+            (Some(_), Some(entry_images)) => images.extend(entry_images),
+            (Some(entry_keys), None) => keys.extend(entry_keys),
+        }
+        if keys.len() + images.len() > MAX_CATCH_UP_KEYS {
             return Ok(false);
         }
         previous_frames = entry.after_frames;
         previous_salt = entry.after_salt;
     }
     if !follows(&end, previous_frames, previous_salt) {
+        return Ok(false);
+    }
+    // Images first: the runs of commits without images are then read as they are now, which
+    // is at least as new as any image of them.
+    if !mirror.apply_images(&images) {
         return Ok(false);
     }
     mirror.apply(conn, &keys)?;

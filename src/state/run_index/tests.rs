@@ -117,9 +117,17 @@ fn add_run(conn: &Connection, random: &mut Random, n: u64, definition: bool) {
 
 /// One random change through raw SQL on `conn` (or `other`, another connection).
 fn step(conn: &Connection, other: &Connection, random: &mut Random, n: &mut u64) {
+    let case = random.below(20);
+    step_case(conn, other, random, n, case);
+}
+
+/// The steps that run inside a caller's transaction (no BEGIN, VACUUM or foreign-key switch).
+const IN_TRANSACTION: [u64; 15] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 15, 16, 17];
+
+fn step_case(conn: &Connection, other: &Connection, random: &mut Random, n: &mut u64, case: u64) {
     let any = "(SELECT rowid FROM runs ORDER BY random() LIMIT 1)";
     let at = random.below(4) as i64;
-    match random.below(20) {
+    match case {
         0..=2 => {
             *n += 1;
             add_run(conn, random, *n, true);
@@ -672,4 +680,118 @@ fn the_journal_goes_with_the_files_last_connection() {
     first.close().unwrap();
     assert!(!journal.exists(), "the last connection took it along");
     assert!(!scratch.file("state.sqlite-wal").exists());
+}
+
+#[test]
+fn a_commit_visible_before_its_entry_is_waited_for_not_taken_for_a_gap() {
+    use std::sync::atomic::Ordering;
+    let scratch = Scratch::new("run-index-in-flight");
+    let (index, writer_index);
+    let (file, conn) = large_file(&scratch, super::SYNC_BUILD_RUNS as u64 + 50);
+    index = installed(&conn, &file);
+    assert!(!poll(&conn, &index));
+    poll_until_used(&conn, &index);
+    let writer = open(&file);
+    writer_index = installed(&writer, &file);
+    let hooks = writer_index.hooks.as_ref().unwrap();
+    // The writer's WAL hook holds its entry back for 5 ms after the commit is visible; the
+    // reader polls in that moment.
+    hooks.wal_hook_delay.0.store(5, Ordering::SeqCst);
+    let builds = index.builds();
+    std::thread::scope(|scope| {
+        let committing = scope.spawn(move || {
+            writer
+                .execute_batch(
+                    "UPDATE resources SET revision = revision + 1 WHERE resource_id = 'res-3'",
+                )
+                .unwrap();
+        });
+        while !hooks.wal_hook_delay.1.load(Ordering::SeqCst) {
+            assert!(
+                !committing.is_finished(),
+                "the commit never reached its WAL hook"
+            );
+            std::hint::spin_loop();
+        }
+        assert!(poll(&conn, &index), "taken for a gap");
+        committing.join().unwrap();
+    });
+    assert_eq!(index.builds(), builds, "caught up on, not built");
+    check(&conn, &index, 0);
+    // A mark no entry follows (its writer was killed), then a commit of another application:
+    // after the wait, a gap — never the mark read as the commit's entry.
+    hooks.wal_hook_delay.0.store(0, Ordering::SeqCst);
+    let foreign = open(&file);
+    conn.execute_batch("BEGIN").unwrap();
+    let position = super::position::of_snapshot(&conn).unwrap();
+    conn.execute_batch("COMMIT").unwrap();
+    hooks.journal().announce(&position);
+    foreign
+        .execute_batch("UPDATE resources SET revision = revision + 1 WHERE resource_id = 'res-4'")
+        .unwrap();
+    assert!(!poll(&conn, &index), "a commit without an entry is a gap");
+    poll_until_used(&conn, &index);
+    check(&conn, &index, 1);
+    drop((writer_index, foreign));
+}
+
+#[test]
+fn a_native_writers_run_rows_are_taken_from_its_entries() {
+    let scratch = Scratch::new("run-index-images");
+    let (index, writer_index);
+    let (file, conn) = large_file(&scratch, super::SYNC_BUILD_RUNS as u64 + 50);
+    index = installed(&conn, &file);
+    assert!(!poll(&conn, &index));
+    poll_until_used(&conn, &index);
+    let writer = open(&file);
+    writer_index = installed(&writer, &file);
+    let mut random = Random(23);
+    let mut n = 20_000;
+    let mut with_images = 0;
+    for number in 0..150 {
+        writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+        for _ in 0..=random.below(3) {
+            let case = random.pick(&IN_TRANSACTION);
+            step_case(&writer, &writer, &mut random, &mut n, case);
+        }
+        writer_index.capture(&writer);
+        match random.below(8) {
+            // A change after the capture: the images go, the keys stay.
+            0 => writer
+                .execute_batch(
+                    "UPDATE run_queue SET updated_at = updated_at + 1
+                     WHERE rowid = (SELECT max(rowid) FROM run_queue)",
+                )
+                .unwrap(),
+            // Rolled back: neither images nor keys reach an entry.
+            1 => {
+                writer.execute_batch("ROLLBACK").unwrap();
+                continue;
+            }
+            _ => {}
+        }
+        writer.execute_batch("COMMIT").unwrap();
+        let commit = unsafe { super::position::of_shared_memory(writer.handle()) }
+            .unwrap()
+            .commit;
+        if let Some(super::journal::Slot::Written(entry)) =
+            writer_index.hooks.as_ref().unwrap().journal().read(commit)
+        {
+            with_images += usize::from(entry.images.is_some());
+        }
+        let builds = index.builds();
+        assert!(poll(&conn, &index), "step {number}: a gap");
+        assert_eq!(
+            index.builds(),
+            builds,
+            "step {number}: caught up on, not built"
+        );
+        check(&conn, &index, number);
+    }
+    assert!(with_images >= 60, "only {with_images} entries with images");
+    assert!(
+        index.mirror.lock().unwrap().images_applied >= with_images,
+        "images written but not taken"
+    );
+    drop((writer, writer_index));
 }
