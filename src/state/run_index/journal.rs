@@ -145,16 +145,21 @@ impl Journal {
     }
 
     /// The entry of commit `commit`, waiting until `deadline` while its writer is in flight.
+    /// Once the mark was seen, a slot that does not read whole is the writer's entry being
+    /// written over it: read again.
     pub fn settled(&self, commit: u32, deadline: Instant) -> Option<Entry> {
         let mut pause = Duration::from_micros(20);
+        let mut marked = false;
         loop {
-            match self.read(commit)? {
-                Slot::Written(entry) => return Some(entry),
-                Slot::InFlight if Instant::now() < deadline => {
+            match self.read(commit) {
+                Some(Slot::Written(entry)) => return Some(entry),
+                None if !marked => return None,
+                _ if Instant::now() >= deadline => return None,
+                slot => {
+                    marked |= slot.is_some();
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(1));
                 }
-                Slot::InFlight => return None,
             }
         }
     }
