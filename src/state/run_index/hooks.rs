@@ -79,8 +79,31 @@ pub struct Changes {
 
 impl Changes {
     /// The open transaction's keys, when they say everything the commit changes.
-    pub fn pending(&self) -> Option<&[Key]> {
-        (!self.unreported).then_some(&self.keys[..])
+    pub fn pending(&self) -> Option<Vec<Key>> {
+        (!self.unreported).then(|| self.named_runs())
+    }
+
+    /// The transaction's keys, sorted, each once, without those of a queue, binding, resource
+    /// or lease row of a run whose own row the transaction wrote: that run is named by its
+    /// rowid already. (Its run_id and resource_id are unique: whichever run has one of them
+    /// after the commit either is that run or had its own row written too.)
+    fn named_runs(&self) -> Vec<Key> {
+        let written = &self.written_runs;
+        let mut keys: Vec<Key> = self
+            .keys
+            .iter()
+            .filter(|key| match key {
+                Key::RunId(text) => !written.iter().any(|(run_id, _)| run_id == text),
+                Key::ResourceId(text) => {
+                    !written.iter().any(|(_, resource_id)| resource_id == text)
+                }
+                _ => true,
+            })
+            .cloned()
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
     }
 
     /// The rows `pending()`'s keys name, read at the end of the transaction.
@@ -310,9 +333,10 @@ unsafe extern "C" fn on_wal_commit(
     }
     let entry = {
         let mut changes = hooks.changes();
-        let keys = std::mem::take(&mut changes.keys);
+        let keys = changes.named_runs();
+        changes.keys.clear();
+        changes.written_runs.clear();
         let unreported = std::mem::replace(&mut changes.unreported, false);
-        let written = std::mem::take(&mut changes.written_runs);
         let images = changes.images.take();
         changes.base.take().map(|base| {
             let commit = base.commit.wrapping_add(1);
@@ -321,22 +345,6 @@ unsafe extern "C" fn on_wal_commit(
             let after_salt = position::of_shared_memory(db)
                 .filter(|now| now.commit == commit && now.frames == frames)
                 .map(|now| now.salt);
-            let mut keys = keys;
-            // A queue, binding, resource or lease row of a run whose own row this transaction
-            // wrote: that run is re-read by its rowid already. (Its run_id and resource_id are
-            // unique: whichever run has one of them after the commit either is that run or had
-            // its own row written too.)
-            if !written.is_empty() {
-                keys.retain(|key| match key {
-                    Key::RunId(text) => !written.iter().any(|(run_id, _)| run_id == text),
-                    Key::ResourceId(text) => {
-                        !written.iter().any(|(_, resource_id)| resource_id == text)
-                    }
-                    _ => true,
-                });
-            }
-            keys.sort_unstable();
-            keys.dedup();
             let entry = Entry {
                 commit,
                 base,

@@ -191,7 +191,7 @@ impl RunIndex {
             return;
         };
         let keys: BTreeSet<Key> = match hooks.changes().pending() {
-            Some(keys) if keys.len() <= 4 * MAX_CAPTURED_RUNS => keys.iter().cloned().collect(),
+            Some(keys) if keys.len() <= MAX_CAPTURED_RUNS => keys.into_iter().collect(),
             _ => return,
         };
         // Only a reader knows which of its runs an added definition joins.
