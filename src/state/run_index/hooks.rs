@@ -124,10 +124,10 @@ pub struct Hooks {
     db: *mut ffi::sqlite3,
     changes: Mutex<Changes>,
     journal: Journal,
-    /// Tests hold a commit between becoming visible and its entry: milliseconds the WAL hook
-    /// waits, and whether it is waiting.
+    /// Tests hold a commit between becoming visible and its entry: while the first is set the
+    /// WAL hook waits (at most 10 s), and the second says it is waiting.
     #[cfg(test)]
-    pub(super) wal_hook_delay: (std::sync::atomic::AtomicU64, std::sync::atomic::AtomicBool),
+    pub(super) wal_hook_hold: (std::sync::atomic::AtomicBool, std::sync::atomic::AtomicBool),
 }
 
 // SAFETY: `db` is only used by the hooks, which SQLite calls on the connection's own thread
@@ -156,7 +156,7 @@ pub unsafe fn install(db: *mut ffi::sqlite3, journal: Journal) -> Box<Hooks> {
         changes: Mutex::default(),
         journal,
         #[cfg(test)]
-        wal_hook_delay: Default::default(),
+        wal_hook_hold: Default::default(),
     });
     let context = (&*hooks as *const Hooks).cast_mut().cast::<c_void>();
     sqlite3_preupdate_hook(db, Some(on_preupdate), context);
@@ -323,11 +323,13 @@ unsafe extern "C" fn on_wal_commit(
     #[cfg(test)]
     {
         use std::sync::atomic::Ordering;
-        let (delay, waiting) = &hooks.wal_hook_delay;
-        let ms = delay.load(Ordering::SeqCst);
-        if ms > 0 {
+        let (hold, waiting) = &hooks.wal_hook_hold;
+        if hold.load(Ordering::SeqCst) {
             waiting.store(true, Ordering::SeqCst);
-            std::thread::sleep(std::time::Duration::from_millis(ms));
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while hold.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
             waiting.store(false, Ordering::SeqCst);
         }
     }

@@ -144,6 +144,31 @@ impl Journal {
             .map(|(_, slot)| slot)
     }
 
+    /// What the slots of commits `first`, `first + 1`, … hold for them, `count` of them (at
+    /// most `SLOTS`), in one or two reads.
+    pub fn read_ahead(&self, first: u32, count: u32) -> Vec<Option<Slot>> {
+        let count = count.min(SLOTS as u32);
+        let mut bytes = vec![0u8; count as usize * SLOT];
+        let head = (count as u64).min(SLOTS - u64::from(first) % SLOTS) as usize * SLOT;
+        let read = self.with_file(|file| {
+            read_at(file, &mut bytes[..head], offset(first))?;
+            read_at(file, &mut bytes[head..], HEADER)
+        });
+        if read.is_err() {
+            return vec![None; count as usize];
+        }
+        bytes
+            .chunks_exact(SLOT)
+            .zip(0..count)
+            .map(|(slot, at)| {
+                let commit = first.wrapping_add(at);
+                decode(slot.try_into().expect("a slot"), self.file_id)
+                    .filter(|(found, _)| *found == commit)
+                    .map(|(_, slot)| slot)
+            })
+            .collect()
+    }
+
     /// The entry of commit `commit`, waiting until `deadline` while its writer is in flight.
     /// Once the mark was seen, a slot that does not read whole is the writer's entry being
     /// written over it: read again.
@@ -546,6 +571,16 @@ mod tests {
             let deadline = Instant::now() + Duration::from_secs(10);
             assert_eq!(reader.settled(21, deadline), Some(written.clone()));
         });
+        // Read ahead: the same as slot by slot, across the end of the file too.
+        let last = SLOTS as u32 - 1;
+        writer.append(&entry(last, None));
+        writer.append(&entry(last + 1, Some(vec![Key::Run(1)])));
+        let ahead = reader.read_ahead(last - 1, 4);
+        let one_by_one: Vec<_> = (last - 1..last + 3)
+            .map(|commit| reader.read(commit))
+            .collect();
+        assert_eq!(ahead, one_by_one);
+        assert_eq!(ahead[1], Some(Slot::Written(entry(last, None))));
         // Withdrawing clears only a mark: an entry stays.
         writer.withdraw(21);
         assert_eq!(reader.read(21), Some(Slot::Written(written)));

@@ -56,7 +56,12 @@ const MAX_CATCH_UP_KEYS: usize = 2_000;
 /// How long a catch-up waits, in all, for the entries of commits whose writers are still in
 /// flight (visible, entry not yet written: microseconds, unless the writer was descheduled)
 /// before it takes them for a gap.
-const IN_FLIGHT_WAIT: Duration = Duration::from_millis(20);
+const IN_FLIGHT_WAIT: Duration = Duration::from_millis(if cfg!(test) {
+    // Tests hold a writer there; the wait must outlast a loaded machine's scheduling.
+    2_000
+} else {
+    20
+});
 /// A commit that changed more runs than this has no images (they would not fit its slot).
 const MAX_CAPTURED_RUNS: usize = 8;
 
@@ -305,10 +310,25 @@ fn catch_up(
     let mut previous_frames = start.frames;
     let mut previous_salt = Some(start.salt);
     let deadline = Instant::now() + IN_FLIGHT_WAIT;
+    // The journal's slots from the first commit that is not this connection's own, in one read.
+    let mut ahead: Option<(u32, Vec<Option<journal::Slot>>)> = None;
     for offset in 1..=count {
         let commit = start.commit.wrapping_add(offset);
         let own = hooks.changes().own(commit).cloned();
-        let Some(entry) = own.or_else(|| hooks.journal().settled(commit, deadline)) else {
+        let entry = own.or_else(|| {
+            let (first, slots) = ahead.get_or_insert_with(|| {
+                (
+                    commit,
+                    hooks.journal().read_ahead(commit, count - offset + 1),
+                )
+            });
+            match slots.get_mut(commit.wrapping_sub(*first) as usize)?.take() {
+                Some(journal::Slot::Written(entry)) => Some(entry),
+                // Not written yet when read ahead (or torn): its own read, waiting if need be.
+                _ => hooks.journal().settled(commit, deadline),
+            }
+        });
+        let Some(entry) = entry else {
             return Ok(false);
         };
         if !follows(&entry.base, previous_frames, previous_salt) {

@@ -694,9 +694,10 @@ fn a_commit_visible_before_its_entry_is_waited_for_not_taken_for_a_gap() {
     let writer = open(&file);
     writer_index = installed(&writer, &file);
     let hooks = writer_index.hooks.as_ref().unwrap();
-    // The writer's WAL hook holds its entry back for 5 ms after the commit is visible; the
-    // reader polls in that moment.
-    hooks.wal_hook_delay.0.store(5, Ordering::SeqCst);
+    // The writer's WAL hook holds its entry back after the commit is visible; the reader
+    // polls in that moment, and the entry comes 5 ms into its poll.
+    let (hold, waiting) = &hooks.wal_hook_hold;
+    hold.store(true, Ordering::SeqCst);
     let builds = index.builds();
     std::thread::scope(|scope| {
         let committing = scope.spawn(move || {
@@ -706,13 +707,17 @@ fn a_commit_visible_before_its_entry_is_waited_for_not_taken_for_a_gap() {
                 )
                 .unwrap();
         });
-        while !hooks.wal_hook_delay.1.load(Ordering::SeqCst) {
+        while !waiting.load(Ordering::SeqCst) {
             assert!(
                 !committing.is_finished(),
                 "the commit never reached its WAL hook"
             );
-            std::hint::spin_loop();
+            std::thread::sleep(std::time::Duration::from_micros(50));
         }
+        scope.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            hold.store(false, Ordering::SeqCst);
+        });
         assert!(poll(&conn, &index), "taken for a gap");
         committing.join().unwrap();
     });
@@ -720,7 +725,6 @@ fn a_commit_visible_before_its_entry_is_waited_for_not_taken_for_a_gap() {
     check(&conn, &index, 0);
     // A mark no entry follows (its writer was killed), then a commit of another application:
     // after the wait, a gap — never the mark read as the commit's entry.
-    hooks.wal_hook_delay.0.store(0, Ordering::SeqCst);
     let foreign = open(&file);
     conn.execute_batch("BEGIN").unwrap();
     let position = super::position::of_snapshot(&conn).unwrap();
