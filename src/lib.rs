@@ -12,10 +12,10 @@
 // Errors carry the JSON values the reference interpolates; they are rare, so size is no concern.
 #![allow(clippy::result_large_err)]
 
-pub mod args;
 pub mod connection;
 pub mod controller;
 pub mod error;
+pub mod js;
 pub mod methods;
 pub mod runs;
 pub mod state;
@@ -35,8 +35,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use napi::bindgen_prelude::{AsyncTask, Buffer};
-use napi::{Env, Task};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Unknown};
+use napi::{Env, JsValue, Task};
 use napi_derive::napi;
 use serde_json::{json, Value};
 
@@ -301,6 +301,48 @@ impl NativeStore {
             &args_json,
             clock,
         )
+    }
+
+    /// `call` of a method the table marks `live`, with the caller's own arguments (`args`: the
+    /// public method's rest array): the core reads them through napi as the reference's code
+    /// reads them (src/js/live.rs). The reply is `call`'s; when JavaScript threw while the core
+    /// read or coerced a value, the call fails as every error does (its transaction rolled
+    /// back) and that very value is thrown.
+    #[napi(catch_unwind)]
+    pub fn call_live(&self, env: Env, method: u32, args: Unknown<'_>, clock: f64) -> String {
+        let raw_env = env.raw();
+        // SAFETY: the env of this callback; `cx` (owned by `call`) is dropped before it returns.
+        let cx = unsafe { js::live::Cx::new(raw_env) };
+        let list = args.raw();
+        let mut length = 0u32;
+        let mut items = Vec::new();
+        // SAFETY: `list` is the JS layer's own array of this callback.
+        unsafe {
+            napi::sys::napi_get_array_length(raw_env, list, &mut length);
+            for index in 0..length {
+                let mut item = std::ptr::null_mut();
+                napi::sys::napi_get_element(raw_env, list, index, &mut item);
+                items.push(item);
+            }
+        }
+        let call = Call::live(cx, items, clock as i64);
+        let thrown = std::cell::Cell::new(None);
+        let reply = guarded(&self.state, |state| {
+            let store = Store::new(state, self.project_id.as_deref());
+            match methods::dispatch_at(&store, method, &call) {
+                Ok(reply) => Ok(reply.encode()),
+                Err(StoreError::Thrown(value)) => {
+                    thrown.set(Some(value));
+                    Ok(String::new())
+                }
+                Err(error) => Err(error),
+            }
+        });
+        if let Some(value) = thrown.get() {
+            // SAFETY: a handle of this callback (taken off the isolate by `Cx::check`).
+            unsafe { napi::sys::napi_throw(raw_env, value as napi::sys::napi_value) };
+        }
+        reply
     }
 
     /// `call` on a libuv worker thread: resolves to the same reply string. The JS layer

@@ -25,6 +25,10 @@ pub struct Method {
     pub js: Conversions,
     /// Unpacks the arguments and runs the method in its domain module.
     pub run: fn(&Store<'_>, &Call) -> Result<Reply>,
+    /// Whether a synchronous call reads the caller's own values through napi (the live view,
+    /// src/js/live.rs) rather than a JSON snapshot: its handler reads every argument through
+    /// `crate::js::Js`, and the JS layer converts nothing around it.
+    pub live: bool,
 }
 
 /// The JS layer's work around one call. Paths are `argIndex` or `argIndex.property`.
@@ -74,7 +78,27 @@ const fn method(
     js: Conversions,
     run: fn(&Store<'_>, &Call) -> Result<Reply>,
 ) -> Method {
-    Method { name, js, run }
+    Method {
+        name,
+        js,
+        run,
+        live: false,
+    }
+}
+
+/// A method whose synchronous calls read the caller's values live (see [`Method::live`]); its
+/// `options.now` (the only conversion it may have) is computed by V8 where it is read.
+const fn live(
+    name: &'static str,
+    js: Conversions,
+    run: fn(&Store<'_>, &Call) -> Result<Reply>,
+) -> Method {
+    Method {
+        name,
+        js,
+        run,
+        live: true,
+    }
 }
 
 /// Every public method but `close` (the JS layer's own), in the reference's order.
@@ -204,103 +228,103 @@ pub static METHODS: &[Method] = &[
         reserve::enqueue_workflow_run_call,
     ),
     // run reads and views
-    method("getWorkflowRun", PLAIN, reads::get_workflow_run_call),
-    method(
+    live("getWorkflowRun", PLAIN, reads::get_workflow_run_call),
+    live(
         "getWorkflowRunView",
         PLAIN,
         reads::get_workflow_run_view_call,
     ),
-    method(
+    live(
         "workflowRunListRevision",
         PLAIN,
         reads::workflow_run_list_revision_call,
     ),
-    method(
+    live(
         "listWorkflowRunViews",
         PLAIN,
         reads::list_workflow_run_views_call,
     ),
-    method(
+    live(
         "workflowRunProjectPath",
         PLAIN,
         reads::workflow_run_project_path_call,
     ),
-    method("listWorkflowRuns", PLAIN, reads::list_workflow_runs_call),
-    method(
+    live("listWorkflowRuns", PLAIN, reads::list_workflow_runs_call),
+    live(
         "findSessionReservation",
         PLAIN,
         reads::find_session_reservation_call,
     ),
-    method(
+    live(
         "findSessionReservationView",
         PLAIN,
         reads::find_session_reservation_view_call,
     ),
     // run claims and fencing (and the interaction timeout, declared among them)
-    method("claimWorkflowRun", NOW, claims::claim_workflow_run),
-    method(
+    live("claimWorkflowRun", NOW, claims::claim_workflow_run),
+    live(
         "claimWorkflowRunForInteractionValidation",
         NOW,
         claims::claim_for_interaction_validation,
     ),
-    method("claimWorkflowRunForControl", NOW, claims::claim_for_control),
-    method(
+    live("claimWorkflowRunForControl", NOW, claims::claim_for_control),
+    live(
         "beginWorkflowRunInteractionTimeout",
         NOW,
         interaction::begin_timeout_call,
     ),
-    method("markWorkflowRunRunning", NOW, claims::mark_running),
-    method("claimNextWorkflowRun", NOW, claims::claim_next),
-    method("renewWorkflowRunClaim", NOW, claims::renew),
-    method("verifyWorkflowRunClaim", NOW, claims::verify),
-    method("workflowRunAuthority", PLAIN, claims::authority),
+    live("markWorkflowRunRunning", NOW, claims::mark_running),
+    live("claimNextWorkflowRun", NOW, claims::claim_next),
+    live("renewWorkflowRunClaim", NOW, claims::renew),
+    live("verifyWorkflowRunClaim", NOW, claims::verify),
+    live("workflowRunAuthority", PLAIN, claims::authority),
     // run state transitions (and the paused check, declared among them)
-    method("parkWorkflowRun", NOW, transitions::park_workflow_run),
-    method(
+    live("parkWorkflowRun", NOW, transitions::park_workflow_run),
+    live(
         "pauseParkedWorkflowRun",
         NOW,
         transitions::pause_parked_call,
     ),
-    method(
+    live(
         "resumePausedInteraction",
         NOW,
         transitions::resume_paused_call,
     ),
-    method(
+    live(
         "isWorkflowRunPaused",
         PLAIN,
         reads::is_workflow_run_paused_call,
     ),
-    method(
+    live(
         "parkWorkflowRunForSourceChange",
         NOW,
         transitions::park_for_source_change_call,
     ),
-    method(
+    live(
         "parkWorkflowRunForAmbiguousEffect",
         NOW,
         transitions::park_for_ambiguous_effect_call,
     ),
-    method("failWorkflowRun", NOW, transitions::fail_call),
-    method("cancelWorkflowRun", NOW, transitions::cancel_call),
-    method(
+    live("failWorkflowRun", NOW, transitions::fail_call),
+    live("cancelWorkflowRun", NOW, transitions::cancel_call),
+    live(
         "cancelStaleWorkflowRun",
         NOW,
         transitions::cancel_stale_call,
     ),
-    method("deleteWorkflowRun", PLAIN, transitions::delete_call),
-    method(
+    live("deleteWorkflowRun", PLAIN, transitions::delete_call),
+    live(
         "completeWorkflowRun",
         NOW,
         transitions::complete_workflow_run,
     ),
     // legacy stubs
-    method(
+    live(
         "repairCanonicalWorkflowSourceRun",
         PLAIN,
         legacy::repair_canonical_workflow_source_run,
     ),
-    method(
+    live(
         "claimLegacyWorkflowSourceRun",
         PLAIN,
         legacy::claim_legacy_workflow_source_run,
@@ -316,13 +340,13 @@ pub static METHODS: &[Method] = &[
         },
         run_events::record_run_event_call,
     ),
-    method(
+    live(
         "listRunEventsAfter",
         PLAIN,
         run_events::list_run_events_after_call,
     ),
-    method("settleRunEffect", PLAIN, settle::settle_run_effect_call),
-    method(
+    live("settleRunEffect", PLAIN, settle::settle_run_effect_call),
+    live(
         "setWorkflowRunOriginSession",
         PLAIN,
         transitions::set_origin_session_call,
@@ -347,14 +371,15 @@ pub fn dispatch(store: &Store<'_>, name: &str, call: &Call) -> Result<Reply> {
     dispatch_at(store, index as u32, call)
 }
 
-/// The table as the JS layer reads it: `[{name, time, date, json, claim, echo, echoProps,
+/// The table as the JS layer reads it: `[{name, live, time, date, json, claim, echo, echoProps,
 /// lease}]`, with absent conversions as empty lists or `null` and `lease` as `{now, ms}`.
 pub fn js_table() -> String {
     let table: Vec<Value> = METHODS
         .iter()
-        .map(|Method { name, js, .. }| {
+        .map(|Method { name, js, live, .. }| {
             json!({
                 "name": name,
+                "live": live,
                 "time": js.time,
                 "date": js.date,
                 "json": js.json,

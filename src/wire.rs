@@ -12,13 +12,13 @@ use crate::error::{Result, StoreError};
 use crate::time::push_iso;
 
 /// One method call (defined with the argument views, which read it).
-pub use crate::args::Call;
+pub use crate::js::Call;
 
 static NULL: Value = Value::Null;
 
 /// Property `name` of an object argument; `null` when absent or `undefined`.
 pub fn field<'a>(object: &'a Value, name: &str) -> &'a Value {
-    crate::args::prop(object, name).unwrap_or(&NULL)
+    crate::js::prop(object, name).unwrap_or(&NULL)
 }
 
 /// Whether property `name` is present and not `null`/`undefined`.
@@ -57,9 +57,9 @@ pub fn int(value: &Value, what: &str) -> Result<i64> {
 
 /// A timestamp the JS layer parsed: epoch ms, or `Invalid timestamp`.
 pub fn time(value: &Value) -> Result<i64> {
-    match crate::args::Js::of(value) {
-        crate::args::Js::Undefined => Err(StoreError::plain("Invalid timestamp")),
-        js => crate::args::time(js, 0),
+    match crate::js::Js::of(value) {
+        crate::js::Js::Undefined => Err(StoreError::plain("Invalid timestamp")),
+        js => crate::js::time(js, 0),
     }
 }
 

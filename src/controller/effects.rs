@@ -6,12 +6,12 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{Map, Value};
 
-use super::js::{bind_params, read, same_number, same_text, same_value, Js, Param};
 use super::rows::claim::require_claim_row_by_uid;
 use super::rows::{bump_controller_resource, put_caller_text};
 use super::rows::{not_found_error, opt_text_lossy, text_lossy, ControllerRow};
 use super::time_at;
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, read, same_number, same_text, same_value, Js, Param};
 use crate::state::blobs::{put_json, read_text};
 use crate::state::ids::{effect_id_for, resource_id_for};
 use crate::state::json::canonical;

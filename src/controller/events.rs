@@ -13,12 +13,12 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
 use serde_json::Value;
 
-use super::js::{bind_all, bind_params, is_nullish, read, Bound, Js, Param};
 use super::rows::claim::require_claim_row;
 use super::rows::documented::joined_document_text;
 use super::rows::{bump_controller_resource, ResourceRef};
 use super::{json_arg, time_at};
 use crate::error::Result;
+use crate::js::{bind_all, bind_params, is_nullish, read, Bound, Js, Param};
 use crate::state::revisions::{insert_event_binding, EventDraft};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{Call, ObjectWriter, Reply};

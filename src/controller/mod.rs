@@ -1,11 +1,9 @@
 //! Controller resources: resources, the work queue and its claims, effects,
 //! child workflows and controller events. `rows` holds what they share (the controller row,
-//! claim checks, queue and finalizer helpers). `js` is [`crate::args`], the JavaScript semantics
-//! of caller values shared with the run side.
+//! claim checks, queue and finalizer helpers). Caller values are read through [`crate::js`].
 
 pub mod effects;
 pub mod events;
-pub use crate::args as js;
 pub mod queue;
 pub mod resources;
 pub mod rows;
@@ -13,8 +11,8 @@ pub mod workflows;
 
 use serde_json::Value;
 
-use crate::args::{time, Js};
 use crate::error::Result;
+use crate::js::{time, Js};
 use crate::wire::{Call, JsonArg};
 
 /// A timestamp the JS layer parsed, read from an argument or property: `undefined` (a

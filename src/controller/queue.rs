@@ -5,7 +5,6 @@
 use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{bind_params, length_of, read, same_number, thrown_error, Bound, Js, Param};
 use super::rows::claim::{claim_row, release_lease, ClaimFence, ClaimRow, CLAIM_COLUMNS};
 use super::rows::queue_item::enqueue_controller_row;
 use super::rows::{
@@ -14,7 +13,9 @@ use super::rows::{
 };
 use super::time_at;
 use crate::error::{Result, StoreError};
-use crate::state::ids::{random_token, token_hash};
+use crate::js::token_hash;
+use crate::js::{bind_params, length_of, read, same_number, thrown_error, Bound, Js, Param};
+use crate::state::ids::random_token;
 use crate::state::json::canonical;
 use crate::state::leases::{self, Holder, HolderKind, CONTROLLER_TAKEABLE};
 use crate::state::revisions::{insert_event, EventDraft};

@@ -4,7 +4,6 @@
 use rusqlite::{params, params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{bind_params, read, same_number, to_number, Js, Param};
 use super::rows::claim::{assert_controller_claim, require_claim_row};
 use super::rows::documented::{
     documented_row, documented_row_by_uid, documented_select, DocumentedRow,
@@ -17,6 +16,7 @@ use super::rows::{
 };
 use super::{json_arg, time_at};
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, read, same_number, to_number, Js, Param};
 use crate::state::blobs::{put_json, JsonReads};
 use crate::state::ids::{random_uuid, resource_id_for};
 use crate::state::json::{canonical, record_text};

@@ -5,12 +5,12 @@
 use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
-use super::js::{bind_params, buffer_from, is_nullish, read, same_text, Encoding, Js, Param};
 use super::rows::claim::assert_controller_claim;
 use super::rows::{
     not_found_error, opt_text_lossy, put_caller_text, require_controller_row_by_uid, text_lossy,
 };
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, buffer_from, is_nullish, read, same_text, Encoding, Js, Param};
 use crate::state::blobs::{read_text, BlobHash};
 use crate::state::ids::random_uuid;
 use crate::state::json::canonical;

@@ -12,8 +12,8 @@ use super::records::{
     RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
 };
 use super::row::{rowid_list, run_row_of, RunRow, RunRowRef, RUN_SELECT};
-use crate::args::{params_for, Bound, Js};
 use crate::error::Result;
+use crate::js::{params_for, Bound, Js};
 use crate::state::blobs::JsonReads;
 use crate::state::run_index::{Current, ListRevision};
 use crate::store::{in_read_transaction, Store};
@@ -171,7 +171,7 @@ pub fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String>
         let index = store.state.run_index.current(conn, own)?;
         let current = list_revision(conn, index.as_ref())?;
         let values = [options.get("limit")?, options.get("offset")?];
-        let page = crate::args::bind_all(&values, 2)?;
+        let page = crate::js::bind_all(&values, 2)?;
         let index = index.as_ref().filter(|_| values.iter().all(is_number));
         Ok((current, view_page(conn, index, &page)?))
     })?;
@@ -276,10 +276,9 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         if !length.as_number().is_some_and(|length| length > 0.0) {
             continue;
         }
-        let Some(items) = list.method(&format!("options.{name}"), "map")?.items() else {
+        let Some(items) = list.method(&format!("options.{name}"), "map")?.items()? else {
             continue;
         };
-        let items: Vec<Js<'_>> = items.collect();
         let marks = vec!["?"; items.len()].join(", ");
         clauses.push(format!("{column_test} ({marks})"));
         if name == "statuses" {
@@ -327,7 +326,7 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         let mut all = values.clone();
         all.extend(limit);
         let count = all_parameters(&clauses) + usize::from(limit.is_some());
-        let params = crate::args::bind_all(&all, count)?;
+        let params = crate::js::bind_all(&all, count)?;
         let bound_limit = limit.map(|_| &params[count - 1]);
         // The run index answers without exclusions, for statuses that are strings, and for no
         // limit or a number that SQLite reads as a non-negative integer.

@@ -8,9 +8,9 @@ use rusqlite::{params_from_iter, Connection};
 
 use super::claims::runner_owner_type;
 use super::row::run_row_of;
-use crate::args::{bind_all, params_for, Js};
 use crate::controller::rows::documented::joined_document_text;
 use crate::error::{Result, StoreError};
+use crate::js::{bind_all, params_for, Js};
 use crate::state::columns::{opt_str_at, str_at};
 use crate::state::revisions::{
     bump_resource_revision, event_seq, insert_event_binding, EventDraft,
@@ -31,7 +31,7 @@ pub fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Resul
             run_id.template()?
         )));
     };
-    let now = crate::args::time(options.get("now")?, clock)?;
+    let now = crate::js::time(options.get("now")?, clock)?;
     let revision = bump_resource_revision(conn, &row.resource_id, now)?;
     let event_type = options.get("type")?;
     let runner = options.get("runnerId")?;

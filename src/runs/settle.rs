@@ -4,8 +4,8 @@
 use rusqlite::{params, params_from_iter, Connection};
 use serde_json::json;
 
-use crate::args::{params_for, Js};
 use crate::error::Result;
+use crate::js::{params_for, Js};
 use crate::state::json::canonical;
 use crate::state::revisions::{bump_resource, insert_event, resource_revision, EventDraft};
 use crate::store::Store;

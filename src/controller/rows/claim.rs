@@ -8,8 +8,8 @@ use rusqlite::{Connection, Row};
 use serde_json::Value;
 
 use super::*;
-use crate::controller::js::{read, same_number, same_text, token_hash_of, Param};
 use crate::error::{Result, StoreError};
+use crate::js::{read, same_number, same_text, token_hash_of, Param};
 use crate::state::leases::{
     self, insert_attributed_event, lease_columns, require_lease, Actor, Fence, Holder, HolderKind,
     Lease,

@@ -4,9 +4,9 @@
 use rusqlite::{params_from_iter, Connection};
 use serde_json::Value;
 
-use crate::args::js_number_text;
-use crate::controller::js::{bind_params, length_of, Bound, Js, Param};
 use crate::error::{Result, StoreError};
+use crate::js::js_number_text;
+use crate::js::{bind_params, length_of, Bound, Js, Param};
 
 /// Replaces the finalizer list as the reference does: `[...new Set(finalizers)]` (a string is
 /// iterated by code point; `null`/`undefined` make an empty set, other non-iterables throw),

@@ -17,8 +17,8 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
-use super::js::{bind_params, buffer_from, read, Encoding, Js, Param};
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, buffer_from, read, Encoding, Js, Param};
 use crate::state::blobs::{put_blob, put_text, BlobHash, JsonReads, MEDIA_TEXT};
 use crate::state::revisions::compare_and_set_revision;
 use crate::store::Store;

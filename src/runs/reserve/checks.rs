@@ -4,8 +4,8 @@
 use rusqlite::Connection;
 use serde_json::Value;
 
-use crate::args::{bind_params, Bound, Js, Param};
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, Bound, Js, Param};
 use crate::runs::row::RunRow;
 
 /// `row.parentRunId === (options.parentRunId ?? null)`.

@@ -6,8 +6,8 @@ use rusqlite::{params, Connection};
 use serde_json::json;
 
 use super::*;
-use crate::args::Js;
 use crate::error::{Result, StoreError};
+use crate::js::Js;
 use crate::runs::row::RunRow;
 use crate::state::json::canonical;
 use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft};

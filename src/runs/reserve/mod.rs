@@ -19,8 +19,8 @@ use serde_json::Value;
 use super::claims::{claim_run, claim_run_in_transaction, ClaimOptions, RunClaim};
 use super::records::{map_workflow_run, map_workflow_run_with};
 use super::row::{run_row_of, RunRow};
-use crate::args::{Js, Param};
 use crate::error::{Result, StoreError};
+use crate::js::{Js, Param};
 use crate::state::blobs::{BlobHash, JsonReads};
 use crate::store::Store;
 use crate::wire::{field, time, Call, Reply};
@@ -53,7 +53,7 @@ pub fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<S
 
 pub fn enqueue_workflow_run(store: &Store, options: &Value) -> Result<String> {
     // `this.getWorkflowRun(options.runId)`: the caller's value bound as given.
-    let run_id = crate::args::Js::of(options).get("runId")?;
+    let run_id = crate::js::Js::of(options).get("runId")?;
     let existing = match run_row_of(store.conn()?, run_id)? {
         Some(row) => Some(map_workflow_run(store.conn()?, &row)?),
         None => None,
@@ -77,12 +77,12 @@ fn without_execution_mode(options: &Value) -> Value {
 }
 
 fn run_claim(options: &Value) -> Result<RunClaim<'_>> {
-    let options = crate::args::Js::of(options);
+    let options = crate::js::Js::of(options);
     Ok(RunClaim {
-        run_id: options.get_or_undefined("runId"),
-        runner_id: options.get_or_undefined("runnerId"),
-        claim_token: options.get_or_undefined("claimToken"),
-        lease_ms: options.get_or_undefined("leaseMs"),
+        run_id: options.get_or_undefined("runId")?,
+        runner_id: options.get_or_undefined("runnerId")?,
+        claim_token: options.get_or_undefined("claimToken")?,
+        lease_ms: options.get_or_undefined("leaseMs")?,
     })
 }
 
@@ -156,10 +156,10 @@ impl<'a> Reservation<'a> {
         let run_key = run_id.template()?;
         validate_run_id(&run_key)?;
         let now = time(field(options, "now"))?;
-        let definition_digest = digest_buffer(crate::args::prop(options, "definitionDigest"))?;
+        let definition_digest = digest_buffer(crate::js::prop(options, "definitionDigest"))?;
         Ok(Reservation {
             options,
-            run_id_value: crate::args::prop(options, "runId"),
+            run_id_value: crate::js::prop(options, "runId"),
             run_id,
             run_key,
             now,
@@ -169,7 +169,7 @@ impl<'a> Reservation<'a> {
 
     /// The `options` property, or `None` when it is `undefined`.
     fn defined(&self, name: &str) -> Option<&'a Value> {
-        crate::args::prop(self.options, name)
+        crate::js::prop(self.options, name)
     }
 
     /// The `options` property, or `None` when it is `undefined` or `null` (for `??`).

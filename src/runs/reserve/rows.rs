@@ -4,8 +4,8 @@
 use rusqlite::Connection;
 
 use super::*;
-use crate::args::{bind_params, Js, Param};
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, Js, Param};
 use crate::state::blobs::{put_json, BlobHash};
 use crate::state::ids::resource_id_for;
 use crate::state::leases::insert_lease;

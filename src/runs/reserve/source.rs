@@ -4,8 +4,8 @@
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
-use crate::args::{bind_params, Param};
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, Param};
 use crate::state::json::canonical;
 use crate::wire::field;
 

@@ -1,0 +1,481 @@
+//! The live backend of the view: the caller's own values of a synchronous call, read through
+//! napi exactly when, and as often as, the domain code reads them.
+//!
+//! A property read is `napi_get_named_property` (getters, the prototype chain, Proxy traps and
+//! non-enumerable properties behave as in JavaScript); a coercion is V8's own
+//! (`napi_coerce_to_string`/`_number`); `Array.isArray` is JavaScript's. What JavaScript throws
+//! meanwhile is taken off the isolate and travels as [`StoreError::Thrown`]: the call fails (its
+//! transaction rolls back, as every error does) and the entry point rethrows that very value.
+//!
+//! Primitives are copied into the view ([`Js::String`], [`Js::Number`], …) when they are read;
+//! objects (arrays, functions, byte views and Proxies included) stay [`Js::Live`] handles.
+//! Handles are valid for the napi callback that made the [`Cx`]: the view never outlives the
+//! call (`Call` owns the `Cx`, and a `Js<'a>` borrows the `Call`).
+
+use std::cell::{Cell, RefCell};
+use std::ffi::CString;
+use std::ptr;
+
+use napi::sys;
+
+use super::Js;
+use crate::error::{Result, StoreError};
+
+/// A napi value handle of the call.
+pub type Raw = sys::napi_value;
+
+/// The context of one live call: its napi env and the strings read from V8 so far.
+pub struct Cx {
+    env: sys::napi_env,
+    /// Every string read from V8 during the call; the view hands out `&'a str` into them.
+    strings: RefCell<Vec<Box<str>>>,
+    /// `Array.isArray`, `Object.prototype` and `Date`, looked up once per call when first
+    /// needed.
+    is_array: Cell<Raw>,
+    object_prototype: Cell<Raw>,
+    date: Cell<Raw>,
+}
+
+/// One object of a live call (an array, a function, a byte view, a Proxy, …).
+#[derive(Clone, Copy)]
+pub struct Obj<'a> {
+    cx: &'a Cx,
+    raw: Raw,
+}
+
+impl std::fmt::Debug for Obj<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Obj({:p})", self.raw)
+    }
+}
+
+impl PartialEq for Obj<'_> {
+    /// The same handle (not JavaScript's `===`: see [`Obj::strict_eq`]).
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
+    }
+}
+
+/// The byte-view kinds better-sqlite3 and Node accept, with their element sizes.
+fn element_size(kind: sys::napi_typedarray_type) -> usize {
+    match kind {
+        sys::TypedarrayType::int16_array | sys::TypedarrayType::uint16_array => 2,
+        sys::TypedarrayType::int32_array
+        | sys::TypedarrayType::uint32_array
+        | sys::TypedarrayType::float32_array => 4,
+        sys::TypedarrayType::float64_array
+        | sys::TypedarrayType::bigint64_array
+        | sys::TypedarrayType::biguint64_array => 8,
+        _ => 1,
+    }
+}
+
+impl Cx {
+    /// The context of a call made on `env`.
+    ///
+    /// # Safety
+    /// `env` is the env of the napi callback running now, and the `Cx` is dropped before it
+    /// returns.
+    pub unsafe fn new(env: sys::napi_env) -> Cx {
+        Cx {
+            env,
+            strings: RefCell::new(Vec::new()),
+            is_array: Cell::new(ptr::null_mut()),
+            object_prototype: Cell::new(ptr::null_mut()),
+            date: Cell::new(ptr::null_mut()),
+        }
+    }
+
+    /// The env of the call.
+    pub fn env(&self) -> sys::napi_env {
+        self.env
+    }
+
+    /// `text`, kept for the rest of the call.
+    pub fn keep(&self, text: String) -> &str {
+        let boxed = text.into_boxed_str();
+        let view: *const str = &*boxed;
+        self.strings.borrow_mut().push(boxed);
+        // SAFETY: the box's heap buffer never moves or drops while `self` lives (the vector only
+        // ever grows; moving a Box moves the pointer, not the text), and `'a` borrows `self`.
+        unsafe { &*view }
+    }
+
+    /// What a napi call that may run JavaScript returned: `Ok` on success, the exception it
+    /// left as [`StoreError::Thrown`], or a plain error for any other failure.
+    pub fn check(&self, status: sys::napi_status) -> Result<()> {
+        if status == sys::Status::napi_ok {
+            return Ok(());
+        }
+        let mut pending = false;
+        // SAFETY: a valid env of the running callback.
+        unsafe { sys::napi_is_exception_pending(self.env, &mut pending) };
+        if pending {
+            let mut error = ptr::null_mut();
+            unsafe { sys::napi_get_and_clear_last_exception(self.env, &mut error) };
+            return Err(StoreError::Thrown(error as usize));
+        }
+        Err(StoreError::plain(format!(
+            "pi-workflows-native internal error: napi status {status}"
+        )))
+    }
+
+    /// The view of one value of the call.
+    pub(crate) fn view(&self, raw: Raw) -> Js<'_> {
+        let env = self.env;
+        let mut kind = 0;
+        // SAFETY (every call below): `raw` is a handle of the running callback, `env` its env.
+        unsafe { sys::napi_typeof(env, raw, &mut kind) };
+        match kind {
+            sys::ValueType::napi_undefined => Js::Undefined,
+            sys::ValueType::napi_null => Js::Null,
+            sys::ValueType::napi_boolean => {
+                let mut b = false;
+                unsafe { sys::napi_get_value_bool(env, raw, &mut b) };
+                Js::Bool(b)
+            }
+            sys::ValueType::napi_number => {
+                let mut n = 0.0;
+                unsafe { sys::napi_get_value_double(env, raw, &mut n) };
+                Js::Number(n)
+            }
+            sys::ValueType::napi_string => self.string_view(raw),
+            sys::ValueType::napi_bigint => {
+                // ToString of a bigint cannot run JavaScript.
+                let mut text = ptr::null_mut();
+                unsafe { sys::napi_coerce_to_string(env, raw, &mut text) };
+                match self.string_view(text) {
+                    Js::String(digits) => Js::BigInt(digits),
+                    _ => Js::BigInt("0"),
+                }
+            }
+            sys::ValueType::napi_symbol => {
+                // `symbol.description` (Symbol.prototype's getter).
+                let mut description = ptr::null_mut();
+                let key = c"description";
+                unsafe { sys::napi_get_named_property(env, raw, key.as_ptr(), &mut description) };
+                match self.view(description) {
+                    Js::String(text) => Js::Symbol(text),
+                    _ => Js::Symbol(""),
+                }
+            }
+            _ => Js::Live(Obj { cx: self, raw }),
+        }
+    }
+
+    /// A string's UTF-16 units.
+    fn utf16(&self, raw: Raw) -> Vec<u16> {
+        let mut length = 0;
+        unsafe { sys::napi_get_value_string_utf16(self.env, raw, ptr::null_mut(), 0, &mut length) };
+        let mut units = vec![0u16; length + 1];
+        let mut written = 0;
+        unsafe {
+            sys::napi_get_value_string_utf16(
+                self.env,
+                raw,
+                units.as_mut_ptr(),
+                units.len(),
+                &mut written,
+            )
+        };
+        units.truncate(written);
+        units
+    }
+
+    /// A string, as a well-formed [`Js::String`] or, with lone surrogates, [`Js::IllFormed`].
+    fn string_view<'a>(&'a self, raw: Raw) -> Js<'a> {
+        let units = self.utf16(raw);
+        match String::from_utf16(&units) {
+            Ok(text) => Js::String(self.keep(text)),
+            Err(_) => Js::IllFormed {
+                text: self.keep(String::from_utf16_lossy(&units)),
+                wtf8: self.keep(hex::encode(super::wtf8(&units))),
+            },
+        }
+    }
+
+    /// A JavaScript string made from `units` (lone surrogates kept).
+    pub fn make_string(&self, units: &[u16]) -> Raw {
+        let mut out = ptr::null_mut();
+        unsafe {
+            sys::napi_create_string_utf16(self.env, units.as_ptr(), units.len() as isize, &mut out)
+        };
+        out
+    }
+
+    fn global_property(&self, object: Raw, name: &str) -> Raw {
+        let name = CString::new(name).unwrap_or_default();
+        let mut out = ptr::null_mut();
+        unsafe { sys::napi_get_named_property(self.env, object, name.as_ptr(), &mut out) };
+        out
+    }
+
+    fn globals(&self) {
+        if !self.is_array.get().is_null() {
+            return;
+        }
+        let mut global = ptr::null_mut();
+        unsafe { sys::napi_get_global(self.env, &mut global) };
+        let array = self.global_property(global, "Array");
+        self.is_array.set(self.global_property(array, "isArray"));
+        let object = self.global_property(global, "Object");
+        self.object_prototype
+            .set(self.global_property(object, "prototype"));
+        self.date.set(self.global_property(global, "Date"));
+    }
+
+    /// A JavaScript value for `value`: a live object's own handle, a primitive made again (a
+    /// symbol as a new symbol of its description: only what coercing it throws is used).
+    pub fn to_raw(&self, value: Js<'_>) -> Raw {
+        let env = self.env;
+        let mut out = ptr::null_mut();
+        // SAFETY (every call below): the env of the running callback.
+        unsafe {
+            match value {
+                Js::Live(object) => return object.raw(),
+                Js::Undefined => sys::napi_get_undefined(env, &mut out),
+                Js::Null => sys::napi_get_null(env, &mut out),
+                Js::Bool(b) => sys::napi_get_boolean(env, b, &mut out),
+                Js::Number(n) => sys::napi_create_double(env, n, &mut out),
+                Js::String(text) => {
+                    let units: Vec<u16> = text.encode_utf16().collect();
+                    return self.make_string(&units);
+                }
+                Js::IllFormed { wtf8, .. } => {
+                    return self
+                        .make_string(&super::wtf8_units(&hex::decode(wtf8).unwrap_or_default()))
+                }
+                Js::BigInt(digits) => {
+                    let n: i64 = digits.parse().unwrap_or(0);
+                    sys::napi_create_bigint_int64(env, n, &mut out)
+                }
+                Js::Symbol(description) => {
+                    let units: Vec<u16> = description.encode_utf16().collect();
+                    let description = self.make_string(&units);
+                    sys::napi_create_symbol(env, description, &mut out)
+                }
+                // Wire values never meet a live call.
+                _ => sys::napi_get_undefined(env, &mut out),
+            }
+        };
+        out
+    }
+
+    /// `new Date(value).getTime()`.
+    pub fn new_date(&self, value: Js<'_>) -> Result<f64> {
+        self.globals();
+        let argument = self.to_raw(value);
+        let mut date = ptr::null_mut();
+        let status =
+            unsafe { sys::napi_new_instance(self.env, self.date.get(), 1, &argument, &mut date) };
+        self.check(status)?;
+        let mut ms = f64::NAN;
+        unsafe { sys::napi_get_date_value(self.env, date, &mut ms) };
+        Ok(ms)
+    }
+}
+
+impl<'a> Obj<'a> {
+    /// The handle.
+    pub fn raw(self) -> Raw {
+        self.raw
+    }
+
+    /// The call's context.
+    pub fn cx(self) -> &'a Cx {
+        self.cx
+    }
+
+    /// `object.name` (getters, prototypes and Proxy traps run).
+    pub fn get(self, name: &str) -> Result<Js<'a>> {
+        let key = CString::new(name).map_err(|_| StoreError::plain("property name with NUL"))?;
+        let mut out = ptr::null_mut();
+        let status =
+            unsafe { sys::napi_get_named_property(self.cx.env, self.raw, key.as_ptr(), &mut out) };
+        self.cx.check(status)?;
+        Ok(self.cx.view(out))
+    }
+
+    /// `object[index]`.
+    pub fn get_index(self, index: u32) -> Result<Js<'a>> {
+        let mut out = ptr::null_mut();
+        let status = unsafe { sys::napi_get_element(self.cx.env, self.raw, index, &mut out) };
+        self.cx.check(status)?;
+        Ok(self.cx.view(out))
+    }
+
+    /// `typeof object`: `"function"` or `"object"`.
+    pub fn type_of(self) -> &'static str {
+        let mut kind = 0;
+        unsafe { sys::napi_typeof(self.cx.env, self.raw, &mut kind) };
+        if kind == sys::ValueType::napi_function {
+            "function"
+        } else {
+            "object"
+        }
+    }
+
+    /// `Array.isArray(object)` (a Proxy of an array is one; a revoked Proxy throws).
+    pub fn is_array(self) -> Result<bool> {
+        self.cx.globals();
+        let mut out = ptr::null_mut();
+        let mut receiver = ptr::null_mut();
+        unsafe { sys::napi_get_undefined(self.cx.env, &mut receiver) };
+        let status = unsafe {
+            sys::napi_call_function(
+                self.cx.env,
+                receiver,
+                self.cx.is_array.get(),
+                1,
+                &self.raw,
+                &mut out,
+            )
+        };
+        self.cx.check(status)?;
+        let mut b = false;
+        unsafe { sys::napi_get_value_bool(self.cx.env, out, &mut b) };
+        Ok(b)
+    }
+
+    /// V8's own `IsArray()` (a JSArray, never a Proxy): what better-sqlite3 spreads.
+    pub fn is_js_array(self) -> bool {
+        let mut b = false;
+        unsafe { sys::napi_is_array(self.cx.env, self.raw, &mut b) };
+        b
+    }
+
+    /// better-sqlite3's plain object test: the prototype is `null` or the `Object.prototype` of
+    /// the object's realm (better-sqlite3 asks V8 for the creation context, which napi cannot:
+    /// another realm's `Object.prototype` is known by having no prototype and being its
+    /// `constructor`'s `prototype`).
+    pub fn is_plain(self) -> Result<bool> {
+        self.cx.globals();
+        let env = self.cx.env;
+        let mut prototype = ptr::null_mut();
+        let status = unsafe { sys::napi_get_prototype(env, self.raw, &mut prototype) };
+        self.cx.check(status)?;
+        let mut kind = 0;
+        unsafe { sys::napi_typeof(env, prototype, &mut kind) };
+        if kind == sys::ValueType::napi_null {
+            return Ok(true);
+        }
+        let mut same = false;
+        unsafe {
+            sys::napi_strict_equals(env, prototype, self.cx.object_prototype.get(), &mut same)
+        };
+        if same {
+            return Ok(true);
+        }
+        let mut above = ptr::null_mut();
+        let status = unsafe { sys::napi_get_prototype(env, prototype, &mut above) };
+        self.cx.check(status)?;
+        unsafe { sys::napi_typeof(env, above, &mut kind) };
+        if kind != sys::ValueType::napi_null {
+            return Ok(false);
+        }
+        let realm_object = Obj {
+            cx: self.cx,
+            raw: prototype,
+        };
+        let mut own = false;
+        let key = self
+            .cx
+            .make_string(&"constructor".encode_utf16().collect::<Vec<_>>());
+        unsafe { sys::napi_has_own_property(env, prototype, key, &mut own) };
+        if !own {
+            return Ok(false);
+        }
+        Ok(match realm_object.get("constructor")? {
+            Js::Live(constructor) if constructor.type_of() == "function" => {
+                match constructor.get("prototype")? {
+                    Js::Live(back) => back.strict_eq(realm_object),
+                    _ => false,
+                }
+            }
+            _ => false,
+        })
+    }
+
+    /// The viewed bytes of a Buffer, typed array or DataView (`None` for any other object).
+    pub fn bytes(self) -> Option<Vec<u8>> {
+        let env = self.cx.env;
+        let (mut typed, mut view) = (false, false);
+        unsafe { sys::napi_is_typedarray(env, self.raw, &mut typed) };
+        let mut data: *mut std::ffi::c_void = ptr::null_mut();
+        let mut length = 0usize;
+        if typed {
+            let mut kind = 0;
+            let mut buffer = ptr::null_mut();
+            let mut offset = 0;
+            unsafe {
+                sys::napi_get_typedarray_info(
+                    env,
+                    self.raw,
+                    &mut kind,
+                    &mut length,
+                    &mut data,
+                    &mut buffer,
+                    &mut offset,
+                )
+            };
+            length *= element_size(kind);
+        } else {
+            unsafe { sys::napi_is_dataview(env, self.raw, &mut view) };
+            if !view {
+                return None;
+            }
+            let mut buffer = ptr::null_mut();
+            let mut offset = 0;
+            unsafe {
+                sys::napi_get_dataview_info(
+                    env,
+                    self.raw,
+                    &mut length,
+                    &mut data,
+                    &mut buffer,
+                    &mut offset,
+                )
+            };
+        }
+        if data.is_null() || length == 0 {
+            return Some(Vec::new());
+        }
+        // SAFETY: napi reports `length` viewed bytes at `data` (offset applied).
+        Some(unsafe { std::slice::from_raw_parts(data as *const u8, length) }.to_vec())
+    }
+
+    /// `String(object)` / `${object}` (V8's ToString: `toString`/`valueOf`/`Symbol.toPrimitive`
+    /// run, and throw what they throw).
+    pub fn to_text(self) -> Result<Js<'a>> {
+        let mut out = ptr::null_mut();
+        let status = unsafe { sys::napi_coerce_to_string(self.cx.env, self.raw, &mut out) };
+        self.cx.check(status)?;
+        Ok(self.cx.string_view(out))
+    }
+
+    /// `Number(object)` (V8's ToNumber).
+    pub fn to_number(self) -> Result<f64> {
+        let mut out = ptr::null_mut();
+        let status = unsafe { sys::napi_coerce_to_number(self.cx.env, self.raw, &mut out) };
+        self.cx.check(status)?;
+        let mut n = 0.0;
+        unsafe { sys::napi_get_value_double(self.cx.env, out, &mut n) };
+        Ok(n)
+    }
+
+    /// `a === b` for two objects.
+    pub fn strict_eq(self, other: Obj<'_>) -> bool {
+        let mut same = false;
+        unsafe { sys::napi_strict_equals(self.cx.env, self.raw, other.raw, &mut same) };
+        same
+    }
+
+    /// `object.constructor.name`, as Node's messages read it (`None` when it is not a string
+    /// or the reads throw).
+    pub fn constructor_name(self) -> Option<&'a str> {
+        match self.get("constructor").ok()? {
+            Js::Live(constructor) => constructor.get("name").ok()?.as_str(),
+            _ => None,
+        }
+    }
+}
