@@ -412,6 +412,14 @@ impl Task for StoreCall {
     }
 }
 
+/// Registers the JS layer's helpers (`lib/computed.js`) that live calls call where the
+/// reference's code computes in JavaScript (src/js/computed.rs).
+#[napi]
+pub fn set_helpers(env: Env, helpers: Unknown<'_>) {
+    // SAFETY: both belong to this callback.
+    unsafe { js::live::set_helpers(env.raw(), helpers.raw()) };
+}
+
 /// Bench only: records every statement of connections opened from now on into `path`, or
 /// stops recording with `null` (see src/trace.rs).
 #[napi]

@@ -27,7 +27,8 @@ pub struct Method {
     pub run: fn(&Store<'_>, &Call) -> Result<Reply>,
     /// Whether a synchronous call reads the caller's own values through napi (the live view,
     /// src/js/live.rs) rather than a JSON snapshot: its handler reads every argument through
-    /// `crate::js::Js`, and the JS layer converts nothing around it.
+    /// `crate::js::Js`, and the JS layer converts nothing before it (it still echoes
+    /// `echo`/`echo_props` into the record, reading them from the caller's objects).
     pub live: bool,
 }
 
@@ -86,8 +87,10 @@ const fn method(
     }
 }
 
-/// A method whose synchronous calls read the caller's values live (see [`Method::live`]); its
-/// `options.now` (the only conversion it may have) is computed by V8 where it is read.
+/// A method whose synchronous calls read the caller's values live (see [`Method::live`]): its
+/// conversions (timestamps, `Date.parse`, canonical JSON, the lease sum, the claim changed in
+/// place) are computed in the core through `crate::js::computed` where the reference computes
+/// them; they stay listed for its `store.async` calls, which the JS layer converts first.
 const fn live(
     name: &'static str,
     js: Conversions,
@@ -104,7 +107,7 @@ const fn live(
 /// Every public method but `close` (the JS layer's own), in the reference's order.
 pub static METHODS: &[Method] = &[
     // controller resources
-    method(
+    live(
         "putResource",
         Conversions {
             json: &["0.spec", "0.initialStatus"],
@@ -112,10 +115,10 @@ pub static METHODS: &[Method] = &[
         },
         resources::put_resource,
     ),
-    method("getResource", PLAIN, resources::get_resource),
-    method("getResourceByUid", PLAIN, resources::get_resource_by_uid),
-    method("listResources", PLAIN, resources::list_resources),
-    method(
+    live("getResource", PLAIN, resources::get_resource),
+    live("getResourceByUid", PLAIN, resources::get_resource_by_uid),
+    live("listResources", PLAIN, resources::list_resources),
+    live(
         "updateStatus",
         Conversions {
             json: &["0.status"],
@@ -124,7 +127,7 @@ pub static METHODS: &[Method] = &[
         },
         resources::update_status,
     ),
-    method(
+    live(
         "requestDeletion",
         Conversions {
             time: &["1"],
@@ -132,10 +135,10 @@ pub static METHODS: &[Method] = &[
         },
         resources::request_deletion,
     ),
-    method("updateFinalizers", NOW, resources::update_finalizers),
-    method("deleteResource", PLAIN, resources::delete_resource),
+    live("updateFinalizers", NOW, resources::update_finalizers),
+    live("deleteResource", PLAIN, resources::delete_resource),
     // the work queue and its claims
-    method(
+    live(
         "enqueue",
         Conversions {
             time: &["1"],
@@ -143,7 +146,7 @@ pub static METHODS: &[Method] = &[
         },
         queue::enqueue,
     ),
-    method(
+    live(
         "claimNext",
         Conversions {
             lease: Some(("0.now", "0.leaseMs")),
@@ -152,7 +155,7 @@ pub static METHODS: &[Method] = &[
         },
         queue::claim_next,
     ),
-    method(
+    live(
         "renewClaim",
         Conversions {
             time: &["2"],
@@ -162,7 +165,7 @@ pub static METHODS: &[Method] = &[
         },
         queue::renew_claim,
     ),
-    method(
+    live(
         "settleClaim",
         Conversions {
             time: &["1"],
@@ -171,7 +174,7 @@ pub static METHODS: &[Method] = &[
         },
         queue::settle_claim_call,
     ),
-    method(
+    live(
         "requeueClaim",
         Conversions {
             time: &["2"],
@@ -181,7 +184,7 @@ pub static METHODS: &[Method] = &[
         },
         queue::requeue_claim,
     ),
-    method("listQueue", PLAIN, queue::list_queue),
+    live("listQueue", PLAIN, queue::list_queue),
     // effects
     method("reserveEffect", NOW, effects::reserve_effect),
     method("getEffect", PLAIN, effects::get_effect),

@@ -93,12 +93,20 @@ pub enum JsonArg<'a> {
 impl<'a> JsonArg<'a> {
     /// Decodes the JS layer's envelope: `{$c: text}`, `{$e: message}` or `{$u: true}`.
     pub fn of(value: &'a Value) -> JsonArg<'a> {
-        if let Some(text) = value.get("$c").and_then(Value::as_str) {
+        JsonArg::of_js(crate::js::Js::of(value))
+    }
+
+    /// [`JsonArg::of`] of an envelope's view (anything but an envelope is `undefined`).
+    pub fn of_js(value: crate::js::Js<'a>) -> JsonArg<'a> {
+        let crate::js::Js::Object(map) = value else {
+            return JsonArg::Undefined;
+        };
+        if let Some(text) = map.get("$c").and_then(Value::as_str) {
             JsonArg::Canonical(text)
-        } else if let Some(message) = value.get("$e").and_then(Value::as_str) {
+        } else if let Some(message) = map.get("$e").and_then(Value::as_str) {
             JsonArg::Invalid {
                 message,
-                range: value.get("$r").is_some_and(|r| r == true),
+                range: map.get("$r").is_some_and(|r| r == true),
             }
         } else {
             JsonArg::Undefined

@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 use super::rows::claim::require_claim_row_by_uid;
 use super::rows::{bump_controller_resource, put_caller_text};
 use super::rows::{not_found_error, opt_text_lossy, text_lossy, ControllerRow};
-use super::time_at;
 use crate::error::{Result, StoreError};
+use crate::js::timestamp;
 use crate::js::{bind_params, read, same_number, same_text, same_value, Js, Param};
 use crate::state::blobs::{put_json, read_text};
 use crate::state::ids::{effect_id_for, resource_id_for};
@@ -173,7 +173,7 @@ fn require_effect_row(
     key: Option<&Value>,
 ) -> Result<EffectRow> {
     effect_row(conn, uid, key)?
-        .ok_or_else(|| not_found_error("Effect record not found: ", &[uid, key]))
+        .ok_or_else(|| not_found_error("Effect record not found: ", &[Js::opt(uid), Js::opt(key)]))
 }
 
 /// The stored `ambiguous` is reported as `indeterminate`, and back.
@@ -218,12 +218,12 @@ fn reservation_payload(options: Option<&Value>) -> Result<String> {
 
 pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
     let options = call.args.first();
-    let now = time_at(read(options, "now")?, call)?;
+    let now = timestamp(call, Js::opt(read(options, "now")?))?;
     let uid = read(options, "resourceUid")?;
     let key = read(options, "key")?;
     let reservation = store.write(|conn| {
-        let claimed = require_claim_row_by_uid(conn, uid)?;
-        let lease = claimed.assert_claim(read(options, "claim")?, now, true)?;
+        let claimed = require_claim_row_by_uid(conn, Js::opt(uid))?;
+        let lease = claimed.assert_claim(Js::opt(read(options, "claim")?), now, true)?;
         let source = claimed.row;
         let effect_id = effect_id_for(&source.resource_id, &Js::opt(key).template()?);
         if let Some(existing) = effect_row(conn, uid, key)? {
@@ -373,17 +373,17 @@ pub fn get_effect(store: &Store, call: &Call) -> Result<Reply> {
 
 pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
     let options = call.args.first();
-    let now = time_at(read(options, "now")?, call)?;
+    let now = timestamp(call, Js::opt(read(options, "now")?))?;
     let record = store.write(|conn| {
         let uid = read(options, "resourceUid")?;
-        let claimed = require_claim_row_by_uid(conn, uid)?;
-        let lease = claimed.assert_claim(read(options, "claim")?, now, true)?;
+        let claimed = require_claim_row_by_uid(conn, Js::opt(uid))?;
+        let lease = claimed.assert_claim(Js::opt(read(options, "claim")?), now, true)?;
         let key = read(options, "key")?;
         let row = require_effect_row(conn, uid, key)?;
         let effect_resource_id = resource_id_for("effect", &row.effect_id);
         let revision = resource_revision(conn, &effect_resource_id)?;
         let error_hash = read(options, "error")?
-            .map(|error| put_caller_text(conn, Some(error), now))
+            .map(|error| put_caller_text(conn, Js::of(error), now))
             .transpose()?;
         let mut statement = conn.prepare_cached(
             "UPDATE effects

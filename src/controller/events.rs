@@ -13,11 +13,12 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
 use serde_json::Value;
 
+use super::json_arg;
 use super::rows::claim::require_claim_row;
 use super::rows::documented::joined_document_text;
 use super::rows::{bump_controller_resource, ResourceRef};
-use super::{json_arg, time_at};
 use crate::error::Result;
+use crate::js::timestamp;
 use crate::js::{bind_all, bind_params, is_nullish, read, Bound, Js, Param};
 use crate::state::revisions::{insert_event_binding, EventDraft};
 use crate::store::{in_read_transaction, Store};
@@ -30,21 +31,21 @@ const DEFAULT_EVENT_LIMIT: i64 = 100;
 /// which the JS layer puts back in place of the `{}` sent here.
 pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
     let options = call.args.first();
-    let now = time_at(read(options, "now")?, call)?;
+    let now = timestamp(call, Js::opt(read(options, "now")?))?;
     let (event, revision) = store.write(|conn| {
-        let reference = ResourceRef::copied(options)?;
+        let reference = ResourceRef::copied(Js::opt(options))?;
         let claimed = require_claim_row(conn, store.project_id(), reference)?;
         // Only `undefined` means no claim: a `null` one is checked (and fails to be read).
         let claim = read(options, "claim")?;
         let lease = claim
-            .map(|claim| claimed.assert_claim(Some(claim), now, true))
+            .map(|claim| claimed.assert_claim(Js::of(claim), now, true))
             .transpose()?;
         let row = &claimed.row;
         // The revision was read with the row, in this transaction.
         let revision = row.resource_version + 1;
         bump_controller_resource(conn, &row.resource_id, revision - 1, now)?;
         let event_type = read(options, "type")?;
-        let payload = json_arg(read(options, "payload")?).text_or("{}")?;
+        let payload = json_arg(call, Js::opt(read(options, "payload")?))?.text_or("{}")?;
         let event = EventDraft {
             resource_id: &row.resource_id,
             revision,

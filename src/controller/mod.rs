@@ -9,20 +9,20 @@ pub mod resources;
 pub mod rows;
 pub mod workflows;
 
-use serde_json::Value;
-
 use crate::error::Result;
-use crate::js::{time, Js};
+use crate::js::Js;
 use crate::wire::{Call, JsonArg};
 
-/// A timestamp the JS layer parsed, read from an argument or property: `undefined` (a
-/// property of a primitive, which the JS layer leaves alone) is `new Date()`, the call's clock.
-fn time_at(value: Option<&Value>, call: &Call) -> Result<i64> {
-    time(Js::opt(value), call.clock)
-}
-
-/// A caller JSON document the JS layer canonicalised; `undefined` when absent.
-fn json_arg(value: Option<&Value>) -> JsonArg<'_> {
-    static UNDEFINED: Value = Value::Null;
-    JsonArg::of(value.unwrap_or(&UNDEFINED))
+/// A caller JSON document as `canonicalJson` reads it where the reference stores it: for a
+/// live call computed now by the JS layer's canonicaliser (what it throws is thrown as it is);
+/// for a wire call the envelope the JS layer sent in its place. `undefined` stays `undefined`.
+fn json_arg<'a>(call: &'a Call, value: Js<'a>) -> Result<JsonArg<'a>> {
+    match call.cx() {
+        None => Ok(JsonArg::of_js(value)),
+        Some(_) if value.is_undefined() => Ok(JsonArg::Undefined),
+        Some(cx) => match cx.helper("canonical", &[value])? {
+            Js::String(text) => Ok(JsonArg::Canonical(text)),
+            _ => Ok(JsonArg::Undefined),
+        },
+    }
 }

@@ -84,7 +84,7 @@ fn workflow_row_by_id(
 
 fn require_workflow_row(conn: &Connection, request_id: Option<&Value>) -> Result<WorkflowRow> {
     workflow_row_by_id(conn, request_id)?
-        .ok_or_else(|| not_found_error("Workflow request not found: ", &[request_id]))
+        .ok_or_else(|| not_found_error("Workflow request not found: ", &[Js::opt(request_id)]))
 }
 
 /// `ChildWorkflowRecord`: `runId` and `error` exist only when set.
@@ -117,8 +117,8 @@ pub fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let now = call.clock;
     let reservation = store.write(|conn| {
         let uid = read(options, "resourceUid")?;
-        let source = require_controller_row_by_uid(conn, uid)?;
-        assert_controller_claim(conn, &source, read(options, "claim")?, now, true)?;
+        let source = require_controller_row_by_uid(conn, Js::opt(uid))?;
+        assert_controller_claim(conn, &source, Js::opt(read(options, "claim")?), now, true)?;
         let request_key = read(options, "requestKey")?;
         let workflow = read(options, "workflow")?;
         let fingerprint = read(options, "inputFingerprint")?;
@@ -140,7 +140,7 @@ pub fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
                input_fingerprint, status, attempt_count, created_at, updated_at
              ) VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?)",
         )?;
-        let fingerprint_bytes = buffer_from(fingerprint, Encoding::Hex)?;
+        let fingerprint_bytes = buffer_from(Js::opt(fingerprint), Encoding::Hex)?;
         statement.execute(params_from_iter(bind_params(&[
             Param::text(&request_id),
             Param::text(&source.controller_resource_id),
@@ -182,7 +182,7 @@ fn update_error_hash(
     if is_nullish(error) {
         return Ok(None);
     }
-    put_caller_text(conn, error, now).map(Some)
+    put_caller_text(conn, Js::opt(error), now).map(Some)
 }
 
 /// `value ?? null`.
@@ -199,8 +199,8 @@ pub fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let now = call.clock;
     let record = store.write(|conn| {
         let row = require_workflow_row(conn, request_id)?;
-        let source = require_controller_row_by_uid(conn, Some(&row.resource_uid.clone().into()))?;
-        assert_controller_claim(conn, &source, call.args.get(2), now, true)?;
+        let source = require_controller_row_by_uid(conn, Js::String(&row.resource_uid))?;
+        assert_controller_claim(conn, &source, Js::opt(call.args.get(2)), now, true)?;
         let error_hash = update_error_hash(conn, update, now)?;
         let mut statement = conn.prepare_cached(
             "UPDATE controller_workflows
@@ -253,7 +253,7 @@ pub fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
             ));
         }
     }
-    let source = require_controller_row_by_uid(conn, Some(&row.resource_uid.clone().into()))?;
+    let source = require_controller_row_by_uid(conn, Js::String(&row.resource_uid))?;
     let now = call.clock;
     let record = store.write(|conn| {
         let error_hash = update_error_hash(conn, update, now)?;

@@ -24,16 +24,29 @@ use crate::error::{Result, StoreError};
 /// A napi value handle of the call.
 pub type Raw = sys::napi_value;
 
+thread_local! {
+    /// The JS layer's helpers (`lib/computed.js`), registered once per thread that loads the
+    /// addon ([`set_helpers`]).
+    static HELPERS: Cell<sys::napi_ref> = const { Cell::new(ptr::null_mut()) };
+}
+
+/// Keeps `helpers` (an object of functions) for the live calls of this thread.
+///
+/// # Safety
+/// `env` and `helpers` belong to the running napi callback.
+pub unsafe fn set_helpers(env: sys::napi_env, helpers: Raw) {
+    let mut reference = ptr::null_mut();
+    unsafe { sys::napi_create_reference(env, helpers, 1, &mut reference) };
+    HELPERS.with(|cell| cell.set(reference));
+}
+
 /// The context of one live call: its napi env and the strings read from V8 so far.
 pub struct Cx {
     env: sys::napi_env,
     /// Every string read from V8 during the call; the view hands out `&'a str` into them.
     strings: RefCell<Vec<Box<str>>>,
-    /// `Array.isArray`, `Object.prototype` and `Date`, looked up once per call when first
-    /// needed.
-    is_array: Cell<Raw>,
+    /// `Object.prototype`, looked up once per call when first needed.
     object_prototype: Cell<Raw>,
-    date: Cell<Raw>,
 }
 
 /// One object of a live call (an array, a function, a byte view, a Proxy, …).
@@ -80,9 +93,7 @@ impl Cx {
         Cx {
             env,
             strings: RefCell::new(Vec::new()),
-            is_array: Cell::new(ptr::null_mut()),
             object_prototype: Cell::new(ptr::null_mut()),
-            date: Cell::new(ptr::null_mut()),
         }
     }
 
@@ -211,17 +222,42 @@ impl Cx {
     }
 
     fn globals(&self) {
-        if !self.is_array.get().is_null() {
+        if !self.object_prototype.get().is_null() {
             return;
         }
         let mut global = ptr::null_mut();
         unsafe { sys::napi_get_global(self.env, &mut global) };
-        let array = self.global_property(global, "Array");
-        self.is_array.set(self.global_property(array, "isArray"));
         let object = self.global_property(global, "Object");
         self.object_prototype
             .set(self.global_property(object, "prototype"));
-        self.date.set(self.global_property(global, "Date"));
+    }
+
+    /// Whether `error` is an `Error` of the addon's realm while the JS layer's helpers live in
+    /// another realm (Jest's): V8's own errors are then remade in the helpers' realm.
+    fn foreign_error(&self, error: Raw) -> bool {
+        let reference = HELPERS.with(Cell::get);
+        if reference.is_null() {
+            return false;
+        }
+        self.globals();
+        let env = self.env;
+        let mut helpers = ptr::null_mut();
+        let mut prototype = ptr::null_mut();
+        let mut same = false;
+        unsafe {
+            sys::napi_get_reference_value(env, reference, &mut helpers);
+            sys::napi_get_prototype(env, helpers, &mut prototype);
+            sys::napi_strict_equals(env, prototype, self.object_prototype.get(), &mut same);
+        }
+        if same {
+            return false;
+        }
+        let mut global = ptr::null_mut();
+        unsafe { sys::napi_get_global(env, &mut global) };
+        let error_class = self.global_property(global, "Error");
+        let mut is_error = false;
+        unsafe { sys::napi_instanceof(env, error, error_class, &mut is_error) };
+        is_error
     }
 
     /// A JavaScript value for `value`: a live object's own handle, a primitive made again (a
@@ -261,17 +297,39 @@ impl Cx {
         out
     }
 
+    /// `helpers[name](...args)` of `lib/computed.js`: what it returns, or what it threw.
+    pub fn helper(&self, name: &str, args: &[Js<'_>]) -> Result<Js<'_>> {
+        let reference = HELPERS.with(Cell::get);
+        if reference.is_null() {
+            return Err(StoreError::plain(
+                "pi-workflows-native internal error: the JS helpers are not registered",
+            ));
+        }
+        let mut helpers = ptr::null_mut();
+        unsafe { sys::napi_get_reference_value(self.env, reference, &mut helpers) };
+        let function = self.global_property(helpers, name);
+        let argv: Vec<Raw> = args.iter().map(|arg| self.to_raw(*arg)).collect();
+        let mut out = ptr::null_mut();
+        let status = unsafe {
+            sys::napi_call_function(
+                self.env,
+                helpers,
+                function,
+                argv.len(),
+                argv.as_ptr(),
+                &mut out,
+            )
+        };
+        self.check(status)?;
+        Ok(self.view(out))
+    }
+
     /// `new Date(value).getTime()`.
     pub fn new_date(&self, value: Js<'_>) -> Result<f64> {
-        self.globals();
-        let argument = self.to_raw(value);
-        let mut date = ptr::null_mut();
-        let status =
-            unsafe { sys::napi_new_instance(self.env, self.date.get(), 1, &argument, &mut date) };
-        self.check(status)?;
-        let mut ms = f64::NAN;
-        unsafe { sys::napi_get_date_value(self.env, date, &mut ms) };
-        Ok(ms)
+        match self.helper("date", &[value])? {
+            Js::Number(ms) => Ok(ms),
+            _ => Ok(f64::NAN),
+        }
     }
 }
 
@@ -292,8 +350,16 @@ impl<'a> Obj<'a> {
         let mut out = ptr::null_mut();
         let status =
             unsafe { sys::napi_get_named_property(self.cx.env, self.raw, key.as_ptr(), &mut out) };
-        self.cx.check(status)?;
-        Ok(self.cx.view(out))
+        match self.cx.check(status) {
+            Ok(()) => Ok(self.cx.view(out)),
+            // V8 itself refused the read (a revoked Proxy): read again in the caller's realm,
+            // so that its TypeError is that realm's (only a V8 error of the addon's realm,
+            // while the JS layer runs in another, as under Jest, is read twice).
+            Err(StoreError::Thrown(error)) if self.cx.foreign_error(error as Raw) => {
+                self.cx.helper("get", &[Js::Live(self), Js::String(name)])
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// `object[index]`.
@@ -317,24 +383,11 @@ impl<'a> Obj<'a> {
 
     /// `Array.isArray(object)` (a Proxy of an array is one; a revoked Proxy throws).
     pub fn is_array(self) -> Result<bool> {
-        self.cx.globals();
-        let mut out = ptr::null_mut();
-        let mut receiver = ptr::null_mut();
-        unsafe { sys::napi_get_undefined(self.cx.env, &mut receiver) };
-        let status = unsafe {
-            sys::napi_call_function(
-                self.cx.env,
-                receiver,
-                self.cx.is_array.get(),
-                1,
-                &self.raw,
-                &mut out,
-            )
-        };
-        self.cx.check(status)?;
-        let mut b = false;
-        unsafe { sys::napi_get_value_bool(self.cx.env, out, &mut b) };
-        Ok(b)
+        // An ordinary array needs no call; anything else (a Proxy) asks JavaScript.
+        if self.is_js_array() {
+            return Ok(true);
+        }
+        Ok(self.cx.helper("isArray", &[Js::Live(self)])? == Js::Bool(true))
     }
 
     /// V8's own `IsArray()` (a JSArray, never a Proxy): what better-sqlite3 spreads.
@@ -444,23 +497,18 @@ impl<'a> Obj<'a> {
         Some(unsafe { std::slice::from_raw_parts(data as *const u8, length) }.to_vec())
     }
 
-    /// `String(object)` / `${object}` (V8's ToString: `toString`/`valueOf`/`Symbol.toPrimitive`
-    /// run, and throw what they throw).
+    /// `${object}` (ToString: `toString`/`valueOf`/`Symbol.toPrimitive` run, and throw what
+    /// they throw).
     pub fn to_text(self) -> Result<Js<'a>> {
-        let mut out = ptr::null_mut();
-        let status = unsafe { sys::napi_coerce_to_string(self.cx.env, self.raw, &mut out) };
-        self.cx.check(status)?;
-        Ok(self.cx.string_view(out))
+        self.cx.helper("string", &[Js::Live(self)])
     }
 
-    /// `Number(object)` (V8's ToNumber).
+    /// `+object` (ToNumber).
     pub fn to_number(self) -> Result<f64> {
-        let mut out = ptr::null_mut();
-        let status = unsafe { sys::napi_coerce_to_number(self.cx.env, self.raw, &mut out) };
-        self.cx.check(status)?;
-        let mut n = 0.0;
-        unsafe { sys::napi_get_value_double(self.cx.env, out, &mut n) };
-        Ok(n)
+        match self.cx.helper("number", &[Js::Live(self)])? {
+            Js::Number(n) => Ok(n),
+            _ => Ok(f64::NAN),
+        }
     }
 
     /// `a === b` for two objects.

@@ -158,8 +158,8 @@ pub enum Encoding {
 /// `Buffer.from(value, encoding)`: a string decoded with `encoding`, a byte view copied, an
 /// array's items each made a byte (`ToNumber`, then modulo 256; the encoding is ignored);
 /// anything else is Node's `ERR_INVALID_ARG_TYPE`.
-pub fn buffer_from(value: Option<&Value>, encoding: Encoding) -> Result<Vec<u8>> {
-    match Js::opt(value) {
+pub fn buffer_from(value: Js<'_>, encoding: Encoding) -> Result<Vec<u8>> {
+    match value {
         Js::String(text) | Js::IllFormed { text, .. } => Ok(match encoding {
             Encoding::Utf8 => text.as_bytes().to_vec(),
             Encoding::Hex => buffer_from_hex(text),

@@ -260,6 +260,16 @@ pub fn add_to_number(number: f64, value: Js<'_>) -> Result<Sum> {
                 "Cannot convert a Symbol value to a number".into(),
             ))
         }
+        // An object of a live call: JavaScript's own `+` (ToPrimitive runs `valueOf`).
+        Js::Live(object) => {
+            return Ok(
+                match object.cx().helper("add", &[Js::Number(number), value])? {
+                    Js::Number(n) => Sum::Number(n),
+                    Js::String(text) | Js::IllFormed { text, .. } => Sum::Text(text.into()),
+                    _ => Sum::Number(f64::NAN),
+                },
+            )
+        }
         // Strings, and objects through their string form, concatenate.
         other => {
             return Ok(Sum::Text(format!(

@@ -250,9 +250,9 @@ mod raw {
             "inf"
         ]);
         assert_eq!(
-            buffer_from(Some(&items), Encoding::Hex).unwrap(),
+            buffer_from(Js::of(&items), Encoding::Hex).unwrap(),
             vec![0x10, 0x0c, 7, 0, 0, 1, 5, 0, 10, 0x2c, 0xff, 1, 0]
         );
-        assert!(buffer_from(Some(&json!(5)), Encoding::Utf8).is_err());
+        assert!(buffer_from(Js::Number(5.0), Encoding::Utf8).is_err());
     }
 }
