@@ -312,7 +312,7 @@ impl NativeStore {
     pub fn call_live(&self, env: Env, method: u32, args: Unknown<'_>, clock: f64) -> String {
         let raw_env = env.raw();
         // SAFETY: the env of this callback; `cx` (owned by `call`) is dropped before it returns.
-        let cx = unsafe { js::live::Cx::new(raw_env) };
+        let cx = unsafe { js::Cx::new(raw_env) };
         let list = args.raw();
         let mut length = 0u32;
         let mut items = Vec::new();

@@ -70,7 +70,7 @@ pub struct LeaseSum<'a> {
     sum: LeaseValue<'a>,
     /// The JS layer's date (wire calls).
     wire_iso: Option<Result<String>>,
-    live: Option<&'a super::live::Cx>,
+    live: Option<&'a super::value::Cx>,
 }
 
 enum LeaseValue<'a> {

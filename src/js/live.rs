@@ -18,11 +18,8 @@ use std::ptr;
 
 use napi::sys;
 
-use super::Js;
+use super::value::{Cx, Js, Obj, Raw};
 use crate::error::{Result, StoreError};
-
-/// A napi value handle of the call.
-pub type Raw = sys::napi_value;
 
 thread_local! {
     /// The JS layer's helpers (`lib/computed.js`), registered once per thread that loads the
@@ -38,35 +35,6 @@ pub unsafe fn set_helpers(env: sys::napi_env, helpers: Raw) {
     let mut reference = ptr::null_mut();
     unsafe { sys::napi_create_reference(env, helpers, 1, &mut reference) };
     HELPERS.with(|cell| cell.set(reference));
-}
-
-/// The context of one live call: its napi env and the strings read from V8 so far.
-pub struct Cx {
-    env: sys::napi_env,
-    /// Every string read from V8 during the call; the view hands out `&'a str` into them.
-    strings: RefCell<Vec<Box<str>>>,
-    /// `Object.prototype`, looked up once per call when first needed.
-    object_prototype: Cell<Raw>,
-}
-
-/// One object of a live call (an array, a function, a byte view, a Proxy, …).
-#[derive(Clone, Copy)]
-pub struct Obj<'a> {
-    cx: &'a Cx,
-    raw: Raw,
-}
-
-impl std::fmt::Debug for Obj<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Obj({:p})", self.raw)
-    }
-}
-
-impl PartialEq for Obj<'_> {
-    /// The same handle (not JavaScript's `===`: see [`Obj::strict_eq`]).
-    fn eq(&self, other: &Self) -> bool {
-        self.raw == other.raw
-    }
 }
 
 /// The byte-view kinds better-sqlite3 and Node accept, with their element sizes.
@@ -200,7 +168,7 @@ impl Cx {
             Ok(text) => Js::String(self.keep(text)),
             Err(_) => Js::IllFormed {
                 text: self.keep(String::from_utf16_lossy(&units)),
-                wtf8: self.keep(hex::encode(super::wtf8(&units))),
+                wtf8: self.keep(hex::encode(wtf8(&units))),
             },
         }
     }
@@ -278,8 +246,7 @@ impl Cx {
                     return self.make_string(&units);
                 }
                 Js::IllFormed { wtf8, .. } => {
-                    return self
-                        .make_string(&super::wtf8_units(&hex::decode(wtf8).unwrap_or_default()))
+                    return self.make_string(&wtf8_units(&hex::decode(wtf8).unwrap_or_default()))
                 }
                 Js::BigInt(digits) => {
                     let n: i64 = digits.parse().unwrap_or(0);
@@ -526,4 +493,53 @@ impl<'a> Obj<'a> {
             _ => None,
         }
     }
+}
+
+/// The WTF-8 bytes of UTF-16 `units` (what V8 writes for a string with lone surrogates: each
+/// as its own 3-byte sequence).
+pub fn wtf8(units: &[u16]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(units.len() * 3);
+    for item in char::decode_utf16(units.iter().copied()) {
+        match item {
+            Ok(c) => {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+            Err(lone) => {
+                let unit = u32::from(lone.unpaired_surrogate());
+                out.push(0xe0 | (unit >> 12) as u8);
+                out.push(0x80 | ((unit >> 6) & 0x3f) as u8);
+                out.push(0x80 | (unit & 0x3f) as u8);
+            }
+        }
+    }
+    out
+}
+
+/// The UTF-16 units of WTF-8 `bytes` (the inverse of [`wtf8`]).
+pub fn wtf8_units(bytes: &[u8]) -> Vec<u16> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let lead = bytes[at];
+        let (width, initial) = match lead {
+            0x00..=0x7f => (1, u32::from(lead)),
+            0xc0..=0xdf => (2, u32::from(lead & 0x1f)),
+            0xe0..=0xef => (3, u32::from(lead & 0x0f)),
+            _ => (4, u32::from(lead & 0x07)),
+        };
+        let mut code = initial;
+        for byte in bytes.iter().skip(at + 1).take(width - 1) {
+            code = (code << 6) | u32::from(byte & 0x3f);
+        }
+        at += width;
+        if code >= 0x10000 {
+            let code = code - 0x10000;
+            out.push(0xd800 | (code >> 10) as u16);
+            out.push(0xdc00 | (code & 0x3ff) as u16);
+        } else {
+            out.push(code as u16);
+        }
+    }
+    out
 }

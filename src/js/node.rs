@@ -15,6 +15,20 @@ pub fn token_hash(token: &str) -> [u8; 32] {
     crate::state::ids::sha256(token.as_bytes())
 }
 
+/// The reads Node's `determineSpecificType` makes of a live object before it describes it
+/// (`value.constructor?.name`, a function's `name`): a getter or a Proxy trap that throws makes
+/// Node throw that instead of its own error.
+fn read_specific_type(value: Js<'_>) -> Result<()> {
+    if let Js::Live(object) = value {
+        if object.type_of() == "function" {
+            object.get("name")?;
+        } else if let Js::Live(constructor) = object.get("constructor")? {
+            constructor.get("name")?;
+        }
+    }
+    Ok(())
+}
+
 /// How Node's argument errors describe the value they received.
 pub fn node_received(value: Js<'_>) -> String {
     let primitive = |kind: &str, inspected: String| {
@@ -99,6 +113,9 @@ fn inspect_string(text: &str) -> String {
 
 /// Node's `ERR_INVALID_ARG_TYPE` TypeError for argument `name`, which must be `expected`.
 pub fn node_arg_type_error(name: &str, expected: &str, value: Js<'_>) -> StoreError {
+    if let Err(thrown) = read_specific_type(value) {
+        return thrown;
+    }
     StoreError::Js {
         name: "TypeError".into(),
         message: format!(
@@ -137,6 +154,9 @@ pub fn token_hash_js(value: Js<'_>) -> Result<[u8; 32]> {
 
 /// Node's refusal of a non-string first argument to `Buffer.from`.
 pub fn buffer_from_error(value: Js<'_>) -> StoreError {
+    if let Err(thrown) = read_specific_type(value) {
+        return thrown;
+    }
     StoreError::Js {
         name: "TypeError".into(),
         message: format!(

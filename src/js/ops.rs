@@ -211,11 +211,6 @@ pub fn js_number_text(n: f64) -> String {
     ryu_js::Buffer::new().format_finite(n).to_string()
 }
 
-/// `value.length` of a string in UTF-16 code units.
-pub fn utf16_length(text: &str) -> usize {
-    text.encode_utf16().count()
-}
-
 /// A primitive JavaScript computed from caller values (`now + options.leaseMs`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Sum {

@@ -1,5 +1,6 @@
 //! The view: [`Js`], one JavaScript value as the reference's code sees it, over either backend
-//! (a wire snapshot, or the caller's live value: [`super::live`]).
+//! (a wire snapshot, or the caller's live value: `src/js/live.rs`, which implements the live
+//! handles [`Cx`] and [`Obj`] defined here).
 //!
 //! The wire form (`lib/wire.js`) keeps what JSON would lose: `undefined` (argument, property or
 //! item), NaN/±Infinity/-0, bigints, strings with lone surrogates, Buffers and typed arrays,
@@ -7,9 +8,48 @@
 
 use serde_json::{Map, Value};
 
-use super::live::{Cx, Obj, Raw};
-use super::ops::utf16_length;
+use std::cell::{Cell, RefCell};
+
+use napi::sys;
+
 use crate::error::{Result, StoreError};
+
+/// A napi value handle of the call.
+pub type Raw = sys::napi_value;
+
+/// The context of one live call: its napi env and the strings read from V8 so far.
+pub struct Cx {
+    pub(super) env: sys::napi_env,
+    /// Every string read from V8 during the call; the view hands out `&'a str` into them.
+    pub(super) strings: RefCell<Vec<Box<str>>>,
+    /// `Object.prototype`, looked up once per call when first needed.
+    pub(super) object_prototype: Cell<Raw>,
+}
+
+/// One object of a live call (an array, a function, a byte view, a Proxy, …).
+#[derive(Clone, Copy)]
+pub struct Obj<'a> {
+    pub(super) cx: &'a Cx,
+    pub(super) raw: Raw,
+}
+
+impl std::fmt::Debug for Obj<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Obj({:p})", self.raw)
+    }
+}
+
+impl PartialEq for Obj<'_> {
+    /// The same handle (not JavaScript's `===`: see [`Obj::strict_eq`]).
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
+    }
+}
+
+/// `value.length` of a string in UTF-16 code units.
+pub fn utf16_length(text: &str) -> usize {
+    text.encode_utf16().count()
+}
 
 /// The first key of a tagged wire value.
 pub const TAG: &str = "\u{0}";
