@@ -38,7 +38,16 @@ module.exports = {
   assign(object, key, value) {
     object[key] = value;
   },
+  stringify(value) {
+    return JSON.stringify(value);
+  },
   canonical(value) {
     return canonicalJson(value);
+  },
+  /** `canonicalJson({[name]: value, …})` of alternating names and values, in that order. */
+  canonicalObject(...pairs) {
+    const object = {};
+    for (let index = 0; index < pairs.length; index += 2) object[pairs[index]] = pairs[index + 1];
+    return canonicalJson(object);
   },
 };

@@ -186,10 +186,10 @@ pub static METHODS: &[Method] = &[
     ),
     live("listQueue", PLAIN, queue::list_queue),
     // effects
-    method("reserveEffect", NOW, effects::reserve_effect),
-    method("getEffect", PLAIN, effects::get_effect),
-    method("updateEffect", NOW, effects::update_effect),
-    method("listEffects", PLAIN, effects::list_effects),
+    live("reserveEffect", NOW, effects::reserve_effect),
+    live("getEffect", PLAIN, effects::get_effect),
+    live("updateEffect", NOW, effects::update_effect),
+    live("listEffects", PLAIN, effects::list_effects),
     // child workflows
     method("reserveWorkflow", PLAIN, workflows::reserve_workflow),
     method("getWorkflow", PLAIN, workflows::get_workflow),
@@ -202,7 +202,7 @@ pub static METHODS: &[Method] = &[
     method("completeWorkflow", PLAIN, workflows::complete_workflow),
     method("listWorkflows", PLAIN, workflows::list_workflows),
     // controller events
-    method(
+    live(
         "recordEvent",
         Conversions {
             json: &["0.payload"],
@@ -213,7 +213,7 @@ pub static METHODS: &[Method] = &[
         },
         events::record_event,
     ),
-    method("listEvents", PLAIN, events::list_events),
+    live("listEvents", PLAIN, events::list_events),
     // run reservation
     method(
         "reserveWorkflowRun",

@@ -238,6 +238,71 @@ impl<'a> Js<'a> {
         }
     }
 
+    /// The value in the wire form (`lib/wire.js`) again, for the JS layer to rebuild (an error
+    /// class's argument): a primitive JSON would change is tagged; `undefined` is `null`, as an
+    /// absent argument was; objects of the wire are their own JSON.
+    pub fn to_wire(self) -> Value {
+        let tagged = |tag: &str, v: &str| {
+            let mut map = Map::new();
+            map.insert(TAG.into(), tag.into());
+            map.insert("v".into(), v.into());
+            Value::Object(map)
+        };
+        match self {
+            Js::Undefined | Js::Null | Js::Live(_) => Value::Null,
+            Js::Bool(b) => Value::Bool(b),
+            Js::Number(n) if n.is_finite() && !(n == 0.0 && n.is_sign_negative()) => {
+                serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number)
+            }
+            Js::Number(n) => tagged(
+                "number",
+                if n.is_nan() {
+                    "NaN"
+                } else if n == 0.0 {
+                    "-0"
+                } else if n > 0.0 {
+                    "Infinity"
+                } else {
+                    "-Infinity"
+                },
+            ),
+            Js::String(text) => Value::String(text.into()),
+            Js::IllFormed { text, wtf8 } => {
+                let mut map = Map::new();
+                map.insert(TAG.into(), "string".into());
+                map.insert("v".into(), text.into());
+                map.insert("wtf8".into(), wtf8.into());
+                Value::Object(map)
+            }
+            Js::BigInt(digits) => tagged("bigint", digits),
+            Js::Symbol(description) => tagged("symbol", description),
+            Js::Function(name) => tagged("function", name),
+            Js::Array(items) => Value::Array(items.to_vec()),
+            Js::Object(map) => Value::Object(map.clone()),
+            Js::Bytes { kind, hex, text } => {
+                let mut map = Map::new();
+                map.insert(TAG.into(), "bytes".into());
+                map.insert("kind".into(), kind.into());
+                map.insert("v".into(), hex.into());
+                map.insert("text".into(), text.into());
+                Value::Object(map)
+            }
+            Js::Instance { kind, text, props } => {
+                let mut map = Map::new();
+                map.insert(TAG.into(), "object".into());
+                map.insert("kind".into(), kind.into());
+                map.insert("text".into(), text.into());
+                map.insert(
+                    "props".into(),
+                    props.map_or(Value::Object(Map::new()), |props| {
+                        Value::Object(props.clone())
+                    }),
+                );
+                Value::Object(map)
+            }
+        }
+    }
+
     /// The raw wire value of property `name` (for envelopes the JS layer put there), `null`
     /// when absent.
     pub fn get_or_undefined_value(self, name: &str) -> &'a Value {

@@ -348,6 +348,20 @@ pub fn not_found_error(prefix: &str, parts: &[Js<'_>]) -> StoreError {
     StoreError::plain(message)
 }
 
+/// A caller value as the argument of an error class whose message `JSON.stringify`s it
+/// (`EffectRequestConflictError(key)`), in the wire form the JS layer rebuilds it from (so a
+/// bigint's TypeError is thrown there); a live object is stringified now by JavaScript (what
+/// its `toJSON` or a getter throws is thrown) and sent as that JSON.
+pub fn error_argument(call: &crate::wire::Call, value: Js<'_>) -> Result<Value> {
+    let (Some(cx), Js::Live(_)) = (call.cx(), value) else {
+        return Ok(value.to_wire());
+    };
+    Ok(match cx.helper("stringify", &[value])? {
+        Js::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+        _ => Value::Null,
+    })
+}
+
 /// Compare-and-set of a controller or effect resource's revision (never a run's: run resources
 /// are `run-…`), without [`bump_resource`](crate::state::revisions::bump_resource)'s look for a run.
 pub fn bump_controller_resource(
