@@ -191,16 +191,16 @@ pub static METHODS: &[Method] = &[
     live("updateEffect", NOW, effects::update_effect),
     live("listEffects", PLAIN, effects::list_effects),
     // child workflows
-    method("reserveWorkflow", PLAIN, workflows::reserve_workflow),
-    method("getWorkflow", PLAIN, workflows::get_workflow),
-    method(
+    live("reserveWorkflow", PLAIN, workflows::reserve_workflow),
+    live("getWorkflow", PLAIN, workflows::get_workflow),
+    live(
         "getWorkflowByRequestId",
         PLAIN,
         workflows::get_workflow_by_request_id,
     ),
-    method("updateWorkflow", PLAIN, workflows::update_workflow),
-    method("completeWorkflow", PLAIN, workflows::complete_workflow),
-    method("listWorkflows", PLAIN, workflows::list_workflows),
+    live("updateWorkflow", PLAIN, workflows::update_workflow),
+    live("completeWorkflow", PLAIN, workflows::complete_workflow),
+    live("listWorkflows", PLAIN, workflows::list_workflows),
     // controller events
     live(
         "recordEvent",
