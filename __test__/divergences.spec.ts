@@ -350,7 +350,7 @@ describe('C19 JSON the store assembles from argument values is canonical JSON of
     expect(outcome(reserve)).toEqual({ returns: '{"a":1}' });
   });
 
-  test.failing('[undefined] as a failed run errorCode is rejected', () => {
+  test('[undefined] as a failed run errorCode is rejected', () => {
     const fail = () => store.failWorkflowRun({ runId: 'r-q', errorCode: [undefined], errorMessage: 'm' });
     expect(outcome(fail)).toEqual(throws('Error', 'Unsupported JSON value type: undefined'));
   });
@@ -367,7 +367,7 @@ describe('C20 a deep object bound as a SQL value is a bag of named parameters, n
 });
 
 describe('C21 failWorkflowRun without errorCode stores a NULL code', () => {
-  test.failing('returns true and the run is failed with no code', () => {
+  test('returns true and the run is failed with no code', () => {
     expect(outcome(() => store.failWorkflowRun({ runId: 'r-q', errorMessage: 'm' }))).toEqual({ returns: true });
     expect(store.getWorkflowRun('r-q')).toMatchObject({ status: 'failed', errorCode: null, errorMessage: 'm' });
   });

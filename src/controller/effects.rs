@@ -4,16 +4,15 @@
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::rows::claim::require_claim_row_by_uid;
 use super::rows::{bump_controller_resource, put_caller_text};
 use super::rows::{error_argument, not_found_error, opt_text_lossy, text_lossy, ControllerRow};
 use crate::error::{Result, StoreError};
-use crate::js::{bind_params, timestamp, Js, Param};
+use crate::js::{bind_params, canonical_literal, timestamp, Js, Param};
 use crate::state::blobs::{put_json, read_text};
 use crate::state::ids::{effect_id_for, resource_id_for};
-use crate::state::json::canonical;
 use crate::state::leases::insert_lease;
 use crate::state::leases::{insert_attributed_event, Actor};
 use crate::state::revisions::resource_revision;
@@ -201,38 +200,19 @@ fn reservation_text(
 }
 
 /// `canonicalJson({key, resourceUid, generation, kind, requestFingerprint})` of the caller's
-/// values: for a live call the fields are read in the literal's order and the JS layer's
-/// canonicaliser runs on them; a wire call checks them in sorted key order, as canonical JSON
-/// walks them, without the ones the caller left undefined.
+/// values, read in the literal's order.
 fn reservation_payload(call: &Call, options: Js<'_>) -> Result<String> {
-    const LITERAL: [&str; 5] = [
+    let mut fields = Vec::with_capacity(5);
+    for name in [
         "key",
         "resourceUid",
         "generation",
         "kind",
         "requestFingerprint",
-    ];
-    if let Some(cx) = call.cx() {
-        let mut pairs = Vec::with_capacity(10);
-        for name in LITERAL {
-            pairs.push(Js::String(name));
-            pairs.push(options.get(name)?);
-        }
-        return match cx.helper("canonicalObject", &pairs)? {
-            Js::String(text) => Ok(text.to_owned()),
-            _ => Err(StoreError::plain("Unsupported JSON value type: undefined")),
-        };
+    ] {
+        fields.push((name, options.get(name)?));
     }
-    let mut payload = Map::new();
-    let mut sorted = LITERAL;
-    sorted.sort_unstable();
-    for name in sorted {
-        let value = options.get(name)?;
-        if !value.is_undefined() {
-            payload.insert(name.into(), value.json_value()?);
-        }
-    }
-    Ok(canonical(&Value::Object(payload)))
+    canonical_literal(call, &fields)
 }
 
 pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {

@@ -11,10 +11,9 @@ use super::rows::{
     require_controller_row_by_uid, text_lossy,
 };
 use crate::error::{Result, StoreError};
-use crate::js::{bind_params, buffer_from, Encoding, Js, Param};
+use crate::js::{bind_params, buffer_from, canonical_literal, Encoding, Js, Param};
 use crate::state::blobs::{read_text, BlobHash};
 use crate::state::ids::random_uuid;
-use crate::state::json::canonical;
 use crate::state::revisions::{bump_resource, insert_event, resource_revision, EventDraft};
 use crate::store::Store;
 use crate::wire::{Call, Reply};
@@ -311,30 +310,14 @@ fn completion_payload(
         (reported, None) if reported.is_nullish() => Js::Null,
         (reported, _) => reported,
     };
-    if let Some(cx) = call.cx() {
-        let pairs = [
-            Js::String("requestId"),
-            request_id,
-            Js::String("state"),
-            state,
-            Js::String("runId"),
-            run_id,
-        ];
-        return match cx.helper("canonicalObject", &pairs)? {
-            Js::String(text) => Ok(text.to_owned()),
-            _ => Err(StoreError::plain("Unsupported JSON value type: undefined")),
-        };
-    }
-    // Checked in sorted key order, as canonical JSON walks them; undefined ones are left out.
-    let mut payload = Map::new();
-    if !request_id.is_undefined() {
-        payload.insert("requestId".into(), request_id.json_value()?);
-    }
-    payload.insert("runId".into(), run_id.json_value()?);
-    if !state.is_undefined() {
-        payload.insert("state".into(), state.json_value()?);
-    }
-    Ok(canonical(&Value::Object(payload)))
+    canonical_literal(
+        call,
+        &[
+            ("requestId", request_id),
+            ("state", state),
+            ("runId", run_id),
+        ],
+    )
 }
 
 pub fn list_workflows(store: &Store, call: &Call) -> Result<Reply> {

@@ -196,3 +196,29 @@ pub fn date_parse<'a>(call: &Call, value: Js<'a>) -> Result<super::binder::Param
         }),
     }
 }
+
+/// `canonicalJson({[name]: value, …})` of an object literal the reference builds from caller
+/// values: for a live call by the JS layer's canonicaliser over the literal (what it throws,
+/// thrown); for a wire call from the views, `undefined` fields left out, the rest checked in
+/// sorted key order as canonical JSON walks them.
+pub fn canonical_literal(call: &Call, fields: &[(&str, Js<'_>)]) -> Result<String> {
+    if let Some(cx) = call.cx() {
+        let pairs: Vec<Js<'_>> = fields
+            .iter()
+            .flat_map(|(name, value)| [Js::String(name), *value])
+            .collect();
+        return match cx.helper("canonicalObject", &pairs)? {
+            Js::String(text) => Ok(text.to_owned()),
+            _ => Err(StoreError::plain("Unsupported JSON value type: undefined")),
+        };
+    }
+    let mut sorted: Vec<&(&str, Js<'_>)> = fields.iter().collect();
+    sorted.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+    let mut object = Map::new();
+    for (name, value) in sorted {
+        if !value.is_undefined() {
+            object.insert((*name).into(), value.json_value()?);
+        }
+    }
+    Ok(crate::state::json::canonical(&Value::Object(object)))
+}

@@ -11,7 +11,7 @@ use super::claims::{
 };
 use super::row::{run_row_of, RunRow};
 use crate::error::{Result, StoreError};
-use crate::js::{params_for, token_hash_js, Js, Param};
+use crate::js::{canonical_literal, params_for, token_hash_js, Js, Param};
 use crate::state::blobs::{put_json, put_text, BlobHash};
 use crate::state::ids::random_uuid;
 use crate::state::json::canonical;
@@ -339,7 +339,7 @@ pub fn fail(store: &Store, call: &Call) -> Result<bool> {
         error: options.get("errorMessage")?,
     };
     let now = options_now(call)?;
-    terminal_run(store, run_id, claim_token, &terminal, now)
+    terminal_run(store, call, run_id, claim_token, &terminal, now)
 }
 
 const CANCELLED: Terminal<'static> = Terminal {
@@ -355,7 +355,7 @@ pub fn cancel(store: &Store, call: &Call) -> Result<bool> {
     let run_id = options.get("runId")?;
     let claim_token = options.get("claimToken")?;
     let now = options_now(call)?;
-    let cancelled = terminal_run(store, run_id, claim_token, &CANCELLED, now)?;
+    let cancelled = terminal_run(store, call, run_id, claim_token, &CANCELLED, now)?;
     if cancelled || !claim_token.is_undefined() {
         return Ok(cancelled);
     }
@@ -380,6 +380,7 @@ fn text_of(value: Js<'_>) -> Result<&str> {
 /// ownerless queued or starting run qualifies; with one, the claim must be live.
 fn terminal_run(
     store: &Store,
+    call: &Call,
     run_id: Js<'_>,
     claim_token: Js<'_>,
     terminal: &Terminal<'_>,
@@ -450,18 +451,21 @@ fn terminal_run(
         }
         bump_resource(conn, &row.resource_id, revision, now)?;
         let event_type = format!("run.queue_{}", terminal.status);
-        let payload = json!({
-            "code": terminal.code.json_value()?,
-            "error": terminal.error.json_value()?,
-            "status": terminal.status,
-        });
+        let payload = canonical_literal(
+            call,
+            &[
+                ("status", Js::String(terminal.status)),
+                ("code", terminal.code),
+                ("error", terminal.error),
+            ],
+        )?;
         leases::insert_attributed_event(
             conn,
             &row.resource_id,
             revision + 1,
             &event_type,
             Actor::Holder(&lease),
-            &canonical(&payload),
+            &payload,
             now,
         )?;
         record_viewer_deltas(conn, run_id, SUMMARY_REPLAY, now)?;
