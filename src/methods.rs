@@ -74,19 +74,6 @@ const RUN_RESERVATION: Conversions = Conversions {
     ..NOW
 };
 
-const fn method(
-    name: &'static str,
-    js: Conversions,
-    run: fn(&Store<'_>, &Call) -> Result<Reply>,
-) -> Method {
-    Method {
-        name,
-        js,
-        run,
-        live: false,
-    }
-}
-
 /// A method whose synchronous calls read the caller's values live (see [`Method::live`]): its
 /// conversions (timestamps, `Date.parse`, canonical JSON, the lease sum, the claim changed in
 /// place) are computed in the core through `crate::js::computed` where the reference computes
@@ -215,17 +202,17 @@ pub static METHODS: &[Method] = &[
     ),
     live("listEvents", PLAIN, events::list_events),
     // run reservation
-    method(
+    live(
         "reserveWorkflowRun",
         RUN_RESERVATION,
         reserve::reserve_workflow_run_call,
     ),
-    method(
+    live(
         "prepareOrAdoptWorkflowRun",
         RUN_RESERVATION,
         reserve::prepare_or_adopt_workflow_run_call,
     ),
-    method(
+    live(
         "enqueueWorkflowRun",
         RUN_RESERVATION,
         reserve::enqueue_workflow_run_call,
@@ -333,7 +320,7 @@ pub static METHODS: &[Method] = &[
         legacy::claim_legacy_workflow_source_run,
     ),
     // run events and run effects
-    method(
+    live(
         "recordRunEvent",
         Conversions {
             json: &["0.payload"],

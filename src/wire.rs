@@ -96,6 +96,22 @@ impl<'a> JsonArg<'a> {
         JsonArg::of_js(crate::js::Js::of(value))
     }
 
+    /// A caller JSON document as `canonicalJson` reads it where the reference stores it: for a
+    /// live call computed now by the JS layer's canonicaliser (what it throws is thrown as it
+    /// is); for a wire call the envelope the JS layer sent in its place. `undefined` stays
+    /// `undefined`.
+    pub fn read(call: &'a Call, value: crate::js::Js<'a>) -> Result<JsonArg<'a>> {
+        use crate::js::Js;
+        match call.cx() {
+            None => Ok(JsonArg::of_js(value)),
+            Some(_) if value.is_undefined() => Ok(JsonArg::Undefined),
+            Some(cx) => match cx.helper("canonical", &[value])? {
+                Js::String(text) => Ok(JsonArg::Canonical(text)),
+                _ => Ok(JsonArg::Undefined),
+            },
+        }
+    }
+
     /// [`JsonArg::of`] of an envelope's view (anything but an envelope is `undefined`).
     pub fn of_js(value: crate::js::Js<'a>) -> JsonArg<'a> {
         let crate::js::Js::Object(map) = value else {
