@@ -44,7 +44,7 @@ use error::{Result, StoreError};
 use state::blobs::{self, MEDIA_JSON, MEDIA_TEXT};
 use state::{Mode, OpenOptions, SharedState, StateDb};
 use store::Store;
-use wire::{encode_error, field, Call};
+use wire::{encode_error, Call};
 
 /// Runs `operation` on the locked state, turning errors and panics into the error wire form.
 fn guarded(state: &SharedState, operation: impl FnOnce(&StateDb) -> Result<String>) -> String {
@@ -447,7 +447,7 @@ fn parse_json(text: &str) -> Result<Value> {
 
 fn parse_open_options(options_json: &str) -> Result<OpenOptions> {
     let options = parse_json(options_json)?;
-    let text = |name: &str| field(&options, name).as_str().map(str::to_owned);
+    let text = |name: &str| options.get(name).and_then(Value::as_str).map(str::to_owned);
     let file_path = text("filePath").ok_or_else(|| StoreError::plain("filePath is required"))?;
     let mode = if text("mode").as_deref() == Some("read-only") {
         Mode::ReadOnly
@@ -457,6 +457,6 @@ fn parse_open_options(options_json: &str) -> Result<OpenOptions> {
     Ok(OpenOptions {
         file_path: PathBuf::from(file_path),
         mode,
-        now: field(&options, "now").as_i64().unwrap_or(0),
+        now: options.get("now").and_then(Value::as_i64).unwrap_or(0),
     })
 }

@@ -14,64 +14,6 @@ use crate::time::push_iso;
 /// One method call (defined with the argument views, which read it).
 pub use crate::js::Call;
 
-static NULL: Value = Value::Null;
-
-/// Property `name` of an object argument; `null` when absent or `undefined`.
-pub fn field<'a>(object: &'a Value, name: &str) -> &'a Value {
-    crate::js::prop(object, name).unwrap_or(&NULL)
-}
-
-/// Whether property `name` is present and not `null`/`undefined`.
-pub fn has(object: &Value, name: &str) -> bool {
-    !field(object, name).is_null()
-}
-
-/// A required string.
-pub fn text<'a>(value: &'a Value, what: &str) -> Result<&'a str> {
-    value
-        .as_str()
-        .ok_or_else(|| StoreError::plain(format!("{what} must be a string")))
-}
-
-/// An optional string (`undefined`/`null` → `None`).
-pub fn opt_text<'a>(value: &'a Value, what: &str) -> Result<Option<&'a str>> {
-    if value.is_null() {
-        Ok(None)
-    } else {
-        text(value, what).map(Some)
-    }
-}
-
-/// A required integer.
-pub fn int(value: &Value, what: &str) -> Result<i64> {
-    value
-        .as_i64()
-        .or_else(|| {
-            value
-                .as_f64()
-                .filter(|f| f.fract() == 0.0)
-                .map(|f| f as i64)
-        })
-        .ok_or_else(|| StoreError::plain(format!("{what} must be an integer")))
-}
-
-/// A timestamp the JS layer parsed: epoch ms, or `Invalid timestamp`.
-pub fn time(value: &Value) -> Result<i64> {
-    match crate::js::Js::of(value) {
-        crate::js::Js::Undefined => Err(StoreError::plain("Invalid timestamp")),
-        js => crate::js::time(js, 0),
-    }
-}
-
-/// A string list (`undefined` → empty).
-pub fn texts<'a>(value: &'a Value, what: &str) -> Result<Vec<&'a str>> {
-    match value {
-        Value::Null => Ok(Vec::new()),
-        Value::Array(items) => items.iter().map(|item| text(item, what)).collect(),
-        _ => Err(StoreError::plain(format!("{what} must be an array"))),
-    }
-}
-
 /// A caller-supplied JSON document, canonicalised by the JS layer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum JsonArg<'a> {
@@ -91,11 +33,6 @@ pub enum JsonArg<'a> {
 }
 
 impl<'a> JsonArg<'a> {
-    /// Decodes the JS layer's envelope: `{$c: text}`, `{$e: message}` or `{$u: true}`.
-    pub fn of(value: &'a Value) -> JsonArg<'a> {
-        JsonArg::of_js(crate::js::Js::of(value))
-    }
-
     /// A caller JSON document as `canonicalJson` reads it where the reference stores it: for a
     /// live call computed now by the JS layer's canonicaliser (what it throws is thrown as it
     /// is); for a wire call the envelope the JS layer sent in its place. `undefined` stays
@@ -112,7 +49,8 @@ impl<'a> JsonArg<'a> {
         }
     }
 
-    /// [`JsonArg::of`] of an envelope's view (anything but an envelope is `undefined`).
+    /// The JS layer's envelope (`{$c: text}`, `{$e: message}` or `{$u: true}`) of a wire call;
+    /// anything but an envelope is `undefined`.
     pub fn of_js(value: crate::js::Js<'a>) -> JsonArg<'a> {
         let crate::js::Js::Object(map) = value else {
             return JsonArg::Undefined;

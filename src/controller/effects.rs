@@ -2,6 +2,8 @@
 //! its state updates under the resource's claim, and reads. Every `EffectRecord` is written by
 //! `EffectRecord::write`, from a row or from what a write stored.
 
+use std::borrow::Cow;
+
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::Value;
@@ -88,7 +90,7 @@ impl EffectRow {
             generation: self.generation,
             kind: &self.kind,
             status: &self.state,
-            request_fingerprint: &self.request_fingerprint,
+            request_fingerprint: Cow::Borrowed(&self.request_fingerprint),
             started_at: self.started_at,
             completed_at: self.completed_at,
             external_ref: self.external_ref.as_deref(),
@@ -116,7 +118,7 @@ struct EffectRecord<'a> {
     generation: i64,
     kind: &'a str,
     status: &'a str,
-    request_fingerprint: &'a Value,
+    request_fingerprint: Cow<'a, Value>,
     started_at: i64,
     completed_at: Option<i64>,
     external_ref: Option<&'a str>,
@@ -134,7 +136,7 @@ impl EffectRecord<'_> {
             .int("generation", self.generation)
             .str("kind", self.kind)
             .str("state", record_state(self.status));
-        match self.request_fingerprint {
+        match &*self.request_fingerprint {
             Value::String(text) => record.str("requestFingerprint", text),
             other => record.raw("requestFingerprint", &json_text(other)),
         };
@@ -302,7 +304,6 @@ fn reserved_record<'a>(
     source: &'a ControllerRow,
     now: i64,
 ) -> Result<Option<EffectRecord<'a>>> {
-    static NULL: Value = Value::Null;
     // A live call reads the record back: reading the caller's fields again would be reads the
     // reference does not make.
     if call.cx().is_some() {
@@ -311,9 +312,9 @@ fn reserved_record<'a>(
     let (Js::String(key), Js::String(kind)) = (options.get("key")?, options.get("kind")?) else {
         return Ok(None);
     };
-    let request_fingerprint = match options.get_or_undefined_value("requestFingerprint") {
-        Value::Null => &NULL,
-        text @ Value::String(_) => text,
+    let request_fingerprint = match options.get("requestFingerprint")? {
+        Js::Undefined | Js::Null => Cow::Owned(Value::Null),
+        Js::String(text) => Cow::Owned(Value::String(text.into())),
         _ => return Ok(None),
     };
     Ok(Some(EffectRecord {

@@ -10,7 +10,6 @@
 use std::borrow::Cow;
 
 use rusqlite::types::{ToSql, ToSqlOutput, Value as SqlValue, ValueRef};
-use serde_json::Value;
 
 use super::value::Js;
 use crate::error::{Result, StoreError};
@@ -185,8 +184,6 @@ impl Bound<'_> {
 pub enum Param<'a> {
     /// A value of the store's own.
     Own(Bound<'a>),
-    /// A caller's wire value (`None` for `undefined`).
-    Caller(Option<&'a Value>),
     /// A caller's value.
     Js(Js<'a>),
 }
@@ -220,27 +217,8 @@ pub fn bind_params<'a>(params: &[Param<'a>]) -> Result<Vec<Bound<'a>>> {
     for param in params {
         match param {
             Param::Own(bound) => binder.push(bound.clone())?,
-            Param::Caller(value) => binder.argument(Js::opt(*value))?,
             Param::Js(value) => binder.argument(*value)?,
         }
     }
     binder.finish()
-}
-
-/// A caller value bound as better-sqlite3 binds one anonymous parameter, except that a string
-/// with lone surrogates is bound as its readable text (one U+FFFD each), as this helper always
-/// did; better-sqlite3 itself writes V8's WTF-8 bytes ([`Js::bind`], checked against
-/// better-sqlite3 12), which read back as three U+FFFD each. Callers of this helper (the
-/// controller side) keep their behaviour until they move to [`Js::bind`].
-pub fn bind(value: Option<&Value>) -> Result<SqlValue> {
-    if let Js::IllFormed { text, .. } = Js::opt(value) {
-        return Ok(SqlValue::Text(text.into()));
-    }
-    Ok(match Js::opt(value).bind()? {
-        Bound::Null => SqlValue::Null,
-        Bound::Integer(n) => SqlValue::Integer(n),
-        Bound::Real(n) => SqlValue::Real(n),
-        Bound::Text(bytes) => SqlValue::Text(String::from_utf8_lossy(&bytes).into_owned()),
-        Bound::Blob(bytes) => SqlValue::Blob(bytes),
-    })
 }

@@ -18,15 +18,12 @@
 //!   `src/connection.rs`. [`node`]: Node API emulation (`createHash(…).update`, `Buffer.from`,
 //!   Node's argument errors, the claim token's hash). [`computed`]: what stays computed in
 //!   JavaScript (`new Date`, `Date.parse`). [`ops`]: JavaScript's operators and coercions.
-//! - [`raw`]: the same semantics over raw `Option<&Value>` wire values, for the modules not
-//!   ported to [`Js`] yet; it goes when they have moved.
 
 pub mod binder;
 pub mod computed;
 pub mod live;
 pub mod node;
 pub mod ops;
-pub mod raw;
 mod value;
 
 #[cfg(test)]
@@ -38,5 +35,4 @@ pub use binder::*;
 pub use computed::*;
 pub use node::*;
 pub use ops::*;
-pub use raw::*;
 pub use value::*;

@@ -3,8 +3,6 @@
 
 use std::borrow::Cow;
 
-use serde_json::Value;
-
 use super::ops::{js_number_text, to_number};
 use super::value::Js;
 use crate::error::{Result, StoreError};
@@ -209,10 +207,6 @@ fn to_uint8(n: f64) -> u8 {
     } else {
         0
     }
-}
-/// Node's refusal of a non-string first argument to `Buffer.from`.
-pub fn buffer_argument_error(value: Option<&Value>) -> StoreError {
-    buffer_from_error(Js::opt(value))
 }
 
 /// `Buffer.from(text, "hex")`: pairs of hex digits (either case) up to the first invalid pair;

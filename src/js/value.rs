@@ -303,16 +303,6 @@ impl<'a> Js<'a> {
         }
     }
 
-    /// The raw wire value of property `name` (for envelopes the JS layer put there), `null`
-    /// when absent.
-    pub fn get_or_undefined_value(self, name: &str) -> &'a Value {
-        static NULL: Value = Value::Null;
-        match self {
-            Js::Object(map) => map.get(name).unwrap_or(&NULL),
-            _ => &NULL,
-        }
-    }
-
     /// `value?.name` (`undefined` for `null`/`undefined`).
     pub fn get_or_undefined(self, name: &str) -> Result<Js<'a>> {
         Ok(match self {
