@@ -14,10 +14,13 @@
 //!     rethrown as it is);
 //!   - wire: a JSON snapshot `lib/wire.js` made of the arguments (`store.async`, whose reads
 //!     happen on the caller's thread before it queues, in the snapshot's order; the Rust tests).
-//! - [`binder`]: better-sqlite3's binding rules (`stmt.run/get/all(…)`), also used by
-//!   `src/connection.rs`. [`node`]: Node API emulation (`createHash(…).update`, `Buffer.from`,
-//!   Node's argument errors, the claim token's hash). [`computed`]: what stays computed in
-//!   JavaScript (`new Date`, `Date.parse`). [`ops`]: JavaScript's operators and coercions.
+//! - [`binder`]: better-sqlite3's binding rules for the store's statements (`stmt.run/get/all(…)`;
+//!   `src/connection.rs` still binds `state.connection`'s parameters with its own wire form).
+//!   [`node`]: Node API emulation (`createHash(…).update`, `Buffer.from`, Node's argument
+//!   errors, the claim token's hash). [`computed`]: what stays computed in JavaScript
+//!   (`new Date`, `Date.parse`, `canonicalJson`, `now + leaseMs`, `toISOString`, the in-place
+//!   assignments), called back through `lib/computed.js` at the point the reference computes it.
+//!   [`ops`]: JavaScript's operators and coercions. [`live`]: the napi backend.
 
 pub mod binder;
 pub mod computed;
