@@ -268,7 +268,7 @@ describe('C12 undefined or a primitive in place of an options object: the defaul
 });
 
 describe('C13 a non-string where text is expected is converted as Buffer.from and String methods convert it', () => {
-  test.failing('a Date as a child workflow error is stored as its string', () => {
+  test('a Date as a child workflow error is stored as its string', () => {
     const update = () => store.updateWorkflow(f.S.reqId, { runId: 'r-q', state: 'running', error: new Date(0) }, f.S.claim).error;
     expect(outcome(update)).toEqual({ returns: 'Thu Jan 01 1970 00:00:00 GMT+0000 (Coordinated Universal Time)' });
   });

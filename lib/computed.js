@@ -5,6 +5,7 @@
 // caller's objects (a strict-mode assignment: a frozen claim or a getter-only property throws
 // the TypeError the reference's assignment throws). Registered once, at load.
 
+const { createHash } = require('node:crypto');
 const { canonicalJson } = require('./canonical-json.js');
 
 module.exports = {
@@ -25,6 +26,14 @@ module.exports = {
   },
   get(object, key) {
     return object[key];
+  },
+  // Node's own APIs where the reference calls them with a caller's object (its coercions and
+  // refusals are Node's).
+  bufferFrom(value, encoding) {
+    return Buffer.from(value, encoding);
+  },
+  tokenHash(value) {
+    return createHash('sha256').update(value).digest();
   },
   add(a, b) {
     return a + b;

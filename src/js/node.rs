@@ -146,6 +146,17 @@ pub fn token_hash_js(value: Js<'_>) -> Result<[u8; 32]> {
     use sha2::{Digest, Sha256};
     match value {
         Js::String(token) => Ok(token_hash(token)),
+        // A caller's object: Node itself reads it (a byte view's bytes, or its refusal).
+        Js::Live(object) => {
+            let digest = object.cx().helper("tokenHash", &[value])?;
+            let bytes = match digest {
+                Js::Live(buffer) => buffer.bytes().unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            bytes
+                .try_into()
+                .map_err(|_| StoreError::plain("pi-workflows-native internal error: token hash"))
+        }
         other => Ok(Sha256::digest(hash_data(other)?).into()),
     }
 }
@@ -187,16 +198,21 @@ pub fn buffer_from(value: Js<'_>, encoding: Encoding) -> Result<Vec<u8>> {
             .iter()
             .map(|item| to_number(Js::of(item)).map(to_uint8))
             .collect(),
-        Js::Live(object) => match object.bytes() {
-            Some(bytes) => Ok(bytes),
-            None => match Js::Live(object).items()? {
-                Some(items) => items
-                    .into_iter()
-                    .map(|item| to_number(item).map(to_uint8))
-                    .collect(),
-                None => Err(buffer_from_error(Js::Live(object))),
-            },
-        },
+        // A caller's object: Node's own Buffer.from reads it (array-likes, `valueOf`, boxed
+        // strings, its refusals).
+        Js::Live(object) => {
+            let encoding = match encoding {
+                Encoding::Utf8 => "utf8",
+                Encoding::Hex => "hex",
+            };
+            match object
+                .cx()
+                .helper("bufferFrom", &[value, Js::String(encoding)])?
+            {
+                Js::Live(buffer) => Ok(buffer.bytes().unwrap_or_default()),
+                _ => Ok(Vec::new()),
+            }
+        }
         other => Err(buffer_from_error(other)),
     }
 }
