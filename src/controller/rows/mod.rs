@@ -163,10 +163,14 @@ impl<'a> ResourceRef<'a> {
     /// bigint would not survive as a plain JSON value.
     fn templated(self) -> Result<(Value, Value)> {
         let (controller, key) = self.parts()?;
-        Ok((
-            Value::String(controller.template()?),
-            Value::String(key.template()?),
-        ))
+        // A string with lone surrogates travels tagged (its WTF-8), so the message keeps them.
+        let text = |value: Js<'_>| -> Result<Value> {
+            Ok(match value {
+                Js::IllFormed { .. } => value.to_wire(),
+                other => Value::String(other.template()?),
+            })
+        };
+        Ok((text(controller)?, text(key)?))
     }
 }
 
