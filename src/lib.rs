@@ -46,9 +46,53 @@ use state::{Mode, OpenOptions, SharedState, StateDb};
 use store::Store;
 use wire::{encode_error, Call};
 
+thread_local! {
+    /// The states whose lock this thread holds for a call now running (see [`reentered`]).
+    static HELD: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether this thread is already inside a call on `state`: a getter, a Proxy trap or a
+/// coercion of a live call's arguments called the same database again. Its mutex is held by
+/// that call; waiting for it would never end, so the nested use fails instead (better-sqlite3's
+/// TypeError for a connection in use).
+fn reentered(state: &SharedState) -> bool {
+    let key = Arc::as_ptr(state) as usize;
+    HELD.with(|held| held.borrow().contains(&key))
+}
+
+fn busy() -> StoreError {
+    StoreError::Type("This database connection is busy executing a query".into())
+}
+
+/// Marks `state` as held by this thread for as long as it lives.
+struct Held(usize);
+
+impl Held {
+    fn mark(state: &SharedState) -> Held {
+        let key = Arc::as_ptr(state) as usize;
+        HELD.with(|held| held.borrow_mut().push(key));
+        Held(key)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(at) = held.iter().rposition(|key| *key == self.0) {
+                held.remove(at);
+            }
+        });
+    }
+}
+
 /// Runs `operation` on the locked state, turning errors and panics into the error wire form.
 fn guarded(state: &SharedState, operation: impl FnOnce(&StateDb) -> Result<String>) -> String {
+    if reentered(state) {
+        return encode_error(&busy());
+    }
     let guard = lock(state);
+    let _held = Held::mark(state);
     let outcome = catch_unwind(AssertUnwindSafe(|| operation(&guard)));
     match outcome {
         Ok(Ok(reply)) => reply,
@@ -112,6 +156,9 @@ impl NativeState {
     /// reported it yet: the connection is closed either way.
     #[napi(catch_unwind)]
     pub fn close(&self) -> String {
+        if reentered(self.shared()) {
+            return encode_error(&busy());
+        }
         match lock(self.shared()).close() {
             Ok(()) => String::new(),
             Err(error) => encode_error(&error),
@@ -121,7 +168,8 @@ impl NativeState {
     /// Whether the connection is still open (`connection.open`).
     #[napi(getter)]
     pub fn is_open(&self) -> bool {
-        lock(self.shared()).is_open()
+        // Inside a call on this state (a getter of its arguments asking), it is open.
+        reentered(self.shared()) || lock(self.shared()).is_open()
     }
 
     /// Whether a transaction is open on the connection (`connection.inTransaction`). The open's
@@ -130,6 +178,10 @@ impl NativeState {
     /// better-sqlite3).
     #[napi(getter)]
     pub fn in_transaction(&self) -> bool {
+        // Inside a call on this state the connection cannot be asked; a getter never throws.
+        if reentered(self.shared()) {
+            return false;
+        }
         lock(self.shared())
             .conn_before_prune()
             .map(|conn| !conn.is_autocommit())
@@ -277,6 +329,9 @@ impl NativeStore {
         now: f64,
     ) -> napi::Result<NativeStore> {
         let shared = state.shared().clone();
+        if reentered(&shared) {
+            return Err(napi::Error::from_reason(encode_error(&busy())));
+        }
         let project = match project_path {
             None => Ok(None),
             Some(path) => store::resolve_project(&lock(&shared), &path, now as i64),
