@@ -43,7 +43,10 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
         return Ok(Reply::undefined());
     }
     let now = timestamp(call, options.get("now")?)?;
-    let Some(controllers) = controllers.method("options.controllers", "map")?.items()? else {
+    let Some(controllers) = controllers
+        .method("options.controllers", "map")?
+        .items_with_holes()?
+    else {
         return Err(StoreError::Type(
             "options.controllers.map is not a function".into(),
         ));
@@ -51,8 +54,9 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     // `options.exclude ?? []`, then `exclusions.flatMap((ref) => [ref.controller, ref.key])`.
     let exclusions = match options.get("exclude")? {
         Js::Undefined | Js::Null => Vec::new(),
-        exclude => match exclude.method("exclusions", "map")?.items()? {
-            Some(items) => items,
+        // `.map` and `.flatMap` skip a sparse list's holes.
+        exclude => match exclude.method("exclusions", "map")?.items_with_holes()? {
+            Some(items) => items.into_iter().flatten().collect(),
             None => return Err(StoreError::Type("exclusions.map is not a function".into())),
         },
     };
@@ -76,11 +80,16 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 fn next_due_row(
     store: &Store,
     conn: &Connection,
-    controllers: &[Js<'_>],
+    controllers: &[Option<Js<'_>>],
     excluded: &[Js<'_>],
     now: i64,
 ) -> Result<Option<ClaimRow>> {
-    let placeholders = vec!["?"; controllers.len()].join(", ");
+    // `controllers.map(() => "?").join(", ")`: a hole joins as "" (SQLite refuses the list).
+    let marks: Vec<&str> = controllers
+        .iter()
+        .map(|controller| if controller.is_some() { "?" } else { "" })
+        .collect();
+    let placeholders = marks.join(", ");
     let exclusion_sql =
         vec!["AND NOT (c.controller_name = ? AND c.resource_key = ?)"; excluded.len() / 2]
             .join("\n");
@@ -106,7 +115,11 @@ fn next_due_row(
     let project_id = store.require_project_id()?;
     let mut params = Vec::with_capacity(controllers.len() + excluded.len() + 3);
     params.push(Param::text(project_id));
-    params.extend(controllers.iter().map(|controller| Param::Js(*controller)));
+    params.extend(
+        controllers
+            .iter()
+            .map(|controller| Param::Js(controller.unwrap_or(Js::Undefined))),
+    );
     params.extend(excluded.iter().map(|value| Param::Js(*value)));
     params.push(Param::int(now));
     params.push(Param::int(now));

@@ -337,6 +337,14 @@ impl<'a> Obj<'a> {
         Ok(self.cx.view(out))
     }
 
+    /// `index in object` (a Proxy's `has` trap runs).
+    pub fn has_index(self, index: u32) -> Result<bool> {
+        let mut has = false;
+        let status = unsafe { sys::napi_has_element(self.cx.env, self.raw, index, &mut has) };
+        self.cx.check(status)?;
+        Ok(has)
+    }
+
     /// `typeof object`: `"function"` or `"object"`.
     pub fn type_of(self) -> &'static str {
         let mut kind = 0;

@@ -383,6 +383,28 @@ impl<'a> Js<'a> {
         }
     }
 
+    /// [`Js::items`] with the holes of a sparse array kept (`None`): what `.map` skips. A wire
+    /// array has none (the snapshot wrote each hole as `undefined`).
+    pub fn items_with_holes(self) -> Result<Option<Vec<Option<Js<'a>>>>> {
+        match self {
+            Js::Live(object) if object.is_array()? => {
+                let length = object.get("length")?.as_number().unwrap_or(0.0) as u32;
+                let mut out = Vec::with_capacity(length as usize);
+                for index in 0..length {
+                    out.push(if object.has_index(index)? {
+                        Some(object.get_index(index)?)
+                    } else {
+                        None
+                    });
+                }
+                Ok(Some(out))
+            }
+            other => Ok(other
+                .items()?
+                .map(|items| items.into_iter().map(Some).collect())),
+        }
+    }
+
     /// The string, when the value is a well-formed string.
     pub fn as_str(self) -> Option<&'a str> {
         match self {

@@ -96,13 +96,18 @@ fn next_run_selection<'a>(
             .as_number()
             .is_some_and(|length| length > 0.0)
     {
-        let items: Vec<Js<'a>> = excluded
+        let items = excluded
             .method("options.excludeRunIds", "map")?
-            .items()?
+            .items_with_holes()?
             .unwrap_or_default();
-        exclusion = format!("r.run_id NOT IN ({})", vec!["?"; items.len()].join(", "));
+        // A hole of a sparse list joins as "" (as `.map` leaves it) and spreads as undefined.
+        let marks: Vec<&str> = items
+            .iter()
+            .map(|item| if item.is_some() { "?" } else { "" })
+            .collect();
+        exclusion = format!("r.run_id NOT IN ({})", marks.join(", "));
         clauses.push(&exclusion);
-        params.extend(items);
+        params.extend(items.into_iter().map(|item| item.unwrap_or(Js::Undefined)));
     }
     if let Some(candidates) = candidates {
         clauses.push("r.rowid IN (SELECT value FROM json_each(?))");

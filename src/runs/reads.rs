@@ -262,6 +262,7 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
     let mut by_status = false;
     let mut statuses = 0;
     let mut excluded = false;
+    let mut holey = false;
     // `options.<name> !== undefined && options.<name>.length > 0`, then `.map(() => "?")` and
     // `params.push(...options.<name>)`.
     for (name, column_test) in [
@@ -276,10 +277,24 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         if !length.as_number().is_some_and(|length| length > 0.0) {
             continue;
         }
-        let Some(items) = list.method(&format!("options.{name}"), "map")?.items()? else {
+        let Some(items) = list
+            .method(&format!("options.{name}"), "map")?
+            .items_with_holes()?
+        else {
             continue;
         };
-        let marks = vec!["?"; items.len()].join(", ");
+        // `.map(() => "?").join(", ")`: a hole stays a hole and joins as "" (SQLite then
+        // refuses the list, as it refuses the reference's); the spread binds it as undefined.
+        let marks: Vec<&str> = items
+            .iter()
+            .map(|item| if item.is_some() { "?" } else { "" })
+            .collect();
+        holey |= items.iter().any(Option::is_none);
+        let marks = marks.join(", ");
+        let items: Vec<Js<'_>> = items
+            .into_iter()
+            .map(|item| item.unwrap_or(Js::Undefined))
+            .collect();
         clauses.push(format!("{column_test} ({marks})"));
         if name == "statuses" {
             by_status = true;
@@ -320,6 +335,10 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
     let order_select = format!("SELECT r.rowid {from} {clause}");
     let conn = store.conn()?;
     let own = conn.is_autocommit();
+    // The reference prepares before it binds: a list with a hole is SQLite's syntax error.
+    if holey {
+        conn.prepare(&order_select)?;
+    }
     in_read_transaction(conn, || {
         let index = store.state.run_index.current(conn, own)?;
         // Bound as the reference binds `.all(...params)`, limit last.
