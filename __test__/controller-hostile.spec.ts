@@ -285,3 +285,20 @@ describe('events', () => {
     expect(failure(() => store.listEvents({ limit: {} }))).toEqual(tooFew);
   });
 });
+
+// The core reads a synchronous call's arguments while it holds the database: a getter that
+// calls the same database again would wait for it forever. It fails instead (better-sqlite3's
+// TypeError for a connection in use), and the outer call goes on.
+test('a getter that calls the store during a call fails instead of waiting for the call', () => {
+  let nested: unknown;
+  const ref = {
+    controller: 'jobs',
+    get key() {
+      nested = failure(() => store.listResources());
+      return 'alpha';
+    },
+  };
+  expect(store.getResource(ref)?.metadata.key).toBe('alpha');
+  expect(nested).toEqual({ name: 'TypeError', message: 'This database connection is busy executing a query' });
+  expect(store.listResources().length).toBeGreaterThan(0);
+});

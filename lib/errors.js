@@ -130,9 +130,10 @@ function errorOfKind(wire) {
     case 'SqliteError':
       return new SqliteError(wire.message, wire.code);
     case 'ResourceConflictError':
-      return new ResourceConflictError(...wire.args);
+      // The core sends `${controller}` and `${key}`; a text with lone surrogates arrives tagged.
+      return new ResourceConflictError(...wire.args.map(callerValue));
     case 'ResourceNotFoundError':
-      return new ResourceNotFoundError(...wire.args);
+      return new ResourceNotFoundError(...wire.args.map(callerValue));
     case 'EffectRequestConflictError':
       return new EffectRequestConflictError(...wire.args.map(callerValue));
     case 'WorkflowRequestConflictError':

@@ -2,6 +2,7 @@
 // The compiled addon (found by ./loader.js) and the decoding of its string replies (see src/lib.rs).
 
 const binding = require('./loader.js').loadBinding();
+binding.setHelpers(require('./computed.js'));
 const { errorFromWire } = require('./errors.js');
 
 /** Throws the error an encoded reply (`!{…}`) carries; returns other replies unchanged. */

@@ -58,6 +58,10 @@ pub enum StoreError {
         /// The request key, `JSON.stringify`-ed in the message.
         key: Value,
     },
+    /// A value JavaScript threw while a live call read or coerced the caller's values (a getter,
+    /// a Proxy trap, a `toString`): the napi handle of that value, valid until the call returns.
+    /// The call's entry point rethrows the very value (src/lib.rs); it has no wire form.
+    Thrown(usize),
     /// The read-write open's blob prune failed after the constructor returned (see
     /// `state::prune::at_open`), reported by the first use of the state: `error` is what the
     /// reference's constructor would have thrown (same class, message and `code`); the JS layer
@@ -148,6 +152,7 @@ impl StoreError {
             StoreError::WorkflowRequestConflict { key } => {
                 json!({ "kind": "WorkflowRequestConflictError", "args": [key] })
             }
+            StoreError::Thrown(_) => json!({ "kind": "Thrown" }),
             StoreError::OpenPrune { file_path, error } => {
                 let mut wire = error.to_wire();
                 wire["openPrune"] = json!(file_path);

@@ -12,10 +12,10 @@
 // Errors carry the JSON values the reference interpolates; they are rare, so size is no concern.
 #![allow(clippy::result_large_err)]
 
-pub mod args;
 pub mod connection;
 pub mod controller;
 pub mod error;
+pub mod js;
 pub mod methods;
 pub mod runs;
 pub mod state;
@@ -35,8 +35,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use napi::bindgen_prelude::{AsyncTask, Buffer};
-use napi::{Env, Task};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Unknown};
+use napi::{Env, JsValue, Task};
 use napi_derive::napi;
 use serde_json::{json, Value};
 
@@ -44,11 +44,55 @@ use error::{Result, StoreError};
 use state::blobs::{self, MEDIA_JSON, MEDIA_TEXT};
 use state::{Mode, OpenOptions, SharedState, StateDb};
 use store::Store;
-use wire::{encode_error, field, Call};
+use wire::{encode_error, Call};
+
+thread_local! {
+    /// The states whose lock this thread holds for a call now running (see [`reentered`]).
+    static HELD: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether this thread is already inside a call on `state`: a getter, a Proxy trap or a
+/// coercion of a live call's arguments called the same database again. Its mutex is held by
+/// that call; waiting for it would never end, so the nested use fails instead (better-sqlite3's
+/// TypeError for a connection in use).
+fn reentered(state: &SharedState) -> bool {
+    let key = Arc::as_ptr(state) as usize;
+    HELD.with(|held| held.borrow().contains(&key))
+}
+
+fn busy() -> StoreError {
+    StoreError::Type("This database connection is busy executing a query".into())
+}
+
+/// Marks `state` as held by this thread for as long as it lives.
+struct Held(usize);
+
+impl Held {
+    fn mark(state: &SharedState) -> Held {
+        let key = Arc::as_ptr(state) as usize;
+        HELD.with(|held| held.borrow_mut().push(key));
+        Held(key)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(at) = held.iter().rposition(|key| *key == self.0) {
+                held.remove(at);
+            }
+        });
+    }
+}
 
 /// Runs `operation` on the locked state, turning errors and panics into the error wire form.
 fn guarded(state: &SharedState, operation: impl FnOnce(&StateDb) -> Result<String>) -> String {
+    if reentered(state) {
+        return encode_error(&busy());
+    }
     let guard = lock(state);
+    let _held = Held::mark(state);
     let outcome = catch_unwind(AssertUnwindSafe(|| operation(&guard)));
     match outcome {
         Ok(Ok(reply)) => reply,
@@ -112,6 +156,9 @@ impl NativeState {
     /// reported it yet: the connection is closed either way.
     #[napi(catch_unwind)]
     pub fn close(&self) -> String {
+        if reentered(self.shared()) {
+            return encode_error(&busy());
+        }
         match lock(self.shared()).close() {
             Ok(()) => String::new(),
             Err(error) => encode_error(&error),
@@ -121,7 +168,8 @@ impl NativeState {
     /// Whether the connection is still open (`connection.open`).
     #[napi(getter)]
     pub fn is_open(&self) -> bool {
-        lock(self.shared()).is_open()
+        // Inside a call on this state (a getter of its arguments asking), it is open.
+        reentered(self.shared()) || lock(self.shared()).is_open()
     }
 
     /// Whether a transaction is open on the connection (`connection.inTransaction`). The open's
@@ -130,6 +178,10 @@ impl NativeState {
     /// better-sqlite3).
     #[napi(getter)]
     pub fn in_transaction(&self) -> bool {
+        // Inside a call on this state the connection cannot be asked; a getter never throws.
+        if reentered(self.shared()) {
+            return false;
+        }
         lock(self.shared())
             .conn_before_prune()
             .map(|conn| !conn.is_autocommit())
@@ -277,6 +329,9 @@ impl NativeStore {
         now: f64,
     ) -> napi::Result<NativeStore> {
         let shared = state.shared().clone();
+        if reentered(&shared) {
+            return Err(napi::Error::from_reason(encode_error(&busy())));
+        }
         let project = match project_path {
             None => Ok(None),
             Some(path) => store::resolve_project(&lock(&shared), &path, now as i64),
@@ -301,6 +356,48 @@ impl NativeStore {
             &args_json,
             clock,
         )
+    }
+
+    /// `call` of a method the table marks `live`, with the caller's own arguments (`args`: the
+    /// public method's rest array): the core reads them through napi as the reference's code
+    /// reads them (src/js/live.rs). The reply is `call`'s; when JavaScript threw while the core
+    /// read or coerced a value, the call fails as every error does (its transaction rolled
+    /// back) and that very value is thrown.
+    #[napi(catch_unwind)]
+    pub fn call_live(&self, env: Env, method: u32, args: Unknown<'_>, clock: f64) -> String {
+        let raw_env = env.raw();
+        // SAFETY: the env of this callback; `cx` (owned by `call`) is dropped before it returns.
+        let cx = unsafe { js::Cx::new(raw_env) };
+        let list = args.raw();
+        let mut length = 0u32;
+        let mut items = Vec::new();
+        // SAFETY: `list` is the JS layer's own array of this callback.
+        unsafe {
+            napi::sys::napi_get_array_length(raw_env, list, &mut length);
+            for index in 0..length {
+                let mut item = std::ptr::null_mut();
+                napi::sys::napi_get_element(raw_env, list, index, &mut item);
+                items.push(item);
+            }
+        }
+        let call = Call::live(cx, items, clock as i64);
+        let thrown = std::cell::Cell::new(None);
+        let reply = guarded(&self.state, |state| {
+            let store = Store::new(state, self.project_id.as_deref());
+            match methods::dispatch_at(&store, method, &call) {
+                Ok(reply) => Ok(reply.encode()),
+                Err(StoreError::Thrown(value)) => {
+                    thrown.set(Some(value));
+                    Ok(String::new())
+                }
+                Err(error) => Err(error),
+            }
+        });
+        if let Some(value) = thrown.get() {
+            // SAFETY: a handle of this callback (taken off the isolate by `Cx::check`).
+            unsafe { napi::sys::napi_throw(raw_env, value as napi::sys::napi_value) };
+        }
+        reply
     }
 
     /// `call` on a libuv worker thread: resolves to the same reply string. The JS layer
@@ -370,6 +467,14 @@ impl Task for StoreCall {
     }
 }
 
+/// Registers the JS layer's helpers (`lib/computed.js`) that live calls call where the
+/// reference's code computes in JavaScript (src/js/computed.rs).
+#[napi]
+pub fn set_helpers(env: Env, helpers: Unknown<'_>) {
+    // SAFETY: both belong to this callback.
+    unsafe { js::live::set_helpers(env.raw(), helpers.raw()) };
+}
+
 /// Bench only: records every statement of connections opened from now on into `path`, or
 /// stops recording with `null` (see src/trace.rs).
 #[napi]
@@ -397,7 +502,7 @@ fn parse_json(text: &str) -> Result<Value> {
 
 fn parse_open_options(options_json: &str) -> Result<OpenOptions> {
     let options = parse_json(options_json)?;
-    let text = |name: &str| field(&options, name).as_str().map(str::to_owned);
+    let text = |name: &str| options.get(name).and_then(Value::as_str).map(str::to_owned);
     let file_path = text("filePath").ok_or_else(|| StoreError::plain("filePath is required"))?;
     let mode = if text("mode").as_deref() == Some("read-only") {
         Mode::ReadOnly
@@ -407,6 +512,6 @@ fn parse_open_options(options_json: &str) -> Result<OpenOptions> {
     Ok(OpenOptions {
         file_path: PathBuf::from(file_path),
         mode,
-        now: field(&options, "now").as_i64().unwrap_or(0),
+        now: options.get("now").and_then(Value::as_i64).unwrap_or(0),
     })
 }

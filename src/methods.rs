@@ -25,6 +25,11 @@ pub struct Method {
     pub js: Conversions,
     /// Unpacks the arguments and runs the method in its domain module.
     pub run: fn(&Store<'_>, &Call) -> Result<Reply>,
+    /// Whether a synchronous call reads the caller's own values through napi (the live view,
+    /// src/js/live.rs) rather than a JSON snapshot: its handler reads every argument through
+    /// `crate::js::Js`, and the JS layer converts nothing before it (it still echoes
+    /// `echo`/`echo_props` into the record, reading them from the caller's objects).
+    pub live: bool,
 }
 
 /// The JS layer's work around one call. Paths are `argIndex` or `argIndex.property`.
@@ -69,18 +74,27 @@ const RUN_RESERVATION: Conversions = Conversions {
     ..NOW
 };
 
-const fn method(
+/// A method whose synchronous calls read the caller's values live (see [`Method::live`]): its
+/// conversions (timestamps, `Date.parse`, canonical JSON, the lease sum, the claim changed in
+/// place) are computed in the core through `crate::js::computed` where the reference computes
+/// them; they stay listed for its `store.async` calls, which the JS layer converts first.
+const fn live(
     name: &'static str,
     js: Conversions,
     run: fn(&Store<'_>, &Call) -> Result<Reply>,
 ) -> Method {
-    Method { name, js, run }
+    Method {
+        name,
+        js,
+        run,
+        live: true,
+    }
 }
 
 /// Every public method but `close` (the JS layer's own), in the reference's order.
 pub static METHODS: &[Method] = &[
     // controller resources
-    method(
+    live(
         "putResource",
         Conversions {
             json: &["0.spec", "0.initialStatus"],
@@ -88,10 +102,10 @@ pub static METHODS: &[Method] = &[
         },
         resources::put_resource,
     ),
-    method("getResource", PLAIN, resources::get_resource),
-    method("getResourceByUid", PLAIN, resources::get_resource_by_uid),
-    method("listResources", PLAIN, resources::list_resources),
-    method(
+    live("getResource", PLAIN, resources::get_resource),
+    live("getResourceByUid", PLAIN, resources::get_resource_by_uid),
+    live("listResources", PLAIN, resources::list_resources),
+    live(
         "updateStatus",
         Conversions {
             json: &["0.status"],
@@ -100,7 +114,7 @@ pub static METHODS: &[Method] = &[
         },
         resources::update_status,
     ),
-    method(
+    live(
         "requestDeletion",
         Conversions {
             time: &["1"],
@@ -108,10 +122,10 @@ pub static METHODS: &[Method] = &[
         },
         resources::request_deletion,
     ),
-    method("updateFinalizers", NOW, resources::update_finalizers),
-    method("deleteResource", PLAIN, resources::delete_resource),
+    live("updateFinalizers", NOW, resources::update_finalizers),
+    live("deleteResource", PLAIN, resources::delete_resource),
     // the work queue and its claims
-    method(
+    live(
         "enqueue",
         Conversions {
             time: &["1"],
@@ -119,7 +133,7 @@ pub static METHODS: &[Method] = &[
         },
         queue::enqueue,
     ),
-    method(
+    live(
         "claimNext",
         Conversions {
             lease: Some(("0.now", "0.leaseMs")),
@@ -128,7 +142,7 @@ pub static METHODS: &[Method] = &[
         },
         queue::claim_next,
     ),
-    method(
+    live(
         "renewClaim",
         Conversions {
             time: &["2"],
@@ -138,7 +152,7 @@ pub static METHODS: &[Method] = &[
         },
         queue::renew_claim,
     ),
-    method(
+    live(
         "settleClaim",
         Conversions {
             time: &["1"],
@@ -147,7 +161,7 @@ pub static METHODS: &[Method] = &[
         },
         queue::settle_claim_call,
     ),
-    method(
+    live(
         "requeueClaim",
         Conversions {
             time: &["2"],
@@ -157,25 +171,25 @@ pub static METHODS: &[Method] = &[
         },
         queue::requeue_claim,
     ),
-    method("listQueue", PLAIN, queue::list_queue),
+    live("listQueue", PLAIN, queue::list_queue),
     // effects
-    method("reserveEffect", NOW, effects::reserve_effect),
-    method("getEffect", PLAIN, effects::get_effect),
-    method("updateEffect", NOW, effects::update_effect),
-    method("listEffects", PLAIN, effects::list_effects),
+    live("reserveEffect", NOW, effects::reserve_effect),
+    live("getEffect", PLAIN, effects::get_effect),
+    live("updateEffect", NOW, effects::update_effect),
+    live("listEffects", PLAIN, effects::list_effects),
     // child workflows
-    method("reserveWorkflow", PLAIN, workflows::reserve_workflow),
-    method("getWorkflow", PLAIN, workflows::get_workflow),
-    method(
+    live("reserveWorkflow", PLAIN, workflows::reserve_workflow),
+    live("getWorkflow", PLAIN, workflows::get_workflow),
+    live(
         "getWorkflowByRequestId",
         PLAIN,
         workflows::get_workflow_by_request_id,
     ),
-    method("updateWorkflow", PLAIN, workflows::update_workflow),
-    method("completeWorkflow", PLAIN, workflows::complete_workflow),
-    method("listWorkflows", PLAIN, workflows::list_workflows),
+    live("updateWorkflow", PLAIN, workflows::update_workflow),
+    live("completeWorkflow", PLAIN, workflows::complete_workflow),
+    live("listWorkflows", PLAIN, workflows::list_workflows),
     // controller events
-    method(
+    live(
         "recordEvent",
         Conversions {
             json: &["0.payload"],
@@ -186,127 +200,127 @@ pub static METHODS: &[Method] = &[
         },
         events::record_event,
     ),
-    method("listEvents", PLAIN, events::list_events),
+    live("listEvents", PLAIN, events::list_events),
     // run reservation
-    method(
+    live(
         "reserveWorkflowRun",
         RUN_RESERVATION,
         reserve::reserve_workflow_run_call,
     ),
-    method(
+    live(
         "prepareOrAdoptWorkflowRun",
         RUN_RESERVATION,
         reserve::prepare_or_adopt_workflow_run_call,
     ),
-    method(
+    live(
         "enqueueWorkflowRun",
         RUN_RESERVATION,
         reserve::enqueue_workflow_run_call,
     ),
     // run reads and views
-    method("getWorkflowRun", PLAIN, reads::get_workflow_run_call),
-    method(
+    live("getWorkflowRun", PLAIN, reads::get_workflow_run_call),
+    live(
         "getWorkflowRunView",
         PLAIN,
         reads::get_workflow_run_view_call,
     ),
-    method(
+    live(
         "workflowRunListRevision",
         PLAIN,
         reads::workflow_run_list_revision_call,
     ),
-    method(
+    live(
         "listWorkflowRunViews",
         PLAIN,
         reads::list_workflow_run_views_call,
     ),
-    method(
+    live(
         "workflowRunProjectPath",
         PLAIN,
         reads::workflow_run_project_path_call,
     ),
-    method("listWorkflowRuns", PLAIN, reads::list_workflow_runs_call),
-    method(
+    live("listWorkflowRuns", PLAIN, reads::list_workflow_runs_call),
+    live(
         "findSessionReservation",
         PLAIN,
         reads::find_session_reservation_call,
     ),
-    method(
+    live(
         "findSessionReservationView",
         PLAIN,
         reads::find_session_reservation_view_call,
     ),
     // run claims and fencing (and the interaction timeout, declared among them)
-    method("claimWorkflowRun", NOW, claims::claim_workflow_run),
-    method(
+    live("claimWorkflowRun", NOW, claims::claim_workflow_run),
+    live(
         "claimWorkflowRunForInteractionValidation",
         NOW,
         claims::claim_for_interaction_validation,
     ),
-    method("claimWorkflowRunForControl", NOW, claims::claim_for_control),
-    method(
+    live("claimWorkflowRunForControl", NOW, claims::claim_for_control),
+    live(
         "beginWorkflowRunInteractionTimeout",
         NOW,
         interaction::begin_timeout_call,
     ),
-    method("markWorkflowRunRunning", NOW, claims::mark_running),
-    method("claimNextWorkflowRun", NOW, claims::claim_next),
-    method("renewWorkflowRunClaim", NOW, claims::renew),
-    method("verifyWorkflowRunClaim", NOW, claims::verify),
-    method("workflowRunAuthority", PLAIN, claims::authority),
+    live("markWorkflowRunRunning", NOW, claims::mark_running),
+    live("claimNextWorkflowRun", NOW, claims::claim_next),
+    live("renewWorkflowRunClaim", NOW, claims::renew),
+    live("verifyWorkflowRunClaim", NOW, claims::verify),
+    live("workflowRunAuthority", PLAIN, claims::authority),
     // run state transitions (and the paused check, declared among them)
-    method("parkWorkflowRun", NOW, transitions::park_workflow_run),
-    method(
+    live("parkWorkflowRun", NOW, transitions::park_workflow_run),
+    live(
         "pauseParkedWorkflowRun",
         NOW,
         transitions::pause_parked_call,
     ),
-    method(
+    live(
         "resumePausedInteraction",
         NOW,
         transitions::resume_paused_call,
     ),
-    method(
+    live(
         "isWorkflowRunPaused",
         PLAIN,
         reads::is_workflow_run_paused_call,
     ),
-    method(
+    live(
         "parkWorkflowRunForSourceChange",
         NOW,
         transitions::park_for_source_change_call,
     ),
-    method(
+    live(
         "parkWorkflowRunForAmbiguousEffect",
         NOW,
         transitions::park_for_ambiguous_effect_call,
     ),
-    method("failWorkflowRun", NOW, transitions::fail_call),
-    method("cancelWorkflowRun", NOW, transitions::cancel_call),
-    method(
+    live("failWorkflowRun", NOW, transitions::fail_call),
+    live("cancelWorkflowRun", NOW, transitions::cancel_call),
+    live(
         "cancelStaleWorkflowRun",
         NOW,
         transitions::cancel_stale_call,
     ),
-    method("deleteWorkflowRun", PLAIN, transitions::delete_call),
-    method(
+    live("deleteWorkflowRun", PLAIN, transitions::delete_call),
+    live(
         "completeWorkflowRun",
         NOW,
         transitions::complete_workflow_run,
     ),
     // legacy stubs
-    method(
+    live(
         "repairCanonicalWorkflowSourceRun",
         PLAIN,
         legacy::repair_canonical_workflow_source_run,
     ),
-    method(
+    live(
         "claimLegacyWorkflowSourceRun",
         PLAIN,
         legacy::claim_legacy_workflow_source_run,
     ),
     // run events and run effects
-    method(
+    live(
         "recordRunEvent",
         Conversions {
             json: &["0.payload"],
@@ -316,13 +330,13 @@ pub static METHODS: &[Method] = &[
         },
         run_events::record_run_event_call,
     ),
-    method(
+    live(
         "listRunEventsAfter",
         PLAIN,
         run_events::list_run_events_after_call,
     ),
-    method("settleRunEffect", PLAIN, settle::settle_run_effect_call),
-    method(
+    live("settleRunEffect", PLAIN, settle::settle_run_effect_call),
+    live(
         "setWorkflowRunOriginSession",
         PLAIN,
         transitions::set_origin_session_call,
@@ -347,14 +361,15 @@ pub fn dispatch(store: &Store<'_>, name: &str, call: &Call) -> Result<Reply> {
     dispatch_at(store, index as u32, call)
 }
 
-/// The table as the JS layer reads it: `[{name, time, date, json, claim, echo, echoProps,
+/// The table as the JS layer reads it: `[{name, live, time, date, json, claim, echo, echoProps,
 /// lease}]`, with absent conversions as empty lists or `null` and `lease` as `{now, ms}`.
 pub fn js_table() -> String {
     let table: Vec<Value> = METHODS
         .iter()
-        .map(|Method { name, js, .. }| {
+        .map(|Method { name, js, live, .. }| {
             json!({
                 "name": name,
+                "live": live,
                 "time": js.time,
                 "date": js.date,
                 "json": js.json,

@@ -12,65 +12,7 @@ use crate::error::{Result, StoreError};
 use crate::time::push_iso;
 
 /// One method call (defined with the argument views, which read it).
-pub use crate::args::Call;
-
-static NULL: Value = Value::Null;
-
-/// Property `name` of an object argument; `null` when absent or `undefined`.
-pub fn field<'a>(object: &'a Value, name: &str) -> &'a Value {
-    crate::args::prop(object, name).unwrap_or(&NULL)
-}
-
-/// Whether property `name` is present and not `null`/`undefined`.
-pub fn has(object: &Value, name: &str) -> bool {
-    !field(object, name).is_null()
-}
-
-/// A required string.
-pub fn text<'a>(value: &'a Value, what: &str) -> Result<&'a str> {
-    value
-        .as_str()
-        .ok_or_else(|| StoreError::plain(format!("{what} must be a string")))
-}
-
-/// An optional string (`undefined`/`null` → `None`).
-pub fn opt_text<'a>(value: &'a Value, what: &str) -> Result<Option<&'a str>> {
-    if value.is_null() {
-        Ok(None)
-    } else {
-        text(value, what).map(Some)
-    }
-}
-
-/// A required integer.
-pub fn int(value: &Value, what: &str) -> Result<i64> {
-    value
-        .as_i64()
-        .or_else(|| {
-            value
-                .as_f64()
-                .filter(|f| f.fract() == 0.0)
-                .map(|f| f as i64)
-        })
-        .ok_or_else(|| StoreError::plain(format!("{what} must be an integer")))
-}
-
-/// A timestamp the JS layer parsed: epoch ms, or `Invalid timestamp`.
-pub fn time(value: &Value) -> Result<i64> {
-    match crate::args::Js::of(value) {
-        crate::args::Js::Undefined => Err(StoreError::plain("Invalid timestamp")),
-        js => crate::args::time(js, 0),
-    }
-}
-
-/// A string list (`undefined` → empty).
-pub fn texts<'a>(value: &'a Value, what: &str) -> Result<Vec<&'a str>> {
-    match value {
-        Value::Null => Ok(Vec::new()),
-        Value::Array(items) => items.iter().map(|item| text(item, what)).collect(),
-        _ => Err(StoreError::plain(format!("{what} must be an array"))),
-    }
-}
+pub use crate::js::Call;
 
 /// A caller-supplied JSON document, canonicalised by the JS layer.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -91,14 +33,34 @@ pub enum JsonArg<'a> {
 }
 
 impl<'a> JsonArg<'a> {
-    /// Decodes the JS layer's envelope: `{$c: text}`, `{$e: message}` or `{$u: true}`.
-    pub fn of(value: &'a Value) -> JsonArg<'a> {
-        if let Some(text) = value.get("$c").and_then(Value::as_str) {
+    /// A caller JSON document as `canonicalJson` reads it where the reference stores it: for a
+    /// live call computed now by the JS layer's canonicaliser (what it throws is thrown as it
+    /// is); for a wire call the envelope the JS layer sent in its place. `undefined` stays
+    /// `undefined`.
+    pub fn read(call: &'a Call, value: crate::js::Js<'a>) -> Result<JsonArg<'a>> {
+        use crate::js::Js;
+        match call.cx() {
+            None => Ok(JsonArg::of_js(value)),
+            Some(_) if value.is_undefined() => Ok(JsonArg::Undefined),
+            Some(cx) => match cx.helper("canonical", &[value])? {
+                Js::String(text) => Ok(JsonArg::Canonical(text)),
+                _ => Ok(JsonArg::Undefined),
+            },
+        }
+    }
+
+    /// The JS layer's envelope (`{$c: text}`, `{$e: message}` or `{$u: true}`) of a wire call;
+    /// anything but an envelope is `undefined`.
+    pub fn of_js(value: crate::js::Js<'a>) -> JsonArg<'a> {
+        let crate::js::Js::Object(map) = value else {
+            return JsonArg::Undefined;
+        };
+        if let Some(text) = map.get("$c").and_then(Value::as_str) {
             JsonArg::Canonical(text)
-        } else if let Some(message) = value.get("$e").and_then(Value::as_str) {
+        } else if let Some(message) = map.get("$e").and_then(Value::as_str) {
             JsonArg::Invalid {
                 message,
-                range: value.get("$r").is_some_and(|r| r == true),
+                range: map.get("$r").is_some_and(|r| r == true),
             }
         } else {
             JsonArg::Undefined

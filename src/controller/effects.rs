@@ -2,19 +2,19 @@
 //! its state updates under the resource's claim, and reads. Every `EffectRecord` is written by
 //! `EffectRecord::write`, from a row or from what a write stored.
 
+use std::borrow::Cow;
+
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::js::{bind_params, read, same_number, same_text, same_value, Js, Param};
 use super::rows::claim::require_claim_row_by_uid;
 use super::rows::{bump_controller_resource, put_caller_text};
-use super::rows::{not_found_error, opt_text_lossy, text_lossy, ControllerRow};
-use super::time_at;
+use super::rows::{error_argument, not_found_error, opt_text_lossy, text_lossy, ControllerRow};
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, canonical_literal, timestamp, Js, Param};
 use crate::state::blobs::{put_json, read_text};
 use crate::state::ids::{effect_id_for, resource_id_for};
-use crate::state::json::canonical;
 use crate::state::leases::insert_lease;
 use crate::state::leases::{insert_attributed_event, Actor};
 use crate::state::revisions::resource_revision;
@@ -90,7 +90,7 @@ impl EffectRow {
             generation: self.generation,
             kind: &self.kind,
             status: &self.state,
-            request_fingerprint: &self.request_fingerprint,
+            request_fingerprint: Cow::Borrowed(&self.request_fingerprint),
             started_at: self.started_at,
             completed_at: self.completed_at,
             external_ref: self.external_ref.as_deref(),
@@ -118,7 +118,7 @@ struct EffectRecord<'a> {
     generation: i64,
     kind: &'a str,
     status: &'a str,
-    request_fingerprint: &'a Value,
+    request_fingerprint: Cow<'a, Value>,
     started_at: i64,
     completed_at: Option<i64>,
     external_ref: Option<&'a str>,
@@ -136,7 +136,7 @@ impl EffectRecord<'_> {
             .int("generation", self.generation)
             .str("kind", self.kind)
             .str("state", record_state(self.status));
-        match self.request_fingerprint {
+        match &*self.request_fingerprint {
             Value::String(text) => record.str("requestFingerprint", text),
             other => record.raw("requestFingerprint", &json_text(other)),
         };
@@ -154,26 +154,30 @@ impl EffectRecord<'_> {
     }
 }
 
-fn effect_row(
-    conn: &Connection,
-    uid: Option<&Value>,
-    key: Option<&Value>,
-) -> Result<Option<EffectRow>> {
+fn effect_row(conn: &Connection, uid: Js<'_>, key: Js<'_>) -> Result<Option<EffectRow>> {
     let mut statement =
         conn.prepare_cached(&effect_select("WHERE c.uid = ? AND e.idempotency_key = ?"))?;
-    let bound = bind_params(&[Param::Caller(uid), Param::Caller(key)])?;
+    let bound = bind_params(&[Param::Js(uid), Param::Js(key)])?;
     Ok(statement
         .query_row(params_from_iter(bound), EffectRow::from_row)
         .optional()?)
 }
 
-fn require_effect_row(
-    conn: &Connection,
-    uid: Option<&Value>,
-    key: Option<&Value>,
-) -> Result<EffectRow> {
+fn require_effect_row(conn: &Connection, uid: Js<'_>, key: Js<'_>) -> Result<EffectRow> {
     effect_row(conn, uid, key)?
         .ok_or_else(|| not_found_error("Effect record not found: ", &[uid, key]))
+}
+
+/// `stored === caller` for the request fingerprint read from the payload (`json_extract`: a
+/// string, number or null; objects and arrays are never identical to a caller's).
+fn same_stored(stored: &Value, caller: Js<'_>) -> bool {
+    match stored {
+        Value::Null => caller == Js::Null,
+        Value::Bool(b) => caller == Js::Bool(*b),
+        Value::Number(n) => n.as_f64().is_some_and(|n| caller.strict_eq_number(n)),
+        Value::String(text) => caller.strict_eq_str(text),
+        Value::Array(_) | Value::Object(_) => false,
+    }
 }
 
 /// The stored `ambiguous` is reported as `indeterminate`, and back.
@@ -197,51 +201,51 @@ fn reservation_text(
     Ok(out)
 }
 
-/// Canonical JSON of `{key, resourceUid, generation, kind, requestFingerprint}` from the
-/// caller's values, without the ones the caller left undefined.
-fn reservation_payload(options: Option<&Value>) -> Result<String> {
-    let mut payload = Map::new();
-    // Checked in sorted key order, as canonical JSON walks them.
+/// `canonicalJson({key, resourceUid, generation, kind, requestFingerprint})` of the caller's
+/// values, read in the literal's order.
+fn reservation_payload(call: &Call, options: Js<'_>) -> Result<String> {
+    let mut fields = Vec::with_capacity(5);
     for name in [
-        "generation",
         "key",
+        "resourceUid",
+        "generation",
         "kind",
         "requestFingerprint",
-        "resourceUid",
     ] {
-        if let Some(value) = read(options, name)? {
-            payload.insert(name.into(), Js::of(value).json_value()?);
-        }
+        fields.push((name, options.get(name)?));
     }
-    Ok(canonical(&Value::Object(payload)))
+    canonical_literal(call, &fields)
 }
 
 pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.args.first();
-    let now = time_at(read(options, "now")?, call)?;
-    let uid = read(options, "resourceUid")?;
-    let key = read(options, "key")?;
+    let options = Js::arg(call, 0);
+    let now = timestamp(call, options.get("now")?)?;
+    let uid = options.get("resourceUid")?;
+    let key = options.get("key")?;
     let reservation = store.write(|conn| {
         let claimed = require_claim_row_by_uid(conn, uid)?;
-        let lease = claimed.assert_claim(read(options, "claim")?, now, true)?;
+        let lease = claimed.assert_claim(options.get("claim")?, now, true)?;
         let source = claimed.row;
-        let effect_id = effect_id_for(&source.resource_id, &Js::opt(key).template()?);
+        let effect_id = effect_id_for(&source.resource_id, &key.template()?);
         if let Some(existing) = effect_row(conn, uid, key)? {
-            let same_request = same_number(existing.generation, read(options, "generation")?)
-                && same_text(&existing.kind, read(options, "kind")?)
-                && same_value(
+            let same_request = options
+                .get("generation")?
+                .strict_eq_number(existing.generation as f64)
+                && options.get("kind")?.strict_eq_str(&existing.kind)
+                && same_stored(
                     &existing.request_fingerprint,
-                    read(options, "requestFingerprint")?,
+                    options.get("requestFingerprint")?,
                 );
             if !same_request {
-                return Err(StoreError::EffectRequestConflict {
-                    key: key.cloned().unwrap_or(Value::Null),
+                return Err(match error_argument(call, key) {
+                    Ok(key) => StoreError::EffectRequestConflict { key },
+                    Err(thrown) => thrown,
                 });
             }
             return reservation_text(false, |out| existing.write_record(conn, out));
         }
         let effect_resource_id = resource_id_for("effect", &effect_id);
-        let payload_hash = put_json(conn, &reservation_payload(options)?, now)?;
+        let payload_hash = put_json(conn, &reservation_payload(call, options)?, now)?;
         conn.prepare_cached(
             "INSERT INTO resources(
                resource_id, resource_type, aggregate_key, revision, created_at, updated_at
@@ -261,8 +265,8 @@ pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
             Param::text(&effect_resource_id),
             Param::text(&source.resource_id),
             Param::int(source.resource_version),
-            Param::Caller(read(options, "kind")?),
-            Param::Caller(key),
+            Param::Js(options.get("kind")?),
+            Param::Js(key),
             Param::blob(&payload_hash[..]),
             Param::int(now),
             Param::int(now),
@@ -276,7 +280,7 @@ pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
             "{}",
             now,
         )?;
-        match reserved_record(options, &source, now)? {
+        match reserved_record(call, options, &source, now)? {
             Some(record) => reservation_text(true, |out| {
                 record.write(out);
                 Ok(())
@@ -295,20 +299,23 @@ pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
 /// record), and a string or absent/null `requestFingerprint` (what `json_extract` gives of the
 /// stored payload). `None` otherwise: the record is then read back.
 fn reserved_record<'a>(
-    options: Option<&'a Value>,
+    call: &Call,
+    options: Js<'a>,
     source: &'a ControllerRow,
     now: i64,
 ) -> Result<Option<EffectRecord<'a>>> {
-    static NULL: Value = Value::Null;
-    let (Some(Value::String(key)), Some(Value::String(kind))) =
-        (read(options, "key")?, read(options, "kind")?)
-    else {
+    // A live call reads the record back: reading the caller's fields again would be reads the
+    // reference does not make.
+    if call.cx().is_some() {
+        return Ok(None);
+    }
+    let (Js::String(key), Js::String(kind)) = (options.get("key")?, options.get("kind")?) else {
         return Ok(None);
     };
-    let request_fingerprint = match read(options, "requestFingerprint")? {
-        None | Some(Value::Null) => &NULL,
-        Some(text @ Value::String(_)) => text,
-        Some(_) => return Ok(None),
+    let request_fingerprint = match options.get("requestFingerprint")? {
+        Js::Undefined | Js::Null => Cow::Owned(Value::Null),
+        Js::String(text) => Cow::Owned(Value::String(text.into())),
+        _ => return Ok(None),
     };
     Ok(Some(EffectRecord {
         key,
@@ -328,20 +335,25 @@ fn reserved_record<'a>(
 /// and the values it wrote, when they read back as they are: a string `state` and `error` (or
 /// none), a string or absent/null `externalRef`. `None` otherwise.
 fn updated_record<'a>(
-    options: Option<&'a Value>,
+    call: &Call,
+    options: Js<'a>,
     row: &'a EffectRow,
     now: i64,
 ) -> Option<EffectRecord<'a>> {
-    let state = read(options, "state").ok()??.as_str()?;
-    let external_ref = match read(options, "externalRef").ok()? {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(text.as_str()),
-        Some(_) => return None,
+    // As in `reserved_record`: a live call reads the record back.
+    if call.cx().is_some() {
+        return None;
+    }
+    let state = options.get("state").ok()?.as_str()?;
+    let external_ref = match options.get("externalRef").ok()? {
+        Js::Undefined | Js::Null => None,
+        Js::String(text) => Some(text),
+        _ => return None,
     };
-    let error = match read(options, "error").ok()? {
-        None => None,
-        Some(Value::String(text)) => Some(text.as_str()),
-        Some(_) => return None,
+    let error = match options.get("error").ok()? {
+        Js::Undefined => None,
+        Js::String(text) => Some(text),
+        _ => return None,
     };
     Some(EffectRecord {
         status: stored_status(state),
@@ -363,7 +375,7 @@ fn stored_status(state: &str) -> &str {
 
 pub fn get_effect(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
-    let Some(row) = effect_row(conn, call.args.first(), call.args.get(1))? else {
+    let Some(row) = effect_row(conn, Js::arg(call, 0), Js::arg(call, 1))? else {
         return Ok(Reply::undefined());
     };
     let mut out = String::with_capacity(256);
@@ -372,35 +384,38 @@ pub fn get_effect(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.args.first();
-    let now = time_at(read(options, "now")?, call)?;
+    let options = Js::arg(call, 0);
+    let now = timestamp(call, options.get("now")?)?;
     let record = store.write(|conn| {
-        let uid = read(options, "resourceUid")?;
+        let uid = options.get("resourceUid")?;
         let claimed = require_claim_row_by_uid(conn, uid)?;
-        let lease = claimed.assert_claim(read(options, "claim")?, now, true)?;
-        let key = read(options, "key")?;
+        let lease = claimed.assert_claim(options.get("claim")?, now, true)?;
+        let key = options.get("key")?;
         let row = require_effect_row(conn, uid, key)?;
         let effect_resource_id = resource_id_for("effect", &row.effect_id);
         let revision = resource_revision(conn, &effect_resource_id)?;
-        let error_hash = read(options, "error")?
-            .map(|error| put_caller_text(conn, Some(error), now))
-            .transpose()?;
+        let error = options.get("error")?;
+        let error_hash = if error.is_undefined() {
+            None
+        } else {
+            Some(put_caller_text(conn, error, now)?)
+        };
         let mut statement = conn.prepare_cached(
             "UPDATE effects
              SET status = ?, external_ref = ?, error_hash = ?, updated_at = ?, settled_at = ?
              WHERE effect_id = ?",
         )?;
-        let state = read(options, "state")?;
+        let state = options.get("state")?;
         let stored_status = match state {
-            Some(Value::String(state)) => Param::text(stored_status(state)),
-            other => Param::Caller(other),
+            Js::String(state) => Param::text(stored_status(state)),
+            other => Param::Js(other),
         };
         // `options.externalRef ?? null`
-        let external_ref = read(options, "externalRef")?.filter(|value| !value.is_null());
-        let pending = state.and_then(Value::as_str) == Some("pending");
+        let external_ref = options.get("externalRef")?.or(Js::Null);
+        let pending = state.strict_eq_str("pending");
         statement.execute(params_from_iter(bind_params(&[
             stored_status,
-            Param::Caller(external_ref),
+            Param::Js(external_ref),
             error_hash
                 .as_ref()
                 .map_or(Param::null(), |hash| Param::blob(&hash[..])),
@@ -413,7 +428,7 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
             Param::text(&row.effect_id),
         ])?))?;
         bump_controller_resource(conn, &effect_resource_id, revision, now)?;
-        let event_type = format!("effect.{}", Js::opt(state).template()?);
+        let event_type = format!("effect.{}", state.template()?);
         insert_attributed_event(
             conn,
             &effect_resource_id,
@@ -424,7 +439,7 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
             now,
         )?;
         let mut out = String::with_capacity(256);
-        match updated_record(options, &row, now) {
+        match updated_record(call, options, &row, now) {
             Some(record) => record.write(&mut out),
             None => require_effect_row(conn, uid, key)?.write_record(conn, &mut out)?,
         }
@@ -438,7 +453,7 @@ pub fn list_effects(store: &Store, call: &Call) -> Result<Reply> {
     let mut statement = conn.prepare_cached(&effect_select(
         "WHERE c.uid = ? ORDER BY e.created_at, e.effect_id",
     ))?;
-    let bound = bind_params(&[Param::Caller(call.args.first())])?;
+    let bound = bind_params(&[Param::Js(Js::arg(call, 0))])?;
     let rows = statement
         .query_map(params_from_iter(bound), EffectRow::from_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;

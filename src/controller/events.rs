@@ -11,14 +11,14 @@ use std::borrow::Cow;
 
 use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
-use serde_json::Value;
 
-use super::js::{bind_all, bind_params, is_nullish, read, Bound, Js, Param};
+use super::json_arg;
 use super::rows::claim::require_claim_row;
 use super::rows::documented::joined_document_text;
 use super::rows::{bump_controller_resource, ResourceRef};
-use super::{json_arg, time_at};
 use crate::error::Result;
+use crate::js::timestamp;
+use crate::js::{assign, bind_all, bind_params, Bound, Js, Param};
 use crate::state::revisions::{insert_event_binding, EventDraft};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{Call, ObjectWriter, Reply};
@@ -29,22 +29,24 @@ const DEFAULT_EVENT_LIMIT: i64 = 100;
 /// Records an event with a revision bump. The returned `payload` is the caller's own object,
 /// which the JS layer puts back in place of the `{}` sent here.
 pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.args.first();
-    let now = time_at(read(options, "now")?, call)?;
+    let options = Js::arg(call, 0);
+    let now = timestamp(call, options.get("now")?)?;
     let (event, revision) = store.write(|conn| {
         let reference = ResourceRef::copied(options)?;
         let claimed = require_claim_row(conn, store.project_id(), reference)?;
         // Only `undefined` means no claim: a `null` one is checked (and fails to be read).
-        let claim = read(options, "claim")?;
-        let lease = claim
-            .map(|claim| claimed.assert_claim(Some(claim), now, true))
-            .transpose()?;
+        let claim = options.get("claim")?;
+        let lease = if claim.is_undefined() {
+            None
+        } else {
+            Some(claimed.assert_claim(claim, now, true)?)
+        };
         let row = &claimed.row;
         // The revision was read with the row, in this transaction.
         let revision = row.resource_version + 1;
         bump_controller_resource(conn, &row.resource_id, revision - 1, now)?;
-        let event_type = read(options, "type")?;
-        let payload = json_arg(read(options, "payload")?).text_or("{}")?;
+        let event_type = options.get("type")?;
+        let payload = json_arg(call, options.get("payload")?)?.text_or("{}")?;
         let event = EventDraft {
             resource_id: &row.resource_id,
             revision,
@@ -61,8 +63,11 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
         };
         // The caller's `type` is bound as better-sqlite3 binds it: a number becomes its REAL
         // text, `null`/`undefined` fail the NOT NULL constraint, an object or array the count.
-        let event_type = bind_all(&[Js::opt(event_type)], 1)?;
+        let event_type = bind_all(&[event_type], 1)?;
         insert_event_binding(conn, &event, &event_type[0], &event.actor_id)?;
+        // `if (options.claim !== undefined) options.claim.resourceVersion = revision`.
+        let claim = options.get("claim")?;
+        let assigned = !claim.is_undefined() && assign(claim, "resourceVersion", revision as f64)?;
         let mut event = String::with_capacity(128);
         ControllerEvent {
             // The events INSERT is the last row insert: `event_seq` is its rowid (AUTOINCREMENT).
@@ -74,14 +79,14 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
             payload: "{}",
         }
         .write(&mut event);
-        Ok((event, revision))
+        // A wire call's claim is changed by the JS layer after the call.
+        let wire_claim = !claim.is_undefined() && !assigned;
+        Ok((event, wire_claim.then_some(revision)))
     })?;
-    let claim = read(options, "claim")?;
     let reply = Reply::json_text(event);
-    Ok(if claim.is_some() {
-        reply.set_claim("resourceVersion", revision)
-    } else {
-        reply
+    Ok(match revision {
+        Some(revision) => reply.set_claim("resourceVersion", revision),
+        None => reply,
     })
 }
 
@@ -271,36 +276,40 @@ fn newest_events(
 /// Newest first; unscoped without a project. `limit` is bound as given (`-1` is unlimited, a
 /// fraction is SQLite's datatype mismatch).
 pub fn list_events(store: &Store, call: &Call) -> Result<Reply> {
-    // `options = {}` stands in for `undefined` only.
-    let defaults = Value::Object(Default::default());
-    let options = Some(call.args.first().unwrap_or(&defaults));
+    // `options = {}` stands in for `undefined` only: its fields are then all undefined.
+    let options = Js::arg(call, 0);
+    let field = |name: &str| match options {
+        Js::Undefined => Ok(Js::Undefined),
+        options => options.get(name),
+    };
     let mut clauses = vec!["r.resource_type = 'controller'"];
     let mut params = Vec::new();
     if let Some(project_id) = store.project_id() {
         clauses.push("c.project_id = ?");
         params.push(Param::text(project_id));
     }
-    if let Some(controller) = read(options, "controller")? {
+    let controller = field("controller")?;
+    if !controller.is_undefined() {
         clauses.push("c.controller_name = ?");
-        params.push(Param::Caller(Some(controller)));
+        params.push(Param::Js(controller));
     }
-    let key = read(options, "key")?;
-    if let Some(key) = key {
+    let key = field("key")?;
+    if !key.is_undefined() {
         clauses.push("c.resource_key = ?");
-        params.push(Param::Caller(Some(key)));
+        params.push(Param::Js(key));
     }
-    let limit = read(options, "limit")?;
-    params.push(if is_nullish(limit) {
+    let limit = field("limit")?;
+    params.push(if limit.is_nullish() {
         Param::int(DEFAULT_EVENT_LIMIT)
     } else {
-        Param::Caller(limit)
+        Param::Js(limit)
     });
     let conn = store.conn()?;
     let filter = clauses.join(" AND ");
     // One read transaction: the rows and each payload blob under one file lock.
     let bound = bind_params(&params)?;
     let out = in_read_transaction(conn, || {
-        event_list_text(conn, &filter, key.is_some(), bound)
+        event_list_text(conn, &filter, !key.is_undefined(), bound)
     })?;
     Ok(Reply::json_text(out))
 }

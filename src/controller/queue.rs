@@ -5,16 +5,17 @@
 use rusqlite::{params_from_iter, Connection};
 use serde_json::{json, Value};
 
-use super::js::{bind_params, length_of, read, same_number, thrown_error, Bound, Js, Param};
 use super::rows::claim::{claim_row, release_lease, ClaimFence, ClaimRow, CLAIM_COLUMNS};
 use super::rows::queue_item::enqueue_controller_row;
 use super::rows::{
     bump_controller_resource, lookup_controller_row, put_caller_text, text_lossy, ControllerRow,
     ResourceRef, CONTROLLER_COLUMNS,
 };
-use super::time_at;
 use crate::error::{Result, StoreError};
-use crate::state::ids::{random_token, token_hash};
+use crate::js::{
+    assign, assign_text, bind_params, date_parse, timestamp, token_hash, Js, LeaseSum, Param,
+};
+use crate::state::ids::random_token;
 use crate::state::json::canonical;
 use crate::state::leases::{self, Holder, HolderKind, CONTROLLER_TAKEABLE};
 use crate::state::revisions::{insert_event, EventDraft};
@@ -22,67 +23,10 @@ use crate::store::Store;
 use crate::time::{iso, js_iso};
 use crate::wire::{Call, Reply};
 
-/// The lease expiry `now + leaseMs` and its `new Date(…).toISOString()`, which the JS layer
-/// computed with JavaScript's own `+` and `Date` (a string `leaseMs` makes the sum a string,
-/// which only JavaScript's date parser reads) and sent in place of `leaseMs`.
-struct LeaseSum<'a> {
-    /// The sum as a wire value (a number, or a string).
-    sum: Js<'a>,
-    /// `new Date(sum).toISOString()`, or what it threw.
-    iso: Result<String>,
-}
-
-impl<'a> LeaseSum<'a> {
-    /// The sum the JS layer sent (`{$lease: {sum, iso}}`, or `{$lease: {$error}}` when `+`
-    /// threw, thrown here where the reference adds); without it (the JS layer does not reach
-    /// a property of a primitive, so `leaseMs` is `undefined`) `now + undefined`, NaN.
-    fn of(lease_ms: Option<&'a Value>) -> Result<LeaseSum<'a>> {
-        let Some(envelope) = lease_ms.and_then(|value| value.get("$lease")) else {
-            return Ok(LeaseSum {
-                sum: Js::Number(f64::NAN),
-                iso: Err(invalid_time_value()),
-            });
-        };
-        if let Some(error) = envelope.get("$error").and_then(Value::as_object) {
-            return Err(thrown_error(error));
-        }
-        let iso = match envelope.get("iso") {
-            Some(Value::String(iso)) => Ok(iso.clone()),
-            other => Err(other
-                .and_then(|thrown| thrown.get("$error"))
-                .and_then(Value::as_object)
-                .map_or_else(invalid_time_value, thrown_error)),
-        };
-        Ok(LeaseSum {
-            sum: Js::opt(envelope.get("sum")),
-            iso,
-        })
-    }
-
-    /// The sum as better-sqlite3 binds it (a double, NaN becoming NULL, or text).
-    fn bound(&self) -> Result<Bound<'a>> {
-        self.sum.bind()
-    }
-
-    /// Canonical JSON of `{expiresAt: sum}`.
-    fn payload(&self) -> Result<String> {
-        Ok(canonical(&json!({ "expiresAt": self.sum.json_value()? })))
-    }
-
-    /// `new Date(sum).toISOString()`.
-    fn iso(&self) -> Result<String> {
-        self.iso.clone()
-    }
-}
-
-fn invalid_time_value() -> StoreError {
-    StoreError::Range("Invalid time value".into())
-}
-
 pub fn enqueue(store: &Store, call: &Call) -> Result<Reply> {
-    let reference = ResourceRef::of(call.args.first());
+    let reference = ResourceRef::of(Js::arg(call, 0));
     let row = lookup_controller_row(store, reference)?.ok_or_else(|| reference.not_found())?;
-    let available_at = time_at(call.args.get(1), call)?;
+    let available_at = timestamp(call, Js::arg(call, 1))?;
     enqueue_controller_row(
         store.conn()?,
         &row.controller_resource_id,
@@ -93,33 +37,40 @@ pub fn enqueue(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.args.first();
-    let controllers = read(options, "controllers")?;
-    if length_of(controllers)? == Some(0.0) {
+    let options = Js::arg(call, 0);
+    let controllers = options.get("controllers")?;
+    if controllers.get("length")?.as_number() == Some(0.0) {
         return Ok(Reply::undefined());
     }
-    let now = time_at(read(options, "now")?, call)?;
-    let Some(Value::Array(controllers)) = controllers else {
+    let now = timestamp(call, options.get("now")?)?;
+    let Some(controllers) = controllers
+        .method("options.controllers", "map")?
+        .items_with_holes()?
+    else {
         return Err(StoreError::Type(
             "options.controllers.map is not a function".into(),
         ));
     };
-    let exclusions = match read(options, "exclude")? {
-        None | Some(Value::Null) => &[][..],
-        Some(Value::Array(items)) => items.as_slice(),
-        Some(_) => return Err(StoreError::Type("exclusions.map is not a function".into())),
+    // `options.exclude ?? []`, then `exclusions.flatMap((ref) => [ref.controller, ref.key])`.
+    let exclusions = match options.get("exclude")? {
+        Js::Undefined | Js::Null => Vec::new(),
+        // `.map` and `.flatMap` skip a sparse list's holes.
+        exclude => match exclude.method("exclusions", "map")?.items_with_holes()? {
+            Some(items) => items.into_iter().flatten().collect(),
+            None => return Err(StoreError::Type("exclusions.map is not a function".into())),
+        },
     };
     let mut excluded = Vec::with_capacity(exclusions.len() * 2);
     for exclusion in exclusions {
-        let (controller, key) = ResourceRef::of(Some(exclusion)).parts()?;
+        let (controller, key) = ResourceRef::of(exclusion).parts()?;
         excluded.push(controller);
         excluded.push(key);
     }
     let claim = store.write(|conn| {
-        let Some(row) = next_due_row(store, conn, controllers, &excluded, now)? else {
+        let Some(row) = next_due_row(store, conn, &controllers, &excluded, now)? else {
             return Ok(None);
         };
-        take_lease(conn, &row, options, now)
+        take_lease(call, conn, &row, options, now)
     })?;
     Ok(Reply::maybe(claim))
 }
@@ -129,11 +80,16 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 fn next_due_row(
     store: &Store,
     conn: &Connection,
-    controllers: &[Value],
-    excluded: &[Option<&Value>],
+    controllers: &[Option<Js<'_>>],
+    excluded: &[Js<'_>],
     now: i64,
 ) -> Result<Option<ClaimRow>> {
-    let placeholders = vec!["?"; controllers.len()].join(", ");
+    // `controllers.map(() => "?").join(", ")`: a hole joins as "" (SQLite refuses the list).
+    let marks: Vec<&str> = controllers
+        .iter()
+        .map(|controller| if controller.is_some() { "?" } else { "" })
+        .collect();
+    let placeholders = marks.join(", ");
     let exclusion_sql =
         vec!["AND NOT (c.controller_name = ? AND c.resource_key = ?)"; excluded.len() / 2]
             .join("\n");
@@ -162,9 +118,9 @@ fn next_due_row(
     params.extend(
         controllers
             .iter()
-            .map(|controller| Param::Caller(Some(controller))),
+            .map(|controller| Param::Js(controller.unwrap_or(Js::Undefined))),
     );
-    params.extend(excluded.iter().map(|value| Param::Caller(*value)));
+    params.extend(excluded.iter().map(|value| Param::Js(*value)));
     params.push(Param::int(now));
     params.push(Param::int(now));
     let mut rows = statement.query(params_from_iter(bind_params(&params)?))?;
@@ -177,9 +133,10 @@ fn next_due_row(
 /// Takes the next lease generation of `due` with a fresh token; returns the claim. The lease
 /// and queue item were read with the row (nothing below changes the queue item).
 fn take_lease(
+    call: &Call,
     conn: &Connection,
     due: &ClaimRow,
-    options: Option<&Value>,
+    options: Js<'_>,
     now: i64,
 ) -> Result<Option<Value>> {
     let row = &due.row;
@@ -189,12 +146,12 @@ fn take_lease(
         .ok_or_else(|| StoreError::plain(format!("Lease is missing: {}", row.resource_id)))?;
     let token = random_token();
     let generation = lease.generation + 1;
-    let expires = LeaseSum::of(read(options, "leaseMs")?)?;
-    let owner_id = read(options, "ownerId")?;
+    let expires = LeaseSum::of(call, now, options.get("leaseMs")?)?;
+    let owner_id = options.get("ownerId")?;
     let token_hash = token_hash(&token);
     let holder = Holder {
         kind: HolderKind::Controller,
-        owner_id: Param::Caller(owner_id),
+        owner_id: Param::Js(owner_id),
         token_hash: &token_hash,
     };
     let expires_at = Param::Own(expires.bound()?);
@@ -212,7 +169,7 @@ fn take_lease(
     // The event's actor is the owner as SQLite stored it (a number bound as a double is
     // stored as its text, `5.0`), which the lease row now holds.
     let stored_owner = match owner_id {
-        Some(Value::String(owner)) => owner.clone(),
+        Js::String(owner) => owner.to_owned(),
         _ => leases::require_lease(conn, &row.resource_id)?
             .owner_id
             .unwrap_or_default(),
@@ -225,7 +182,7 @@ fn take_lease(
             event_type: "lease.claimed",
             actor_type: "controller",
             actor_id: Some(&stored_owner),
-            payload: &expires.payload()?,
+            payload: &canonical(&json!({ "expiresAt": expires.json_value()? })),
             now,
             lease_generation: Some(generation),
         },
@@ -234,7 +191,8 @@ fn take_lease(
     Ok(Some(json!({
         "controller": row.controller_name,
         "key": row.resource_key,
-        "ownerId": owner_id.cloned().unwrap_or(Value::Null),
+        // The JS layer puts the caller's own `options.ownerId` here (`echo_props`).
+        "ownerId": owner_id.as_str().map_or(Value::Null, Value::from),
         "token": token,
         "generation": generation,
         "queueVersion": queue_version,
@@ -246,9 +204,9 @@ fn take_lease(
 
 /// Extends an unexpired lease held exactly by `claim` (no transaction, as in the reference).
 pub fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
-    let claim = call.args.first();
-    let now = time_at(call.args.get(2), call)?;
-    let expires = LeaseSum::of(call.args.get(1))?;
+    let claim = Js::arg(call, 0);
+    let now = timestamp(call, Js::arg(call, 2))?;
+    let expires = LeaseSum::of(call, now, Js::arg(call, 1))?;
     let Some(row) = lookup_controller_row(store, ResourceRef::copied(claim)?)? else {
         return Ok(Reply::value(false));
     };
@@ -266,8 +224,12 @@ pub fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
         return Ok(Reply::value(false));
     }
     // As in the reference, an expiry JavaScript cannot date throws after the renewal was
-    // written (renewClaim has no transaction).
-    Ok(Reply::value(true).set_claim("expiresAt", expires.iso()?))
+    // written (renewClaim has no transaction), and so does a claim that cannot be assigned.
+    let iso = expires.iso()?;
+    if assign_text(claim, "expiresAt", &iso)? {
+        return Ok(Reply::value(true));
+    }
+    Ok(Reply::value(true).set_claim("expiresAt", iso))
 }
 
 /// `settleClaim` (`requeue` undefined) and `requeueClaim`: a claim that no longer holds the
@@ -275,11 +237,11 @@ pub fn renew_claim(store: &Store, call: &Call) -> Result<Reply> {
 pub fn settle_claim(
     store: &Store,
     call: &Call,
-    requeue: Option<Option<&Value>>,
-    now_value: Option<&Value>,
+    requeue: Option<Js<'_>>,
+    now_value: Js<'_>,
 ) -> Result<Reply> {
-    let now = time_at(now_value, call)?;
-    let claim = call.args.first();
+    let now = timestamp(call, now_value)?;
+    let claim = Js::arg(call, 0);
     let (settled, resource_version) = store.write(|conn| {
         let reference = ResourceRef::copied(claim)?;
         let Some(claimed) = claim_row(conn, store.project_id(), reference)? else {
@@ -293,14 +255,14 @@ pub fn settle_claim(
         let current = claimed.require_queue_version()?;
         match requeue {
             None => {
-                if same_number(current, read(claim, "queueVersion")?) {
+                if claim.get("queueVersion")?.strict_eq_number(current as f64) {
                     conn.prepare_cached(
                         "DELETE FROM controller_queue WHERE controller_resource_id = ?",
                     )?
                     .execute([&row.controller_resource_id])?;
                 }
             }
-            Some(requeue) => requeue_row(conn, row, requeue, now)?,
+            Some(requeue) => requeue_row(call, conn, row, requeue, now)?,
         }
         // Neither queue change touches the revision read with the row.
         let released = release_lease(
@@ -311,7 +273,11 @@ pub fn settle_claim(
             &lease,
             now,
         )?;
-        Ok((true, released))
+        // `claim.resourceVersion = revision + 1`, inside the transaction as in the reference.
+        match released {
+            Some(version) if assign(claim, "resourceVersion", version as f64)? => Ok((true, None)),
+            released => Ok((true, released)),
+        }
     })?;
     let reply = Reply::value(settled);
     Ok(match resource_version {
@@ -323,24 +289,28 @@ pub fn settle_claim(
 /// Moves the queue item to `requeue.availableAt` (SQL NULL when unparseable) and counts an
 /// error.
 fn requeue_row(
+    call: &Call,
     conn: &Connection,
     row: &ControllerRow,
-    requeue: Option<&Value>,
+    requeue: Js<'_>,
     now: i64,
 ) -> Result<()> {
-    let error_hash = read(requeue, "error")?
-        .map(|error| put_caller_text(conn, Some(error), now))
-        .transpose()?;
+    let error = requeue.get("error")?;
+    let error_hash = if error.is_undefined() {
+        None
+    } else {
+        Some(put_caller_text(conn, error, now)?)
+    };
     let mut statement = conn.prepare_cached(
         "UPDATE controller_queue
          SET available_at = ?, queue_version = queue_version + 1,
              consecutive_errors = consecutive_errors + 1,
              last_error_hash = ?, updated_at = ? WHERE controller_resource_id = ?",
     )?;
-    // The JS layer sent `Date.parse(availableAt)` (null for NaN, which binds as NULL).
-    let available_at = read(requeue, "availableAt")?;
+    // `epoch(requeue.availableAt)`: `Date.parse` (NaN binds as NULL).
+    let available_at = date_parse(call, requeue.get("availableAt")?)?;
     statement.execute(params_from_iter(bind_params(&[
-        Param::Caller(available_at),
+        available_at,
         error_hash
             .as_ref()
             .map_or(Param::null(), |hash| Param::blob(&hash[..])),
@@ -386,16 +356,12 @@ pub fn list_queue(store: &Store, _call: &Call) -> Result<Reply> {
 
 /// `settleClaim` (a row of the method table).
 pub fn settle_claim_call(store: &Store, call: &Call) -> Result<Reply> {
-    settle_claim(store, call, None, call.args.get(1))
+    settle_claim(store, call, None, Js::arg(call, 1))
 }
 
 /// `requeueClaim` (a row of the method table).
 pub fn requeue_claim(store: &Store, call: &Call) -> Result<Reply> {
     // `requeue === undefined` settles without requeueing; `null` is read (and throws).
-    let requeue = call
-        .args
-        .get(1)
-        .filter(|options| !Js::of(options).is_undefined())
-        .map(Some);
-    settle_claim(store, call, requeue, call.args.get(2))
+    let requeue = Some(Js::arg(call, 1)).filter(|options| !options.is_undefined());
+    settle_claim(store, call, requeue, Js::arg(call, 2))
 }

@@ -2,9 +2,9 @@
 //! updates under a claim or an expected resource version, deletion requests and deletion.
 
 use rusqlite::{params, params_from_iter, Connection};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::js::{bind_params, read, same_number, to_number, Js, Param};
+use super::json_arg;
 use super::rows::claim::{assert_controller_claim, require_claim_row};
 use super::rows::documented::{
     documented_row, documented_row_by_uid, documented_select, DocumentedRow,
@@ -15,8 +15,9 @@ use super::rows::{
     bump_controller_resource, controller_record, controller_row, finalizers,
     require_controller_row, require_resource, ControllerRow, ResourceRef,
 };
-use super::{json_arg, time_at};
 use crate::error::{Result, StoreError};
+use crate::js::{assign, timestamp};
+use crate::js::{bind_params, to_number, Js, Param};
 use crate::state::blobs::{put_json, JsonReads};
 use crate::state::ids::{random_uuid, resource_id_for};
 use crate::state::json::{canonical, record_text};
@@ -28,8 +29,8 @@ use crate::wire::{Call, JsonArg, Reply};
 /// `validateName`/`validateKey`: `value.length === 0 || value.length > 512` is invalid (the
 /// `>` compares numerically, so a string or bigint `length` of an object counts too; a value
 /// without a length passes).
-fn validate_key(value: Option<&Value>, label: &str) -> Result<()> {
-    let length = Js::opt(value).get("length")?;
+fn validate_key(value: Js<'_>, label: &str) -> Result<()> {
+    let length = value.get("length")?;
     let invalid = match length {
         Js::Number(n) => n == 0.0 || n > 512.0,
         Js::BigInt(digits) => digits.parse::<f64>().is_ok_and(|n| n > 512.0),
@@ -57,15 +58,24 @@ pub fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
     if store.is_read_only() {
         return Err(StoreError::plain("Controller store is read-only"));
     }
-    let options = call.args.first();
-    let controller = read(options, "controller")?;
+    let options = Js::arg(call, 0);
+    let controller = options.get("controller")?;
     validate_key(controller, "controller")?;
-    let key = read(options, "key")?;
+    let key = options.get("key")?;
     validate_key(key, "resource key")?;
     let reference = ResourceRef::Parts(controller, key);
-    let now = time_at(read(options, "now")?, call)?;
-    let spec_text = json_arg(read(options, "spec")?).text()?;
-    let status_text = initial_status_text(json_arg(read(options, "initialStatus")?))?;
+    let now = timestamp(call, options.get("now")?)?;
+    let spec_text = json_arg(call, options.get("spec")?)?.text()?;
+    let status_text =
+        match json_arg(call, options.get("initialStatus")?).and_then(initial_status_text) {
+            Ok(text) => text,
+            Err(error) => {
+                // The reference stored the spec's blob (`putJson`, outside any transaction) before
+                // the status failed: it stays until an open prunes it.
+                put_json(store.conn()?, spec_text, now)?;
+                return Err(error);
+            }
+        };
     // Not inside a caller's transaction: there the reference stores the blobs in it and then
     // fails to begin its own, which rolls the caller's back.
     if store.project_id().is_some() && reference.texts().is_some() && store.conn()?.is_autocommit()
@@ -160,8 +170,8 @@ fn create_resource(
     let (controller, key) = reference.parts()?;
     let aggregate = format!(
         "{project_id}:{}:{}",
-        Js::opt(controller).template()?,
-        Js::opt(key).template()?
+        controller.template()?,
+        key.template()?
     );
     let resource_id = resource_id_for("controller", &aggregate);
     conn.prepare_cached(
@@ -181,8 +191,8 @@ fn create_resource(
         Param::text(&controller_resource_id),
         Param::text(&resource_id),
         Param::text(project_id),
-        Param::Caller(controller),
-        Param::Caller(key),
+        Param::Js(controller),
+        Param::Js(key),
         Param::text(&uid),
         Param::blob(spec_hash),
         Param::blob(status_hash),
@@ -203,8 +213,8 @@ fn create_resource(
         controller_resource_id,
         resource_id,
         resource_version: 1,
-        controller_name: Js::opt(controller).template()?,
-        resource_key: Js::opt(key).template()?,
+        controller_name: controller.template()?,
+        resource_key: key.template()?,
         uid,
         generation: 1,
         spec_hash: spec_hash.to_vec(),
@@ -248,7 +258,7 @@ pub fn get_resource(store: &Store, call: &Call) -> Result<Reply> {
     }
     // One statement (the record with its documents): no read transaction needed.
     let conn = store.conn()?;
-    let record = documented_row(conn, store.project_id(), ResourceRef::of(call.args.first()))?
+    let record = documented_row(conn, store.project_id(), ResourceRef::of(Js::arg(call, 0)))?
         .map(|row| row.record(conn))
         .transpose()?;
     Ok(Reply::maybe_text(record))
@@ -256,7 +266,7 @@ pub fn get_resource(store: &Store, call: &Call) -> Result<Reply> {
 
 pub fn get_resource_by_uid(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
-    let record = documented_row_by_uid(conn, call.args.first())?
+    let record = documented_row_by_uid(conn, Js::arg(call, 0))?
         .map(|row| row.record(conn))
         .transpose()?;
     Ok(Reply::maybe_text(record))
@@ -264,17 +274,21 @@ pub fn get_resource_by_uid(store: &Store, call: &Call) -> Result<Reply> {
 
 pub fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
     // `options = {}` stands in for `undefined` only.
-    let defaults = Value::Object(Default::default());
-    let options = Some(call.args.first().unwrap_or(&defaults));
+    let options = Js::arg(call, 0);
     let mut clauses = vec!["1 = 1"];
     let mut params = Vec::new();
     if let Some(project_id) = store.project_id() {
         clauses.push("c.project_id = ?");
         params.push(Param::text(project_id));
     }
-    if let Some(controller) = read(options, "controller")? {
+    // `options.controller !== undefined` (a property of `{}` when the argument is `undefined`).
+    let controller = match options {
+        Js::Undefined => Js::Undefined,
+        options => options.get("controller")?,
+    };
+    if !controller.is_undefined() {
         clauses.push("c.controller_name = ?");
-        params.push(Param::Caller(Some(controller)));
+        params.push(Param::Js(controller));
     }
     let conn = store.conn()?;
     let sql = documented_select(&format!(
@@ -301,12 +315,8 @@ pub fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 /// `row.resourceVersion !== expectedResourceVersion` throws `ResourceConflictError`.
-fn expect_version(
-    row: &ControllerRow,
-    expected: Option<&Value>,
-    reference: ResourceRef<'_>,
-) -> Result<()> {
-    if same_number(row.resource_version, expected) {
+fn expect_version(row: &ControllerRow, expected: Js<'_>, reference: ResourceRef<'_>) -> Result<()> {
+    if expected.strict_eq_number(row.resource_version as f64) {
         Ok(())
     } else {
         Err(reference.conflict())
@@ -314,23 +324,24 @@ fn expect_version(
 }
 
 pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.args.first();
-    let now = time_at(read(options, "now")?, call)?;
+    let options = Js::arg(call, 0);
+    let now = timestamp(call, options.get("now")?)?;
     let (record, resource_version) = store.write(|conn| {
-        let reference = ResourceRef::of(read(options, "ref")?);
+        let reference = ResourceRef::of(options.get("ref")?);
         let claimed = require_claim_row(conn, store.project_id(), reference)?;
-        let lease = claimed.assert_claim(read(options, "claim")?, now, true)?;
+        let lease = claimed.assert_claim(options.get("claim")?, now, true)?;
         let mut row = claimed.row;
-        expect_version(&row, read(options, "expectedResourceVersion")?, reference)?;
-        let status_text = json_arg(read(options, "status")?).text()?;
+        expect_version(&row, options.get("expectedResourceVersion")?, reference)?;
+        let status_text = json_arg(call, options.get("status")?)?.text()?;
         let status_hash = put_json(conn, status_text, now)?;
         conn.prepare_cached(
             "UPDATE controller_resources SET status_hash = ?, updated_at = ?
              WHERE controller_resource_id = ?",
         )?
         .execute(params![&status_hash[..], now, row.controller_resource_id])?;
-        if let Some(list) = read(options, "finalizers")? {
-            replace_finalizers(conn, &row.controller_resource_id, Some(list))?;
+        let list = options.get("finalizers")?;
+        if !list.is_undefined() {
+            replace_finalizers(conn, &row.controller_resource_id, list)?;
         }
         bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
         let revision = row.resource_version + 1;
@@ -343,6 +354,8 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
             "{}",
             now,
         )?;
+        // `options.claim.resourceVersion = row.resourceVersion + 1`, inside the transaction.
+        let assigned = assign(options.get("claim")?, "resourceVersion", revision as f64)?;
         // The row as it now stands; the status blob holds exactly the text just stored.
         row.resource_version = revision;
         row.status_hash = status_hash.to_vec();
@@ -351,15 +364,18 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
         let finalizers = finalizers(conn, &row.controller_resource_id)?;
         Ok((
             controller_record(&row, &spec, &status, &finalizers),
-            revision,
+            (!assigned).then_some(revision),
         ))
     })?;
-    Ok(Reply::json_text(record).set_claim("resourceVersion", resource_version))
+    Ok(match resource_version {
+        Some(version) => Reply::json_text(record).set_claim("resourceVersion", version),
+        None => Reply::json_text(record),
+    })
 }
 
 pub fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
-    let now = time_at(call.args.get(1), call)?;
-    let reference = ResourceRef::of(call.args.first());
+    let now = timestamp(call, Js::arg(call, 1))?;
+    let reference = ResourceRef::of(Js::arg(call, 0));
     let record = store.write(|conn| {
         let row = require_controller_row(conn, store.project_id(), reference)?;
         if row.deletion_requested_at.is_none() {
@@ -386,16 +402,16 @@ pub fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 pub fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.args.first();
-    let now = time_at(read(options, "now")?, call)?;
+    let options = Js::arg(call, 0);
+    let now = timestamp(call, options.get("now")?)?;
     let record = store.write(|conn| {
-        let reference = ResourceRef::of(read(options, "ref")?);
+        let reference = ResourceRef::of(options.get("ref")?);
         let row = require_controller_row(conn, store.project_id(), reference)?;
-        expect_version(&row, read(options, "expectedResourceVersion")?, reference)?;
+        expect_version(&row, options.get("expectedResourceVersion")?, reference)?;
         replace_finalizers(
             conn,
             &row.controller_resource_id,
-            read(options, "finalizers")?,
+            options.get("finalizers")?,
         )?;
         conn.prepare_cached(
             "UPDATE controller_resources SET updated_at = ? WHERE controller_resource_id = ?",
@@ -419,11 +435,11 @@ pub fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
 /// Deletes the controller row once deletion was requested and no finalizers remain; the
 /// `resources` row stays behind, as in the reference.
 pub fn delete_resource(store: &Store, call: &Call) -> Result<Reply> {
-    let reference = ResourceRef::of(call.args.first());
+    let reference = ResourceRef::of(Js::arg(call, 0));
     let deleted = store.write(|conn| {
         let row = require_controller_row(conn, store.project_id(), reference)?;
-        assert_controller_claim(conn, &row, call.args.get(2), call.clock, true)?;
-        expect_version(&row, call.args.get(1), reference)?;
+        assert_controller_claim(conn, &row, Js::arg(call, 2), call.clock, true)?;
+        expect_version(&row, Js::arg(call, 1), reference)?;
         if row.deletion_requested_at.is_none()
             || !finalizers(conn, &row.controller_resource_id)?.is_empty()
         {

@@ -5,15 +5,15 @@
 use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
-use super::js::{bind_params, buffer_from, is_nullish, read, same_text, Encoding, Js, Param};
 use super::rows::claim::assert_controller_claim;
 use super::rows::{
-    not_found_error, opt_text_lossy, put_caller_text, require_controller_row_by_uid, text_lossy,
+    error_argument, not_found_error, opt_text_lossy, put_caller_text,
+    require_controller_row_by_uid, text_lossy,
 };
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, buffer_from, canonical_literal, Encoding, Js, Param};
 use crate::state::blobs::{read_text, BlobHash};
 use crate::state::ids::random_uuid;
-use crate::state::json::canonical;
 use crate::state::revisions::{bump_resource, insert_event, resource_revision, EventDraft};
 use crate::store::Store;
 use crate::wire::{Call, Reply};
@@ -60,29 +60,26 @@ impl WorkflowRow {
 
 fn workflow_row(
     conn: &Connection,
-    uid: Option<&Value>,
-    request_key: Option<&Value>,
+    uid: Js<'_>,
+    request_key: Js<'_>,
 ) -> Result<Option<WorkflowRow>> {
     let mut statement =
         conn.prepare_cached(&workflow_select("WHERE c.uid = ? AND w.request_key = ?"))?;
-    let bound = bind_params(&[Param::Caller(uid), Param::Caller(request_key)])?;
+    let bound = bind_params(&[Param::Js(uid), Param::Js(request_key)])?;
     Ok(statement
         .query_row(params_from_iter(bound), WorkflowRow::from_row)
         .optional()?)
 }
 
-fn workflow_row_by_id(
-    conn: &Connection,
-    request_id: Option<&Value>,
-) -> Result<Option<WorkflowRow>> {
+fn workflow_row_by_id(conn: &Connection, request_id: Js<'_>) -> Result<Option<WorkflowRow>> {
     let mut statement = conn.prepare_cached(&workflow_select("WHERE w.request_id = ?"))?;
-    let bound = bind_params(&[Param::Caller(request_id)])?;
+    let bound = bind_params(&[Param::Js(request_id)])?;
     Ok(statement
         .query_row(params_from_iter(bound), WorkflowRow::from_row)
         .optional()?)
 }
 
-fn require_workflow_row(conn: &Connection, request_id: Option<&Value>) -> Result<WorkflowRow> {
+fn require_workflow_row(conn: &Connection, request_id: Js<'_>) -> Result<WorkflowRow> {
     workflow_row_by_id(conn, request_id)?
         .ok_or_else(|| not_found_error("Workflow request not found: ", &[request_id]))
 }
@@ -113,22 +110,23 @@ fn map_workflow(conn: &Connection, row: &WorkflowRow) -> Result<Value> {
 }
 
 pub fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
-    let options = call.args.first();
+    let options = Js::arg(call, 0);
     let now = call.clock;
     let reservation = store.write(|conn| {
-        let uid = read(options, "resourceUid")?;
+        let uid = options.get("resourceUid")?;
         let source = require_controller_row_by_uid(conn, uid)?;
-        assert_controller_claim(conn, &source, read(options, "claim")?, now, true)?;
-        let request_key = read(options, "requestKey")?;
-        let workflow = read(options, "workflow")?;
-        let fingerprint = read(options, "inputFingerprint")?;
+        assert_controller_claim(conn, &source, options.get("claim")?, now, true)?;
+        let request_key = options.get("requestKey")?;
+        let workflow = options.get("workflow")?;
+        let fingerprint = options.get("inputFingerprint")?;
         if let Some(existing) = workflow_row(conn, uid, request_key)? {
             // The stored fingerprint is lower-case hex; the argument is compared as given.
-            let same_request = same_text(&existing.workflow_name, workflow)
-                && same_text(&hex::encode(&existing.input_fingerprint), fingerprint);
+            let same_request = workflow.strict_eq_str(&existing.workflow_name)
+                && fingerprint.strict_eq_str(&hex::encode(&existing.input_fingerprint));
             if !same_request {
-                return Err(StoreError::WorkflowRequestConflict {
-                    key: request_key.cloned().unwrap_or(Value::Null),
+                return Err(match error_argument(call, request_key) {
+                    Ok(key) => StoreError::WorkflowRequestConflict { key },
+                    Err(thrown) => thrown,
                 });
             }
             return Ok(json!({ "record": map_workflow(conn, &existing)?, "created": false }));
@@ -144,13 +142,13 @@ pub fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
         statement.execute(params_from_iter(bind_params(&[
             Param::text(&request_id),
             Param::text(&source.controller_resource_id),
-            Param::Caller(request_key),
-            Param::Caller(workflow),
+            Param::Js(request_key),
+            Param::Js(workflow),
             Param::blob(&fingerprint_bytes),
             Param::int(now),
             Param::int(now),
         ])?))?;
-        let record = map_workflow(conn, &require_workflow_row(conn, Some(&request_id.into()))?)?;
+        let record = map_workflow(conn, &require_workflow_row(conn, Js::String(&request_id))?)?;
         Ok(json!({ "record": record, "created": true }))
     })?;
     Ok(Reply::value(reservation))
@@ -158,7 +156,7 @@ pub fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
 
 pub fn get_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
-    let row = workflow_row(conn, call.args.first(), call.args.get(1))?;
+    let row = workflow_row(conn, Js::arg(call, 0), Js::arg(call, 1))?;
     Ok(Reply::maybe(
         row.map(|row| map_workflow(conn, &row)).transpose()?,
     ))
@@ -166,41 +164,38 @@ pub fn get_workflow(store: &Store, call: &Call) -> Result<Reply> {
 
 pub fn get_workflow_by_request_id(store: &Store, call: &Call) -> Result<Reply> {
     let conn = store.conn()?;
-    let row = workflow_row_by_id(conn, call.args.first())?;
+    let row = workflow_row_by_id(conn, Js::arg(call, 0))?;
     Ok(Reply::maybe(
         row.map(|row| map_workflow(conn, &row)).transpose()?,
     ))
 }
 
 /// `update.error` stored as text unless it is `undefined` or `null`.
-fn update_error_hash(
-    conn: &Connection,
-    update: Option<&Value>,
-    now: i64,
-) -> Result<Option<BlobHash>> {
-    let error = read(update, "error")?;
-    if is_nullish(error) {
+fn update_error_hash(conn: &Connection, update: Js<'_>, now: i64) -> Result<Option<BlobHash>> {
+    let error = update.get("error")?;
+    if error.is_nullish() {
         return Ok(None);
     }
     put_caller_text(conn, error, now).map(Some)
 }
 
 /// `value ?? null`.
-fn or_null(value: Option<&Value>) -> Param<'_> {
-    match value {
-        None | Some(Value::Null) => Param::null(),
-        value => Param::Caller(value),
+fn or_null(value: Js<'_>) -> Param<'_> {
+    if value.is_nullish() {
+        Param::null()
+    } else {
+        Param::Js(value)
     }
 }
 
 pub fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
-    let request_id = call.args.first();
-    let update = call.args.get(1);
+    let request_id = Js::arg(call, 0);
+    let update = Js::arg(call, 1);
     let now = call.clock;
     let record = store.write(|conn| {
         let row = require_workflow_row(conn, request_id)?;
-        let source = require_controller_row_by_uid(conn, Some(&row.resource_uid.clone().into()))?;
-        assert_controller_claim(conn, &source, call.args.get(2), now, true)?;
+        let source = require_controller_row_by_uid(conn, Js::String(&row.resource_uid))?;
+        assert_controller_claim(conn, &source, Js::arg(call, 2), now, true)?;
         let error_hash = update_error_hash(conn, update, now)?;
         let mut statement = conn.prepare_cached(
             "UPDATE controller_workflows
@@ -213,19 +208,19 @@ pub fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
                  error_hash = ?, updated_at = ?
              WHERE request_id = ?",
         )?;
-        let run_id = or_null(read(update, "runId")?);
+        let run_id = or_null(update.get("runId")?);
         statement.execute(params_from_iter(bind_params(&[
             run_id.clone(),
             run_id.clone(),
             run_id.clone(),
             run_id,
-            Param::Caller(read(update, "state")?),
-            or_null(read(update, "attempt")?),
+            Param::Js(update.get("state")?),
+            or_null(update.get("attempt")?),
             error_hash
                 .as_ref()
                 .map_or(Param::null(), |hash| Param::blob(&hash[..])),
             Param::int(now),
-            Param::Caller(request_id),
+            Param::Js(request_id),
         ])?))?;
         map_workflow(conn, &require_workflow_row(conn, request_id)?)
     })?;
@@ -235,25 +230,25 @@ pub fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
 /// The scheduler's report of a settled child: checked before the transaction, then stored
 /// with a revision bump and a `workflow_state_changed` event on the controller resource.
 pub fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
-    let request_id = call.args.first();
-    let update = call.args.get(1);
+    let request_id = Js::arg(call, 0);
+    let update = Js::arg(call, 1);
     let conn = store.conn()?;
     let row = require_workflow_row(conn, request_id)?;
-    let state = read(update, "state")?;
-    if matches!(state.and_then(Value::as_str), Some("pending" | "running")) {
+    let state = update.get("state")?;
+    if matches!(state.as_str(), Some("pending" | "running")) {
         return Err(StoreError::plain(
             "Scheduler completion must report a settled child state",
         ));
     }
-    let reported_run_id = read(update, "runId")?;
-    if let (Some(reported), Some(reserved)) = (reported_run_id, &row.run_id) {
-        if !same_text(reserved, Some(reported)) {
+    let reported_run_id = update.get("runId")?;
+    if let (false, Some(reserved)) = (reported_run_id.is_undefined(), &row.run_id) {
+        if !reported_run_id.strict_eq_str(reserved) {
             return Err(StoreError::plain(
                 "Scheduler completion run ID does not match the reserved child run",
             ));
         }
     }
-    let source = require_controller_row_by_uid(conn, Some(&row.resource_uid.clone().into()))?;
+    let source = require_controller_row_by_uid(conn, Js::String(&row.resource_uid))?;
     let now = call.clock;
     let record = store.write(|conn| {
         let error_hash = update_error_hash(conn, update, now)?;
@@ -272,17 +267,17 @@ pub fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
             run_id.clone(),
             run_id.clone(),
             run_id,
-            Param::Caller(state),
-            or_null(read(update, "attempt")?),
+            Param::Js(state),
+            or_null(update.get("attempt")?),
             error_hash
                 .as_ref()
                 .map_or(Param::null(), |hash| Param::blob(&hash[..])),
             Param::int(now),
-            Param::Caller(request_id),
+            Param::Js(request_id),
         ])?))?;
         let revision = resource_revision(conn, &source.resource_id)?;
         bump_resource(conn, &source.resource_id, revision, now)?;
-        let payload = completion_payload(request_id, state, reported_run_id, &row)?;
+        let payload = completion_payload(call, request_id, state, reported_run_id, &row)?;
         insert_event(
             conn,
             &EventDraft {
@@ -301,27 +296,28 @@ pub fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
     Ok(Reply::value(record))
 }
 
-/// Canonical `{requestId, state, runId: update.runId ?? row.runId}`.
+/// Canonical `{requestId, state, runId: update.runId ?? row.runId}` (for a live call by the
+/// JS layer's canonicaliser, over the literal the reference builds).
 fn completion_payload(
-    request_id: Option<&Value>,
-    state: Option<&Value>,
-    reported_run_id: Option<&Value>,
+    call: &Call,
+    request_id: Js<'_>,
+    state: Js<'_>,
+    reported_run_id: Js<'_>,
     row: &WorkflowRow,
 ) -> Result<String> {
-    // Checked in sorted key order, as canonical JSON walks them; undefined ones are left out.
-    let mut payload = Map::new();
-    if let Some(request_id) = request_id {
-        payload.insert("requestId".into(), Js::of(request_id).json_value()?);
-    }
-    let run_id = match reported_run_id {
-        Some(reported) if !reported.is_null() => Js::of(reported).json_value()?,
-        _ => row.run_id.clone().map_or(Value::Null, Value::String),
+    let run_id = match (reported_run_id, &row.run_id) {
+        (reported, Some(reserved)) if reported.is_nullish() => Js::String(reserved),
+        (reported, None) if reported.is_nullish() => Js::Null,
+        (reported, _) => reported,
     };
-    payload.insert("runId".into(), run_id);
-    if let Some(state) = state {
-        payload.insert("state".into(), Js::of(state).json_value()?);
-    }
-    Ok(canonical(&Value::Object(payload)))
+    canonical_literal(
+        call,
+        &[
+            ("requestId", request_id),
+            ("state", state),
+            ("runId", run_id),
+        ],
+    )
 }
 
 pub fn list_workflows(store: &Store, call: &Call) -> Result<Reply> {
@@ -329,7 +325,7 @@ pub fn list_workflows(store: &Store, call: &Call) -> Result<Reply> {
     let mut statement = conn.prepare_cached(&workflow_select(
         "WHERE c.uid = ? ORDER BY w.created_at, w.request_id",
     ))?;
-    let bound = bind_params(&[Param::Caller(call.args.first())])?;
+    let bound = bind_params(&[Param::Js(Js::arg(call, 0))])?;
     let rows = statement
         .query_map(params_from_iter(bound), WorkflowRow::from_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;

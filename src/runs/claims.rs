@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use super::records::map_workflow_run_with;
 use super::row::{rowid_list, run_row_of, RunRow, RUN_SELECT};
-use crate::args::{add_to_number, bind_all, params_for, token_hash_js, Js, Param, Sum};
 use crate::error::{Result, StoreError};
+use crate::js::{add_to_number, bind_all, params_for, token_hash_js, Js, Param, Sum};
 use crate::state::blobs::JsonReads;
 use crate::state::json::canonical;
 use crate::state::leases::{self, bound_text, Actor, Fence, Holder, HolderKind, Lease};
@@ -23,17 +23,17 @@ use crate::wire::{Call, Reply};
 /// `epoch(validTimestamp(options.now))`, read from the first argument (V8's TypeError when
 /// `options` is null or undefined).
 pub fn options_now(call: &Call) -> Result<i64> {
-    crate::args::time(Js::arg(call, 0).get("now")?, call.clock)
+    crate::js::timestamp(call, Js::arg(call, 0).get("now")?)
 }
 
 pub fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<Reply> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
     let claim = RunClaim {
-        run_id: args.get_or_undefined("runId"),
-        runner_id: args.get_or_undefined("runnerId"),
-        claim_token: args.get_or_undefined("claimToken"),
-        lease_ms: args.get_or_undefined("leaseMs"),
+        run_id: args.get_or_undefined("runId")?,
+        runner_id: args.get_or_undefined("runnerId")?,
+        claim_token: args.get_or_undefined("claimToken")?,
+        lease_ms: args.get_or_undefined("leaseMs")?,
     };
     Ok(Reply::maybe_text(claim_run(store, &claim, now, options)?))
 }
@@ -80,7 +80,7 @@ fn next_run_selection<'a>(
     }
     // A present `sessionId` (even null) selects by origin session; only an undefined one means
     // "headless or already started".
-    let session_id = args.get_or_undefined("sessionId");
+    let session_id = args.get_or_undefined("sessionId")?;
     if session_id.is_undefined() {
         clauses.push("(b.execution_mode = 'headless' OR q.status <> 'queued')");
     } else {
@@ -88,7 +88,7 @@ fn next_run_selection<'a>(
         params.push(session_id);
     }
     // `excludeRunIds !== undefined && excludeRunIds.length > 0`, then `.map` and a spread.
-    let excluded = args.get_or_undefined("excludeRunIds");
+    let excluded = args.get_or_undefined("excludeRunIds")?;
     let exclusion;
     if !excluded.is_undefined()
         && excluded
@@ -96,14 +96,18 @@ fn next_run_selection<'a>(
             .as_number()
             .is_some_and(|length| length > 0.0)
     {
-        let items: Vec<Js<'a>> = excluded
+        let items = excluded
             .method("options.excludeRunIds", "map")?
-            .items()
-            .map(Iterator::collect)
+            .items_with_holes()?
             .unwrap_or_default();
-        exclusion = format!("r.run_id NOT IN ({})", vec!["?"; items.len()].join(", "));
+        // A hole of a sparse list joins as "" (as `.map` leaves it) and spreads as undefined.
+        let marks: Vec<&str> = items
+            .iter()
+            .map(|item| if item.is_some() { "?" } else { "" })
+            .collect();
+        exclusion = format!("r.run_id NOT IN ({})", marks.join(", "));
         clauses.push(&exclusion);
-        params.extend(items);
+        params.extend(items.into_iter().map(|item| item.unwrap_or(Js::Undefined)));
     }
     if let Some(candidates) = candidates {
         clauses.push("r.rowid IN (SELECT value FROM json_each(?))");
@@ -133,17 +137,17 @@ fn next_run_selection<'a>(
 pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
-    let runner_id = args.get_or_undefined("runnerId");
+    let runner_id = args.get_or_undefined("runnerId")?;
     let conn = store.conn()?;
     // Only plain arguments take the index path: every value it adds a parameter after is a
     // string, so the binder's reading of the caller's values cannot change.
     let plain = matches!(runner_id, Js::String(_))
-        && match args.get_or_undefined("excludeRunIds") {
+        && match args.get_or_undefined("excludeRunIds")? {
             Js::Undefined => true,
             Js::Array(items) => items.iter().all(Value::is_string),
             _ => false,
         };
-    let host = plain && args.get_or_undefined("sessionId").is_undefined();
+    let host = plain && args.get_or_undefined("sessionId")?.is_undefined();
     let pick = |candidates: Option<&str>| -> Result<Option<String>> {
         let (sql, params) = next_run_selection(store, args, runner_id, now, candidates)?;
         let mut statement = conn.prepare_cached(&sql)?;
@@ -175,8 +179,8 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let claim = RunClaim {
         run_id: Js::String(&run_id),
         runner_id,
-        claim_token: args.get_or_undefined("claimToken"),
-        lease_ms: args.get_or_undefined("leaseMs"),
+        claim_token: args.get_or_undefined("claimToken")?,
+        lease_ms: args.get_or_undefined("leaseMs")?,
     };
     Ok(Reply::maybe_text(claim_run(
         store,
@@ -190,7 +194,7 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 pub fn renew(store: &Store, call: &Call) -> Result<Reply> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
-    let run_id = args.get_or_undefined("runId");
+    let run_id = args.get_or_undefined("runId")?;
     let renewed = store.write(|conn| {
         let Some(row) = run_row_of(conn, run_id)? else {
             return Ok(false);
@@ -200,8 +204,8 @@ pub fn renew(store: &Store, call: &Call) -> Result<Reply> {
         };
         let lease = row.lease();
         // The arguments of `.run(…)` in order: `now + options.leaseMs`, then the token's hash.
-        let expires_at = add_to_number(now as f64, args.get_or_undefined("leaseMs"))?;
-        let token_hash = token_hash_js(args.get_or_undefined("claimToken"))?;
+        let expires_at = add_to_number(now as f64, args.get_or_undefined("leaseMs")?)?;
+        let token_hash = token_hash_js(args.get_or_undefined("claimToken")?)?;
         let holder = Holder {
             kind: HolderKind::Runner(bound_text(lease.owner_type.as_deref())),
             owner_id: Param::text(owner_id),
@@ -256,8 +260,8 @@ pub fn verify(store: &Store, call: &Call) -> Result<Reply> {
     Ok(Reply::value(
         live_claim_row_of(
             store.conn()?,
-            args.get_or_undefined("runId"),
-            args.get_or_undefined("claimToken"),
+            args.get_or_undefined("runId")?,
+            args.get_or_undefined("claimToken")?,
             now,
         )?
         .is_some(),

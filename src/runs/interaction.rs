@@ -6,8 +6,8 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::json;
 
 use super::claims::{inconsistent, live_claim_row_of, options_now};
-use crate::args::{params_for, Js};
 use crate::error::Result;
+use crate::js::{params_for, Js};
 use crate::state::blobs::put_json;
 use crate::state::json::canonical;
 use crate::state::leases::{self, Actor};
@@ -106,12 +106,12 @@ fn resume_from_expired(
 pub fn begin_timeout(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
-    let target_session_id = args.get_or_undefined("targetSessionId");
+    let target_session_id = args.get_or_undefined("targetSessionId")?;
     store.write(|conn| {
         let Some(row) = live_claim_row_of(
             conn,
-            args.get_or_undefined("runId"),
-            args.get_or_undefined("claimToken"),
+            args.get_or_undefined("runId")?,
+            args.get_or_undefined("claimToken")?,
             now,
         )?
         else {

@@ -12,8 +12,8 @@ use super::records::{
     RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
 };
 use super::row::{rowid_list, run_row_of, RunRow, RunRowRef, RUN_SELECT};
-use crate::args::{params_for, Bound, Js};
 use crate::error::Result;
+use crate::js::{params_for, Bound, Js};
 use crate::state::blobs::JsonReads;
 use crate::state::run_index::{Current, ListRevision};
 use crate::store::{in_read_transaction, Store};
@@ -171,7 +171,7 @@ pub fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String>
         let index = store.state.run_index.current(conn, own)?;
         let current = list_revision(conn, index.as_ref())?;
         let values = [options.get("limit")?, options.get("offset")?];
-        let page = crate::args::bind_all(&values, 2)?;
+        let page = crate::js::bind_all(&values, 2)?;
         let index = index.as_ref().filter(|_| values.iter().all(is_number));
         Ok((current, view_page(conn, index, &page)?))
     })?;
@@ -262,6 +262,7 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
     let mut by_status = false;
     let mut statuses = 0;
     let mut excluded = false;
+    let mut holey = false;
     // `options.<name> !== undefined && options.<name>.length > 0`, then `.map(() => "?")` and
     // `params.push(...options.<name>)`.
     for (name, column_test) in [
@@ -276,11 +277,24 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         if !length.as_number().is_some_and(|length| length > 0.0) {
             continue;
         }
-        let Some(items) = list.method(&format!("options.{name}"), "map")?.items() else {
+        let Some(items) = list
+            .method(&format!("options.{name}"), "map")?
+            .items_with_holes()?
+        else {
             continue;
         };
-        let items: Vec<Js<'_>> = items.collect();
-        let marks = vec!["?"; items.len()].join(", ");
+        // `.map(() => "?").join(", ")`: a hole stays a hole and joins as "" (SQLite then
+        // refuses the list, as it refuses the reference's); the spread binds it as undefined.
+        let marks: Vec<&str> = items
+            .iter()
+            .map(|item| if item.is_some() { "?" } else { "" })
+            .collect();
+        holey |= items.iter().any(Option::is_none);
+        let marks = marks.join(", ");
+        let items: Vec<Js<'_>> = items
+            .into_iter()
+            .map(|item| item.unwrap_or(Js::Undefined))
+            .collect();
         clauses.push(format!("{column_test} ({marks})"));
         if name == "statuses" {
             by_status = true;
@@ -321,13 +335,17 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
     let order_select = format!("SELECT r.rowid {from} {clause}");
     let conn = store.conn()?;
     let own = conn.is_autocommit();
+    // The reference prepares before it binds: a list with a hole is SQLite's syntax error.
+    if holey {
+        conn.prepare(&order_select)?;
+    }
     in_read_transaction(conn, || {
         let index = store.state.run_index.current(conn, own)?;
         // Bound as the reference binds `.all(...params)`, limit last.
         let mut all = values.clone();
         all.extend(limit);
         let count = all_parameters(&clauses) + usize::from(limit.is_some());
-        let params = crate::args::bind_all(&all, count)?;
+        let params = crate::js::bind_all(&all, count)?;
         let bound_limit = limit.map(|_| &params[count - 1]);
         // The run index answers without exclusions, for statuses that are strings, and for no
         // limit or a number that SQLite reads as a non-negative integer.

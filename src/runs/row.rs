@@ -5,8 +5,8 @@ use std::sync::OnceLock;
 
 use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
 
-use crate::args::{params_for, Js};
 use crate::error::Result;
+use crate::js::{params_for, Js};
 use crate::state::columns::{blob_at, opt_blob_at, opt_str_at, str_at};
 use crate::state::leases::Lease;
 

@@ -8,9 +8,9 @@ use rusqlite::{params_from_iter, Connection};
 
 use super::claims::runner_owner_type;
 use super::row::run_row_of;
-use crate::args::{bind_all, params_for, Js};
 use crate::controller::rows::documented::joined_document_text;
 use crate::error::{Result, StoreError};
+use crate::js::{bind_all, params_for, Js};
 use crate::state::columns::{opt_str_at, str_at};
 use crate::state::revisions::{
     bump_resource_revision, event_seq, insert_event_binding, EventDraft,
@@ -23,7 +23,7 @@ use crate::wire::{Call, JsonArg, ObjectWriter, Reply};
 /// `runnerId` bound as given (`runnerId?.startsWith("host-")` picks the actor type). The
 /// record's `runId`, `workflowRef`, `type` and `payload` are the caller's own values: the JS
 /// layer puts them in (`echo`, `echo_props` in src/methods.rs); placeholders are written here.
-pub fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Result<Reply> {
+pub fn record_run_event(conn: &Connection, call: &Call, options: Js<'_>) -> Result<Reply> {
     let run_id = options.get("runId")?;
     let Some(row) = run_row_of(conn, run_id)? else {
         return Err(StoreError::plain(format!(
@@ -31,7 +31,7 @@ pub fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Resul
             run_id.template()?
         )));
     };
-    let now = crate::args::time(options.get("now")?, clock)?;
+    let now = crate::js::timestamp(call, options.get("now")?)?;
     let revision = bump_resource_revision(conn, &row.resource_id, now)?;
     let event_type = options.get("type")?;
     let runner = options.get("runnerId")?;
@@ -43,7 +43,7 @@ pub fn record_run_event(conn: &Connection, options: Js<'_>, clock: i64) -> Resul
             _ => "session",
         }
     };
-    let payload = JsonArg::of(options.get_or_undefined_value("payload")).text_or("{}")?;
+    let payload = JsonArg::read(call, options.get("payload")?)?.text_or("{}")?;
     let draft = EventDraft {
         resource_id: &row.resource_id,
         revision,
@@ -165,7 +165,7 @@ fn run_event_list_text(conn: &Connection, seq: Js<'_>, limit: Js<'_>) -> Result<
 
 /// `recordRunEvent` (a row of the method table).
 pub fn record_run_event_call(store: &Store, call: &Call) -> Result<Reply> {
-    store.write(|conn| record_run_event(conn, Js::arg(call, 0), call.clock))
+    store.write(|conn| record_run_event(conn, call, Js::arg(call, 0)))
 }
 
 /// `listRunEventsAfter` (a row of the method table).

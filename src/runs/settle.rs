@@ -2,11 +2,9 @@
 //! pending effect of that type becomes `applied` in its own transaction.
 
 use rusqlite::{params, params_from_iter, Connection};
-use serde_json::json;
 
-use crate::args::{params_for, Js};
 use crate::error::Result;
-use crate::state::json::canonical;
+use crate::js::{canonical_literal, params_for, Js};
 use crate::state::revisions::{bump_resource, insert_event, resource_revision, EventDraft};
 use crate::store::Store;
 use crate::wire::{Call, Reply};
@@ -57,10 +55,10 @@ pub fn settle_run_effect(store: &Store, call: &Call) -> Result<()> {
                     event_type: "effect.applied",
                     actor_type: "system",
                     actor_id: None,
-                    payload: &canonical(&json!({
-                        "effectType": effect_type.json_value()?,
-                        "runId": run_id.json_value()?,
-                    })),
+                    payload: &canonical_literal(
+                        call,
+                        &[("runId", run_id), ("effectType", effect_type)],
+                    )?,
                     now,
                     lease_generation: None,
                 },

@@ -10,8 +10,8 @@ use super::claims::{
     run_holder,
 };
 use super::row::{run_row_of, RunRow};
-use crate::args::{params_for, token_hash_js, Js, Param};
 use crate::error::{Result, StoreError};
+use crate::js::{canonical_literal, params_for, token_hash_js, Js, Param};
 use crate::state::blobs::{put_json, put_text, BlobHash};
 use crate::state::ids::random_uuid;
 use crate::state::json::canonical;
@@ -108,7 +108,7 @@ fn release_run_claim(
 /// Pauses a parked, ownerless run that waits on a pending interaction (idempotent).
 pub fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
-    let run_id = Js::arg(call, 0).get_or_undefined("runId");
+    let run_id = Js::arg(call, 0).get_or_undefined("runId")?;
     store.write(|conn| {
         let Some(row) = run_row_of(conn, run_id)? else {
             return Ok(false);
@@ -150,7 +150,7 @@ pub fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
 /// Lifts the pause of a parked, waiting, ownerless run that still has a pending interaction.
 pub fn resume_paused(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
-    let run_id = Js::arg(call, 0).get_or_undefined("runId");
+    let run_id = Js::arg(call, 0).get_or_undefined("runId")?;
     store.write(|conn| {
         let Some(row) = run_row_of(conn, run_id)? else {
             return Ok(false);
@@ -195,17 +195,12 @@ fn truncate_detail(detail: &str) -> String {
     String::from_utf16_lossy(&units)
 }
 
-/// `options.detail` as `.slice` reads it: only a string has the method here.
-fn detail_text(detail: Option<&Value>) -> Result<&str> {
-    match detail {
-        Some(Value::String(text)) => Ok(text),
-        None => Err(StoreError::Type(
-            "Cannot read properties of undefined (reading 'slice')".into(),
-        )),
-        Some(Value::Null) => Err(StoreError::Type(
-            "Cannot read properties of null (reading 'slice')".into(),
-        )),
-        Some(_) => Err(StoreError::Type(
+/// `options.detail.slice(…)`'s receiver, read where the reference reads it: only a string has
+/// the method here (an array's `slice` is not followed yet).
+fn detail_text<'a>(options: Js<'a>) -> Result<&'a str> {
+    match options.get("detail")?.method("options.detail", "slice")? {
+        Js::String(text) => Ok(text),
+        _ => Err(StoreError::Type(
             "options.detail.slice is not a function".into(),
         )),
     }
@@ -230,9 +225,8 @@ fn claimed_row(
 pub fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let options = Js::arg(call, 0);
-    let run_id = options.get_or_undefined("runId");
-    let claim_token = options.get_or_undefined("claimToken");
-    let detail = crate::args::prop(call.arg(0), "detail");
+    let run_id = options.get_or_undefined("runId")?;
+    let claim_token = options.get_or_undefined("claimToken")?;
     store.write(|conn| {
         let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
             return Ok(false);
@@ -240,7 +234,7 @@ pub fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
         let run_id = row.run_id.as_str();
         let token_hash = token_hash_js(claim_token)?;
         let lease = row.lease();
-        let detail = truncate_detail(detail_text(detail)?);
+        let detail = truncate_detail(detail_text(options)?);
         let error_hash = put_text(conn, &detail, now)?;
         let run = conn
             .prepare_cached(
@@ -274,8 +268,8 @@ const AMBIGUOUS_EFFECT_DETAIL: &str = "effect outcome is ambiguous; explicit rec
 pub fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let options = Js::arg(call, 0);
-    let run_id = options.get_or_undefined("runId");
-    let claim_token = options.get_or_undefined("claimToken");
+    let run_id = options.get_or_undefined("runId")?;
+    let claim_token = options.get_or_undefined("claimToken")?;
     store.write(|conn| {
         let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
             return Ok(false);
@@ -345,7 +339,7 @@ pub fn fail(store: &Store, call: &Call) -> Result<bool> {
         error: options.get("errorMessage")?,
     };
     let now = options_now(call)?;
-    terminal_run(store, run_id, claim_token, &terminal, now)
+    terminal_run(store, call, run_id, claim_token, &terminal, now)
 }
 
 const CANCELLED: Terminal<'static> = Terminal {
@@ -361,7 +355,7 @@ pub fn cancel(store: &Store, call: &Call) -> Result<bool> {
     let run_id = options.get("runId")?;
     let claim_token = options.get("claimToken")?;
     let now = options_now(call)?;
-    let cancelled = terminal_run(store, run_id, claim_token, &CANCELLED, now)?;
+    let cancelled = terminal_run(store, call, run_id, claim_token, &CANCELLED, now)?;
     if cancelled || !claim_token.is_undefined() {
         return Ok(cancelled);
     }
@@ -378,7 +372,7 @@ pub fn cancel(store: &Store, call: &Call) -> Result<bool> {
 fn text_of(value: Js<'_>) -> Result<&str> {
     match value {
         Js::String(text) | Js::IllFormed { text, .. } => Ok(text),
-        other => Err(crate::args::buffer_from_error(other)),
+        other => Err(crate::js::buffer_from_error(other)),
     }
 }
 
@@ -386,6 +380,7 @@ fn text_of(value: Js<'_>) -> Result<&str> {
 /// ownerless queued or starting run qualifies; with one, the claim must be live.
 fn terminal_run(
     store: &Store,
+    call: &Call,
     run_id: Js<'_>,
     claim_token: Js<'_>,
     terminal: &Terminal<'_>,
@@ -423,7 +418,7 @@ fn terminal_run(
              SET status = ?, error_code = ?, error_hash = ?, updated_at = ?, finished_at = ?
              WHERE run_id = ? AND status NOT IN ('done', 'failed', 'cancelled')",
         )?;
-        let code = crate::args::bind_all(&[terminal.code], 1)?;
+        let code = crate::js::bind_all(&[terminal.code], 1)?;
         let queue = update.execute(params![
             terminal.status,
             code[0],
@@ -456,18 +451,21 @@ fn terminal_run(
         }
         bump_resource(conn, &row.resource_id, revision, now)?;
         let event_type = format!("run.queue_{}", terminal.status);
-        let payload = json!({
-            "code": terminal.code.json_value()?,
-            "error": terminal.error.json_value()?,
-            "status": terminal.status,
-        });
+        let payload = canonical_literal(
+            call,
+            &[
+                ("status", Js::String(terminal.status)),
+                ("code", terminal.code),
+                ("error", terminal.error),
+            ],
+        )?;
         leases::insert_attributed_event(
             conn,
             &row.resource_id,
             revision + 1,
             &event_type,
             Actor::Holder(&lease),
-            &canonical(&payload),
+            &payload,
             now,
         )?;
         record_viewer_deltas(conn, run_id, SUMMARY_REPLAY, now)?;
@@ -615,10 +613,10 @@ pub fn cancel_stale_by_call(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let options = Js::arg(call, 0);
     let control_id = options
-        .get_or_undefined("controlId")
+        .get_or_undefined("controlId")?
         .or(Js::String("workflow-control"));
     let uuid;
-    let claim_token = match options.get_or_undefined("claimToken") {
+    let claim_token = match options.get_or_undefined("claimToken")? {
         token if token.is_nullish() => {
             uuid = random_uuid();
             Js::String(&uuid)
@@ -627,7 +625,7 @@ pub fn cancel_stale_by_call(store: &Store, call: &Call) -> Result<bool> {
     };
     cancel_stale(
         store,
-        options.get_or_undefined("runId"),
+        options.get_or_undefined("runId")?,
         control_id,
         claim_token,
         now,
@@ -655,7 +653,7 @@ fn cancel_stale(
         }
         let generation = lease.generation + 1;
         let hash = token_hash_js(claim_token)?;
-        let owner = crate::args::bind_all(&[control_id], 1)?;
+        let owner = crate::js::bind_all(&[control_id], 1)?;
         let system = Holder {
             kind: HolderKind::System,
             owner_id: Param::Own(owner[0].clone()),
@@ -737,7 +735,7 @@ pub fn delete(store: &Store, call: &Call) -> Result<bool> {
             row.token_hash.as_deref(),
             row.claim_expires_at,
             now,
-            || token_hash_js(options.get_or_undefined("claimToken")),
+            || token_hash_js(options.get_or_undefined("claimToken")?),
         )?;
         if !live {
             return Ok(false);

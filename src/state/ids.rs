@@ -34,11 +34,6 @@ pub fn effect_id_for(source_resource_id: &str, key: &str) -> String {
     )
 }
 
-/// Only this hash of a claim token is ever stored.
-pub fn token_hash(token: &str) -> [u8; 32] {
-    sha256(token.as_bytes())
-}
-
 /// A random v4 UUID (`crypto.randomUUID()`).
 pub fn random_uuid() -> String {
     uuid::Uuid::new_v4().to_string()

@@ -17,8 +17,8 @@ use rusqlite::types::FromSql;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
 use super::revisions::{insert_event, EventDraft};
-use crate::args::{bind_params, Bound, Param};
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, Bound, Param};
 
 /// The `leases` row of a resource.
 #[derive(Debug, Clone, PartialEq)]
@@ -477,9 +477,9 @@ mod tests {
         require_lease, stored_expires_at, stored_owner_id, take, Actor, Fence, Holder, HolderKind,
         Lease, CONTROLLER_TAKEABLE,
     };
-    use crate::args::Param;
     use crate::error::StoreError;
-    use crate::state::ids::token_hash;
+    use crate::js::token_hash;
+    use crate::js::Param;
     use crate::state::schema::STATE_SCHEMA_SQL;
     use rusqlite::{Connection, OptionalExtension};
 

@@ -5,11 +5,10 @@
 use std::sync::LazyLock;
 
 use rusqlite::{Connection, Row};
-use serde_json::Value;
 
 use super::*;
-use crate::controller::js::{read, same_number, same_text, token_hash_of, Param};
 use crate::error::{Result, StoreError};
+use crate::js::Param;
 use crate::state::leases::{
     self, insert_attributed_event, lease_columns, require_lease, Actor, Fence, Holder, HolderKind,
     Lease,
@@ -62,12 +61,7 @@ impl ClaimRow {
     }
 
     /// [`assert_controller_claim`] against the lease read with the row.
-    pub fn assert_claim(
-        &self,
-        claim: Option<&Value>,
-        now: i64,
-        require_unexpired: bool,
-    ) -> Result<Lease> {
+    pub fn assert_claim(&self, claim: Js<'_>, now: i64, require_unexpired: bool) -> Result<Lease> {
         check_claim_target(&self.row, claim)?;
         let lease = self.lease.clone().ok_or_else(|| {
             StoreError::plain(format!("Lease is missing: {}", self.row.resource_id))
@@ -107,13 +101,13 @@ pub fn require_claim_row(
 }
 
 /// [`require_controller_row_by_uid`] with its lease and queue item.
-pub fn require_claim_row_by_uid(conn: &Connection, uid: Option<&Value>) -> Result<ClaimRow> {
+pub fn require_claim_row_by_uid(conn: &Connection, uid: Js<'_>) -> Result<ClaimRow> {
     query_by_uid(conn, uid, &CLAIM_BY_UID, ClaimRow::from_row)?.ok_or_else(|| uid_not_found(uid))
 }
 
-fn check_claim_target(row: &ControllerRow, claim: Option<&Value>) -> Result<()> {
-    if !same_text(&row.controller_name, read(claim, "controller")?)
-        || !same_text(&row.resource_key, read(claim, "key")?)
+fn check_claim_target(row: &ControllerRow, claim: Js<'_>) -> Result<()> {
+    if !claim.get("controller")?.strict_eq_str(&row.controller_name)
+        || !claim.get("key")?.strict_eq_str(&row.resource_key)
     {
         return Err(StoreError::plain(
             "Controller claim targets another resource",
@@ -127,7 +121,7 @@ fn check_claim_target(row: &ControllerRow, claim: Option<&Value>) -> Result<()> 
 pub fn assert_controller_claim(
     conn: &Connection,
     row: &ControllerRow,
-    claim: Option<&Value>,
+    claim: Js<'_>,
     now: i64,
     require_unexpired: bool,
 ) -> Result<Lease> {
@@ -138,19 +132,21 @@ pub fn assert_controller_claim(
 
 fn check_claim_lease(
     lease: Lease,
-    claim: Option<&Value>,
+    claim: Js<'_>,
     now: i64,
     require_unexpired: bool,
 ) -> Result<Lease> {
-    let owner_id = read(claim, "ownerId")?;
+    let owner_id = claim.get("ownerId")?;
     let holds = lease.owner_type.as_deref() == Some("controller")
         && lease
             .owner_id
             .as_deref()
-            .is_some_and(|owner| same_text(owner, owner_id))
-        && same_number(lease.generation, read(claim, "generation")?)
+            .is_some_and(|owner| owner_id.strict_eq_str(owner))
+        && claim
+            .get("generation")?
+            .strict_eq_number(lease.generation as f64)
         && lease.token_hash.is_some()
-        && lease.token_matches(&token_hash_of(read(claim, "token")?)?)
+        && lease.token_matches(&crate::js::token_hash_js(claim.get("token")?)?)
         && (!require_unexpired || lease.is_unexpired(now));
     if !holds {
         return Err(StoreError::plain("Controller claim is stale"));
@@ -161,17 +157,17 @@ fn check_claim_lease(
 /// A controller claim as a lease holder, its fields read in the reference's order
 /// (`ownerId`, `token`, `generation`) and bound as the caller gave them.
 pub struct ClaimFence<'a> {
-    owner_id: Option<&'a Value>,
+    owner_id: Js<'a>,
     token_hash: [u8; 32],
-    generation: Option<&'a Value>,
+    generation: Js<'a>,
 }
 
 impl<'a> ClaimFence<'a> {
     /// Reads `claim.ownerId`, hashes `claim.token`, reads `claim.generation`.
-    pub fn read(claim: Option<&'a Value>) -> Result<ClaimFence<'a>> {
-        let owner_id = read(claim, "ownerId")?;
-        let token_hash = token_hash_of(read(claim, "token")?)?;
-        let generation = read(claim, "generation")?;
+    pub fn read(claim: Js<'a>) -> Result<ClaimFence<'a>> {
+        let owner_id = claim.get("ownerId")?;
+        let token_hash = crate::js::token_hash_js(claim.get("token")?)?;
+        let generation = claim.get("generation")?;
         Ok(ClaimFence {
             owner_id,
             token_hash,
@@ -183,14 +179,14 @@ impl<'a> ClaimFence<'a> {
     pub fn holder(&self) -> Holder<'_> {
         Holder {
             kind: HolderKind::Controller,
-            owner_id: Param::Caller(self.owner_id),
+            owner_id: Param::Js(self.owner_id),
             token_hash: &self.token_hash,
         }
     }
 
     /// The generation the claim fences by.
     pub fn generation(&self) -> Param<'a> {
-        Param::Caller(self.generation)
+        Param::Js(self.generation)
     }
 }
 
@@ -201,7 +197,7 @@ pub fn release_lease(
     conn: &Connection,
     resource_id: &str,
     revision: i64,
-    claim: Option<&Value>,
+    claim: Js<'_>,
     lease: &Lease,
     now: i64,
 ) -> Result<Option<i64>> {

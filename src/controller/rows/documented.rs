@@ -5,7 +5,6 @@ use std::sync::LazyLock;
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row};
-use serde_json::Value;
 
 use super::*;
 use crate::error::{Result, StoreError};
@@ -143,9 +142,6 @@ pub fn documented_row(
 }
 
 /// The documented row with this uid in any project.
-pub fn documented_row_by_uid(
-    conn: &Connection,
-    uid: Option<&Value>,
-) -> Result<Option<DocumentedRow>> {
+pub fn documented_row_by_uid(conn: &Connection, uid: Js<'_>) -> Result<Option<DocumentedRow>> {
     query_by_uid(conn, uid, &DOCUMENTED_BY_UID, DocumentedRow::from_row)
 }

@@ -1,12 +1,10 @@
 //! Replacing a resource's finalizers as the reference's
 //! iteration of the caller's list does.
 
-use rusqlite::{params_from_iter, Connection};
-use serde_json::Value;
-
-use crate::args::js_number_text;
-use crate::controller::js::{bind_params, length_of, Bound, Js, Param};
 use crate::error::{Result, StoreError};
+use crate::js::js_number_text;
+use crate::js::{bind_params, Bound, Js, Param};
+use rusqlite::{params_from_iter, Connection};
 
 /// Replaces the finalizer list as the reference does: `[...new Set(finalizers)]` (a string is
 /// iterated by code point; `null`/`undefined` make an empty set, other non-iterables throw),
@@ -14,33 +12,39 @@ use crate::error::{Result, StoreError};
 pub fn replace_finalizers(
     conn: &Connection,
     controller_resource_id: &str,
-    finalizers: Option<&Value>,
+    finalizers: Js<'_>,
 ) -> Result<()> {
-    let chars: Vec<Value>;
-    let items: &[Value] = match Js::opt(finalizers) {
-        Js::Undefined | Js::Null => &[],
-        Js::Array(items) => items,
+    let chars: Vec<String>;
+    let items: Vec<Js<'_>> = match finalizers {
+        Js::Undefined | Js::Null => Vec::new(),
         Js::String(text) | Js::IllFormed { text, .. } => {
-            chars = text.chars().map(|c| Value::String(c.to_string())).collect();
-            &chars
+            chars = text.chars().map(String::from).collect();
+            chars.iter().map(|c| Js::String(c)).collect()
         }
-        other => return Err(not_iterable(other)),
+        // A byte view iterates its elements (numbers; only bytes are read here).
+        Js::Live(object) if object.bytes().is_some() => object
+            .bytes()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|byte| Js::Number(f64::from(byte)))
+            .collect(),
+        other => match other.items()? {
+            Some(items) => items,
+            None => return Err(not_iterable(other)),
+        },
     };
     // SameValueZero: objects and arrays are never equal to another one.
-    let mut unique: Vec<&Value> = Vec::with_capacity(items.len());
+    let mut unique: Vec<Js<'_>> = Vec::with_capacity(items.len());
     for item in items {
-        let item_js = Js::of(item);
         let seen = !matches!(
-            item_js,
-            Js::Object(_) | Js::Array(_) | Js::Instance { .. } | Js::Bytes { .. }
-        ) && unique
-            .iter()
-            .any(|kept| same_value_zero(Js::of(kept), item_js));
+            item,
+            Js::Object(_) | Js::Array(_) | Js::Instance { .. } | Js::Bytes { .. } | Js::Live(_)
+        ) && unique.iter().any(|kept| same_value_zero(*kept, item));
         if !seen {
             unique.push(item);
         }
     }
-    let length = length_of(finalizers)?;
+    let length = finalizers.get("length")?.as_number();
     if length != Some(unique.len() as f64) {
         return Err(StoreError::plain("Controller finalizers must be unique"));
     }
@@ -53,7 +57,7 @@ pub fn replace_finalizers(
     for (position, finalizer) in unique.into_iter().enumerate() {
         insert.execute(params_from_iter(bind_params(&[
             Param::text(controller_resource_id),
-            Param::Caller(Some(finalizer)),
+            Param::Js(finalizer),
             Param::Own(Bound::Real(position as f64)),
         ])?))?;
     }

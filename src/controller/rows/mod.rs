@@ -17,8 +17,8 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
-use super::js::{bind_params, buffer_from, read, Encoding, Js, Param};
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, buffer_from, Encoding, Js, Param};
 use crate::state::blobs::{put_blob, put_text, BlobHash, JsonReads, MEDIA_TEXT};
 use crate::state::revisions::compare_and_set_revision;
 use crate::store::Store;
@@ -107,28 +107,28 @@ pub fn opt_text_lossy(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<St
 /// key: claim.key}` built by the reference before the lookup).
 #[derive(Debug, Clone, Copy)]
 pub enum ResourceRef<'a> {
-    /// The caller's reference object (`None` for `undefined`).
-    Object(Option<&'a Value>),
+    /// The caller's reference object.
+    Object(Js<'a>),
     /// `controller` and `key`, already read.
-    Parts(Option<&'a Value>, Option<&'a Value>),
+    Parts(Js<'a>, Js<'a>),
 }
 
 impl<'a> ResourceRef<'a> {
-    /// The caller's reference object (`None` for `undefined`).
-    pub fn of(object: Option<&'a Value>) -> ResourceRef<'a> {
+    /// The caller's reference object.
+    pub fn of(object: Js<'a>) -> ResourceRef<'a> {
         ResourceRef::Object(object)
     }
 
     /// `{controller: object.controller, key: object.key}`: both read now.
-    pub fn copied(object: Option<&'a Value>) -> Result<ResourceRef<'a>> {
+    pub fn copied(object: Js<'a>) -> Result<ResourceRef<'a>> {
         let (controller, key) = ResourceRef::Object(object).parts()?;
         Ok(ResourceRef::Parts(controller, key))
     }
 
     /// `ref.controller`, then `ref.key`.
-    pub fn parts(self) -> Result<(Option<&'a Value>, Option<&'a Value>)> {
+    pub fn parts(self) -> Result<(Js<'a>, Js<'a>)> {
         match self {
-            ResourceRef::Object(object) => Ok((read(object, "controller")?, read(object, "key")?)),
+            ResourceRef::Object(object) => Ok((object.get("controller")?, object.get("key")?)),
             ResourceRef::Parts(controller, key) => Ok((controller, key)),
         }
     }
@@ -136,9 +136,7 @@ impl<'a> ResourceRef<'a> {
     /// Both values when they are strings (stored and read back as they are).
     pub fn texts(self) -> Option<(&'a str, &'a str)> {
         match self.parts() {
-            Ok((Some(Value::String(controller)), Some(Value::String(key)))) => {
-                Some((controller, key))
-            }
+            Ok((Js::String(controller), Js::String(key))) => Some((controller, key)),
             _ => None,
         }
     }
@@ -165,10 +163,14 @@ impl<'a> ResourceRef<'a> {
     /// bigint would not survive as a plain JSON value.
     fn templated(self) -> Result<(Value, Value)> {
         let (controller, key) = self.parts()?;
-        Ok((
-            Value::String(Js::opt(controller).template()?),
-            Value::String(Js::opt(key).template()?),
-        ))
+        // A string with lone surrogates travels tagged (its WTF-8), so the message keeps them.
+        let text = |value: Js<'_>| -> Result<Value> {
+            Ok(match value {
+                Js::IllFormed { .. } => value.to_wire(),
+                other => Value::String(other.template()?),
+            })
+        };
+        Ok((text(controller)?, text(key)?))
     }
 }
 
@@ -192,8 +194,8 @@ pub(super) fn query_by_reference<T>(
     let (controller, key) = reference.parts()?;
     let bound = bind_params(&[
         Param::text(project_id),
-        Param::Caller(controller),
-        Param::Caller(key),
+        Param::Js(controller),
+        Param::Js(key),
     ])?;
     Ok(statement
         .query_row(params_from_iter(bound), read)
@@ -207,12 +209,12 @@ pub(super) const BY_UID: &str = "WHERE c.uid = ?";
 /// `read`.
 pub(super) fn query_by_uid<T>(
     conn: &Connection,
-    uid: Option<&Value>,
+    uid: Js<'_>,
     sql: &str,
     read: fn(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Option<T>> {
     let mut statement = conn.prepare_cached(sql)?;
-    let bound = bind_params(&[Param::Caller(uid)])?;
+    let bound = bind_params(&[Param::Js(uid)])?;
     Ok(statement
         .query_row(params_from_iter(bound), read)
         .optional()?)
@@ -260,18 +262,12 @@ pub fn require_controller_row(
 }
 
 /// The row with this uid in any project.
-pub fn controller_row_by_uid(
-    conn: &Connection,
-    uid: Option<&Value>,
-) -> Result<Option<ControllerRow>> {
+pub fn controller_row_by_uid(conn: &Connection, uid: Js<'_>) -> Result<Option<ControllerRow>> {
     query_by_uid(conn, uid, &CONTROLLER_BY_UID, ControllerRow::from_row)
 }
 
 /// The row of a uid in any project, or `Controller resource not found: <uid>`.
-pub fn require_controller_row_by_uid(
-    conn: &Connection,
-    uid: Option<&Value>,
-) -> Result<ControllerRow> {
+pub fn require_controller_row_by_uid(conn: &Connection, uid: Js<'_>) -> Result<ControllerRow> {
     controller_row_by_uid(conn, uid)?.ok_or_else(|| uid_not_found(uid))
 }
 
@@ -337,23 +333,37 @@ pub fn finalizers(conn: &Connection, controller_resource_id: &str) -> Result<Vec
 }
 
 /// `Controller resource not found: <uid>`.
-pub fn uid_not_found(uid: Option<&Value>) -> StoreError {
+pub fn uid_not_found(uid: Js<'_>) -> StoreError {
     not_found_error("Controller resource not found: ", &[uid])
 }
 
 /// `new Error(`<prefix>${a}/${b}…`)`, or the TypeError the template string throws.
-pub fn not_found_error(prefix: &str, parts: &[Option<&Value>]) -> StoreError {
+pub fn not_found_error(prefix: &str, parts: &[Js<'_>]) -> StoreError {
     let mut message = prefix.to_string();
     for (index, part) in parts.iter().enumerate() {
         if index > 0 {
             message.push('/');
         }
-        match Js::opt(*part).template() {
+        match part.template() {
             Ok(text) => message.push_str(&text),
             Err(error) => return error,
         }
     }
     StoreError::plain(message)
+}
+
+/// A caller value as the argument of an error class whose message `JSON.stringify`s it
+/// (`EffectRequestConflictError(key)`), in the wire form the JS layer rebuilds it from (so a
+/// bigint's TypeError is thrown there); a live object is stringified now by JavaScript (what
+/// its `toJSON` or a getter throws is thrown) and sent as that JSON.
+pub fn error_argument(call: &crate::wire::Call, value: Js<'_>) -> Result<Value> {
+    let (Some(cx), Js::Live(_)) = (call.cx(), value) else {
+        return Ok(value.to_wire());
+    };
+    Ok(match cx.helper("stringify", &[value])? {
+        Js::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+        _ => Value::Null,
+    })
 }
 
 /// Compare-and-set of a controller or effect resource's revision (never a run's: run resources
@@ -370,9 +380,9 @@ pub fn bump_controller_resource(
 
 /// `putText(value)` of a caller value: only strings can be stored as text.
 /// `putText(value)` of a caller value: `Buffer.from(value, "utf8")` stored as `text/plain`.
-pub fn put_caller_text(conn: &Connection, value: Option<&Value>, now: i64) -> Result<BlobHash> {
+pub fn put_caller_text(conn: &Connection, value: Js<'_>, now: i64) -> Result<BlobHash> {
     match value {
-        Some(Value::String(text)) => put_text(conn, text, now),
+        Js::String(text) => put_text(conn, text, now),
         other => put_blob(conn, &buffer_from(other, Encoding::Utf8)?, MEDIA_TEXT, now),
     }
 }

@@ -2,28 +2,25 @@
 //! and fingerprints, and the comparisons of stored and given values.
 
 use rusqlite::Connection;
-use serde_json::Value;
 
-use crate::args::{bind_params, Bound, Js, Param};
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, Bound, Js, Param};
 use crate::runs::row::RunRow;
 
 /// `row.parentRunId === (options.parentRunId ?? null)`.
-pub(super) fn parent_run_id_matches(row: &RunRow, given: Option<&Value>) -> bool {
+pub(super) fn parent_run_id_matches(row: &RunRow, given: Option<Js<'_>>) -> bool {
     match (row.parent_run_id.as_deref(), given) {
         (None, None) => true,
-        (Some(stored), Some(value)) => value.as_str() == Some(stored),
+        (Some(stored), Some(value)) => value.strict_eq_str(stored),
         _ => false,
     }
 }
 
-/// JavaScript `stored === value` for a nullable text column and a caller value that may be
-/// `undefined` (`None`).
-pub(super) fn js_equals_text(stored: Option<&str>, value: Option<&Value>) -> bool {
-    match (stored, value) {
-        (None, Some(Value::Null)) => true,
-        (Some(stored), Some(Value::String(value))) => stored == value,
-        _ => false,
+/// JavaScript `stored === value` for a nullable text column and a caller value.
+pub(super) fn js_equals_text(stored: Option<&str>, value: Js<'_>) -> bool {
+    match stored {
+        None => value == Js::Null,
+        Some(stored) => value.strict_eq_str(stored),
     }
 }
 
@@ -47,11 +44,11 @@ pub(super) fn not_found(run_id: Js<'_>) -> Result<StoreError> {
 /// or the text SQLite makes of a number (`5` as REAL is `'5.0'`); `None` for `null`/`undefined`.
 /// The value is bound as one parameter by better-sqlite3's rules (a one-item array spreads);
 /// values it cannot bind fail with its error.
-pub(super) fn stored_text(conn: &Connection, value: Option<&Value>) -> Result<Option<String>> {
-    if let Some(text) = Js::opt(value).as_str() {
+pub(super) fn stored_text(conn: &Connection, value: Js<'_>) -> Result<Option<String>> {
+    if let Some(text) = value.as_str() {
         return Ok(Some(text.to_string()));
     }
-    let bound = bind_params(&[Param::Caller(value)])?;
+    let bound = bind_params(&[Param::Js(value)])?;
     if bound.first() == Some(&Bound::Null) {
         return Ok(None);
     }
@@ -63,9 +60,9 @@ pub(super) fn stored_text(conn: &Connection, value: Option<&Value>) -> Result<Op
 }
 
 /// `value === n` for a caller value and an integer.
-pub(super) fn number_equals(value: &Value, n: i64) -> bool {
-    // Through the JavaScript view: a tagged -0 is `=== 0`, as in JavaScript.
-    Js::of(value).strict_eq_number(n as f64)
+pub(super) fn number_equals(value: Js<'_>, n: i64) -> bool {
+    // -0 is `=== 0`, as in JavaScript.
+    value.strict_eq_number(n as f64)
 }
 
 /// `^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`
@@ -88,12 +85,10 @@ pub(super) fn validate_run_id(run_id: &str) -> Result<()> {
 
 /// 64 hex digits (any case) after an optional `sha256:` prefix, as 32 bytes. `value` is `None`
 /// for `undefined`; a value that is not a string fails where the reference calls `startsWith`.
-pub(super) fn sha256_hex(value: Option<&Value>, error: &str) -> Result<Vec<u8>> {
-    let text = match value {
-        Some(Value::String(text)) => text,
-        None => return Err(no_starts_with("undefined")),
-        Some(Value::Null) => return Err(no_starts_with("null")),
-        Some(_) => {
+pub(super) fn sha256_hex(value: Js<'_>, error: &str) -> Result<Vec<u8>> {
+    let text = match value.method("value", "startsWith")? {
+        Js::String(text) => text,
+        _ => {
             return Err(StoreError::Type(
                 "value.startsWith is not a function".into(),
             ))
@@ -106,16 +101,10 @@ pub(super) fn sha256_hex(value: Option<&Value>, error: &str) -> Result<Vec<u8>> 
     hex::decode(hex).map_err(|_| StoreError::plain(error))
 }
 
-pub(super) fn no_starts_with(receiver: &str) -> StoreError {
-    StoreError::Type(format!(
-        "Cannot read properties of {receiver} (reading 'startsWith')"
-    ))
-}
-
-pub(super) fn digest_buffer(value: Option<&Value>) -> Result<Vec<u8>> {
+pub(super) fn digest_buffer(value: Js<'_>) -> Result<Vec<u8>> {
     sha256_hex(value, "Expected a SHA-256 digest")
 }
 
-pub(super) fn terminal_fingerprint_buffer(value: &Value) -> Result<Vec<u8>> {
-    sha256_hex(Some(value), "Expected a terminal fingerprint")
+pub(super) fn terminal_fingerprint_buffer(value: Js<'_>) -> Result<Vec<u8>> {
+    sha256_hex(value, "Expected a terminal fingerprint")
 }

@@ -3,34 +3,34 @@
 //! must be terminal, with its terminal fingerprint and the next restart number.
 
 use rusqlite::{params, Connection};
-use serde_json::json;
 
 use super::*;
-use crate::args::Js;
 use crate::error::{Result, StoreError};
+use crate::js::{canonical_literal, Js};
 use crate::runs::row::RunRow;
-use crate::state::json::canonical;
 use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft};
 
 impl<'a> Reservation<'a> {
     /// Applies the lineage rules; a continuation of a parked parent closes the parent's queue.
     pub(super) fn resolve_lineage(&self, conn: &Connection) -> Result<Lineage<'a>> {
-        let lineage_kind = self.expected_lineage_kind();
-        if self.defined("parentRunId").is_none() && self.defined("lineageKind").is_some() {
+        let lineage_kind = self.expected_lineage_kind()?;
+        if self.defined("parentRunId")?.is_undefined()
+            && !self.defined("lineageKind")?.is_undefined()
+        {
             return Err(StoreError::plain(
                 "A root workflow run cannot declare lineage",
             ));
         }
         let Some(parent) = self.parent_row(conn)? else {
-            if self.defined("restartNumber").is_some()
-                || self.defined("parentTerminalFingerprint").is_some()
+            if !self.defined("restartNumber")?.is_undefined()
+                || !self.defined("parentTerminalFingerprint")?.is_undefined()
             {
                 return Err(StoreError::plain(
                     "A root workflow run cannot declare restart metadata",
                 ));
             }
             return Ok(Lineage {
-                parent_run_id: None,
+                parent_run_id: Js::Undefined,
                 root_run_id: None,
                 lineage_kind: Js::Null,
                 restart_number: 0,
@@ -39,14 +39,14 @@ impl<'a> Reservation<'a> {
         };
         if !js_equals_text(
             parent.origin_session_id.as_deref(),
-            self.defined("originSessionId"),
+            self.defined("originSessionId")?,
         ) {
             return Err(StoreError::plain(
                 "Workflow parent belongs to another Pi session",
             ));
         }
         let mut lineage = Lineage {
-            parent_run_id: self.defined("parentRunId"),
+            parent_run_id: self.defined("parentRunId")?,
             root_run_id: Some(parent.root_run_id.clone()),
             lineage_kind,
             restart_number: parent.restart_number,
@@ -68,14 +68,15 @@ impl<'a> Reservation<'a> {
         if !run_terminal || !parent.is_queue_terminal() {
             return Err(StoreError::plain("Restart parent is not terminal"));
         }
-        let Some(fingerprint) = self.defined("parentTerminalFingerprint") else {
+        let fingerprint = self.defined("parentTerminalFingerprint")?;
+        if fingerprint.is_undefined() {
             return Err(StoreError::plain(
                 "Restart requires the parent terminal fingerprint",
             ));
-        };
+        }
         lineage.parent_terminal_fingerprint = Some(terminal_fingerprint_buffer(fingerprint)?);
         let next = parent.restart_number + 1;
-        if let Some(restart_number) = self.given("restartNumber") {
+        if let Some(restart_number) = self.given("restartNumber")? {
             if !number_equals(restart_number, next) {
                 return Err(StoreError::plain(
                     "Restart number does not follow its parent",
@@ -87,10 +88,12 @@ impl<'a> Reservation<'a> {
     }
 
     pub(super) fn check_continuation(&self, conn: &Connection, parent: &RunRow) -> Result<()> {
-        let conflicting_number = self
-            .defined("restartNumber")
-            .is_some_and(|number| !number_equals(number, parent.restart_number));
-        if self.defined("parentTerminalFingerprint").is_some() || conflicting_number {
+        let fingerprint_given = !self.defined("parentTerminalFingerprint")?.is_undefined();
+        let conflicting_number = match self.defined("restartNumber")? {
+            Js::Undefined => false,
+            number => !number_equals(number, parent.restart_number),
+        };
+        if fingerprint_given || conflicting_number {
             return Err(StoreError::plain(
                 "Continuation lineage conflicts with restart metadata",
             ));
@@ -119,9 +122,9 @@ impl<'a> Reservation<'a> {
         )?
         .execute(params![self.now, self.now, parent.run_id])?;
         let revision = bump_resource_revision(conn, &parent.resource_id, self.now)?;
-        let actor_id = stored_text(conn, self.defined("originSessionId"))?;
+        let actor_id = stored_text(conn, self.defined("originSessionId")?)?;
         // `{ continuationRunId: options.runId }`: the caller's value, as canonical JSON.
-        let payload = canonical(&json!({ "continuationRunId": self.run_id.json_value()? }));
+        let payload = canonical_literal(self.call, &[("continuationRunId", self.run_id)])?;
         insert_event(
             conn,
             &EventDraft {

@@ -14,27 +14,31 @@ mod rows;
 mod source;
 
 use rusqlite::Connection;
-use serde_json::Value;
 
 use super::claims::{claim_run, claim_run_in_transaction, ClaimOptions, RunClaim};
 use super::records::{map_workflow_run, map_workflow_run_with};
 use super::row::{run_row_of, RunRow};
-use crate::args::{Js, Param};
 use crate::error::{Result, StoreError};
+use crate::js::timestamp;
+use crate::js::{Js, Param};
 use crate::state::blobs::{BlobHash, JsonReads};
 use crate::store::Store;
-use crate::wire::{field, time, Call, Reply};
+use crate::wire::{Call, JsonArg, Reply};
 use checks::*;
 use source::*;
 
-pub fn reserve_workflow_run(store: &Store, options: &Value) -> Result<String> {
-    let request = Reservation::validate(options)?;
+pub fn reserve_workflow_run(store: &Store, call: &Call, options: Js<'_>) -> Result<String> {
+    let request = Reservation::validate(call, options, false)?;
     let project_id = store.project_id();
     store.write(|conn| request.reserve_in_transaction(conn, project_id))
 }
 
-pub fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<String> {
-    let request = Reservation::validate(options)?;
+pub fn prepare_or_adopt_workflow_run(
+    store: &Store,
+    call: &Call,
+    options: Js<'_>,
+) -> Result<String> {
+    let request = Reservation::validate(call, options, false)?;
     let project_id = store.project_id();
     store.write(|conn| {
         if let Some(existing) = run_row_of(conn, request.run_id)? {
@@ -43,7 +47,7 @@ pub fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<S
             return Ok(format!(r#"{{"state":"adopted","run":{run}}}"#));
         }
         request.reserve_in_transaction(conn, project_id)?;
-        let claim = run_claim(options)?;
+        let claim = run_claim(call, options)?;
         match claim_run_in_transaction(conn, &claim, request.now, ClaimOptions::default())? {
             Some(run) => Ok(format!(r#"{{"state":"claimed","run":{run}}}"#)),
             None => Err(not_claimed(&request.run_key)),
@@ -51,38 +55,32 @@ pub fn prepare_or_adopt_workflow_run(store: &Store, options: &Value) -> Result<S
     })
 }
 
-pub fn enqueue_workflow_run(store: &Store, options: &Value) -> Result<String> {
+pub fn enqueue_workflow_run(store: &Store, call: &Call, options: Js<'_>) -> Result<String> {
     // `this.getWorkflowRun(options.runId)`: the caller's value bound as given.
-    let run_id = crate::args::Js::of(options).get("runId")?;
+    let run_id = options.get("runId")?;
     let existing = match run_row_of(store.conn()?, run_id)? {
         Some(row) => Some(map_workflow_run(store.conn()?, &row)?),
         None => None,
     };
     if existing.is_none() {
-        reserve_workflow_run(store, &without_execution_mode(options))?;
+        // The reference forwards every reservation field but `executionMode`.
+        let request = Reservation::validate(call, options, true)?;
+        let project_id = store.project_id();
+        store.write(|conn| request.reserve_in_transaction(conn, project_id))?;
     }
-    let now = time(field(options, "now"))?;
-    let claim = run_claim(options)?;
+    let now = timestamp(call, options.get("now")?)?;
+    let claim = run_claim(call, options)?;
     claim_run(store, &claim, now, ClaimOptions::default())?
         .ok_or_else(|| not_claimed(&run_id.template().unwrap_or_default()))
 }
 
-/// enqueueWorkflowRun forwards every reservation field except `executionMode`.
-fn without_execution_mode(options: &Value) -> Value {
-    let mut forwarded = options.clone();
-    if let Some(map) = forwarded.as_object_mut() {
-        map.remove("executionMode");
-    }
-    forwarded
-}
-
-fn run_claim(options: &Value) -> Result<RunClaim<'_>> {
-    let options = crate::args::Js::of(options);
+fn run_claim<'a>(call: &'a Call, options: Js<'a>) -> Result<RunClaim<'a>> {
+    let _ = call;
     Ok(RunClaim {
-        run_id: options.get_or_undefined("runId"),
-        runner_id: options.get_or_undefined("runnerId"),
-        claim_token: options.get_or_undefined("claimToken"),
-        lease_ms: options.get_or_undefined("leaseMs"),
+        run_id: options.get_or_undefined("runId")?,
+        runner_id: options.get_or_undefined("runnerId")?,
+        claim_token: options.get_or_undefined("claimToken")?,
+        lease_ms: options.get_or_undefined("leaseMs")?,
     })
 }
 
@@ -97,10 +95,11 @@ fn not_claimed(run_id: &str) -> StoreError {
 /// better-sqlite3 binds it (a number as REAL, stored as `'5.0'` in the TEXT columns and matching
 /// them when looked up), and interpolated in templates (`resourceIdFor`, messages) as `"5"`.
 struct Reservation<'a> {
-    options: &'a Value,
-    /// `options.runId` as the caller gave it (`None` is `undefined`).
-    run_id_value: Option<&'a Value>,
-    /// The same value as JavaScript sees it.
+    call: &'a Call,
+    options: Js<'a>,
+    /// enqueueWorkflowRun's forwarded copy: `executionMode` is not forwarded.
+    without_execution_mode: bool,
+    /// `options.runId` as JavaScript sees it.
     run_id: Js<'a>,
     /// `${options.runId}`.
     run_key: String,
@@ -110,7 +109,7 @@ struct Reservation<'a> {
 
 /// What a run's lineage resolves to.
 struct Lineage<'a> {
-    parent_run_id: Option<&'a Value>,
+    parent_run_id: Js<'a>,
     /// The parent's root (text), or `None`: the run is its own root (`options.runId`, bound).
     root_run_id: Option<String>,
     /// `null` for a root run, else `options.lineageKind ?? "continuation"`.
@@ -150,16 +149,21 @@ impl<'a> Documents<'a> {
 
 impl<'a> Reservation<'a> {
     /// Run id, then timestamp, then digest — the reference's order.
-    fn validate(options: &'a Value) -> Result<Reservation<'a>> {
+    fn validate(
+        call: &'a Call,
+        options: Js<'a>,
+        without_execution_mode: bool,
+    ) -> Result<Reservation<'a>> {
         // `validateRunId(options.runId)`: the pattern tests the value's text.
-        let run_id = Js::of(options).get("runId")?;
+        let run_id = options.get("runId")?;
         let run_key = run_id.template()?;
         validate_run_id(&run_key)?;
-        let now = time(field(options, "now"))?;
-        let definition_digest = digest_buffer(crate::args::prop(options, "definitionDigest"))?;
+        let now = timestamp(call, options.get("now")?)?;
+        let definition_digest = digest_buffer(options.get("definitionDigest")?)?;
         Ok(Reservation {
+            call,
             options,
-            run_id_value: crate::args::prop(options, "runId"),
+            without_execution_mode,
             run_id,
             run_key,
             now,
@@ -167,37 +171,44 @@ impl<'a> Reservation<'a> {
         })
     }
 
-    /// The `options` property, or `None` when it is `undefined`.
-    fn defined(&self, name: &str) -> Option<&'a Value> {
-        crate::args::prop(self.options, name)
+    /// `options[name]` (`undefined` when absent).
+    fn defined(&self, name: &str) -> Result<Js<'a>> {
+        if self.without_execution_mode && name == "executionMode" {
+            return Ok(Js::Undefined);
+        }
+        self.options.get(name)
     }
 
-    /// The `options` property, or `None` when it is `undefined` or `null` (for `??`).
-    fn given(&self, name: &str) -> Option<&'a Value> {
-        self.defined(name).filter(|value| !value.is_null())
+    /// `options[name]`, or `None` when it is `undefined` or `null` (for `??`).
+    fn given(&self, name: &str) -> Result<Option<Js<'a>>> {
+        Ok(Some(self.defined(name)?).filter(|value| !value.is_nullish()))
+    }
+
+    /// A caller JSON document (`options[name]`) as `canonicalJson` reads it.
+    fn document(&self, name: &str) -> Result<JsonArg<'a>> {
+        JsonArg::read(self.call, self.defined(name)?)
     }
 
     fn parent_row(&self, conn: &Connection) -> Result<Option<RunRow>> {
-        match self.defined("parentRunId") {
-            None => Ok(None),
+        match self.defined("parentRunId")? {
+            Js::Undefined => Ok(None),
             // `requireWorkflowRunRow(options.parentRunId)`: the value bound as given.
-            Some(parent_run_id) => {
-                let parent_run_id = Js::of(parent_run_id);
-                match run_row_of(conn, parent_run_id)? {
-                    Some(row) => Ok(Some(row)),
-                    None => Err(not_found(parent_run_id)?),
-                }
-            }
+            parent_run_id => match run_row_of(conn, parent_run_id)? {
+                Some(row) => Ok(Some(row)),
+                None => Err(not_found(parent_run_id)?),
+            },
         }
     }
 
     /// `lineageKind ?? "continuation"` for a child run (any value the caller gave), `null` for
     /// a root run.
-    fn expected_lineage_kind(&self) -> Js<'a> {
-        if self.defined("parentRunId").is_none() {
-            return Js::Null;
+    fn expected_lineage_kind(&self) -> Result<Js<'a>> {
+        if self.defined("parentRunId")?.is_undefined() {
+            return Ok(Js::Null);
         }
-        Js::opt(self.given("lineageKind")).or(Js::String("continuation"))
+        Ok(self
+            .given("lineageKind")?
+            .unwrap_or(Js::String("continuation")))
     }
 
     /// `this.workflowRunRow(options.runId)`.
@@ -207,7 +218,7 @@ impl<'a> Reservation<'a> {
 
     /// `options.runId` as one statement parameter.
     fn run_id_param(&self) -> Param<'a> {
-        Param::Caller(self.run_id_value)
+        Param::Js(self.run_id)
     }
 
     fn reserve_in_transaction(
@@ -244,15 +255,15 @@ impl<'a> Reservation<'a> {
 
 /// `reserveWorkflowRun` (a row of the method table).
 pub fn reserve_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
-    reserve_workflow_run(store, call.arg(0)).map(Reply::json_text)
+    reserve_workflow_run(store, call, Js::arg(call, 0)).map(Reply::json_text)
 }
 
 /// `prepareOrAdoptWorkflowRun` (a row of the method table).
 pub fn prepare_or_adopt_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
-    prepare_or_adopt_workflow_run(store, call.arg(0)).map(Reply::json_text)
+    prepare_or_adopt_workflow_run(store, call, Js::arg(call, 0)).map(Reply::json_text)
 }
 
 /// `enqueueWorkflowRun` (a row of the method table).
 pub fn enqueue_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
-    enqueue_workflow_run(store, call.arg(0)).map(Reply::json_text)
+    enqueue_workflow_run(store, call, Js::arg(call, 0)).map(Reply::json_text)
 }

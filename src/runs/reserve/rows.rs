@@ -4,14 +4,13 @@
 use rusqlite::Connection;
 
 use super::*;
-use crate::args::{bind_params, Js, Param};
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, Js, Param};
 use crate::state::blobs::{put_json, BlobHash};
 use crate::state::ids::resource_id_for;
 use crate::state::leases::insert_lease;
 use crate::state::revisions::{insert_event, insert_event_with_stored_payload, EventDraft};
 use crate::state::viewer::initialize_viewer_run;
-use crate::wire::{field, JsonArg};
 
 impl<'a> Reservation<'a> {
     /// Every row of a queued run, in the reference's insert order.
@@ -43,11 +42,11 @@ impl<'a> Reservation<'a> {
         self.insert_run_row(conn, &resource_id, project_id, lineage, &documents)?;
         // The run id as the runs row stored it (the same text a TEXT column stores for the
         // bound value).
-        let stored_run_id = stored_text(conn, self.run_id_value)?.unwrap_or_default();
+        let stored_run_id = stored_text(conn, self.run_id)?.unwrap_or_default();
         initialize_viewer_run(conn, &stored_run_id, self.now)?;
         documents.source.insert(conn, self.run_id_param())?;
         self.insert_binding_and_queue(conn)?;
-        let actor_id = stored_text(conn, self.defined("originSessionId"))?;
+        let actor_id = stored_text(conn, self.defined("originSessionId")?)?;
         let queued = EventDraft {
             resource_id: &resource_id,
             revision: 1,
@@ -69,12 +68,12 @@ impl<'a> Reservation<'a> {
     /// The snapshot blob, the source check, then the input (`?? null`) and launch options
     /// (`?? {}`) blobs — each step can fail, so the order is the reference's.
     pub(super) fn put_documents(&self, conn: &Connection) -> Result<Documents<'a>> {
-        let snapshot = JsonArg::of(field(self.options, "definitionSnapshot")).text()?;
+        let snapshot = self.document("definitionSnapshot")?.text()?;
         let definition_hash = put_json(conn, snapshot, self.now)?;
-        let source = queued_workflow_source(field(self.options, "workflowSource"))?;
-        let input = JsonArg::of(field(self.options, "input")).text_or("null")?;
+        let source = queued_workflow_source(self.defined("workflowSource")?)?;
+        let input = self.document("input")?.text_or("null")?;
         let input_hash = put_json(conn, input, self.now)?;
-        let launch_options = JsonArg::of(field(self.options, "launchOptions")).text_or("{}")?;
+        let launch_options = self.document("launchOptions")?.text_or("{}")?;
         let launch_options_hash = put_json(conn, launch_options, self.now)?;
         Ok(Documents {
             definition_hash,
@@ -95,7 +94,7 @@ impl<'a> Reservation<'a> {
     ) -> Result<()> {
         let values = bind_params(&[
             Param::blob(&self.definition_digest),
-            Param::Caller(self.defined("workflowName")),
+            Param::Js(self.defined("workflowName")?),
             Param::blob(&definition_hash[..]),
             Param::int(self.now),
         ])?;
@@ -122,9 +121,9 @@ impl<'a> Reservation<'a> {
             None => self.run_id_param(),
         };
         // The caller's `lineageKind` is bound as given (an array spreads), the default as text.
-        let lineage_kind = match (lineage.lineage_kind, self.given("lineageKind")) {
+        let lineage_kind = match (lineage.lineage_kind, self.given("lineageKind")?) {
             (Js::Null, _) => Param::null(),
-            (_, Some(kind)) => Param::Caller(Some(kind)),
+            (_, Some(kind)) => Param::Js(kind),
             (_, None) => Param::text("continuation"),
         };
         let fingerprint = match &lineage.parent_terminal_fingerprint {
@@ -136,13 +135,13 @@ impl<'a> Reservation<'a> {
             Param::text(resource_id),
             Param::text(project_id),
             // `options.parentRunId ?? null`
-            Param::Caller(lineage.parent_run_id.filter(|value| !value.is_null())),
+            Param::Js(lineage.parent_run_id.or(Js::Null)),
             root_run_id,
             lineage_kind,
             Param::int(lineage.restart_number),
             fingerprint,
             Param::blob(&self.definition_digest),
-            Param::Caller(self.defined("workflowSourceRef")),
+            Param::Js(self.defined("workflowSourceRef")?),
             Param::blob(&documents.launch_options_hash[..]),
             Param::blob(&documents.input_hash[..]),
             Param::int(self.now),
@@ -163,9 +162,9 @@ impl<'a> Reservation<'a> {
     /// The binding (`executionMode ?? "interactive"`) and the queue row, whose affinity is the
     /// reserving runner; the queue's partial index allows one active run per origin session.
     pub(super) fn insert_binding_and_queue(&self, conn: &Connection) -> Result<()> {
-        let origin_session_id = Param::Caller(self.defined("originSessionId"));
-        let execution_mode = match self.given("executionMode") {
-            Some(mode) => Param::Caller(Some(mode)),
+        let origin_session_id = Param::Js(self.defined("originSessionId")?);
+        let execution_mode = match self.given("executionMode")? {
+            Some(mode) => Param::Js(mode),
             None => Param::text("interactive"),
         };
         let values = bind_params(&[
@@ -182,7 +181,7 @@ impl<'a> Reservation<'a> {
         let values = bind_params(&[
             self.run_id_param(),
             Param::int(self.now),
-            Param::Caller(self.defined("runnerId")),
+            Param::Js(self.defined("runnerId")?),
             origin_session_id,
             Param::int(self.now),
             Param::int(self.now),

@@ -2,30 +2,44 @@
 //! form and rows.
 
 use rusqlite::Connection;
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::args::{bind_params, Param};
 use crate::error::{Result, StoreError};
-use crate::state::json::canonical;
-use crate::wire::field;
+use crate::js::{bind_params, canonical_literal, Js, Param};
+use crate::wire::Call;
 
 /// A validated `workflowSource`: a bare source is the root with no mounts.
 pub(super) struct QueuedSource<'a> {
-    root: &'a Value,
-    mounted: &'a [Value],
+    root: Js<'a>,
+    /// `workflowSource.mounted` as given (`undefined` for a bare source), and its items.
+    mounted_value: Js<'a>,
+    mounted: Vec<Js<'a>>,
 }
 
-pub(super) fn queued_workflow_source(value: &Value) -> Result<QueuedSource<'_>> {
-    if is_workflow_source(value) {
+/// A non-null, non-array object (`isRecord`).
+fn is_record(value: Js<'_>) -> Result<bool> {
+    Ok(value.type_of() == "object" && value != Js::Null && !value.is_array()?)
+}
+
+pub(super) fn queued_workflow_source(value: Js<'_>) -> Result<QueuedSource<'_>> {
+    if is_workflow_source(value)? {
         return Ok(QueuedSource {
             root: value,
-            mounted: &[],
+            mounted_value: Js::Undefined,
+            mounted: Vec::new(),
         });
     }
-    let root = field(value, "root");
-    if let (true, Some(mounted)) = (value.is_object(), field(value, "mounted").as_array()) {
-        if is_workflow_source(root) && mounted.iter().all(is_mounted_workflow_source) {
-            return Ok(QueuedSource { root, mounted });
+    if is_record(value)? {
+        let root = value.get("root")?;
+        let mounted_value = value.get("mounted")?;
+        if let Some(mounted) = mounted_value.items()? {
+            if is_workflow_source(root)? && all_mounted(&mounted)? {
+                return Ok(QueuedSource {
+                    root,
+                    mounted_value,
+                    mounted,
+                });
+            }
         }
     }
     Err(StoreError::plain(
@@ -33,40 +47,80 @@ pub(super) fn queued_workflow_source(value: &Value) -> Result<QueuedSource<'_>> 
     ))
 }
 
-pub(super) fn is_workflow_source(value: &Value) -> bool {
-    let has_text = |name: &str| field(value, name).is_string();
-    value.is_object()
-        && match field(value, "kind").as_str() {
-            Some("builtin") => has_text("id") && has_text("revision"),
-            Some("file") => has_text("path") && has_text("hash"),
-            _ => false,
+fn all_mounted(mounted: &[Js<'_>]) -> Result<bool> {
+    for item in mounted {
+        if !is_mounted_workflow_source(*item)? {
+            return Ok(false);
         }
+    }
+    Ok(true)
 }
 
-pub(super) fn is_mounted_workflow_source(value: &Value) -> bool {
-    let path_ok = field(value, "mountPath")
-        .as_array()
-        .is_some_and(|parts| parts.iter().all(Value::is_string));
-    value.is_object()
-        && path_ok
-        && field(value, "workflowName").is_string()
-        && is_workflow_source(field(value, "source"))
+fn is_string(value: Js<'_>) -> bool {
+    matches!(value, Js::String(_) | Js::IllFormed { .. })
+}
+
+pub(super) fn is_workflow_source(value: Js<'_>) -> Result<bool> {
+    if !is_record(value)? {
+        return Ok(false);
+    }
+    let has_text = |name: &str| value.get(name).map(is_string);
+    Ok(match value.get("kind")?.as_str() {
+        Some("builtin") => has_text("id")? && has_text("revision")?,
+        Some("file") => has_text("path")? && has_text("hash")?,
+        _ => false,
+    })
+}
+
+pub(super) fn is_mounted_workflow_source(value: Js<'_>) -> Result<bool> {
+    if !is_record(value)? {
+        return Ok(false);
+    }
+    let path_ok = match value.get("mountPath")?.items()? {
+        Some(parts) => parts.iter().all(|part| is_string(*part)),
+        None => false,
+    };
+    Ok(path_ok
+        && is_string(value.get("workflowName")?)
+        && is_workflow_source(value.get("source")?)?)
 }
 
 /// `(source_type, source_ref, source_revision)` of a validated source.
-pub(super) fn source_parts(source: &Value) -> (&str, &str, &str) {
-    let text = |name: &str| field(source, name).as_str().unwrap_or_default();
-    if text("kind") == "builtin" {
-        ("builtin", text("id"), text("revision"))
+pub(super) fn source_parts<'a>(source: Js<'a>) -> Result<(&'static str, &'a str, &'a str)> {
+    let text = |name: &str| -> Result<&'a str> {
+        Ok(match source.get(name)? {
+            Js::String(text) | Js::IllFormed { text, .. } => text,
+            _ => "",
+        })
+    };
+    Ok(if text("kind")? == "builtin" {
+        ("builtin", text("id")?, text("revision")?)
     } else {
-        ("file", text("path"), text("hash"))
-    }
+        ("file", text("path")?, text("hash")?)
+    })
 }
 
 impl QueuedSource<'_> {
     /// Canonical JSON of `{root, mounted}` as the caller gave them (extra properties included).
-    pub(super) fn canonical(&self) -> String {
-        canonical(&json!({ "root": self.root, "mounted": self.mounted }))
+    pub(super) fn canonical(&self, call: &Call) -> Result<String> {
+        if call.cx().is_some() {
+            return match self.mounted_value {
+                // A bare source: `{root: source, mounted: []}` (keys in canonical order).
+                Js::Undefined => Ok(format!(
+                    r#"{{"mounted":[],"root":{}}}"#,
+                    canonical_literal(call, &[("root", self.root)])?
+                        .strip_prefix(r#"{"root":"#)
+                        .and_then(|rest| rest.strip_suffix('}'))
+                        .unwrap_or("null")
+                )),
+                mounted => canonical_literal(call, &[("root", self.root), ("mounted", mounted)]),
+            };
+        }
+        let mounted: Vec<serde_json::Value> =
+            self.mounted.iter().map(|item| item.to_wire()).collect();
+        Ok(crate::state::json::canonical(
+            &json!({ "root": self.root.to_wire(), "mounted": mounted }),
+        ))
     }
 
     /// The root row (`mount_path ''`), then one row per mount (`mountPath.join("/")`).
@@ -75,7 +129,7 @@ impl QueuedSource<'_> {
             "INSERT INTO run_sources(run_id, mount_path, source_type, source_ref, source_revision)
              VALUES (?, ?, ?, ?, ?)",
         )?;
-        let (kind, reference, revision) = source_parts(self.root);
+        let (kind, reference, revision) = source_parts(self.root)?;
         let root = bind_params(&[
             run_id.clone(),
             Param::text(""),
@@ -84,12 +138,18 @@ impl QueuedSource<'_> {
             Param::text(revision),
         ])?;
         insert.execute(rusqlite::params_from_iter(&root))?;
-        for mounted in self.mounted {
-            let mount_path: Vec<&str> = field(mounted, "mountPath")
-                .as_array()
-                .map(|parts| parts.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            let (kind, reference, revision) = source_parts(field(mounted, "source"));
+        for mounted in &self.mounted {
+            let mount_path: Vec<&str> = mounted
+                .get("mountPath")?
+                .items()?
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|part| match part {
+                    Js::String(text) | Js::IllFormed { text, .. } => Some(text),
+                    _ => None,
+                })
+                .collect();
+            let (kind, reference, revision) = source_parts(mounted.get("source")?)?;
             let joined = mount_path.join("/");
             let values = bind_params(&[
                 run_id.clone(),

@@ -1,0 +1,62 @@
+'use strict';
+// What the core asks JavaScript to compute during a live call (src/js/computed.rs, src/js/live.rs),
+// at the point the reference's code evaluates it: `now + leaseMs` (JavaScript's `+`: `valueOf`, string
+// concatenation), `new Date(sum).toISOString()`, `Date.parse`, and the reference's in-place changes of the
+// caller's objects (a strict-mode assignment: a frozen claim or a getter-only property throws
+// the TypeError the reference's assignment throws). Registered once, at load.
+
+const { createHash } = require('node:crypto');
+const { canonicalJson } = require('./canonical-json.js');
+
+module.exports = {
+  // Coercions and tests of the caller's objects, done here so that what they throw (a revoked
+  // Proxy's TypeError, "Cannot convert object to primitive value") is an error of this realm,
+  // the caller's, as it is in the reference, and not of the addon's.
+  isArray(value) {
+    return Array.isArray(value);
+  },
+  string(value) {
+    return `${value}`;
+  },
+  number(value) {
+    return +value;
+  },
+  date(value) {
+    return new Date(value).getTime();
+  },
+  get(object, key) {
+    return object[key];
+  },
+  // Node's own APIs where the reference calls them with a caller's object (its coercions and
+  // refusals are Node's).
+  bufferFrom(value, encoding) {
+    return Buffer.from(value, encoding);
+  },
+  tokenHash(value) {
+    return createHash('sha256').update(value).digest();
+  },
+  add(a, b) {
+    return a + b;
+  },
+  parse(value) {
+    return Date.parse(value);
+  },
+  iso(value) {
+    return new Date(value).toISOString();
+  },
+  assign(object, key, value) {
+    object[key] = value;
+  },
+  stringify(value) {
+    return JSON.stringify(value);
+  },
+  canonical(value) {
+    return canonicalJson(value);
+  },
+  /** `canonicalJson({[name]: value, …})` of alternating names and values, in that order. */
+  canonicalObject(...pairs) {
+    const object = {};
+    for (let index = 0; index < pairs.length; index += 2) object[pairs[index]] = pairs[index + 1];
+    return canonicalJson(object);
+  },
+};
