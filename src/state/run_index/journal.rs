@@ -139,9 +139,7 @@ impl Journal {
         let mut slot = [0u8; SLOT];
         self.with_file(|file| read_at(file, &mut slot, offset(commit)))
             .ok()?;
-        decode(&slot, self.file_id)
-            .filter(|(at, _)| *at == commit)
-            .map(|(_, slot)| slot)
+        decode(&slot, commit, self.file_id)
     }
 
     /// What the slots of commits `first`, `first + 1`, … hold for them, `count` of them (at
@@ -161,10 +159,11 @@ impl Journal {
             .chunks_exact(SLOT)
             .zip(0..count)
             .map(|(slot, at)| {
-                let commit = first.wrapping_add(at);
-                decode(slot.try_into().expect("a slot"), self.file_id)
-                    .filter(|(found, _)| *found == commit)
-                    .map(|(_, slot)| slot)
+                decode(
+                    slot.try_into().expect("a slot"),
+                    first.wrapping_add(at),
+                    self.file_id,
+                )
             })
             .collect()
     }
@@ -281,13 +280,8 @@ fn encode(entry: &Entry, file_id: u64) -> [u8; SLOT] {
                 }
             }
         }
-        if bytes.len() <= SLOT - KEYS_AT
-            && images.iter().all(|(_, image)| {
-                image
-                    .as_ref()
-                    .is_none_or(|image| image.len() < usize::from(GONE))
-            })
-        {
+        // Within a slot, no image's length can reach GONE.
+        if bytes.len() <= SLOT - KEYS_AT {
             return encode_slot(
                 entry.commit,
                 &entry.base,
@@ -370,20 +364,20 @@ fn encode_slot(
     slot
 }
 
-/// The commit a slot is for, and what it holds for it.
-fn decode(slot: &[u8; SLOT], file_id: u64) -> Option<(u32, Slot)> {
+/// What a slot holds for commit `commit`, if it is whole and for that commit.
+fn decode(slot: &[u8; SLOT], commit: u32, file_id: u64) -> Option<Slot> {
     let word = |at: usize| u32::from_le_bytes(slot[at * 4..at * 4 + 4].try_into().unwrap());
     let length = word(8) as usize;
     if length > SLOT - KEYS_AT || slot[40..48] != file_id.to_le_bytes() {
         return None;
     }
     let keys = &slot[KEYS_AT..KEYS_AT + length];
-    if slot[48..56] != fnv(&[&slot[..48], keys]).to_le_bytes() || word(0) == 0 {
+    if word(0) != commit || slot[48..56] != fnv(&[&slot[..48], keys]).to_le_bytes() {
         return None;
     }
     let flags = word(5);
     if flags & IN_FLIGHT != 0 {
-        return Some((word(0), Slot::InFlight));
+        return Some(Slot::InFlight);
     }
     let (parsed, images) = if flags & UNREPORTED != 0 {
         (None, None)
@@ -404,7 +398,7 @@ fn decode(slot: &[u8; SLOT], file_id: u64) -> Option<(u32, Slot)> {
         keys: parsed,
         images,
     };
-    Some((entry.commit, Slot::Written(entry)))
+    Some(Slot::Written(entry))
 }
 
 fn decode_images(mut bytes: &[u8]) -> Option<Images> {

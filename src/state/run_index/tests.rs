@@ -503,6 +503,30 @@ fn large_file(scratch: &Scratch, runs: u64) -> (std::path::PathBuf, Connection) 
     (file, conn)
 }
 
+/// A connection with its index (closed before the index goes: the hooks point into it).
+struct Indexed {
+    conn: Connection,
+    index: RunIndex,
+}
+
+impl Indexed {
+    fn open(file: &std::path::Path) -> Indexed {
+        let conn = open(file);
+        let index = installed(&conn, file);
+        Indexed { conn, index }
+    }
+}
+
+/// A large file (`runs` runs) whose index is built: the first poll reads through SQL while the
+/// index is built off the caller's path.
+fn built_large_file(scratch: &Scratch, runs: u64) -> (std::path::PathBuf, Indexed) {
+    let (file, conn) = large_file(scratch, runs);
+    let index = installed(&conn, &file);
+    assert!(!poll(&conn, &index));
+    poll_until_used(&conn, &index);
+    (file, Indexed { conn, index })
+}
+
 fn poll(conn: &Connection, index: &RunIndex) -> bool {
     conn.execute_batch("BEGIN").unwrap();
     let used = index.current(conn, true).unwrap().is_some();
@@ -524,23 +548,18 @@ fn poll_until_used(conn: &Connection, index: &RunIndex) {
 #[test]
 fn another_native_writers_commits_are_caught_up_on_without_a_build() {
     let scratch = Scratch::new("run-index-journal");
-    let (index, writer_index);
-    let (file, conn) = large_file(&scratch, super::SYNC_BUILD_RUNS as u64 + 200);
-    index = installed(&conn, &file);
-    // Large: the first poll reads through SQL while the index is built off the caller's path.
-    assert!(!poll(&conn, &index));
-    poll_until_used(&conn, &index);
-    let writer = open(&file);
-    writer_index = installed(&writer, &file);
+    let (file, reader) = built_large_file(&scratch, super::SYNC_BUILD_RUNS as u64 + 200);
+    let Indexed { conn, index } = &reader;
+    let writer = Indexed::open(&file);
     let mut random = Random(11);
     let mut n = 10_000;
     let mut caught_up = 0;
     for number in 0..60 {
-        step(&writer, &writer, &mut random, &mut n);
+        step(&writer.conn, &writer.conn, &mut random, &mut n);
         // VACUUM and definition changes need a build; every other commit is caught up on.
         let builds = index.builds();
-        if !poll(&conn, &index) {
-            poll_until_used(&conn, &index);
+        if !poll(conn, index) {
+            poll_until_used(conn, index);
         } else {
             assert_eq!(
                 index.builds(),
@@ -549,7 +568,7 @@ fn another_native_writers_commits_are_caught_up_on_without_a_build() {
             );
             caught_up += 1;
         }
-        check(&conn, &index, number);
+        check(conn, index, number);
     }
     assert!(
         caught_up >= 40,
@@ -560,10 +579,10 @@ fn another_native_writers_commits_are_caught_up_on_without_a_build() {
     foreign
         .execute_batch("UPDATE resources SET revision = revision + 1")
         .unwrap();
-    assert!(!poll(&conn, &index));
-    poll_until_used(&conn, &index);
-    check(&conn, &index, 1_000);
-    drop((writer, writer_index, foreign));
+    assert!(!poll(conn, index));
+    poll_until_used(conn, index);
+    check(conn, index, 1_000);
+    drop((writer, foreign));
 }
 
 #[test]
@@ -686,14 +705,10 @@ fn the_journal_goes_with_the_files_last_connection() {
 fn a_commit_visible_before_its_entry_is_waited_for_not_taken_for_a_gap() {
     use std::sync::atomic::Ordering;
     let scratch = Scratch::new("run-index-in-flight");
-    let (index, writer_index);
-    let (file, conn) = large_file(&scratch, super::SYNC_BUILD_RUNS as u64 + 50);
-    index = installed(&conn, &file);
-    assert!(!poll(&conn, &index));
-    poll_until_used(&conn, &index);
-    let writer = open(&file);
-    writer_index = installed(&writer, &file);
-    let hooks = writer_index.hooks.as_ref().unwrap();
+    let (file, reader) = built_large_file(&scratch, super::SYNC_BUILD_RUNS as u64 + 50);
+    let Indexed { conn, index } = &reader;
+    let writer = Indexed::open(&file);
+    let hooks = writer.index.hooks.as_ref().unwrap();
     // The writer's WAL hook holds its entry back after the commit is visible; the reader
     // polls in that moment, and the entry comes 5 ms into its poll.
     let (hold, waiting) = &hooks.wal_hook_hold;
@@ -702,6 +717,7 @@ fn a_commit_visible_before_its_entry_is_waited_for_not_taken_for_a_gap() {
     std::thread::scope(|scope| {
         let committing = scope.spawn(move || {
             writer
+                .conn
                 .execute_batch(
                     "UPDATE resources SET revision = revision + 1 WHERE resource_id = 'res-3'",
                 )
@@ -718,50 +734,47 @@ fn a_commit_visible_before_its_entry_is_waited_for_not_taken_for_a_gap() {
             std::thread::sleep(std::time::Duration::from_millis(5));
             hold.store(false, Ordering::SeqCst);
         });
-        assert!(poll(&conn, &index), "taken for a gap");
+        assert!(poll(conn, index), "taken for a gap");
         committing.join().unwrap();
     });
     assert_eq!(index.builds(), builds, "caught up on, not built");
-    check(&conn, &index, 0);
+    check(conn, index, 0);
     // A mark no entry follows (its writer was killed), then a commit of another application:
     // after the wait, a gap — never the mark read as the commit's entry.
     let foreign = open(&file);
     conn.execute_batch("BEGIN").unwrap();
-    let position = super::position::of_snapshot(&conn).unwrap();
+    let position = super::position::of_snapshot(conn).unwrap();
     conn.execute_batch("COMMIT").unwrap();
     hooks.journal().announce(&position);
     foreign
         .execute_batch("UPDATE resources SET revision = revision + 1 WHERE resource_id = 'res-4'")
         .unwrap();
-    assert!(!poll(&conn, &index), "a commit without an entry is a gap");
-    poll_until_used(&conn, &index);
-    check(&conn, &index, 1);
-    drop((writer_index, foreign));
+    assert!(!poll(conn, index), "a commit without an entry is a gap");
+    poll_until_used(conn, index);
+    check(conn, index, 1);
+    drop((writer.index, foreign));
 }
 
 #[test]
 fn a_native_writers_run_rows_are_taken_from_its_entries() {
     let scratch = Scratch::new("run-index-images");
-    let (index, writer_index);
-    let (file, conn) = large_file(&scratch, super::SYNC_BUILD_RUNS as u64 + 50);
-    index = installed(&conn, &file);
-    assert!(!poll(&conn, &index));
-    poll_until_used(&conn, &index);
-    let writer = open(&file);
-    writer_index = installed(&writer, &file);
+    let (file, reader) = built_large_file(&scratch, super::SYNC_BUILD_RUNS as u64 + 50);
+    let Indexed { conn, index } = &reader;
+    let writer = Indexed::open(&file);
     let mut random = Random(23);
     let mut n = 20_000;
     let mut with_images = 0;
     for number in 0..150 {
-        writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+        writer.conn.execute_batch("BEGIN IMMEDIATE").unwrap();
         for _ in 0..=random.below(3) {
             let case = random.pick(&IN_TRANSACTION);
-            step_case(&writer, &writer, &mut random, &mut n, case);
+            step_case(&writer.conn, &writer.conn, &mut random, &mut n, case);
         }
-        writer_index.capture(&writer);
+        writer.index.capture(&writer.conn);
         match random.below(8) {
             // A change after the capture: the images go, the keys stay.
             0 => writer
+                .conn
                 .execute_batch(
                     "UPDATE run_queue SET updated_at = updated_at + 1
                      WHERE rowid = (SELECT max(rowid) FROM run_queue)",
@@ -769,33 +782,33 @@ fn a_native_writers_run_rows_are_taken_from_its_entries() {
                 .unwrap(),
             // Rolled back: neither images nor keys reach an entry.
             1 => {
-                writer.execute_batch("ROLLBACK").unwrap();
+                writer.conn.execute_batch("ROLLBACK").unwrap();
                 continue;
             }
             _ => {}
         }
-        writer.execute_batch("COMMIT").unwrap();
-        let commit = unsafe { super::position::of_shared_memory(writer.handle()) }
+        writer.conn.execute_batch("COMMIT").unwrap();
+        let commit = unsafe { super::position::of_shared_memory(writer.conn.handle()) }
             .unwrap()
             .commit;
         if let Some(super::journal::Slot::Written(entry)) =
-            writer_index.hooks.as_ref().unwrap().journal().read(commit)
+            writer.index.hooks.as_ref().unwrap().journal().read(commit)
         {
             with_images += usize::from(entry.images.is_some());
         }
         let builds = index.builds();
-        assert!(poll(&conn, &index), "step {number}: a gap");
+        assert!(poll(conn, index), "step {number}: a gap");
         assert_eq!(
             index.builds(),
             builds,
             "step {number}: caught up on, not built"
         );
-        check(&conn, &index, number);
+        check(conn, index, number);
     }
     assert!(with_images >= 60, "only {with_images} entries with images");
     assert!(
         index.mirror.lock().unwrap().images_applied >= with_images,
         "images written but not taken"
     );
-    drop((writer, writer_index));
+    drop(writer);
 }
