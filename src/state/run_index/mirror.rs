@@ -14,6 +14,7 @@ use std::sync::{Arc, MutexGuard};
 
 use rusqlite::types::{FromSql, FromSqlError, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
+use rustc_hash::FxHashMap;
 
 use super::journal::{fnv, Key};
 use super::position::WalPosition;
@@ -118,7 +119,9 @@ impl View {
 /// Texts by number (0 stands for none).
 #[derive(Default)]
 struct Names {
-    numbers: HashMap<Arc<str>, u32>,
+    /// Fx, not SipHash: every run image a catch-up reads hashes its status and project, and
+    /// these texts come from the state file, where colliding ones could only slow a poll.
+    numbers: FxHashMap<Arc<str>, u32>,
     texts: Vec<Arc<str>>,
 }
 
