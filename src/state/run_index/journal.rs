@@ -48,6 +48,9 @@ pub enum Key {
     ResourceId(Box<[u8]>),
     /// A `workflow_definitions` row was inserted: runs without one may now join it.
     DefinitionAdded,
+    /// A `blobs` row was changed or deleted: run records that read a document may differ (the
+    /// index's own rows read none).
+    BlobChanged,
 }
 
 /// One commit: the runs it may have changed, and the WAL positions it went from and to.
@@ -294,7 +297,8 @@ const IMAGES: u32 = 8;
 const GONE: u16 = u16::MAX;
 
 /// The slot's bytes: a header (commit, positions, flags, file id, key bytes, checksum), then
-/// the keys (a tag byte each: 1 rowid, 2 run id, 3 resource id, 4 definition added).
+/// the keys (a tag byte each: 1 rowid, 2 run id, 3 resource id, 4 definition added, 6 blob
+/// changed; 5 tags an image).
 fn encode(entry: &Entry, file_id: u64) -> [u8; SLOT] {
     if let (Some(_), Some(images)) = (&entry.keys, &entry.images) {
         let mut bytes = Vec::new();
@@ -339,6 +343,7 @@ fn encode(entry: &Entry, file_id: u64) -> [u8; SLOT] {
                         keys.extend_from_slice(text);
                     }
                     Key::DefinitionAdded => keys.push(4),
+                    Key::BlobChanged => keys.push(6),
                 }
             }
             if keys.len() > SLOT - KEYS_AT {
@@ -475,6 +480,7 @@ fn decode_keys(mut bytes: &[u8]) -> Option<Vec<Key>> {
                 }
             }
             4 => Key::DefinitionAdded,
+            6 => Key::BlobChanged,
             _ => return None,
         };
         keys.push(key);
@@ -572,6 +578,7 @@ mod tests {
             Key::RunId(Box::from(&b"run-1"[..])),
             Key::ResourceId(Box::from(&b""[..])),
             Key::DefinitionAdded,
+            Key::BlobChanged,
         ];
         writer.append(&entry(12, Some(keys.clone())));
         writer.append(&entry(13, None));
