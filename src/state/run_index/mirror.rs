@@ -593,6 +593,14 @@ impl Mirror {
         self.at_max_updated = revised.filter(|updated| *updated == max).count();
     }
 
+    /// The number runs of `project` have (`Some(None)`: any project); `None` when no run has it.
+    fn project_filter(&self, project: Option<&str>) -> Option<Option<u32>> {
+        match project {
+            None => Some(None),
+            Some(text) => self.projects.find(text.as_bytes()).map(Some),
+        }
+    }
+
     fn run(&self, rowid: i64) -> Option<&Run> {
         self.position_of(rowid).ok().map(|at| &self.runs[at].1)
     }
@@ -698,12 +706,8 @@ impl Current<'_> {
     ) -> Vec<i64> {
         let limit = limit.unwrap_or(usize::MAX);
         let mirror = &self.0;
-        let project = match project {
-            None => None,
-            Some(text) => match mirror.projects.find(text.as_bytes()) {
-                Some(number) => Some(number),
-                None => return Vec::new(),
-            },
+        let Some(project) = mirror.project_filter(project) else {
+            return Vec::new();
         };
         let wanted: Option<Vec<u8>> = statuses.map(|statuses| {
             statuses
@@ -840,12 +844,8 @@ impl Current<'_> {
         now: i64,
     ) -> Vec<i64> {
         let mirror = &self.0;
-        let project = match project {
-            None => None,
-            Some(text) => match mirror.projects.find(text.as_bytes()) {
-                Some(number) => Some(number),
-                None => return Vec::new(),
-            },
+        let Some(project) = mirror.project_filter(project) else {
+            return Vec::new();
         };
         // `now` is bound as a double: the comparisons are exact only within 2^53.
         let exact_now = now.unsigned_abs() <= 1 << 53;
