@@ -1,0 +1,151 @@
+//! What a store method does when the cluster loses an acknowledgement (`Remote`'s errors): the
+//! one table of which methods may run again after an unknown outcome, and the retry loop the
+//! method router runs on a cluster.
+//!
+//! * `DQLITE_ROLLED_BACK` (the transaction was lost before its COMMIT: nothing of it applied):
+//!   every method runs again, from its first argument read, on the new leader.
+//! * `DQLITE_OUTCOME_UNKNOWN` (a COMMIT was sent and its reply lost: it may have been applied):
+//!   only a method whose second run cannot differ from its first is run again
+//!   ([`retry_after_unknown`]): the reads. Every write surfaces the error, with that `code`,
+//!   for the caller to find out (README, "Lost acknowledgements").
+//! * `DQLITE_UNAVAILABLE` (no leader within the reconnect deadline; nothing applied): surfaced,
+//!   the deadline already spent.
+
+use std::time::{Duration, Instant};
+
+use super::remote::codes;
+use crate::error::{Result, StoreError};
+
+/// How many times one call may run again.
+const MAX_RERUNS: u32 = 8;
+/// How long reruns of one call may go on.
+const RERUN_DEADLINE: Duration = Duration::from_secs(20);
+
+/// The methods that only read: after an unknown outcome (which a read cannot meet, but a
+/// method's read snapshot can) running them again is the same as running them once.
+pub const READS: &[&str] = &[
+    "getResource",
+    "getResourceByUid",
+    "listResources",
+    "listQueue",
+    "getEffect",
+    "listEffects",
+    "getWorkflow",
+    "getWorkflowByRequestId",
+    "listWorkflows",
+    "listEvents",
+    "getWorkflowRun",
+    "getWorkflowRunView",
+    "workflowRunListRevision",
+    "listWorkflowRunViews",
+    "workflowRunProjectPath",
+    "listWorkflowRuns",
+    "findSessionReservation",
+    "findSessionReservationView",
+    "isWorkflowRunPaused",
+    "verifyWorkflowRunClaim",
+    "workflowRunAuthority",
+    "listRunEventsAfter",
+];
+
+/// Whether `method` may run again after a COMMIT whose reply was lost.
+pub fn retry_after_unknown(method: &str) -> bool {
+    READS.contains(&method)
+}
+
+/// The cluster code of `error`, if it is a cluster failure.
+pub fn cluster_code(error: &StoreError) -> Option<&str> {
+    match error {
+        StoreError::Js {
+            code: Some(code), ..
+        } if code.starts_with("DQLITE_") => Some(code),
+        _ => None,
+    }
+}
+
+/// Runs `call` (one method, `method`) and runs it again while its error says that is safe.
+pub fn with_reruns<T>(method: &str, mut call: impl FnMut() -> Result<T>) -> Result<T> {
+    let deadline = Instant::now() + RERUN_DEADLINE;
+    let mut delay = Duration::from_millis(20);
+    let mut reruns = 0;
+    loop {
+        let error = match call() {
+            Ok(value) => return Ok(value),
+            Err(error) => error,
+        };
+        let again = match cluster_code(&error) {
+            Some(codes::ROLLED_BACK) => true,
+            Some(codes::OUTCOME_UNKNOWN) => retry_after_unknown(method),
+            _ => false,
+        };
+        if !again || reruns == MAX_RERUNS || Instant::now() + delay > deadline {
+            return Err(error);
+        }
+        reruns += 1;
+        std::thread::sleep(delay);
+        delay = (delay * 2).min(Duration::from_millis(500));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_read_is_a_method_of_the_table() {
+        for name in READS {
+            assert!(
+                crate::methods::METHODS.iter().any(|m| m.name == *name),
+                "{name}"
+            );
+        }
+    }
+
+    fn failure(code: &str) -> StoreError {
+        StoreError::Js {
+            name: "Error".into(),
+            message: "lost".into(),
+            code: Some(code.into()),
+        }
+    }
+
+    #[test]
+    fn a_rolled_back_call_runs_again_an_unknown_write_does_not() {
+        let mut runs = 0;
+        let out = with_reruns("putResource", || {
+            runs += 1;
+            if runs < 3 {
+                Err(failure(codes::ROLLED_BACK))
+            } else {
+                Ok(runs)
+            }
+        });
+        assert_eq!(out.unwrap(), 3);
+        let mut runs = 0;
+        let out: Result<()> = with_reruns("putResource", || {
+            runs += 1;
+            Err(failure(codes::OUTCOME_UNKNOWN))
+        });
+        assert_eq!(
+            cluster_code(&out.unwrap_err()),
+            Some(codes::OUTCOME_UNKNOWN)
+        );
+        assert_eq!(runs, 1);
+        let mut runs = 0;
+        let out = with_reruns("getWorkflowRun", || {
+            runs += 1;
+            if runs < 2 {
+                Err(failure(codes::OUTCOME_UNKNOWN))
+            } else {
+                Ok(())
+            }
+        });
+        assert!(out.is_ok() && runs == 2);
+        let mut runs = 0;
+        let out: Result<()> = with_reruns("getWorkflowRun", || {
+            runs += 1;
+            Err(failure(codes::UNAVAILABLE))
+        });
+        assert!(out.is_err() && runs == 1);
+    }
+}
