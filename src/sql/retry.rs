@@ -7,17 +7,22 @@
 //! * `DQLITE_OUTCOME_UNKNOWN` (a COMMIT was sent and its reply lost: it may have been applied):
 //!   only a method whose second run cannot differ from its first is run again
 //!   ([`retry_after_unknown`]): the reads. Every write surfaces the error, with that `code`,
-//!   for the caller to find out (README, "Lost acknowledgements").
+//!   for the caller to find out (docs/cluster.md, "Lost acknowledgements").
 //! * `DQLITE_UNAVAILABLE` (no leader within the reconnect deadline; nothing applied): surfaced,
 //!   the deadline already spent.
+//! * `SQLITE_BUSY` (another host's write transaction holds the leader's write lock; the call's
+//!   own transaction was rolled back, nothing of it applied): run again for up to
+//!   [`BUSY_WAIT`], as a file's connection waits for its busy timeout.
 
 use std::time::{Duration, Instant};
 
 use super::remote::codes;
 use crate::error::{Result, StoreError};
 
-/// How many times one call may run again.
+/// How many times one call may run again after a lost transaction.
 const MAX_RERUNS: u32 = 8;
+/// How long a call that meets another host's write lock keeps trying (the file's busy timeout).
+pub const BUSY_WAIT: Duration = Duration::from_secs(5);
 /// How long reruns of one call may go on.
 const RERUN_DEADLINE: Duration = Duration::from_secs(20);
 
@@ -63,16 +68,34 @@ pub fn cluster_code(error: &StoreError) -> Option<&str> {
     }
 }
 
+/// Whether `error` is SQLite's busy or locked refusal (nothing of the call applied).
+fn is_busy(error: &StoreError) -> bool {
+    matches!(error, StoreError::Sqlite { code, .. }
+        if code.starts_with("SQLITE_BUSY") || code.starts_with("SQLITE_LOCKED"))
+}
+
 /// Runs `call` (one method, `method`) and runs it again while its error says that is safe.
 pub fn with_reruns<T>(method: &str, mut call: impl FnMut() -> Result<T>) -> Result<T> {
     let deadline = Instant::now() + RERUN_DEADLINE;
     let mut delay = Duration::from_millis(20);
+    let mut busy_since: Option<Instant> = None;
+    let mut busy_delay = Duration::from_millis(1);
     let mut reruns = 0;
     loop {
         let error = match call() {
             Ok(value) => return Ok(value),
             Err(error) => error,
         };
+        if is_busy(&error) {
+            // Counted from the first refusal: the call may have waited for a leader before.
+            let since = *busy_since.get_or_insert_with(Instant::now);
+            if since.elapsed() + busy_delay > BUSY_WAIT {
+                return Err(error);
+            }
+            std::thread::sleep(busy_delay);
+            busy_delay = (busy_delay * 2).min(Duration::from_millis(50));
+            continue;
+        }
         let again = match cluster_code(&error) {
             Some(codes::ROLLED_BACK) => true,
             Some(codes::OUTCOME_UNKNOWN) => retry_after_unknown(method),
@@ -147,5 +170,17 @@ mod tests {
             Err(failure(codes::UNAVAILABLE))
         });
         assert!(out.is_err() && runs == 1);
+        let mut runs = 0;
+        let out = with_reruns("claimNext", || {
+            runs += 1;
+            match runs {
+                1..=3 => Err(StoreError::Sqlite {
+                    code: "SQLITE_BUSY".into(),
+                    message: "database is locked".into(),
+                }),
+                _ => Ok(runs),
+            }
+        });
+        assert_eq!(out.unwrap(), 4);
     }
 }
