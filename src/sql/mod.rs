@@ -14,10 +14,12 @@
 
 pub mod remote;
 pub mod retry;
+mod row;
 
-use rusqlite::types::{FromSql, FromSqlError, ToSql, ValueRef};
+use rusqlite::types::ToSql;
 use rusqlite::{CachedStatement, Connection};
 
+pub use row::{ColumnIndex, Row};
 pub use rusqlite::{params, OptionalExtension};
 
 /// The state database's connection: a local SQLite file or a dqlite cluster.
@@ -257,91 +259,6 @@ where
             .next()
             .transpose()
             .map(|row| row.and_then(|row| map(&row)))
-    }
-}
-
-/// One row of a result.
-#[derive(Clone, Copy)]
-pub enum Row<'a> {
-    /// SQLite's row buffer, read in place.
-    File(&'a rusqlite::Row<'a>),
-    /// A row received from the cluster: its values and the result's column names.
-    Remote(&'a [dqlite_wire::Value], &'a [String]),
-}
-
-/// A column index (rusqlite's `RowIndex`, for positions only).
-pub trait ColumnIndex: Copy {
-    /// The 0-based position.
-    fn position(self) -> usize;
-}
-
-impl ColumnIndex for usize {
-    #[inline]
-    fn position(self) -> usize {
-        self
-    }
-}
-
-impl Row<'_> {
-    /// The value at `index` converted to `T`, failing as rusqlite's `Row::get` does.
-    #[inline]
-    pub fn get<I: ColumnIndex, T: FromSql>(&self, index: I) -> rusqlite::Result<T> {
-        match self {
-            Row::File(row) => row.get(index.position()),
-            Row::Remote(..) => {
-                let index = index.position();
-                let value = self.get_ref(index)?;
-                T::column_result(value).map_err(|error| match error {
-                    FromSqlError::InvalidType => rusqlite::Error::InvalidColumnType(
-                        index,
-                        self.column_name(index).to_owned(),
-                        value.data_type(),
-                    ),
-                    FromSqlError::OutOfRange(n) => {
-                        rusqlite::Error::IntegralValueOutOfRange(index, n)
-                    }
-                    FromSqlError::Other(error) => {
-                        rusqlite::Error::FromSqlConversionFailure(index, value.data_type(), error)
-                    }
-                    other => rusqlite::Error::FromSqlConversionFailure(
-                        index,
-                        value.data_type(),
-                        Box::new(other),
-                    ),
-                })
-            }
-        }
-    }
-
-    /// The value at `index` in place.
-    #[inline]
-    pub fn get_ref<I: ColumnIndex>(&self, index: I) -> rusqlite::Result<ValueRef<'_>> {
-        match self {
-            Row::File(row) => row.get_ref(index.position()),
-            Row::Remote(values, _) => {
-                let index = index.position();
-                values
-                    .get(index)
-                    .map(remote::value_ref)
-                    .ok_or(rusqlite::Error::InvalidColumnIndex(index))
-            }
-        }
-    }
-
-    /// The number of columns.
-    #[inline]
-    pub fn column_count(&self) -> usize {
-        match self {
-            Row::File(row) => row.as_ref().column_count(),
-            Row::Remote(values, _) => values.len(),
-        }
-    }
-
-    fn column_name(&self, index: usize) -> &str {
-        match self {
-            Row::File(row) => row.as_ref().column_name(index).unwrap_or(""),
-            Row::Remote(_, columns) => columns.get(index).map_or("", String::as_str),
-        }
     }
 }
 

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use dqlite_wire::{Backoff, Cluster, Config, Connection, ErrorKind, Outcome, Value};
 use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
 
-use super::Row;
+use super::row::Row;
 
 /// How long a `BEGIN IMMEDIATE` that finds another connection's write transaction waits for
 /// it, as the file's busy timeout.
@@ -436,20 +436,6 @@ impl Rows {
     }
 }
 
-/// A received value as SQLite's storage class (dqlite's date and boolean types folded back).
-pub fn value_ref(value: &Value) -> ValueRef<'_> {
-    match value {
-        Value::Integer(n) | Value::Unixtime(n) => ValueRef::Integer(*n),
-        Value::Boolean(b) => ValueRef::Integer(*b as i64),
-        Value::Float(x) => ValueRef::Real(*x),
-        Value::Text(text) => ValueRef::Text(text.as_bytes()),
-        Value::Iso8601(text) if text.is_empty() => ValueRef::Null,
-        Value::Iso8601(text) => ValueRef::Text(text.as_bytes()),
-        Value::Blob(bytes) => ValueRef::Blob(bytes),
-        Value::Null => ValueRef::Null,
-    }
-}
-
 /// A bound value as the wire sends it.
 pub fn to_value(item: &(impl ToSql + ?Sized)) -> rusqlite::Result<Value> {
     let output = item.to_sql()?;
@@ -505,6 +491,7 @@ fn error(e: dqlite_wire::Error) -> rusqlite::Error {
 
 #[cfg(test)]
 mod tests {
+    use super::super::row::value_ref;
     use super::*;
 
     #[test]
