@@ -21,8 +21,10 @@ use crate::error::{Result, StoreError};
 
 /// How many times one call may run again after a lost transaction.
 const MAX_RERUNS: u32 = 8;
-/// How long a call that meets another host's write lock keeps trying (the file's busy timeout).
-pub const BUSY_WAIT: Duration = Duration::from_secs(5);
+/// How long a call that meets another host's write lock keeps trying: the file's busy timeout
+/// (5 s) and more, since right after a failover the new leader refuses writes with
+/// `SQLITE_BUSY` while it catches up (seen for over 5 s with three hosts on loopback).
+pub const BUSY_WAIT: Duration = Duration::from_secs(10);
 /// How long reruns of one call may go on.
 const RERUN_DEADLINE: Duration = Duration::from_secs(20);
 
