@@ -32,28 +32,7 @@ impl Row<'_> {
     pub fn get<I: ColumnIndex, T: FromSql>(&self, index: I) -> rusqlite::Result<T> {
         match self {
             Row::File(row) => row.get(index.position()),
-            Row::Remote(..) => {
-                let index = index.position();
-                let value = self.get_ref(index)?;
-                T::column_result(value).map_err(|error| match error {
-                    FromSqlError::InvalidType => rusqlite::Error::InvalidColumnType(
-                        index,
-                        self.column_name(index).to_owned(),
-                        value.data_type(),
-                    ),
-                    FromSqlError::OutOfRange(n) => {
-                        rusqlite::Error::IntegralValueOutOfRange(index, n)
-                    }
-                    FromSqlError::Other(error) => {
-                        rusqlite::Error::FromSqlConversionFailure(index, value.data_type(), error)
-                    }
-                    other => rusqlite::Error::FromSqlConversionFailure(
-                        index,
-                        value.data_type(),
-                        Box::new(other),
-                    ),
-                })
-            }
+            Row::Remote(values, columns) => remote_get(values, columns, index.position()),
         }
     }
 
@@ -62,13 +41,7 @@ impl Row<'_> {
     pub fn get_ref<I: ColumnIndex>(&self, index: I) -> rusqlite::Result<ValueRef<'_>> {
         match self {
             Row::File(row) => row.get_ref(index.position()),
-            Row::Remote(values, _) => {
-                let index = index.position();
-                values
-                    .get(index)
-                    .map(value_ref)
-                    .ok_or(rusqlite::Error::InvalidColumnIndex(index))
-            }
+            Row::Remote(values, _) => remote_get_ref(values, index.position()),
         }
     }
 
@@ -80,13 +53,42 @@ impl Row<'_> {
             Row::Remote(values, _) => values.len(),
         }
     }
+}
 
-    fn column_name(&self, index: usize) -> &str {
-        match self {
-            Row::File(row) => row.as_ref().column_name(index).unwrap_or(""),
-            Row::Remote(_, columns) => columns.get(index).map_or("", String::as_str),
+/// [`Row::get`] of a row the cluster sent; out of line, so that the file's `get` stays a
+/// match in front of rusqlite's.
+#[cold]
+#[inline(never)]
+fn remote_get<T: FromSql>(
+    values: &[Value],
+    columns: &[String],
+    index: usize,
+) -> rusqlite::Result<T> {
+    let value = remote_get_ref(values, index)?;
+    T::column_result(value).map_err(|error| match error {
+        FromSqlError::InvalidType => rusqlite::Error::InvalidColumnType(
+            index,
+            columns.get(index).map_or("", String::as_str).to_owned(),
+            value.data_type(),
+        ),
+        FromSqlError::OutOfRange(n) => rusqlite::Error::IntegralValueOutOfRange(index, n),
+        FromSqlError::Other(error) => {
+            rusqlite::Error::FromSqlConversionFailure(index, value.data_type(), error)
         }
-    }
+        other => {
+            rusqlite::Error::FromSqlConversionFailure(index, value.data_type(), Box::new(other))
+        }
+    })
+}
+
+/// [`Row::get_ref`] of a row the cluster sent (out of line, as [`remote_get`]).
+#[cold]
+#[inline(never)]
+fn remote_get_ref(values: &[Value], index: usize) -> rusqlite::Result<ValueRef<'_>> {
+    values
+        .get(index)
+        .map(value_ref)
+        .ok_or(rusqlite::Error::InvalidColumnIndex(index))
 }
 
 /// A received value as SQLite's storage class (dqlite's date and boolean types folded back).
