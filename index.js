@@ -11,7 +11,7 @@ const path = require('node:path');
 const { jsonEnvelope } = require('./lib/canonical-json.js');
 const errors = require('./lib/errors.js');
 const { METHODS } = require('./lib/methods.js');
-const { RETRY, encodeAllArguments, encodeArguments, encodeError } = require('./lib/wire.js');
+const { encodeArguments, encodeError } = require('./lib/wire.js');
 const { binding, created } = require('./lib/native.js');
 const { workflowStatePath } = require('./lib/paths.js');
 const { StateDatabase, nativeStateOf, withFilePath } = require('./lib/state-database.js');
@@ -96,26 +96,24 @@ function valueAt(args, { index, property }) {
 }
 
 /**
- * The arguments as the core reads them (lib/wire.js); the caller's objects are never modified.
- * `all`: tag every value that needs it, strings included (after the core answered RETRY).
+ * A `store.async` call's arguments as the core reads them (lib/wire.js), read now; the caller's
+ * objects are never modified.
  */
-function wireArguments(spec, args, all = false) {
-  const encodeList = all ? encodeAllArguments : encodeArguments;
+function wireArguments(spec, args) {
   // Most calls convert nothing: the arguments are sent as they are, without a copy.
-  if (spec.plain) return encodeList(args);
+  if (spec.plain) return encodeArguments(args);
   const wire = Array.from(args);
   const copied = new Set();
   for (const at of spec.time) replaceAt(wire, copied, at, timeValue);
   for (const at of spec.date) replaceAt(wire, copied, at, dateValue);
   for (const at of spec.json) replaceAt(wire, copied, at, jsonEnvelope);
   if (spec.lease !== undefined) replaceLease(wire, copied, spec.lease);
-  return encodeList(wire);
+  return encodeArguments(wire);
 }
 
 /** Decodes the core's reply (see src/lib.rs) and applies its in-place claim changes. */
 function readReply(spec, args, reply) {
   if (reply === '') return undefined;
-  if (reply === RETRY) throw new Error('pi-workflows-native: the core could not read the arguments');
   const tag = reply.charCodeAt(0);
   if (tag === 33 /* ! */) throw errors.errorFromWire(JSON.parse(reply.slice(1)));
   let value;
@@ -267,10 +265,7 @@ class SqliteControllerStore {
   static #invoke(store, spec, args) {
     const clock = Date.now();
     // The core reads the caller's values itself, as the reference's code reads them.
-    if (spec.live) return readReply(spec, args, store.#native.callLive(spec.index, args, clock));
-    let reply = store.#native.call(spec.index, wireArguments(spec, args), clock);
-    if (reply === RETRY) reply = store.#native.call(spec.index, wireArguments(spec, args, true), clock);
-    return readReply(spec, args, reply);
+    return readReply(spec, args, store.#native.callLive(spec.index, args, clock));
   }
 
   /** `#invoke` on a worker thread, queued behind this database's earlier asynchronous calls. */
@@ -278,8 +273,8 @@ class SqliteControllerStore {
     if (store.#closing !== undefined) return Promise.reject(stacks.fromCaller(closedError(), publicFunction));
     let wire;
     try {
-      // Every value checked now (a RETRY later would read the arguments after the call).
-      wire = wireArguments(spec, args, true);
+      // Read now: the call runs later, on another thread.
+      wire = wireArguments(spec, args);
     } catch (error) {
       return Promise.reject(stacks.fromCaller(error, publicFunction));
     }

@@ -91,6 +91,32 @@ describe('run list cache', () => {
     expect(lists().revision).not.toBe(revision);
   });
 
+  it('keeps no record whose error message is missing: a blob inserted later shows', () => {
+    for (let index = 0; index < 2; index += 1) store.reserveWorkflowRun(reservation(index));
+    const connection = store.state.connection;
+    const hash = Buffer.alloc(32, 7);
+    const first = (runs: { runId: string; errorMessage: unknown }[]) => runs.find((run) => run.runId === 'run-0')?.errorMessage;
+    // The record's and the view's.
+    const message = () => {
+      const messages = [first(store.listWorkflowRuns({ limit: 10 })), first(store.listWorkflowRunViews({ offset: 0, limit: 10 }).runs)];
+      expect(messages[1]).toBe(messages[0]);
+      return messages[0];
+    };
+    connection.exec('PRAGMA foreign_keys = OFF');
+    try {
+      connection.prepare('UPDATE run_queue SET error_hash = ? WHERE run_id = ?').run(hash, 'run-0');
+    } finally {
+      connection.exec('PRAGMA foreign_keys = ON');
+    }
+    expect(message()).toBeNull();
+    expect(message()).toBeNull();
+    // Inserting a blob changes no run's rows; only the record reads it.
+    connection
+      .prepare("INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at) VALUES (?, 'text/plain', 5, ?, 0)")
+      .run(hash, Buffer.from('found'));
+    expect(message()).toBe('found');
+  });
+
   it('pages a kept order like the statement, and filters without it', () => {
     for (let index = 0; index < 7; index += 1) store.reserveWorkflowRun(reservation(index));
     const page = (offset: number, limit: number) => ids(store.listWorkflowRunViews({ offset, limit }).runs);

@@ -3,8 +3,9 @@
 // file — native writer processes doing run lifecycles and controller writes, a raw-SQL writer
 // on a better-sqlite3 connection of its own (queue rows, revisions, leases, runs inserted and
 // deleted, rowid changes, REPLACE, truncations with foreign keys off, rolled-back transactions,
-// pending interactions, VACUUM), raw SQL on the indexed stores' own connections, and a host in
-// this process claiming and finishing runs — and after every step every poll of this
+// pending interactions, run sources and documents rewritten in place, VACUUM), raw SQL on the
+// indexed stores' own connections, and a host in this process claiming and finishing runs —
+// and after every step every poll of this
 // process's indexed stores is compared with an oracle process started with
 // `PIW_RUN_INDEX=off` (every poll through SQL, commit 7c3a948):
 // - `workflowRunListRevision()`, `listWorkflowRunViews()` (first page, an offset page),
@@ -65,6 +66,9 @@ const COVERAGE = [
   ['raw', 'deleteRun'],
   ['own', 'lease'],
   ['solo', 'rowid:run_bindings'],
+  ['own', 'source'],
+  ['own', 'blob'],
+  ['raw', 'blob'],
 ];
 
 /** A forked process answering one message at a time (see `workers/xproc-worker.js`). */

@@ -16,7 +16,9 @@
 //    claim, looks for work —, the others sessions — record run events, reserve/claim/complete
 //    their own runs —, and from N = 5 on the last a viewer that only reads) have each written and
 //    acknowledged: every timed poll comes after at least one foreign commit since the previous
-//    one; "×own" is that cost over table 1's;
+//    one; "×own" is that cost over table 1's. The last row, a native call that reads nothing
+//    (bench/scale-impl.js FLOOR), is timed the same way: its "×own" is what merely running after
+//    other processes costs any call, the floor under the polls' ratios;
 // 3. with --reference (or PIW_REF set): the same polls on the TypeScript reference store loaded
 //    from $PIW_REF (outside this repository; without PIW_REF these rows are skipped with a note),
 //    with reference writers when N > 0, back to back on the same files; "native ×" is the
@@ -47,7 +49,10 @@ const path = require('node:path');
 const { SqliteControllerStore } = require('..');
 const { reservation } = require('./fixtures');
 const { addRunThroughApi, buildFast } = require('./scale-build');
-const { loadStore, POLLS, PROJECT } = require('./scale-impl');
+const { loadStore, POLLS, FLOOR, PROJECT } = require('./scale-impl');
+
+/** The polls, and the floor under their ratios (see scale-impl.js). */
+const TIMED = { ...POLLS, ...FLOOR };
 
 const argv = process.argv.slice(2);
 const flag = (name) => argv.includes(`--${name}`);
@@ -187,7 +192,7 @@ async function measureOwn(source, size) {
     const terminal = terminalOf(size);
     const write = (i) =>
       store.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.touch', payload: { i } });
-    for (const [name, poll] of Object.entries(POLLS)) results[name] = await timed(write, (i) => poll(store, i), pollCheck(name));
+    for (const [name, poll] of Object.entries(TIMED)) results[name] = await timed(write, (i) => poll(store, i), pollCheck(name));
     const queuedSession = (i) => `session-${(((i * 7919) % size) - ((i * 7919) % size) % 20)}`;
     results.findSessionReservation = await timed(
       write,
@@ -289,7 +294,7 @@ async function measurePolls(source, size, impl, count) {
       writers === undefined
         ? (i) => store.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.touch', payload: { i } })
         : (i) => writers.writeAll(i);
-    for (const [name, poll] of Object.entries(POLLS)) {
+    for (const [name, poll] of Object.entries(TIMED)) {
       results[name] = await timed(write, (i) => poll(store, i), pollCheck(name));
       process.stderr.write(`  ${impl} ${size} writers=${count} ${name}: ${Math.round(results[name])} µs\n`);
     }
@@ -384,7 +389,7 @@ async function main() {
   const native = {};
   if (WRITERS > 0 && ONLY.has('writers')) {
     for (const size of SIZES) native[size] = await measurePolls(file(size), size, 'native', WRITERS);
-    const rows = Object.keys(POLLS).map((name) => [
+    const rows = Object.keys(TIMED).map((name) => [
       name,
       ...SIZES.map((size) => `${micros(native[size][name])} (${ratio(native[size][name], own[size]?.results[name])} own)`),
       ratio(native[last][name], native[first][name]),
@@ -398,7 +403,7 @@ async function main() {
   } else if (REFERENCE && ONLY.has('reference')) {
     for (const size of SIZES) reference[size] = await measurePolls(file(size), size, 'ts', WRITERS);
     const base = WRITERS > 0 ? native : Object.fromEntries(SIZES.map((size) => [size, own[size]?.results ?? {}]));
-    const rows = Object.keys(POLLS).map((name) => [
+    const rows = Object.keys(TIMED).map((name) => [
       name,
       ...SIZES.map((size) => `${micros(reference[size][name])} (native ${ratio(reference[size][name], base[size]?.[name])})`),
       ratio(reference[last][name], reference[first][name]),

@@ -1,7 +1,7 @@
 'use strict';
 // The store's public methods as the JS layer needs them: the core's method table (src/methods.rs,
 // the one list of names, in call-index order) with each method's conversions compiled once.
-// Each entry is `{name, index, live, time, date, json, claim, echo, echoProps, lease, plain}`; what
+// Each entry is `{name, index, time, date, json, claim, echo, echoProps, lease, plain}`; what
 // each conversion means is documented on `Conversions` in src/methods.rs.
 
 const { binding } = require('./native.js');
@@ -19,7 +19,6 @@ const METHODS = JSON.parse(binding.methodTable()).map((method, index) => {
   const spec = {
     name: method.name,
     index,
-    live: method.live,
     time: method.time.map(parsePath),
     date: method.date.map(parsePath),
     json: method.json.map(parsePath),
@@ -28,7 +27,7 @@ const METHODS = JSON.parse(binding.methodTable()).map((method, index) => {
     echoProps: method.echoProps.length === 0 ? undefined : method.echoProps,
     lease: method.lease === null ? undefined : { now: parsePath(method.lease.now), ms: parsePath(method.lease.ms) },
   };
-  // No argument to convert before the call (index.js then sends the arguments as they are).
+  // No argument to convert before a `store.async` call (index.js then encodes them as they are).
   spec.plain = spec.time.length === 0 && spec.date.length === 0 && spec.json.length === 0;
   return spec;
 });

@@ -1,13 +1,12 @@
 'use strict';
-// The argument wire: every JavaScript value a caller can pass, as JSON the core decodes into
-// exactly what the reference's JavaScript saw (src/args.rs reads it).
+// The argument wire of `store.async`: every JavaScript value a caller can pass, read on the
+// caller's thread before the call is queued, as JSON the core decodes into what the reference's
+// JavaScript saw (src/js/value.rs reads it; synchronous calls read the caller's values live).
 //
 // Values JSON represents exactly (finite numbers other than -0, well-formed strings, booleans,
-// null, dense arrays and plain objects of those) are sent as `JSON.stringify` writes them; that
-// is the fast path and costs one walk over the arguments (strings with lone surrogates are
-// caught by the core's parser instead, which asks for the call again: RETRY). Everything else becomes a tagged
-// object whose first key is "\u0000" (a key no user object on the wire can start with: a user
-// key that starts with "\u0000" gets one more "\u0000" in front):
+// null, dense arrays and plain objects of those) are sent as `JSON.stringify` writes them.
+// Everything else becomes a tagged object whose first key is "\u0000" (a key no user object on
+// the wire can start with: a user key that starts with "\u0000" gets one more "\u0000" in front):
 //
 //   {"\0": "undefined"}                                  undefined (property, item or argument)
 //   {"\0": "number", "v": "NaN"|"Infinity"|"-Infinity"|"-0"}
@@ -55,41 +54,6 @@ function isWellFormedSlow(text) {
 function isPlainObject(value) {
   const prototype = Object.getPrototypeOf(value);
   return prototype === Object.prototype || prototype === null;
-}
-
-/**
- * Whether `JSON.stringify(value)` is exactly the value (no tag needed anywhere inside). Strings
- * are not checked here: a lone surrogate makes the core's JSON parser fail, and the core then
- * answers RETRY so the call is sent again with `encodeAllArguments` (see index.js).
- */
-function exact(value, depth) {
-  switch (typeof value) {
-    case 'string':
-    case 'boolean':
-      return true;
-    case 'number':
-      // Finite and not -0.
-      return value - value === 0 && (value !== 0 || 1 / value > 0);
-    case 'object': {
-      if (value === null) return true;
-      if (depth >= MAX_DEPTH) return false;
-      if (Array.isArray(value)) {
-        for (let i = 0; i < value.length; i++) {
-          const item = value[i];
-          if ((item === undefined && !(i in value)) || !exact(item, depth + 1)) return false;
-        }
-        return true;
-      }
-      if (!isPlainObject(value)) return false;
-      // for…in: no key array allocated; a plain object inherits no enumerable keys.
-      for (const key in value) {
-        if (key.charCodeAt(0) === 0 || !exact(value[key], depth + 1)) return false;
-      }
-      return true;
-    }
-    default:
-      return false;
-  }
 }
 
 function safeString(value) {
@@ -202,20 +166,9 @@ function encodeError(error) {
   return out;
 }
 
-/** The wire text of an argument list: as `JSON.stringify` writes it when that is exact. */
+/** The wire text of an argument list, every value checked and tagged where needed. */
 function encodeArguments(args) {
-  for (let i = 0; i < args.length; i++) {
-    if (!exact(args[i], 0)) return encodeAllArguments(args);
-  }
-  return JSON.stringify(args);
-}
-
-/** The wire text of an argument list with every value checked and tagged where needed. */
-function encodeAllArguments(args) {
   return JSON.stringify(Array.from(args, (arg) => encode(arg)));
 }
 
-/** The core's reply when the fast-path text did not parse (a lone surrogate): send it again. */
-const RETRY = '?';
-
-module.exports = { TAG, RETRY, encode, encodeArguments, encodeAllArguments, encodeError, exact };
+module.exports = { TAG, encode, encodeArguments, encodeError };

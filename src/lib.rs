@@ -4,9 +4,8 @@
 //! This file holds the napi surface only: `NativeState` (one state database connection, shared
 //! by a JS `StateDatabase` and the stores built on it) and `NativeStore` (a store bound to a
 //! project). Every method returns one string: a result's JSON, `""` for `undefined`, `~{…}` when
-//! a store method changed the caller's claim in place, `!{…}` for an error that `index.js`
-//! rethrows as the reference's error class, or `?` ([`RETRY`]) when the arguments did not parse
-//! (the JS layer then sends them again, fully tagged). Panics are caught and reported as errors; an open
+//! a store method changed the caller's claim in place, or `!{…}` for an error that `index.js`
+//! rethrows as the reference's error class. Panics are caught and reported as errors; an open
 //! transaction is rolled back first, so a panic never leaves the file half-written.
 #![deny(clippy::all)]
 // Errors carry the JSON values the reference interpolates; they are rare, so size is no concern.
@@ -349,24 +348,11 @@ impl NativeStore {
         }
     }
 
-    /// Runs the public store method at position `method` of `methodTable()`; see the module
-    /// header for the reply encoding.
-    #[napi(catch_unwind)]
-    pub fn call(&self, method: u32, args_json: String, clock: f64) -> String {
-        run_store_call(
-            &self.state,
-            self.project_id.as_deref(),
-            method,
-            &args_json,
-            clock,
-        )
-    }
-
-    /// `call` of a method the table marks `live`, with the caller's own arguments (`args`: the
-    /// public method's rest array): the core reads them through napi as the reference's code
-    /// reads them (src/js/live.rs). The reply is `call`'s; when JavaScript threw while the core
-    /// read or coerced a value, the call fails as every error does (its transaction rolled
-    /// back) and that very value is thrown.
+    /// Runs the public store method at position `method` of `methodTable()` with the caller's
+    /// own arguments (`args`: the public method's rest array): the core reads them through napi
+    /// as the reference's code reads them (src/js/live.rs). See the module header for the reply
+    /// encoding; when JavaScript threw while the core read or coerced a value, the call fails
+    /// as every error does (its transaction rolled back) and that very value is thrown.
     #[napi(catch_unwind)]
     pub fn call_live(&self, env: Env, method: u32, args: Unknown<'_>, clock: f64) -> String {
         let raw_env = env.raw();
@@ -404,8 +390,9 @@ impl NativeStore {
         reply
     }
 
-    /// `call` on a libuv worker thread: resolves to the same reply string. The JS layer
-    /// prepares the arguments and decodes the reply on the main thread.
+    /// A `store.async` call on a libuv worker thread: resolves to `callLive`'s reply for the
+    /// arguments the JS layer read on the main thread before it queued the call (lib/wire.js's
+    /// snapshot, every value that JSON cannot carry tagged); it decodes the reply there too.
     #[napi(ts_return_type = "Promise<string>")]
     pub fn call_async(&self, method: u32, args_json: String, clock: f64) -> AsyncTask<StoreCall> {
         AsyncTask::new(StoreCall {
@@ -418,9 +405,6 @@ impl NativeStore {
     }
 }
 
-/// The reply asking the JS layer to send the call again with every value tagged (lib/wire.js).
-pub const RETRY: &str = "?";
-
 fn run_store_call(
     state: &SharedState,
     project_id: Option<&str>,
@@ -429,12 +413,10 @@ fn run_store_call(
     clock: f64,
 ) -> String {
     guarded(state, |state| {
-        let args = match serde_json::from_str(args_json) {
-            Ok(Value::Array(args)) => args,
-            Ok(_) => return Err(StoreError::plain("Store arguments are not a JSON array")),
-            // The JS layer's fast path does not look at strings; one with a lone surrogate
-            // does not parse, and the JS layer sends the call again with it tagged.
-            Err(_) => return Ok(RETRY.into()),
+        // lib/wire.js tags every string JSON cannot carry (a lone surrogate), so the snapshot
+        // always parses.
+        let Ok(Value::Array(args)) = serde_json::from_str(args_json) else {
+            return Err(StoreError::plain("Store arguments are not a JSON array"));
         };
         let store = Store::new(state, project_id);
         let reply = methods::dispatch_at(&store, method, &Call::new(args, clock as i64))?;

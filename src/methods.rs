@@ -23,13 +23,10 @@ pub struct Method {
     pub name: &'static str,
     /// What the JS layer does before and after the core runs it.
     pub js: Conversions,
-    /// Unpacks the arguments and runs the method in its domain module.
+    /// Unpacks the arguments and runs the method in its domain module. Every argument is read
+    /// through `crate::js::Js`: live through napi in a synchronous call (src/js/live.rs), from
+    /// the JS layer's snapshot in a `store.async` one.
     pub run: fn(&Store<'_>, &Call) -> Result<Reply>,
-    /// Whether a synchronous call reads the caller's own values through napi (the live view,
-    /// src/js/live.rs) rather than a JSON snapshot: its handler reads every argument through
-    /// `crate::js::Js`, and the JS layer converts nothing before it (it still echoes
-    /// `echo`/`echo_props` into the record, reading them from the caller's objects).
-    pub live: bool,
 }
 
 /// The JS layer's work around one call. Paths are `argIndex` or `argIndex.property`.
@@ -74,27 +71,22 @@ const RUN_RESERVATION: Conversions = Conversions {
     ..NOW
 };
 
-/// A method whose synchronous calls read the caller's values live (see [`Method::live`]): its
-/// conversions (timestamps, `Date.parse`, canonical JSON, the lease sum, the claim changed in
-/// place) are computed in the core through `crate::js::computed` where the reference computes
-/// them; they stay listed for its `store.async` calls, which the JS layer converts first.
-const fn live(
+/// A method. Its conversions (timestamps, `Date.parse`, canonical JSON, the lease sum, the claim
+/// changed in place) are computed in the core through `crate::js::computed` where the
+/// reference computes them in a synchronous call; they stay listed for `store.async` calls,
+/// whose arguments the JS layer converts before it queues them.
+const fn method(
     name: &'static str,
     js: Conversions,
     run: fn(&Store<'_>, &Call) -> Result<Reply>,
 ) -> Method {
-    Method {
-        name,
-        js,
-        run,
-        live: true,
-    }
+    Method { name, js, run }
 }
 
 /// Every public method but `close` (the JS layer's own), in the reference's order.
 pub static METHODS: &[Method] = &[
     // controller resources
-    live(
+    method(
         "putResource",
         Conversions {
             json: &["0.spec", "0.initialStatus"],
@@ -102,10 +94,10 @@ pub static METHODS: &[Method] = &[
         },
         resources::put_resource,
     ),
-    live("getResource", PLAIN, resources::get_resource),
-    live("getResourceByUid", PLAIN, resources::get_resource_by_uid),
-    live("listResources", PLAIN, resources::list_resources),
-    live(
+    method("getResource", PLAIN, resources::get_resource),
+    method("getResourceByUid", PLAIN, resources::get_resource_by_uid),
+    method("listResources", PLAIN, resources::list_resources),
+    method(
         "updateStatus",
         Conversions {
             json: &["0.status"],
@@ -114,7 +106,7 @@ pub static METHODS: &[Method] = &[
         },
         resources::update_status,
     ),
-    live(
+    method(
         "requestDeletion",
         Conversions {
             time: &["1"],
@@ -122,10 +114,10 @@ pub static METHODS: &[Method] = &[
         },
         resources::request_deletion,
     ),
-    live("updateFinalizers", NOW, resources::update_finalizers),
-    live("deleteResource", PLAIN, resources::delete_resource),
+    method("updateFinalizers", NOW, resources::update_finalizers),
+    method("deleteResource", PLAIN, resources::delete_resource),
     // the work queue and its claims
-    live(
+    method(
         "enqueue",
         Conversions {
             time: &["1"],
@@ -133,7 +125,7 @@ pub static METHODS: &[Method] = &[
         },
         queue::enqueue,
     ),
-    live(
+    method(
         "claimNext",
         Conversions {
             lease: Some(("0.now", "0.leaseMs")),
@@ -142,7 +134,7 @@ pub static METHODS: &[Method] = &[
         },
         queue::claim_next,
     ),
-    live(
+    method(
         "renewClaim",
         Conversions {
             time: &["2"],
@@ -152,7 +144,7 @@ pub static METHODS: &[Method] = &[
         },
         queue::renew_claim,
     ),
-    live(
+    method(
         "settleClaim",
         Conversions {
             time: &["1"],
@@ -161,7 +153,7 @@ pub static METHODS: &[Method] = &[
         },
         queue::settle_claim_call,
     ),
-    live(
+    method(
         "requeueClaim",
         Conversions {
             time: &["2"],
@@ -171,25 +163,25 @@ pub static METHODS: &[Method] = &[
         },
         queue::requeue_claim,
     ),
-    live("listQueue", PLAIN, queue::list_queue),
+    method("listQueue", PLAIN, queue::list_queue),
     // effects
-    live("reserveEffect", NOW, effects::reserve_effect),
-    live("getEffect", PLAIN, effects::get_effect),
-    live("updateEffect", NOW, effects::update_effect),
-    live("listEffects", PLAIN, effects::list_effects),
+    method("reserveEffect", NOW, effects::reserve_effect),
+    method("getEffect", PLAIN, effects::get_effect),
+    method("updateEffect", NOW, effects::update_effect),
+    method("listEffects", PLAIN, effects::list_effects),
     // child workflows
-    live("reserveWorkflow", PLAIN, workflows::reserve_workflow),
-    live("getWorkflow", PLAIN, workflows::get_workflow),
-    live(
+    method("reserveWorkflow", PLAIN, workflows::reserve_workflow),
+    method("getWorkflow", PLAIN, workflows::get_workflow),
+    method(
         "getWorkflowByRequestId",
         PLAIN,
         workflows::get_workflow_by_request_id,
     ),
-    live("updateWorkflow", PLAIN, workflows::update_workflow),
-    live("completeWorkflow", PLAIN, workflows::complete_workflow),
-    live("listWorkflows", PLAIN, workflows::list_workflows),
+    method("updateWorkflow", PLAIN, workflows::update_workflow),
+    method("completeWorkflow", PLAIN, workflows::complete_workflow),
+    method("listWorkflows", PLAIN, workflows::list_workflows),
     // controller events
-    live(
+    method(
         "recordEvent",
         Conversions {
             json: &["0.payload"],
@@ -200,127 +192,127 @@ pub static METHODS: &[Method] = &[
         },
         events::record_event,
     ),
-    live("listEvents", PLAIN, events::list_events),
+    method("listEvents", PLAIN, events::list_events),
     // run reservation
-    live(
+    method(
         "reserveWorkflowRun",
         RUN_RESERVATION,
         reserve::reserve_workflow_run_call,
     ),
-    live(
+    method(
         "prepareOrAdoptWorkflowRun",
         RUN_RESERVATION,
         reserve::prepare_or_adopt_workflow_run_call,
     ),
-    live(
+    method(
         "enqueueWorkflowRun",
         RUN_RESERVATION,
         reserve::enqueue_workflow_run_call,
     ),
     // run reads and views
-    live("getWorkflowRun", PLAIN, reads::get_workflow_run_call),
-    live(
+    method("getWorkflowRun", PLAIN, reads::get_workflow_run_call),
+    method(
         "getWorkflowRunView",
         PLAIN,
         reads::get_workflow_run_view_call,
     ),
-    live(
+    method(
         "workflowRunListRevision",
         PLAIN,
         reads::workflow_run_list_revision_call,
     ),
-    live(
+    method(
         "listWorkflowRunViews",
         PLAIN,
         reads::list_workflow_run_views_call,
     ),
-    live(
+    method(
         "workflowRunProjectPath",
         PLAIN,
         reads::workflow_run_project_path_call,
     ),
-    live("listWorkflowRuns", PLAIN, reads::list_workflow_runs_call),
-    live(
+    method("listWorkflowRuns", PLAIN, reads::list_workflow_runs_call),
+    method(
         "findSessionReservation",
         PLAIN,
         reads::find_session_reservation_call,
     ),
-    live(
+    method(
         "findSessionReservationView",
         PLAIN,
         reads::find_session_reservation_view_call,
     ),
     // run claims and fencing (and the interaction timeout, declared among them)
-    live("claimWorkflowRun", NOW, claims::claim_workflow_run),
-    live(
+    method("claimWorkflowRun", NOW, claims::claim_workflow_run),
+    method(
         "claimWorkflowRunForInteractionValidation",
         NOW,
         claims::claim_for_interaction_validation,
     ),
-    live("claimWorkflowRunForControl", NOW, claims::claim_for_control),
-    live(
+    method("claimWorkflowRunForControl", NOW, claims::claim_for_control),
+    method(
         "beginWorkflowRunInteractionTimeout",
         NOW,
         interaction::begin_timeout_call,
     ),
-    live("markWorkflowRunRunning", NOW, claims::mark_running),
-    live("claimNextWorkflowRun", NOW, claims::claim_next),
-    live("renewWorkflowRunClaim", NOW, claims::renew),
-    live("verifyWorkflowRunClaim", NOW, claims::verify),
-    live("workflowRunAuthority", PLAIN, claims::authority),
+    method("markWorkflowRunRunning", NOW, claims::mark_running),
+    method("claimNextWorkflowRun", NOW, claims::claim_next),
+    method("renewWorkflowRunClaim", NOW, claims::renew),
+    method("verifyWorkflowRunClaim", NOW, claims::verify),
+    method("workflowRunAuthority", PLAIN, claims::authority),
     // run state transitions (and the paused check, declared among them)
-    live("parkWorkflowRun", NOW, transitions::park_workflow_run),
-    live(
+    method("parkWorkflowRun", NOW, transitions::park_workflow_run),
+    method(
         "pauseParkedWorkflowRun",
         NOW,
         transitions::pause_parked_call,
     ),
-    live(
+    method(
         "resumePausedInteraction",
         NOW,
         transitions::resume_paused_call,
     ),
-    live(
+    method(
         "isWorkflowRunPaused",
         PLAIN,
         reads::is_workflow_run_paused_call,
     ),
-    live(
+    method(
         "parkWorkflowRunForSourceChange",
         NOW,
         transitions::park_for_source_change_call,
     ),
-    live(
+    method(
         "parkWorkflowRunForAmbiguousEffect",
         NOW,
         transitions::park_for_ambiguous_effect_call,
     ),
-    live("failWorkflowRun", NOW, transitions::fail_call),
-    live("cancelWorkflowRun", NOW, transitions::cancel_call),
-    live(
+    method("failWorkflowRun", NOW, transitions::fail_call),
+    method("cancelWorkflowRun", NOW, transitions::cancel_call),
+    method(
         "cancelStaleWorkflowRun",
         NOW,
         transitions::cancel_stale_call,
     ),
-    live("deleteWorkflowRun", PLAIN, transitions::delete_call),
-    live(
+    method("deleteWorkflowRun", PLAIN, transitions::delete_call),
+    method(
         "completeWorkflowRun",
         NOW,
         transitions::complete_workflow_run,
     ),
     // legacy stubs
-    live(
+    method(
         "repairCanonicalWorkflowSourceRun",
         PLAIN,
         legacy::repair_canonical_workflow_source_run,
     ),
-    live(
+    method(
         "claimLegacyWorkflowSourceRun",
         PLAIN,
         legacy::claim_legacy_workflow_source_run,
     ),
     // run events and run effects
-    live(
+    method(
         "recordRunEvent",
         Conversions {
             json: &["0.payload"],
@@ -330,13 +322,13 @@ pub static METHODS: &[Method] = &[
         },
         run_events::record_run_event_call,
     ),
-    live(
+    method(
         "listRunEventsAfter",
         PLAIN,
         run_events::list_run_events_after_call,
     ),
-    live("settleRunEffect", PLAIN, settle::settle_run_effect_call),
-    live(
+    method("settleRunEffect", PLAIN, settle::settle_run_effect_call),
+    method(
         "setWorkflowRunOriginSession",
         PLAIN,
         transitions::set_origin_session_call,
@@ -364,15 +356,13 @@ pub fn dispatch(store: &Store<'_>, name: &str, call: &Call) -> Result<Reply> {
     dispatch_at(store, index as u32, call)
 }
 
-/// The table as the JS layer reads it: `[{name, live, time, date, json, claim, echo, echoProps,
-/// lease}]`, with absent conversions as empty lists or `null` and `lease` as `{now, ms}`.
+/// The table as the JS layer reads it: `[{name, time, date, json, claim, echo, echoProps, lease}]`, with absent conversions as empty lists or `null` and `lease` as `{now, ms}`.
 pub fn js_table() -> String {
     let table: Vec<Value> = METHODS
         .iter()
-        .map(|Method { name, js, live, .. }| {
+        .map(|Method { name, js, .. }| {
             json!({
                 "name": name,
-                "live": live,
                 "time": js.time,
                 "date": js.date,
                 "json": js.json,

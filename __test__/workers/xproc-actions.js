@@ -268,6 +268,8 @@ const SQL_KINDS = [
   ['truncate', 1],
   ['rollback', 3],
   ['interaction', 2],
+  ['source', 2],
+  ['blob', 2],
 ];
 
 /**
@@ -437,6 +439,32 @@ function sqlAction(db, rng, ctx, forced) {
              FROM run_queue WHERE run_id = ?`,
             target.run_id,
             now,
+            target.run_id,
+          ),
+        );
+      }
+      case 'source': {
+        // A run's source row alone: no column the run polls filter or sort on, but the records.
+        if (target === undefined) return 'source: no run';
+        ctx.counter += 1;
+        return guarded(`source ${target.run_id}`, () =>
+          run("UPDATE run_sources SET source_revision = ? WHERE run_id = ? AND mount_path = ''", `raw-${ctx.counter}`, target.run_id),
+        );
+      }
+      case 'blob': {
+        // A document a record reads (input, launch options, definition snapshot, error) rewritten
+        // in place: still JSON, no longer its hash's content.
+        if (target === undefined) return 'blob: no run';
+        const column = rng.pick(['r.input_hash', 'r.launch_options_hash', 'd.definition_hash', 'q.error_hash']);
+        ctx.counter += 1;
+        const content = Buffer.from(JSON.stringify({ raw: ctx.counter }));
+        return guarded(`blob ${column} of ${target.run_id}`, () =>
+          run(
+            `UPDATE blobs SET content = ?, byte_length = ? WHERE blob_hash = (
+               SELECT ${column} FROM runs r JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
+               JOIN run_queue q ON q.run_id = r.run_id WHERE r.run_id = ?)`,
+            content,
+            content.length,
             target.run_id,
           ),
         );

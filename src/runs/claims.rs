@@ -168,6 +168,13 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
             };
             let candidates = index.host_candidates(store.project_id(), runner, now);
             drop(index);
+            if candidates.is_empty() {
+                // Only a candidate can be picked. The statement is still built, for its reads
+                // of the arguments; running it would read the file's pages for nothing (after
+                // another process's commit, from a cold page cache).
+                next_run_selection(store, args, runner_id, now, Some("[]"))?;
+                return Ok(None);
+            }
             pick(Some(&rowid_list(&candidates)))
         })?
     } else {

@@ -9,13 +9,13 @@ use serde_json::{json, Value};
 
 use super::records::{
     map_listed_run_record, map_run_record, map_workflow_run, push_views, run_record_select,
-    RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
+    view_of_rowid, RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
 };
 use super::row::{rowid_list, run_row_of, RunRow, RunRowRef, RUN_SELECT};
 use crate::error::Result;
 use crate::js::{params_for, Bound, Js};
 use crate::state::blobs::JsonReads;
-use crate::state::run_index::{Current, ListRevision};
+use crate::state::run_index::{Current, ListRevision, Shape};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{json_text, Call, Reply};
 
@@ -46,28 +46,54 @@ fn page_runs_select() -> &'static str {
 /// id order. Each record is written as its row is stepped, from SQLite's row buffers; a
 /// record's failure is kept in its place, so the caller meets the first failure in page
 /// order, as building the records in page order would (a row that cannot be read fails the
-/// page at once, as before any record was built).
+/// page at once, as before any record was built). With the run index (`index`), the records it
+/// kept are taken as they are and only the others read, then kept.
 fn page_records(
     conn: &Db,
     json: &mut JsonReads<'_>,
+    mut index: Option<&mut Current<'_>>,
     rowids: &[i64],
 ) -> Result<Vec<Option<Result<String>>>> {
-    let position: HashMap<i64, usize> = rowids
-        .iter()
-        .enumerate()
-        .map(|(index, rowid)| (*rowid, index))
-        .collect();
     let mut page: Vec<Option<Result<String>>> = Vec::new();
     page.resize_with(rowids.len(), || None);
+    let mut position: HashMap<i64, usize> = HashMap::new();
+    for (at, rowid) in rowids.iter().enumerate() {
+        match index
+            .as_deref()
+            .and_then(|index| index.record(Shape::Record, *rowid))
+        {
+            Some(record) => page[at] = Some(Ok(record.to_owned())),
+            None => {
+                position.insert(*rowid, at);
+            }
+        }
+    }
+    if position.is_empty() {
+        return Ok(page);
+    }
+    let unread: Vec<i64> = rowids
+        .iter()
+        .copied()
+        .filter(|rowid| position.contains_key(rowid))
+        .collect();
     let mut select = conn.prepare_cached(page_runs_select())?;
-    let mut rows = select.query([rowid_list(rowids)])?;
+    let mut rows = select.query([rowid_list(&unread)])?;
     while let Some(ref row) = rows.next()? {
         let reads = RecordReads::from_row(row, false)?;
-        let index = reads.rowid.and_then(|rowid| position.get(&rowid).copied());
-        if let Some(index) = index {
-            let run = RunRowRef::from_row(row)?;
-            page[index] = Some(map_listed_run_record(json, &run, &reads));
+        let Some((rowid, at)) = reads
+            .rowid
+            .and_then(|rowid| Some((rowid, *position.get(&rowid)?)))
+        else {
+            continue;
+        };
+        let run = RunRowRef::from_row(row)?;
+        let record = map_listed_run_record(json, &run, &reads);
+        if let (Some(index), Ok(text)) = (index.as_deref_mut(), &record) {
+            if reads.read_every_document(&run) {
+                index.keep_record(Shape::Record, rowid, text);
+            }
         }
+        page[at] = Some(record);
     }
     Ok(page)
 }
@@ -168,12 +194,15 @@ pub fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String>
     // The revision and the page from one snapshot (the reference reads them one after the other:
     // the revision first, then `options.limit` and `options.offset`, then binds them).
     let (current, runs) = in_read_transaction(conn, || {
-        let index = store.state.run_index_current(conn, own)?;
+        let mut index = store.state.run_index_current(conn, own)?;
         let current = list_revision(conn, index.as_ref())?;
         let values = [options.get("limit")?, options.get("offset")?];
         let page = crate::js::bind_all(&values, 2)?;
-        let index = index.as_ref().filter(|_| values.iter().all(is_number));
-        Ok((current, view_page(conn, index, &page)?))
+        let paged_by_index = values.iter().all(is_number);
+        Ok((
+            current,
+            view_page(conn, index.as_mut(), paged_by_index, &page)?,
+        ))
     })?;
     let mut out = json_text(&revision_json(&current));
     out.pop(); // `}`: the runs follow the total and revision
@@ -195,8 +224,14 @@ const VIEW_ORDER_SELECT: &str = "SELECT r.rowid FROM runs r
 /// steps: the page's runs first (from the run index, or sorting only their row ids: the left
 /// joins never add or drop a row), then each view. A limit or offset other than a
 /// non-negative integer takes SQLite's own reading.
-fn view_page(conn: &Db, index: Option<&Current<'_>>, page: &[Bound<'_>]) -> Result<Vec<String>> {
-    let rowids: Vec<i64> = match (index, page[0].as_count(), page[1].as_count()) {
+fn view_page(
+    conn: &Db,
+    mut index: Option<&mut Current<'_>>,
+    paged_by_index: bool,
+    page: &[Bound<'_>],
+) -> Result<Vec<String>> {
+    let by_index = index.as_deref().filter(|_| paged_by_index);
+    let rowids: Vec<i64> = match (by_index, page[0].as_count(), page[1].as_count()) {
         (Some(index), Some(limit), Some(offset)) => index.view_page(
             usize::try_from(offset).unwrap_or(usize::MAX),
             usize::try_from(limit).unwrap_or(usize::MAX),
@@ -206,7 +241,21 @@ fn view_page(conn: &Db, index: Option<&Current<'_>>, page: &[Bound<'_>]) -> Resu
     let mut views = Vec::with_capacity(rowids.len());
     let mut by_rowid = conn.prepare_cached(VIEW_BY_ROWID)?;
     for rowid in rowids {
-        push_views(&mut by_rowid, [rowid], &mut views)?;
+        // The index's views serve whichever way the page's runs were found.
+        if let Some(view) = index
+            .as_deref()
+            .and_then(|index| index.record(Shape::View, rowid))
+        {
+            views.push(view.to_owned());
+            continue;
+        }
+        let Some((view, settled)) = view_of_rowid(&mut by_rowid, rowid)? else {
+            continue;
+        };
+        if let Some(index) = index.as_deref_mut().filter(|_| settled) {
+            index.keep_record(Shape::View, rowid, &view);
+        }
+        views.push(view);
     }
     Ok(views)
 }
@@ -336,7 +385,7 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         conn.prepare(&order_select)?;
     }
     in_read_transaction(conn, || {
-        let index = store.state.run_index_current(conn, own)?;
+        let mut index = store.state.run_index_current(conn, own)?;
         // Bound as the reference binds `.all(...params)`, limit last.
         let mut all = values.clone();
         all.extend(limit);
@@ -379,7 +428,8 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         };
         let mut json = JsonReads::new(conn);
         let mut runs = String::from("[");
-        for record in page_records(conn, &mut json, &rowids)?
+        // The index's records serve whichever way the page's runs were found.
+        for record in page_records(conn, &mut json, index.as_mut(), &rowids)?
             .into_iter()
             .flatten()
         {

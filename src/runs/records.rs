@@ -157,6 +157,13 @@ pub struct RecordReads<'r> {
 }
 
 impl<'r> RecordReads<'r> {
+    /// Whether a blob inserted later cannot change the record of `row`: the error message is
+    /// the only document a record reads as missing when it is (every other one missing fails
+    /// the record).
+    pub fn read_every_document(&self, row: &RunRowRef<'_>) -> bool {
+        row.error_hash.is_none() || self.error.is_some()
+    }
+
     /// Whether a record from `run_record_select(…, documents = true, …)` needs no further
     /// read: the root source without mounts and every document stored as JSON.
     pub fn is_complete(&self, row: &RunRowRef<'_>) -> bool {
@@ -443,7 +450,11 @@ fn mount_names(snapshot: &Value) -> Map<String, Value> {
 /// statement built on it is a constant (`concat!`): a lookup builds no SQL text.
 macro_rules! run_view_select {
     () => {
-        "SELECT r.run_id, d.workflow_name,
+        run_view_select!("")
+    };
+    ($extra_columns:literal) => {
+        concat!(
+            "SELECT r.run_id, d.workflow_name,
     r.workflow_ref, r.status, r.paused,
     r.definition_digest, q.status,
     b.origin_session_id, b.execution_mode,
@@ -454,19 +465,26 @@ macro_rules! run_view_select {
     q.created_at, q.updated_at,
     q.started_at, q.finished_at,
     source.source_type, source.source_ref,
-    source.source_revision
+    source.source_revision",
+            $extra_columns,
+            "
     FROM runs r JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
     JOIN run_queue q ON q.run_id = r.run_id
     LEFT JOIN run_bindings b ON b.run_id = r.run_id
     LEFT JOIN run_sources source ON source.run_id = r.run_id AND source.mount_path = ''
     LEFT JOIN blobs error ON error.blob_hash = q.error_hash"
+        )
     };
 }
 
 /// The view of one run by id.
 pub const VIEW_BY_RUN_ID: &str = concat!(run_view_select!(), " WHERE r.run_id = ?");
-/// The view of one run by row id.
-pub const VIEW_BY_ROWID: &str = concat!(run_view_select!(), " WHERE r.rowid = ?");
+/// The view of one run by row id, and whether its error message, when it has one, is there
+/// (see [`view_of_rowid`]).
+pub const VIEW_BY_ROWID: &str = concat!(
+    run_view_select!(", q.error_hash IS NULL OR error.blob_hash IS NOT NULL"),
+    " WHERE r.rowid = ?"
+);
 /// The newest open reservation of a session (the queue is not terminal).
 pub const VIEW_OPEN_SESSION_RESERVATION: &str = concat!(
     run_view_select!(),
@@ -539,6 +557,24 @@ pub fn view_rows(
     push_views(&mut statement, params, &mut views)?;
     Ok(views)
 }
+
+/// The view of run `rowid` through [`VIEW_BY_ROWID`] (`None`: no such run, or one the reference
+/// filters out), and whether a blob inserted later cannot change it: the error message is the
+/// only document a view reads, and it reads a missing one as none.
+pub fn view_of_rowid(
+    statement: &mut crate::sql::Stmt<'_>,
+    rowid: i64,
+) -> Result<Option<(String, bool)>> {
+    let mut rows = statement.query([rowid])?;
+    let Some(ref row) = rows.next()? else {
+        return Ok(None);
+    };
+    let settled = row.get::<_, bool>(VIEW_COLUMNS)?;
+    Ok(map_view_row(row)?.map(|view| (view, settled)))
+}
+
+/// How many columns `run_view_select!()` has.
+const VIEW_COLUMNS: usize = 23;
 
 /// Appends the view records of one run of `statement` (a `VIEW_*` statement) to `views`.
 pub fn push_views(

@@ -174,7 +174,7 @@ pub unsafe fn install_wal_hook(hooks: &Hooks) {
     ffi::sqlite3_wal_hook(hooks.db, Some(on_wal_commit), context);
 }
 
-/// How a mirrored table names the run a row belongs to.
+/// How a table the index or its cached run records read names the run a row belongs to.
 enum Mirrored {
     Runs,
     /// The `run_id` column (the first).
@@ -182,14 +182,18 @@ enum Mirrored {
     /// The `resource_id` column (the first).
     ByResourceId,
     Definitions,
+    /// Documents: read by the run records only, by hash.
+    Blobs,
 }
 
 fn mirrored(table: &[u8]) -> Option<Mirrored> {
     Some(match table {
         b"runs" => Mirrored::Runs,
-        b"run_queue" | b"run_bindings" => Mirrored::ByRunId,
+        // `run_sources`: only the records read it.
+        b"run_queue" | b"run_bindings" | b"run_sources" => Mirrored::ByRunId,
         b"resources" | b"leases" => Mirrored::ByResourceId,
         b"workflow_definitions" => Mirrored::Definitions,
+        b"blobs" => Mirrored::Blobs,
         _ => return None,
     })
 }
@@ -231,6 +235,10 @@ unsafe extern "C" fn on_preupdate(
     let Some(kind) = mirrored(CStr::from_ptr(table).to_bytes()) else {
         return;
     };
+    // A new blob changes no record: one is kept only when every document it read was there.
+    if matches!(kind, Mirrored::Blobs) && operation == ffi::SQLITE_INSERT {
+        return;
+    }
     let hooks = &*(context as *const Hooks);
     let mut changes = hooks.changes();
     changes.images = None;
@@ -275,6 +283,9 @@ unsafe extern "C" fn on_preupdate(
         }
         // A definition some runs join changed or went: only a rebuild can tell which.
         Mirrored::Definitions => changes.unreported = true,
+        // Once for a run of them (a prune deletes thousands in a row).
+        Mirrored::Blobs if changes.keys.last() == Some(&Key::BlobChanged) => {}
+        Mirrored::Blobs => changes.keys.push(Key::BlobChanged),
     }
     if changes.keys.len() > MAX_KEYS {
         changes.unreported = true;

@@ -14,9 +14,11 @@ use std::sync::{Arc, MutexGuard};
 
 use rusqlite::types::{FromSql, FromSqlError, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
+use rustc_hash::FxHashMap;
 
 use super::journal::{fnv, Key};
 use super::position::WalPosition;
+use super::records::{RecordCache, Shape};
 use crate::error::Result;
 
 /// The snapshot an index describes: a WAL position under a schema version.
@@ -118,7 +120,9 @@ impl View {
 /// Texts by number (0 stands for none).
 #[derive(Default)]
 struct Names {
-    numbers: HashMap<Arc<str>, u32>,
+    /// Fx, not SipHash: every run image a catch-up reads hashes its status and project, and
+    /// these texts come from the state file, where colliding ones could only slow a poll.
+    numbers: FxHashMap<Arc<str>, u32>,
     texts: Vec<Arc<str>>,
 }
 
@@ -180,6 +184,8 @@ pub(super) struct Mirror {
     /// `max(q.updated_at)` and how many runs have it; recounted when the last one goes.
     max_updated: i64,
     at_max_updated: usize,
+    /// The records of runs a list read lately (see `records`).
+    pub(super) records: RecordCache,
     /// How many runs were taken from images (tests tell the two ways of catching up apart).
     #[cfg(test)]
     pub(super) images_applied: usize,
@@ -247,6 +253,7 @@ pub(super) fn affected_runs(
                 affected.extend(orphans.iter().copied());
                 continue;
             }
+            Key::BlobChanged => continue,
             Key::RunId(text) => ("SELECT rowid FROM runs WHERE run_id = ?", text),
             Key::ResourceId(text) => ("SELECT rowid FROM runs WHERE resource_id = ?", text),
         };
@@ -416,6 +423,9 @@ impl Mirror {
 
     /// Re-reads the runs the changed `keys` belong to.
     pub(super) fn apply(&mut self, conn: &Connection, keys: &BTreeSet<Key>) -> Result<()> {
+        if keys.contains(&Key::BlobChanged) {
+            self.records.clear();
+        }
         let sql = run_by_rowid_sql();
         for rowid in affected_runs(conn, keys, &self.orphans)? {
             let fresh = conn
@@ -462,6 +472,8 @@ impl Mirror {
 
     /// Replaces run `rowid` with `fresh` (`None`: it is gone).
     fn put(&mut self, rowid: i64, fresh: Option<Run>) {
+        // Its record may have changed where its index row did not.
+        self.records.forget(rowid);
         let found = self.position_of(rowid);
         let old = found.ok().map(|at| self.runs[at].1);
         if old == fresh {
@@ -637,6 +649,16 @@ pub struct ListRevision {
 }
 
 impl Current<'_> {
+    /// The record of run `rowid` a list kept, still exact at this snapshot (see `records`).
+    pub fn record(&self, shape: Shape, rowid: i64) -> Option<&str> {
+        self.0.records.get(shape, rowid)
+    }
+
+    /// Keeps the record of run `rowid`, read at this snapshot with every document it reads.
+    pub fn keep_record(&mut self, shape: Shape, rowid: i64, record: &str) {
+        self.0.records.keep(shape, rowid, record);
+    }
+
     /// The list revision; `None` when its sum leaves SQLite's integers (SQLite's `sum()`
     /// then fails: the caller takes the SQL path for its error).
     pub fn list_revision(&self) -> Option<ListRevision> {

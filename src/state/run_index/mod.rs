@@ -20,6 +20,8 @@
 //!   the index is built again — at once for a small file, else in the background (`builder`)
 //!   while the polls read through SQL, so no call waits for more index work than its own SQL
 //!   would cost.
+//! - The run and view records a list page read are kept until a change names their run, or a
+//!   blob changes (`records`): a page of unchanged runs is answered without SQL.
 //! - Not used at all inside the caller's own transaction (uncommitted changes), while the TEMP
 //!   schema holds anything (it could shadow a main table), outside WAL mode, or while
 //!   statements are recorded for the bench (the recorder owns the connection's hooks).
@@ -29,6 +31,7 @@ mod hooks;
 mod journal;
 mod mirror;
 mod position;
+mod records;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -46,6 +49,7 @@ use journal::{Journal, Key};
 use mirror::{At, Mirror};
 pub use mirror::{Current, ListRevision};
 use position::WalPosition;
+pub use records::Shape;
 
 /// Files with fewer runs than this build their index in the poll itself: the build costs
 /// about what the poll's SQL does.
@@ -212,8 +216,12 @@ impl RunIndex {
             Some(keys) if keys.len() <= MAX_CAPTURED_RUNS => keys.into_iter().collect(),
             _ => return,
         };
-        // Only a reader knows which of its runs an added definition joins.
-        if keys.is_empty() || keys.contains(&Key::DefinitionAdded) {
+        // Only a reader knows which of its runs an added definition joins; an entry of images
+        // carries no keys, and a changed blob must reach the readers' records.
+        if keys.is_empty()
+            || keys.contains(&Key::DefinitionAdded)
+            || keys.contains(&Key::BlobChanged)
+        {
             return;
         }
         let Ok(rowids) = mirror::affected_runs(conn, &keys, &BTreeSet::new()) else {
