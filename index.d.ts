@@ -402,9 +402,31 @@ export type RunEventRecord = {
 export type StateDatabaseMode = 'read-write' | 'read-only';
 
 /** Options of the {@link StateDatabase} constructor. */
+/**
+ * How a store talks to a dqlite cluster (a `dqlite://host:port,…/database` address in place of
+ * the file path). This package's addition. TLS is not supported yet (the nodes must be reached
+ * over a trusted network).
+ */
+export type ClusterOptions = {
+  /** TCP connect timeout per node address, in ms. Defaults to 2,000. */
+  connectTimeoutMs?: number;
+  /** How long to wait for each reply of the leader, in ms. Defaults to 10,000. */
+  requestTimeoutMs?: number;
+  /**
+   * How long a call keeps looking for a leader (after a failover) before it fails with
+   * `code: 'DQLITE_UNAVAILABLE'`, in ms. Defaults to 15,000.
+   */
+  reconnectDeadlineMs?: number;
+};
+
 export type OpenStateDatabaseOptions = {
-  /** Defaults to {@link workflowStatePath}(homeDir). */
+  /**
+   * Defaults to {@link workflowStatePath}(homeDir). `dqlite://host1:9001,host2:9001/name` opens
+   * the database `name` of a dqlite cluster instead (see the README, "Running on several machines").
+   */
   filePath?: string;
+  /** For a `dqlite://` address: timeouts of the cluster connection. */
+  cluster?: ClusterOptions;
   /** The home folder of the default path and of the legacy-state check; defaults to `os.homedir()`. */
   homeDir?: string;
   /** Defaults to `read-write`. Read-only requires the file to exist. */
@@ -620,6 +642,10 @@ export declare class SqliteControllerStore implements ControllerStore {
    * Opens (creating if needed) the state file and registers the project.
    *
    * @param filePath Defaults to {@link workflowStatePath}(); ignored when `options.state` is given.
+   *   A `dqlite://host1:9001,host2:9001/name` address opens the database `name` of a dqlite
+   *   cluster instead of a file. A write whose acknowledgement the cluster lost in a failover
+   *   throws an `Error` with `code: 'DQLITE_OUTCOME_UNKNOWN'` (it may or may not have been
+   *   applied); `'DQLITE_UNAVAILABLE'` when no leader answered in time (nothing applied).
    */
   constructor(
     filePath?: string,
@@ -635,6 +661,11 @@ export declare class SqliteControllerStore implements ControllerStore {
       state?: StateDatabase;
       /** Host-only global view. Project-scoped mutations still require projectPath. */
       global?: boolean;
+      /**
+       * For a `dqlite://host1:9001,host2:9001/name` address in place of `filePath`: timeouts of
+       * the cluster connection. This package's addition.
+       */
+      cluster?: ClusterOptions;
       /**
        * Record where each `store.async` call was made, so that a rejection's stack shows the
        * calling line even when the caller does not `await` it. Costs a stack capture (several

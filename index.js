@@ -181,6 +181,7 @@ class SqliteControllerStore {
         filePath,
         mode: options.readOnly === true ? 'read-only' : 'read-write',
         checkLegacyState: filePath === workflowStatePath(),
+        cluster: options.cluster,
       });
     Object.defineProperties(this, {
       filePath: { value: state.filePath, enumerable: true },

@@ -18,8 +18,50 @@ const NATIVE = Symbol('pi-workflows-native.state');
 // The core's spelling of the two media types `blobs.media_type` holds.
 const [MEDIA_JSON, MEDIA_TEXT] = binding.NativeState.mediaTypes();
 
+/** Whether `filePath` names a dqlite cluster (`dqlite://host:port,…/database`) instead of a file. */
+function isClusterAddress(filePath) {
+  return typeof filePath === 'string' && filePath.startsWith('dqlite://');
+}
+
+const CLUSTER_OPTIONS = ['connectTimeoutMs', 'requestTimeoutMs', 'reconnectDeadlineMs'];
+
+/** `options.cluster` checked: positive integer milliseconds, nothing else. */
+function clusterOptions(given) {
+  if (given === undefined) return {};
+  if (given === null || typeof given !== 'object') throw new TypeError('options.cluster must be an object');
+  const out = {};
+  for (const [name, value] of Object.entries(given)) {
+    if (!CLUSTER_OPTIONS.includes(name)) {
+      throw new TypeError(`Unknown cluster option ${JSON.stringify(name)} (known: ${CLUSTER_OPTIONS.join(', ')})`);
+    }
+    if (value === undefined) continue;
+    if (!Number.isSafeInteger(value) || value <= 0) {
+      throw new TypeError(`options.cluster.${name} must be a positive integer (milliseconds)`);
+    }
+    out[name] = value;
+  }
+  return out;
+}
+
 class StateDatabase {
   constructor(options = {}) {
+    if (isClusterAddress(options.filePath)) {
+      // A dqlite cluster: no file-system step; the core connects, creates the schema in an
+      // empty database and verifies it as a file's.
+      const url = options.filePath;
+      const mode = options.mode ?? 'read-write';
+      const cluster = { ...clusterOptions(options.cluster), url };
+      const native = withFilePath(url, () =>
+        created(() => binding.NativeState.open(JSON.stringify({ cluster, mode, now: Date.now() }))),
+      );
+      Object.defineProperties(this, {
+        filePath: { value: url, enumerable: true },
+        mode: { value: mode, enumerable: true },
+        connection: { value: new Connection(native, url, mode === 'read-only'), enumerable: true },
+        [NATIVE]: { value: native },
+      });
+      return;
+    }
     const filePath = path.resolve(options.filePath ?? workflowStatePath(options.homeDir));
     const mode = options.mode ?? 'read-write';
     const readWrite = mode !== 'read-only';

@@ -2,6 +2,11 @@
 //! of the JS layer: preparing (to report errors and column metadata early), running, and
 //! querying statements with positional or named parameters.
 //!
+//! On a dqlite cluster the statements run there; what SQLite tells about a statement before it
+//! runs (whether it returns rows, its columns, its parameter names) is asked of a statement
+//! prepared on an in-memory database holding the same schema text, so it is SQLite's own answer
+//! for every statement over the store's tables.
+//!
 //! Values cross the boundary as JSON, with tags for what JSON cannot hold: `{"$b": base64}` for
 //! BLOBs/Buffers, `{"$i": "123"}` for BigInts, `{"$f": "Infinity"}` for non-finite reals.
 
@@ -12,6 +17,95 @@ use rusqlite::{Connection, Statement};
 use serde_json::{json, Map, Value};
 
 use crate::error::{Result, StoreError};
+use crate::sql::{params_from_iter, Db};
+
+thread_local! {
+    /// The schema, in memory, that describes a cluster's statements (see the module header).
+    static DESCRIBER: Connection = {
+        let conn = Connection::open_in_memory().expect("an in-memory database");
+        conn.execute_batch(crate::state::schema::STATE_SCHEMA_SQL)
+            .expect("the schema text");
+        conn
+    };
+}
+
+/// Runs `f` on `sql` prepared on the in-memory schema.
+fn described<T>(sql: &str, f: impl FnOnce(&Statement<'_>) -> Result<T>) -> Result<T> {
+    DESCRIBER.with(|conn| {
+        let statement = conn.prepare_cached(sql)?;
+        f(&statement)
+    })
+}
+
+/// [`describe`] on either engine.
+pub fn describe_on(db: &Db, sql: &str) -> Result<Value> {
+    match db {
+        Db::File(conn) => describe(conn, sql),
+        Db::Remote(_) => {
+            // Compiled by the cluster too, so that an error there is this call's.
+            db.prepare_cached(sql)?;
+            DESCRIBER.with(|conn| describe(conn, sql))
+        }
+    }
+}
+
+/// [`run`] on either engine.
+pub fn run_on(db: &Db, sql: &str, params: &Value) -> Result<Value> {
+    match db {
+        Db::File(conn) => run(conn, sql, params),
+        Db::Remote(_) => {
+            let values = described(sql, |statement| bound_values(statement, params))?;
+            let mut statement = db.prepare_cached(sql)?;
+            let changes = statement.execute(params_from_iter(values.iter().map(|(_, v)| v)))?;
+            Ok(json!({ "changes": changes, "lastInsertRowid": db.last_insert_rowid() }))
+        }
+    }
+}
+
+/// [`query`] on either engine.
+pub fn query_on(
+    db: &Db,
+    sql: &str,
+    params: &Value,
+    safe_integers: bool,
+    limit: Option<usize>,
+) -> Result<Value> {
+    match db {
+        Db::File(conn) => query(conn, sql, params, safe_integers, limit),
+        Db::Remote(_) => {
+            let (names, values) = described(sql, |statement| {
+                let names: Vec<Value> = statement
+                    .column_names()
+                    .into_iter()
+                    .map(|name| Value::String(name.into()))
+                    .collect();
+                Ok((names, bound_values(statement, params)?))
+            })?;
+            let width = names.len();
+            let mut statement = db.prepare_cached(sql)?;
+            let mut rows = statement.query(params_from_iter(values.iter().map(|(_, v)| v)))?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let values = (0..width)
+                    .map(|index| Ok(encode_value(row.get_ref(index)?, safe_integers)))
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                out.push(Value::Array(values));
+                if limit.is_some_and(|limit| out.len() >= limit) {
+                    break;
+                }
+            }
+            Ok(json!({ "columns": names, "rows": out }))
+        }
+    }
+}
+
+/// [`exec`] on either engine.
+pub fn exec_on(db: &Db, sql: &str) -> Result<()> {
+    match db {
+        Db::File(conn) => exec(conn, sql),
+        Db::Remote(_) => Ok(db.execute_batch(sql)?),
+    }
+}
 
 /// Compiles `sql` and describes it: whether it returns rows, and its result columns.
 pub fn describe(conn: &Connection, sql: &str) -> Result<Value> {
@@ -141,6 +235,16 @@ fn decode_tagged(tagged: &Map<String, Value>) -> Result<Sql> {
 /// Binds `{"positional": [...], "named": {...}|null}` as better-sqlite3 does.
 fn bind(statement: &mut Statement<'_>, params: &Value) -> Result<()> {
     statement.clear_bindings();
+    for (index, value) in bound_values(statement, params)? {
+        statement.raw_bind_parameter(index, value)?;
+    }
+    Ok(())
+}
+
+/// The value of each parameter of `statement` (1-based index, value) from
+/// `{"positional": [...], "named": {...}|null}`, as better-sqlite3 binds them.
+fn bound_values(statement: &Statement<'_>, params: &Value) -> Result<Vec<(usize, Sql)>> {
+    let mut bound = Vec::new();
     let positional = params.get("positional").and_then(Value::as_array);
     let named = params.get("named").and_then(Value::as_object);
     let count = statement.parameter_count();
@@ -172,12 +276,12 @@ fn bind(statement: &mut Statement<'_>, params: &Value) -> Result<()> {
                 }
             }
         };
-        statement.raw_bind_parameter(index, value)?;
+        bound.push((index, value));
     }
     if positional.is_some_and(|values| values.len() > next_positional) {
         return Err(StoreError::Range(
             "Too many parameter values were provided".into(),
         ));
     }
-    Ok(())
+    Ok(bound)
 }

@@ -183,6 +183,16 @@ impl From<rusqlite::Error> for StoreError {
                 code: sqlite_code_name(error.extended_code).to_string(),
                 message: msg.clone(),
             },
+            rusqlite::Error::ToSqlConversionFailure(inner) => {
+                match inner.downcast_ref::<crate::sql::remote::Failure>() {
+                    Some(failure) => StoreError::Js {
+                        name: "Error".into(),
+                        message: failure.message.clone(),
+                        code: Some(failure.code.into()),
+                    },
+                    None => StoreError::Plain(error.to_string()),
+                }
+            }
             other => StoreError::Plain(other.to_string()),
         }
     }

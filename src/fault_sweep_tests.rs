@@ -191,7 +191,7 @@ const OPERATIONS: &[Operation] = &[
         setup: no_setup,
         steps: &[|store, _| {
             // What `store.state.transaction(() => connection.prepare(sql).run())` sends.
-            let conn = store.conn()?;
+            let conn = store.state.file_conn()?;
             crate::connection::run(conn, "BEGIN IMMEDIATE", &json!({}))?;
             let outcome = (|| {
                 crate::connection::run(
@@ -228,7 +228,7 @@ const OPERATIONS: &[Operation] = &[
                 // Copies the WAL into the file and truncates it: writes, syncs and truncates
                 // of the database file; the next commit then restarts the log.
                 crate::connection::query(
-                    store.conn()?,
+                    store.state.file_conn()?,
                     "PRAGMA wal_checkpoint(TRUNCATE)",
                     &json!({}),
                     false,
@@ -288,7 +288,7 @@ fn attempt(
     let state = open(&dir.join("live"));
     let project = resolve_project(&state, "/sweep/project", NOW).unwrap();
     let store = Store::new(&state, project.as_deref());
-    let mut expected = dump(state.conn().unwrap()).unwrap();
+    let mut expected = dump(state.file_conn().unwrap()).unwrap();
     match fault {
         Some((point, n, kind)) => faults::arm(point, n, kind),
         None => faults::count(),
@@ -296,7 +296,7 @@ fn attempt(
     let mut rejected_at = None;
     for (index, step) in op.steps.iter().enumerate() {
         let outcome = step(&store, setup);
-        let live = faults::paused(|| dump(state.conn().unwrap()));
+        let live = faults::paused(|| dump(state.file_conn().unwrap()));
         match outcome {
             Ok(()) => {
                 tally.acknowledged += 1;
@@ -422,7 +422,7 @@ fn rows_after(
     for step in &op.steps[..=last] {
         step(&store, setup).expect("the same calls without a fault");
     }
-    row_counts(state.conn().unwrap()).unwrap()
+    row_counts(state.file_conn().unwrap()).unwrap()
 }
 
 fn sweep(vfs_name: &'static CStr, full: bool) -> (Tally, Vec<String>) {

@@ -196,7 +196,7 @@ fn call() -> impl Strategy<Value = (String, Vec<Value>, i64)> {
 
 /// Every table but `blobs`, row for row.
 fn dump(state: &StateDb) -> String {
-    dump_tables(state.conn().unwrap(), |table| {
+    dump_tables(state.file_conn().unwrap(), |table| {
         !table.starts_with("sqlite_") && table != "blobs"
     })
     .unwrap()
@@ -206,7 +206,7 @@ fn open_state(dir: &std::path::Path) -> StateDb {
     let state = open_read_write(&dir.join("state.sqlite"), 1_789_257_600_000);
     // Durability is not under test here; skip the fsync of every commit.
     state
-        .conn()
+        .file_conn()
         .unwrap()
         .pragma_update(None, "synchronous", "OFF")
         .unwrap();
@@ -266,13 +266,13 @@ fn every_method_survives_malformed_arguments() {
         }
         let state = &current.state;
         let store = Store::new(state, current.project_id.as_deref());
-        let changes_before = state.conn().unwrap().total_changes();
+        let changes_before = state.file_conn().unwrap().total_changes();
         let before = dump(state);
         let reply = dispatch(&store, &method, &Call::new(args.clone(), clock));
         if let Err(error) = &reply {
             prop_assert!(!error.to_wire().to_string().is_empty());
-            let changed =
-                state.conn().unwrap().total_changes() != changes_before && dump(state) != before;
+            let changed = state.file_conn().unwrap().total_changes() != changes_before
+                && dump(state) != before;
             if changed && !LEAVES_TRACE.contains(&method.as_str()) {
                 return Err(TestCaseError::fail(format!(
                     "{method}({args:?}) failed with {error} and changed the database"
@@ -280,7 +280,7 @@ fn every_method_survives_malformed_arguments() {
             }
         }
         prop_assert!(
-            state.conn().unwrap().is_autocommit(),
+            state.file_conn().unwrap().is_autocommit(),
             "{method} left a transaction open"
         );
         Ok(())

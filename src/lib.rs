@@ -17,6 +17,7 @@ pub mod error;
 pub mod js;
 pub mod methods;
 pub mod runs;
+pub mod sql;
 pub mod state;
 pub mod store;
 pub mod time;
@@ -136,7 +137,10 @@ impl NativeState {
     /// Opens the state file; throws an encoded error (`!{…}`) as the message on failure.
     #[napi(factory, catch_unwind)]
     pub fn open(options_json: String) -> napi::Result<NativeState> {
-        match parse_open_options(&options_json).and_then(StateDb::open) {
+        match parse_json(&options_json).and_then(|options| match options.get("cluster") {
+            Some(_) => open_cluster(&options),
+            None => parse_open_options(&options_json).and_then(StateDb::open),
+        }) {
             Ok(state) => Ok(NativeState {
                 state: Some(Arc::new(Mutex::new(state))),
             }),
@@ -191,7 +195,7 @@ impl NativeState {
     #[napi(catch_unwind)]
     pub fn exec(&self, sql: String) -> String {
         guarded(self.shared(), |state| {
-            connection::exec(state.conn()?, &sql)?;
+            connection::exec_on(state.conn()?, &sql)?;
             Ok(String::new())
         })
     }
@@ -200,7 +204,7 @@ impl NativeState {
     #[napi(catch_unwind)]
     pub fn describe(&self, sql: String) -> String {
         guarded(self.shared(), |state| {
-            json_reply(connection::describe(state.conn()?, &sql)?)
+            json_reply(connection::describe_on(state.conn()?, &sql)?)
         })
     }
 
@@ -208,7 +212,7 @@ impl NativeState {
     #[napi(catch_unwind)]
     pub fn run(&self, sql: String, params_json: String) -> String {
         guarded(self.shared(), |state| {
-            json_reply(connection::run(
+            json_reply(connection::run_on(
                 state.conn()?,
                 &sql,
                 &parse_json(&params_json)?,
@@ -228,7 +232,7 @@ impl NativeState {
         guarded(self.shared(), |state| {
             let limit = first.then_some(1);
             let params = parse_json(&params_json)?;
-            json_reply(connection::query(
+            json_reply(connection::query_on(
                 state.conn()?,
                 &sql,
                 &params,
@@ -480,6 +484,38 @@ pub fn method_table() -> String {
 fn parse_json(text: &str) -> Result<Value> {
     state::json::parse(text)
         .map_err(|error| StoreError::plain(format!("Invalid JSON from the JS layer: {error}")))
+}
+
+/// Opens the state database on the dqlite cluster of `options.cluster` (`{url, mode, now,
+/// connectTimeoutMs, requestTimeoutMs, reconnectDeadlineMs}`; the JS layer checked the types).
+fn open_cluster(options: &Value) -> Result<StateDb> {
+    let cluster = &options["cluster"];
+    let url = cluster["url"]
+        .as_str()
+        .ok_or_else(|| StoreError::plain("cluster.url is required"))?;
+    let ms = |name: &str| cluster[name].as_u64().map(std::time::Duration::from_millis);
+    let mut config = dqlite_wire::Config {
+        // A leader found within a quarter second of its election: the rounds are a few
+        // connections on the nodes' port, cheap even every 250 ms.
+        backoff_max: std::time::Duration::from_millis(250),
+        ..dqlite_wire::Config::default()
+    };
+    if let Some(timeout) = ms("connectTimeoutMs") {
+        config.timeouts.connect = timeout;
+    }
+    if let Some(timeout) = ms("requestTimeoutMs") {
+        config.timeouts.request = timeout;
+    }
+    if let Some(deadline) = ms("reconnectDeadlineMs") {
+        config.reconnect_deadline = deadline;
+    }
+    let mode = if options["mode"].as_str() == Some("read-only") {
+        Mode::ReadOnly
+    } else {
+        Mode::ReadWrite
+    };
+    let now = options["now"].as_i64().unwrap_or(0);
+    StateDb::open_cluster(url, config, mode, now)
 }
 
 fn parse_open_options(options_json: &str) -> Result<OpenOptions> {

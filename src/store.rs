@@ -2,7 +2,7 @@
 //! project (or the global view); registering that project; one read snapshot for a record read.
 //! It names no domain module: the router is crate::methods.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::sql::{params, Db, OptionalExtension};
 
 use crate::error::{Result, StoreError};
 use crate::state::ids::project_id_for;
@@ -22,12 +22,12 @@ impl<'a> Store<'a> {
     }
 
     /// The open connection, or the closed-connection TypeError.
-    pub fn conn(&self) -> Result<&'a Connection> {
+    pub fn conn(&self) -> Result<&'a Db> {
         self.state.conn()
     }
 
     /// One `BEGIN IMMEDIATE` transaction: [`StateDb::write`].
-    pub fn write<T>(&self, operation: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub fn write<T>(&self, operation: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
         self.state.write(operation)
     }
 
@@ -84,7 +84,7 @@ pub fn resolve_project(state: &StateDb, canonical_path: &str, now: i64) -> Resul
 /// Runs `read` in one read transaction (one snapshot for its statements) unless the caller's
 /// own transaction is open. A record read with several statements takes the file lock
 /// once instead of once per statement.
-pub fn in_read_transaction<T>(conn: &Connection, read: impl FnOnce() -> Result<T>) -> Result<T> {
+pub fn in_read_transaction<T>(conn: &Db, read: impl FnOnce() -> Result<T>) -> Result<T> {
     if !conn.is_autocommit() {
         return read();
     }

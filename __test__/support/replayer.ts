@@ -8,7 +8,7 @@ import path from 'node:path';
 
 import { expectMatch, Mismatch } from './compare';
 import { Bindings } from './placeholders';
-import { checkBlobHashes, dumpDatabase, runSql } from './sqlite';
+import { checkBlobHashes, dumpConnection, DumpConnection, dumpDatabase, runSql } from './sqlite';
 import { constructorName, decode, Encoded, isErrorLike, show } from './values';
 
 export const TRACE_FORMAT = 'piw-conformance-trace/1';
@@ -63,6 +63,20 @@ export type ReplayOptions = {
   keepDir?: boolean;
   /** A diagnostic: go on past differences and report every differing step at the end. */
   allSteps?: boolean;
+  /**
+   * Replay on another engine than a local file (the cluster suite): each state file the trace
+   * names becomes `target.address(file)`, and the engine SQL and dumps of a step go through
+   * `target.connection(address)` instead of opening the file.
+   */
+  target?: ReplayTarget;
+};
+
+/** Where a trace's state files live when they are not local files. */
+export type ReplayTarget = {
+  /** The address the store opens instead of `file` (the same one for the same file). */
+  address(file: string): string;
+  /** A better-sqlite3-like connection to `address`, open until the trace ends. */
+  connection(address: string): DumpConnection;
 };
 
 /** A trace step did not do what the reference did. */
@@ -268,13 +282,16 @@ function runStep(context: Context, step: Step): void {
       }
       return;
     case 'sql': {
-      const file = bindings.substitute(step.file);
+      const target = context.options.target;
+      const file = target === undefined ? bindings.substitute(step.file) : target.address(bindings.substitute(step.file));
       const params = decode(step.params, bindings) as unknown[];
       let changes: number;
       try {
         const connection = openConnectionOn(context, file, step.store);
         const sql = bindings.substitute(step.sql);
-        changes = connection === undefined ? runSql(file, sql, params) : connection.prepare(sql).run(...params).changes;
+        if (connection !== undefined) changes = connection.prepare(sql).run(...params).changes;
+        else if (target !== undefined) changes = target.connection(file).prepare(sql).run(...params).changes;
+        else changes = runSql(file, sql, params);
       } catch (error) {
         fail(`engine SQL failed: ${errorSummary(error)}\n  sql: ${step.sql}\n  params: ${show(params)}`);
       }
@@ -297,9 +314,10 @@ function runStep(context: Context, step: Step): void {
       return;
     }
     case 'dump': {
+      const target = context.options.target;
       const file = bindings.substitute(step.file);
-      if (!fs.existsSync(file)) fail(`dump: ${file} does not exist`);
-      const actual = dumpDatabase(file);
+      if (target === undefined && !fs.existsSync(file)) fail(`dump: ${file} does not exist`);
+      const actual = target === undefined ? dumpDatabase(file) : dumpConnection(target.connection(target.address(file)));
       try {
         expectMatch(step.tables, actual, bindings, 'tables');
         checkBlobHashes(actual);
@@ -317,7 +335,8 @@ function runStep(context: Context, step: Step): void {
 function openStore(context: Context, step: Extract<Step, { do: 'open' }>): void {
   const { bindings } = context;
   for (const dir of step.mkdirs ?? []) fs.mkdirSync(bindings.substitute(dir), { recursive: true });
-  const file = bindings.substitute(step.file);
+  const target = context.options.target;
+  const file = target === undefined ? bindings.substitute(step.file) : target.address(bindings.substitute(step.file));
   const options = decode(step.options, bindings);
   let store: StoreInstance;
   try {

@@ -26,7 +26,13 @@ export function runSql(file: string, sql: string, params: unknown[]): number {
 
 export type Dump = Record<string, Record<string, unknown>[]>;
 
-function tableOrder(db: Database.Database, table: string): string {
+/** What a dump reads through: better-sqlite3's API, or a store's `state.connection`. */
+export type DumpConnection = {
+  prepare(sql: string): { get(...params: unknown[]): unknown; all(...params: unknown[]): unknown[]; run(...params: unknown[]): { changes: number } };
+  defaultSafeIntegers(toggle?: boolean): unknown;
+};
+
+function tableOrder(db: DumpConnection, table: string): string {
   const listed = db.prepare('SELECT wr FROM pragma_table_list WHERE schema = ? AND name = ?').get('main', table) as
     | { wr: number | bigint }
     | undefined;
@@ -58,33 +64,38 @@ function cell(table: string, column: string, value: unknown): unknown {
 export function dumpDatabase(file: string): Dump {
   const db = new Database(file, { fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
   try {
-    db.defaultSafeIntegers(true);
-    const tables = db
-      .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY rowid")
-      .all() as { name: string }[];
-    const dump: Dump = {};
-    for (const { name } of tables) {
-      const rows = db.prepare(`SELECT * FROM ${quote(name)} ORDER BY ${tableOrder(db, name)}`).all() as Record<
-        string,
-        unknown
-      >[];
-      dump[name] = rows.map((row) => {
-        const out: Record<string, unknown> = {};
-        for (const [column, value] of Object.entries(row)) {
-          Object.defineProperty(out, column, {
-            value: cell(name, column, value),
-            enumerable: true,
-            writable: true,
-            configurable: true,
-          });
-        }
-        return out;
-      });
-    }
-    return dump;
+    return dumpConnection(db);
   } finally {
     db.close();
   }
+}
+
+/** {@link dumpDatabase} through an open connection (left with safe integers on). */
+export function dumpConnection(db: DumpConnection): Dump {
+  db.defaultSafeIntegers(true);
+  const tables = db
+    .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY rowid")
+    .all() as { name: string }[];
+  const dump: Dump = {};
+  for (const { name } of tables) {
+    const rows = db.prepare(`SELECT * FROM ${quote(name)} ORDER BY ${tableOrder(db, name)}`).all() as Record<
+      string,
+      unknown
+    >[];
+    dump[name] = rows.map((row) => {
+      const out: Record<string, unknown> = {};
+      for (const [column, value] of Object.entries(row)) {
+        Object.defineProperty(out, column, {
+          value: cell(name, column, value),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      }
+      return out;
+    });
+  }
+  return dump;
 }
 
 /** Every `blobs` row must be content-addressed: blob_hash = sha256(content). */

@@ -50,7 +50,9 @@ same<Same<Ours.WorkflowRunQueueRecord, Ref.WorkflowRunQueueRecord>>();
 same<Same<Ours.WorkflowRunPreparationResult, Ref.WorkflowRunPreparationResult>>();
 same<Same<Ours.RunEventRecord, Ref.RunEventRecord>>();
 same<Same<Ours.StateDatabaseMode, Ref.StateDatabaseMode>>();
-same<Same<Ours.OpenStateDatabaseOptions, Ref.OpenStateDatabaseOptions>>();
+same<Same<Omit<Ours.OpenStateDatabaseOptions, 'cluster'>, Ref.OpenStateDatabaseOptions>>();
+// This package's addition (docs/cluster.md): the timeouts of a `dqlite://` address.
+same<Same<Ours.OpenStateDatabaseOptions['cluster'], Ours.ClusterOptions | undefined>>();
 same<Same<Ours.BlobRecord, Ref.BlobRecord>>();
 
 export const records = {
@@ -121,11 +123,13 @@ same<Same<ReturnType<typeof store.listResources>, Ref.ControllerResource[]>>();
 type OurOptions = NonNullable<ConstructorParameters<typeof Ours.SqliteControllerStore>[1]>;
 type RefOptions = NonNullable<ConstructorParameters<typeof Ref.SqliteControllerStore>[1]>;
 same<Same<ConstructorParameters<typeof Ours.SqliteControllerStore>[0], ConstructorParameters<typeof Ref.SqliteControllerStore>[0]>>();
-same<Same<Omit<OurOptions, 'state' | 'asyncCallSites'>, Omit<RefOptions, 'state'>>>();
+same<Same<Omit<OurOptions, 'state' | 'asyncCallSites' | 'cluster'>, Omit<RefOptions, 'state'>>>();
 // This package's addition (README, "Not blocking the event loop").
 same<Same<OurOptions['asyncCallSites'], boolean | undefined>>();
+same<Same<OurOptions['cluster'], Ours.ClusterOptions | undefined>>();
 same<Same<OurOptions['state'], Ours.StateDatabase | undefined>>();
-same<Same<ConstructorParameters<typeof Ours.StateDatabase>, ConstructorParameters<typeof Ref.StateDatabase>>>();
+same<Same<ConstructorParameters<typeof Ours.StateDatabase>, [options?: Ours.OpenStateDatabaseOptions]>>();
+same<Same<ConstructorParameters<typeof Ref.StateDatabase>, [options?: Ref.OpenStateDatabaseOptions]>>();
 export const storeInstance: OurStore = new (value<typeof Ours.SqliteControllerStore>())('/tmp/state.sqlite', {
   projectPath: '/tmp',
   readOnly: false,

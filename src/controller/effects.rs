@@ -4,8 +4,8 @@
 
 use std::borrow::Cow;
 
+use crate::sql::{params, params_from_iter, Db, OptionalExtension, Row};
 use rusqlite::types::Value as SqlValue;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
 use super::rows::claim::require_claim_row_by_uid;
@@ -69,7 +69,7 @@ impl EffectRow {
     }
 
     /// The record of this row; its error is read from its blob.
-    fn write_record(&self, conn: &Connection, out: &mut String) -> Result<()> {
+    fn write_record(&self, conn: &Db, out: &mut String) -> Result<()> {
         let error = match &self.error_hash {
             Some(hash) => Some(read_text(conn, hash)?.unwrap_or_default()),
             None => None,
@@ -154,7 +154,7 @@ impl EffectRecord<'_> {
     }
 }
 
-fn effect_row(conn: &Connection, uid: Js<'_>, key: Js<'_>) -> Result<Option<EffectRow>> {
+fn effect_row(conn: &Db, uid: Js<'_>, key: Js<'_>) -> Result<Option<EffectRow>> {
     let mut statement =
         conn.prepare_cached(&effect_select("WHERE c.uid = ? AND e.idempotency_key = ?"))?;
     let bound = bind_params(&[Param::Js(uid), Param::Js(key)])?;
@@ -163,7 +163,7 @@ fn effect_row(conn: &Connection, uid: Js<'_>, key: Js<'_>) -> Result<Option<Effe
         .optional()?)
 }
 
-fn require_effect_row(conn: &Connection, uid: Js<'_>, key: Js<'_>) -> Result<EffectRow> {
+fn require_effect_row(conn: &Db, uid: Js<'_>, key: Js<'_>) -> Result<EffectRow> {
     effect_row(conn, uid, key)?
         .ok_or_else(|| not_found_error("Effect record not found: ", &[uid, key]))
 }

@@ -9,8 +9,8 @@
 
 use std::borrow::Cow;
 
+use crate::sql::{params_from_iter, Db};
 use rusqlite::types::ValueRef;
-use rusqlite::{params_from_iter, Connection};
 
 use super::json_arg;
 use super::rows::claim::require_claim_row;
@@ -119,16 +119,11 @@ impl ControllerEvent<'_> {
 /// Writes the controller events `sql` selects (bound by `bound`) into `out` as JSON array
 /// items after any already there, straight from SQLite's row buffers; returns how many. Each
 /// payload blob comes in the same row (one statement, not one more per payload).
-fn write_events(
-    conn: &Connection,
-    sql: &str,
-    bound: &[Bound<'_>],
-    out: &mut String,
-) -> Result<i64> {
+fn write_events(conn: &Db, sql: &str, bound: &[Bound<'_>], out: &mut String) -> Result<i64> {
     let mut statement = conn.prepare_cached(sql)?;
     let mut rows = statement.query(params_from_iter(bound))?;
     let mut count = 0;
-    while let Some(row) = rows.next()? {
+    while let Some(ref row) = rows.next()? {
         if !out.ends_with('[') {
             out.push(',');
         }
@@ -232,7 +227,7 @@ const WINDOW_BUDGET: i64 = 8_192;
 /// (sequence numbers are unique), and a payload that fails fails at the same item. With a
 /// `key` (`keyed`) the few matching resources are searched at once.
 fn newest_events(
-    conn: &Connection,
+    conn: &Db,
     filter: &str,
     keyed: bool,
     bound: &[Bound<'_>],
@@ -316,12 +311,7 @@ pub fn list_events(store: &Store, call: &Call) -> Result<Reply> {
 
 /// The events matching `filter` (bound by `bound`, its last value the limit; `keyed`: it
 /// names a `key`) as JSON text.
-fn event_list_text(
-    conn: &Connection,
-    filter: &str,
-    keyed: bool,
-    bound: Vec<Bound<'_>>,
-) -> Result<String> {
+fn event_list_text(conn: &Db, filter: &str, keyed: bool, bound: Vec<Bound<'_>>) -> Result<String> {
     let mut out = String::with_capacity(16 * 1024);
     out.push('[');
     match recent_window(bound.last()) {
@@ -339,7 +329,7 @@ fn event_list_text(
 
 /// A TEXT column borrowed when it is UTF-8, else decoded as V8 decodes it (see
 /// [`text_lossy`](super::rows::text_lossy)).
-fn text_at<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Cow<'r, str>> {
+fn text_at<'r>(row: &'r crate::sql::Row<'_>, index: usize) -> rusqlite::Result<Cow<'r, str>> {
     match row.get_ref(index)? {
         ValueRef::Text(bytes) => Ok(String::from_utf8_lossy(bytes)),
         _ => row.get::<_, String>(index).map(Cow::Owned),
@@ -375,7 +365,7 @@ mod tests {
             "putResource",
             json!({ "controller": "c", "key": "k", "now": NOW, "spec": spec, "initialStatus": spec }),
         );
-        let conn = state.conn().unwrap();
+        let conn = state.file_conn().unwrap();
         let run_events = |from: i64, count: i64| {
             conn.execute(
                 "WITH RECURSIVE n(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1 + ?2 - 1)

@@ -2,7 +2,7 @@
 //! due item under a fresh lease generation, renewing, settling or requeueing a claim, and
 //! listing the queue.
 
-use rusqlite::{params_from_iter, Connection};
+use crate::sql::{params_from_iter, Db};
 use serde_json::{json, Value};
 
 use super::rows::claim::{claim_row, release_lease, ClaimFence, ClaimRow, CLAIM_COLUMNS};
@@ -79,7 +79,7 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 /// lease and queue item.
 fn next_due_row(
     store: &Store,
-    conn: &Connection,
+    conn: &Db,
     controllers: &[Option<Js<'_>>],
     excluded: &[Js<'_>],
     now: i64,
@@ -125,7 +125,7 @@ fn next_due_row(
     params.push(Param::int(now));
     let mut rows = statement.query(params_from_iter(bind_params(&params)?))?;
     Ok(match rows.next()? {
-        Some(row) => Some(ClaimRow::from_row(row)?),
+        Some(ref row) => Some(ClaimRow::from_row(row)?),
         None => None,
     })
 }
@@ -134,7 +134,7 @@ fn next_due_row(
 /// and queue item were read with the row (nothing below changes the queue item).
 fn take_lease(
     call: &Call,
-    conn: &Connection,
+    conn: &Db,
     due: &ClaimRow,
     options: Js<'_>,
     now: i64,
@@ -290,7 +290,7 @@ pub fn settle_claim(
 /// error.
 fn requeue_row(
     call: &Call,
-    conn: &Connection,
+    conn: &Db,
     row: &ControllerRow,
     requeue: Js<'_>,
     now: i64,

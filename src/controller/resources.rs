@@ -1,7 +1,7 @@
 //! Controller resources: creating and reading resources, status and finalizer
 //! updates under a claim or an expected resource version, deletion requests and deletion.
 
-use rusqlite::{params, params_from_iter, Connection};
+use crate::sql::{params, params_from_iter, Db};
 use serde_json::json;
 
 use super::json_arg;
@@ -158,7 +158,7 @@ fn put_resource_in_one_transaction(
 
 fn create_resource(
     store: &Store,
-    conn: &Connection,
+    conn: &Db,
     reference: ResourceRef<'_>,
     spec_hash: &[u8],
     status_hash: &[u8],
@@ -224,12 +224,7 @@ fn create_resource(
 }
 
 /// A new spec: generation and revision go up and the resource is queued again.
-fn change_spec(
-    conn: &Connection,
-    existing: &ControllerRow,
-    spec_hash: &[u8],
-    now: i64,
-) -> Result<()> {
+fn change_spec(conn: &Db, existing: &ControllerRow, spec_hash: &[u8], now: i64) -> Result<()> {
     conn.prepare_cached(
         "UPDATE controller_resources
          SET spec_hash = ?, generation = generation + 1, updated_at = ?
@@ -487,7 +482,7 @@ mod tests {
     }
 
     fn blob_count(state: &StateDb) -> i64 {
-        let conn = state.conn().unwrap();
+        let conn = state.file_conn().unwrap();
         conn.query_row("SELECT count(*) FROM blobs", [], |row| row.get(0))
             .unwrap()
     }
@@ -520,7 +515,11 @@ mod tests {
         let project = resolve_project(&state, "/p", NOW).unwrap();
         let holder = rusqlite::Connection::open(dir.file("state.sqlite")).unwrap();
         holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-        state.conn().unwrap().busy_handler(Some(give_up)).unwrap();
+        state
+            .file_conn()
+            .unwrap()
+            .busy_handler(Some(give_up))
+            .unwrap();
         let blobs = blob_count(&state);
         LOCK_WAITS.with(|waits| waits.set(0));
         let error = put(&state, project.as_deref(), "k").unwrap_err();

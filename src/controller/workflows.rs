@@ -2,7 +2,7 @@
 //! request per resource and key, its progress under the resource's claim, the scheduler's
 //! completion report, and reads.
 
-use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
+use crate::sql::{params_from_iter, Db, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
 use super::rows::claim::assert_controller_claim;
@@ -58,11 +58,7 @@ impl WorkflowRow {
     }
 }
 
-fn workflow_row(
-    conn: &Connection,
-    uid: Js<'_>,
-    request_key: Js<'_>,
-) -> Result<Option<WorkflowRow>> {
+fn workflow_row(conn: &Db, uid: Js<'_>, request_key: Js<'_>) -> Result<Option<WorkflowRow>> {
     let mut statement =
         conn.prepare_cached(&workflow_select("WHERE c.uid = ? AND w.request_key = ?"))?;
     let bound = bind_params(&[Param::Js(uid), Param::Js(request_key)])?;
@@ -71,7 +67,7 @@ fn workflow_row(
         .optional()?)
 }
 
-fn workflow_row_by_id(conn: &Connection, request_id: Js<'_>) -> Result<Option<WorkflowRow>> {
+fn workflow_row_by_id(conn: &Db, request_id: Js<'_>) -> Result<Option<WorkflowRow>> {
     let mut statement = conn.prepare_cached(&workflow_select("WHERE w.request_id = ?"))?;
     let bound = bind_params(&[Param::Js(request_id)])?;
     Ok(statement
@@ -79,13 +75,13 @@ fn workflow_row_by_id(conn: &Connection, request_id: Js<'_>) -> Result<Option<Wo
         .optional()?)
 }
 
-fn require_workflow_row(conn: &Connection, request_id: Js<'_>) -> Result<WorkflowRow> {
+fn require_workflow_row(conn: &Db, request_id: Js<'_>) -> Result<WorkflowRow> {
     workflow_row_by_id(conn, request_id)?
         .ok_or_else(|| not_found_error("Workflow request not found: ", &[request_id]))
 }
 
 /// `ChildWorkflowRecord`: `runId` and `error` exist only when set.
-fn map_workflow(conn: &Connection, row: &WorkflowRow) -> Result<Value> {
+fn map_workflow(conn: &Db, row: &WorkflowRow) -> Result<Value> {
     let mut record = Map::new();
     record.insert("requestId".into(), row.request_id.clone().into());
     record.insert("resourceUid".into(), row.resource_uid.clone().into());
@@ -171,7 +167,7 @@ pub fn get_workflow_by_request_id(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 /// `update.error` stored as text unless it is `undefined` or `null`.
-fn update_error_hash(conn: &Connection, update: Js<'_>, now: i64) -> Result<Option<BlobHash>> {
+fn update_error_hash(conn: &Db, update: Js<'_>, now: i64) -> Result<Option<BlobHash>> {
     let error = update.get("error")?;
     if error.is_nullish() {
         return Ok(None);

@@ -161,7 +161,7 @@ pub fn bind_all<'a>(values: &[Js<'a>], param_count: usize) -> Result<Vec<Bound<'
 
 /// The parameters of `statement.get/all/run(...values)`, bound as better-sqlite3 binds them.
 pub fn params_for<'a>(
-    statement: &rusqlite::Statement<'_>,
+    statement: &impl crate::sql::ParameterCount,
     values: &[Js<'a>],
 ) -> Result<Vec<Bound<'a>>> {
     bind_all(values, statement.parameter_count())

@@ -4,7 +4,7 @@
 //! Also the claim-guarded queue status change (`markWorkflowRunRunning`) and the small helpers
 //! the transitions share: the current claim check and the `lease.ownerType ?? "system"` event.
 
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use crate::sql::{params, params_from_iter, Db, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::records::map_workflow_run_with;
@@ -158,7 +158,7 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     };
     let run_id = if host && conn.is_autocommit() {
         in_read_transaction(conn, || {
-            let index = store.state.run_index.current(conn, true)?;
+            let index = store.state.run_index_current(conn, true)?;
             let Some(index) = index else {
                 return pick(None);
             };
@@ -231,7 +231,7 @@ pub fn renew(store: &Store, call: &Call) -> Result<Reply> {
 
 /// What the STRICT `leases.expires_at` holds after binding `expires_at` (SQLite itself refused
 /// what it cannot store); a string SQLite converted is read back.
-fn stored_expiry(conn: &Connection, resource_id: &str, expires_at: &Sum) -> Result<Option<i64>> {
+fn stored_expiry(conn: &Db, resource_id: &str, expires_at: &Sum) -> Result<Option<i64>> {
     match expires_at {
         Sum::Number(n) if n.is_nan() => Ok(None),
         Sum::Number(n) => Ok(Some(*n as i64)),
@@ -243,7 +243,7 @@ fn stored_expiry(conn: &Connection, resource_id: &str, expires_at: &Sum) -> Resu
 /// the token is its current, unexpired claim. The token is hashed only when the lease has one
 /// (Node then refuses a token that is not a string or bytes).
 pub fn live_claim_row_of(
-    conn: &Connection,
+    conn: &Db,
     run_id: Js<'_>,
     claim_token: Js<'_>,
     now: i64,
@@ -368,7 +368,7 @@ pub fn run_holder<'a>(lease: &'a Lease, token_hash: &'a [u8]) -> Holder<'a> {
 /// Clears the lease when the token of `token_hash` still holds it at `generation` and is unexpired at `now`;
 /// false when it did not.
 pub fn release_live_lease(
-    conn: &Connection,
+    conn: &Db,
     resource_id: &str,
     token_hash: &[u8; 32],
     generation: i64,
@@ -413,7 +413,7 @@ pub fn runner_owner_type(runner_id: &str) -> &'static str {
 }
 
 /// `has_pending_interaction` for the caller's run id value.
-fn has_pending_interaction_of(conn: &Connection, run_id: Js<'_>) -> Result<bool> {
+fn has_pending_interaction_of(conn: &Db, run_id: Js<'_>) -> Result<bool> {
     let mut statement = conn.prepare_cached(
         "SELECT 1 FROM interactive_requests WHERE run_id = ? AND status = 'pending' LIMIT 1",
     )?;
@@ -425,7 +425,7 @@ fn has_pending_interaction_of(conn: &Connection, run_id: Js<'_>) -> Result<bool>
 }
 
 /// Whether the run has an `interactive_requests` row in `pending`.
-pub fn has_pending_interaction(conn: &Connection, run_id: &str) -> Result<bool> {
+pub fn has_pending_interaction(conn: &Db, run_id: &str) -> Result<bool> {
     Ok(conn
         .prepare_cached(
             "SELECT 1 FROM interactive_requests WHERE run_id = ? AND status = 'pending' LIMIT 1",
@@ -462,7 +462,7 @@ pub struct RunClaim<'a> {
 /// Claims the run for `runner_id` unless it is terminal, has a pending interaction (unless
 /// allowed), or another owner's lease is live. Returns the run record with `claimToken`.
 pub fn claim_run_in_transaction(
-    conn: &Connection,
+    conn: &Db,
     claim: &RunClaim<'_>,
     now: i64,
     options: ClaimOptions,

@@ -2,7 +2,7 @@
 //! request has outlived its node attempt's deadline, the claimed run gives up on the request
 //! and resumes, so the engine can finish the expired attempt.
 
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use crate::sql::{params, params_from_iter, Db, OptionalExtension};
 use serde_json::json;
 
 use super::claims::{inconsistent, live_claim_row_of, options_now};
@@ -29,7 +29,7 @@ struct ExpiredInteraction {
 /// The earliest-deadline pending request of an unpaused run, aimed at `target_session_id`,
 /// whose attempt deadline is due and whose step message has a started turn.
 fn expired_interaction(
-    conn: &Connection,
+    conn: &Db,
     run_id: &str,
     target_session_id: Js<'_>,
     now: i64,
@@ -70,7 +70,7 @@ fn expired_interaction(
 
 /// Cancels the request and moves the waiting run and its parked queue entry back to work.
 fn resume_from_expired(
-    conn: &Connection,
+    conn: &Db,
     run_id: &str,
     interaction: &ExpiredInteraction,
     now: i64,

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use rusqlite::{params_from_iter, Connection, OptionalExtension};
+use crate::sql::{params_from_iter, Db, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::records::{
@@ -49,7 +49,7 @@ fn page_runs_select() -> &'static str {
 /// page at once, as before any record was built). With the run index (`index`), the records it
 /// kept are taken as they are and only the others read, then kept.
 fn page_records(
-    conn: &Connection,
+    conn: &Db,
     json: &mut JsonReads<'_>,
     mut index: Option<&mut Current<'_>>,
     rowids: &[i64],
@@ -78,7 +78,7 @@ fn page_records(
         .collect();
     let mut select = conn.prepare_cached(page_runs_select())?;
     let mut rows = select.query([rowid_list(&unread)])?;
-    while let Some(row) = rows.next()? {
+    while let Some(ref row) = rows.next()? {
         let reads = RecordReads::from_row(row, false)?;
         let Some((rowid, at)) = reads
             .rowid
@@ -99,7 +99,7 @@ fn page_records(
 }
 
 /// The view rows of `sql` for the caller's values (`workflowRunViewRows(clause, values)`).
-fn view_rows_of(conn: &Connection, sql: &'static str, values: &[Js<'_>]) -> Result<Vec<String>> {
+fn view_rows_of(conn: &Db, sql: &'static str, values: &[Js<'_>]) -> Result<Vec<String>> {
     let mut statement = conn.prepare_cached(sql)?;
     let params = params_for(&statement, values)?;
     let mut views = Vec::new();
@@ -123,7 +123,7 @@ pub fn get_workflow_run(store: &Store, run_id: Js<'_>) -> Result<Option<String>>
         let mut rows = statement.query(params_from_iter(&params))?;
         match rows.next()? {
             None => None,
-            Some(row) => {
+            Some(ref row) => {
                 let run = RunRowRef::from_row(row)?;
                 let reads = RecordReads::from_row(row, true)?;
                 match reads.is_complete(&run) {
@@ -163,13 +163,13 @@ pub fn workflow_run_list_revision(store: &Store) -> Result<ListRevision> {
     let conn = store.conn()?;
     let own = conn.is_autocommit();
     in_read_transaction(conn, || {
-        let index = store.state.run_index.current(conn, own)?;
+        let index = store.state.run_index_current(conn, own)?;
         list_revision(conn, index.as_ref())
     })
 }
 
 /// The list revision from the run index when it has one, else through SQL.
-fn list_revision(conn: &Connection, index: Option<&Current<'_>>) -> Result<ListRevision> {
+fn list_revision(conn: &Db, index: Option<&Current<'_>>) -> Result<ListRevision> {
     if let Some(revision) = index.and_then(Current::list_revision) {
         return Ok(revision);
     }
@@ -194,7 +194,7 @@ pub fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String>
     // The revision and the page from one snapshot (the reference reads them one after the other:
     // the revision first, then `options.limit` and `options.offset`, then binds them).
     let (current, runs) = in_read_transaction(conn, || {
-        let mut index = store.state.run_index.current(conn, own)?;
+        let mut index = store.state.run_index_current(conn, own)?;
         let current = list_revision(conn, index.as_ref())?;
         let values = [options.get("limit")?, options.get("offset")?];
         let page = crate::js::bind_all(&values, 2)?;
@@ -225,7 +225,7 @@ const VIEW_ORDER_SELECT: &str = "SELECT r.rowid FROM runs r
 /// joins never add or drop a row), then each view. A limit or offset other than a
 /// non-negative integer takes SQLite's own reading.
 fn view_page(
-    conn: &Connection,
+    conn: &Db,
     mut index: Option<&mut Current<'_>>,
     paged_by_index: bool,
     page: &[Bound<'_>],
@@ -267,7 +267,7 @@ fn is_number(value: &Js<'_>) -> bool {
 }
 
 /// The first column (a row id) of every row of `sql`.
-fn row_ids(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Result<Vec<i64>> {
+fn row_ids(conn: &Db, sql: &str, params: impl crate::sql::Params) -> Result<Vec<i64>> {
     Ok(conn
         .prepare_cached(sql)?
         .query_map(params, |row| row.get(0))?
@@ -385,7 +385,7 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         conn.prepare(&order_select)?;
     }
     in_read_transaction(conn, || {
-        let mut index = store.state.run_index.current(conn, own)?;
+        let mut index = store.state.run_index_current(conn, own)?;
         // Bound as the reference binds `.all(...params)`, limit last.
         let mut all = values.clone();
         all.extend(limit);

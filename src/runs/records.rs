@@ -3,8 +3,8 @@
 
 use std::borrow::Cow;
 
+use crate::sql::{Db, Row};
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, Row};
 use serde_json::{json, Map, Value};
 
 use super::row::{RunRow, RunRowRef};
@@ -16,7 +16,7 @@ use crate::time::check_js_time;
 use crate::wire::{json_text, ObjectWriter};
 
 /// `WorkflowRunQueueRecord` for a run row as JSON text (`claimToken` is null here).
-pub fn map_workflow_run(conn: &Connection, row: &RunRow) -> Result<String> {
+pub fn map_workflow_run(conn: &Db, row: &RunRow) -> Result<String> {
     map_workflow_run_with(&mut JsonReads::new(conn), row, None)
 }
 
@@ -177,7 +177,7 @@ impl<'r> RecordReads<'r> {
     /// Reads the added columns of a row of [`run_record_select`].
     pub fn from_row(row: &'r Row<'_>, documents: bool) -> rusqlite::Result<RecordReads<'r>> {
         let added = RECORD_COLUMN_COUNT + if documents { DOCUMENT_COLUMN_COUNT } else { 1 };
-        let at = row.as_ref().column_count() - added;
+        let at = row.column_count() - added;
         let root = match (
             row.get_ref(at + 3)?,
             row.get_ref(at + 4)?,
@@ -244,11 +244,7 @@ fn stored<'t>(hash: &[u8], text: &'t Option<Cow<'_, str>>) -> Option<(BlobHash, 
 
 /// [`map_workflow_run`] for a row of `run_record_select(…, documents = true, …)`: no further
 /// statement unless the run has mounts or a document is missing or not JSON.
-pub fn map_run_record(
-    conn: &Connection,
-    row: &RunRowRef<'_>,
-    reads: &RecordReads<'_>,
-) -> Result<String> {
+pub fn map_run_record(conn: &Db, row: &RunRowRef<'_>, reads: &RecordReads<'_>) -> Result<String> {
     let stored = [
         stored(row.definition_hash, &reads.definition),
         stored(row.launch_options_hash, &reads.launch_options),
@@ -356,7 +352,7 @@ pub fn source_json(source_type: &str, source_ref: &str, source_revision: &str) -
 
 /// `{root, mounted[]}` rebuilt from `run_sources`; mounted names come from the definition
 /// snapshot's `composition.mounts`.
-pub fn read_queued_run_sources(conn: &Connection, run: &RunRow) -> Result<Value> {
+pub fn read_queued_run_sources(conn: &Db, run: &RunRow) -> Result<Value> {
     let text = read_queued_run_sources_text(&mut JsonReads::new(conn), &run.borrowed())?;
     Ok(serde_json::from_str(&text).expect("sources are written as valid JSON"))
 }
@@ -552,9 +548,9 @@ pub fn map_view_row(row: &Row<'_>) -> rusqlite::Result<Option<String>> {
 
 /// View records (JSON texts) of `sql`, one of the `VIEW_*` statements.
 pub fn view_rows(
-    conn: &Connection,
+    conn: &Db,
     sql: &'static str,
-    params: impl rusqlite::Params,
+    params: impl crate::sql::Params,
 ) -> Result<Vec<String>> {
     let mut views = Vec::new();
     let mut statement = conn.prepare_cached(sql)?;
@@ -566,11 +562,11 @@ pub fn view_rows(
 /// filters out), and whether a blob inserted later cannot change it: the error message is the
 /// only document a view reads, and it reads a missing one as none.
 pub fn view_of_rowid(
-    statement: &mut rusqlite::Statement<'_>,
+    statement: &mut crate::sql::Stmt<'_>,
     rowid: i64,
 ) -> Result<Option<(String, bool)>> {
     let mut rows = statement.query([rowid])?;
-    let Some(row) = rows.next()? else {
+    let Some(ref row) = rows.next()? else {
         return Ok(None);
     };
     let settled = row.get::<_, bool>(VIEW_COLUMNS)?;
@@ -582,8 +578,8 @@ const VIEW_COLUMNS: usize = 23;
 
 /// Appends the view records of one run of `statement` (a `VIEW_*` statement) to `views`.
 pub fn push_views(
-    statement: &mut rusqlite::Statement<'_>,
-    params: impl rusqlite::Params,
+    statement: &mut crate::sql::Stmt<'_>,
+    params: impl crate::sql::Params,
     views: &mut Vec<String>,
 ) -> Result<()> {
     let rows = statement.query_map(params, map_view_row)?;

@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
+use crate::sql::{params_from_iter, Db, OptionalExtension, Row};
 
 use crate::error::Result;
 use crate::js::{params_for, Js};
@@ -224,7 +224,7 @@ impl<S, B> RunColumns<S, B> {
 
 /// `workflowRunRow(runId)`: the run's row, or `None`, with the caller's value bound as
 /// better-sqlite3 binds it. The one lookup of a run by id: every run method reads its row here.
-pub fn run_row_of(conn: &Connection, run_id: Js<'_>) -> Result<Option<RunRow>> {
+pub fn run_row_of(conn: &Db, run_id: Js<'_>) -> Result<Option<RunRow>> {
     static SQL: OnceLock<String> = OnceLock::new();
     let sql = SQL.get_or_init(|| format!("{RUN_SELECT} WHERE r.run_id = ?"));
     let mut statement = conn.prepare_cached(sql)?;

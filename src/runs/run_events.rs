@@ -3,8 +3,8 @@
 
 use std::borrow::Cow;
 
+use crate::sql::{params_from_iter, Db};
 use rusqlite::types::ValueRef;
-use rusqlite::{params_from_iter, Connection};
 
 use super::claims::runner_owner_type;
 use super::row::run_row_of;
@@ -23,7 +23,7 @@ use crate::wire::{Call, JsonArg, ObjectWriter, Reply};
 /// `runnerId` bound as given (`runnerId?.startsWith("host-")` picks the actor type). The
 /// record's `runId`, `workflowRef`, `type` and `payload` are the caller's own values: the JS
 /// layer puts them in (`echo`, `echo_props` in src/methods.rs); placeholders are written here.
-pub fn record_run_event(conn: &Connection, call: &Call, options: Js<'_>) -> Result<Reply> {
+pub fn record_run_event(conn: &Db, call: &Call, options: Js<'_>) -> Result<Reply> {
     let run_id = options.get("runId")?;
     let Some(row) = run_row_of(conn, run_id)? else {
         return Err(StoreError::plain(format!(
@@ -123,7 +123,7 @@ pub fn list_run_events_after(store: &Store, seq: Js<'_>, options: Js<'_>) -> Res
 /// Run events after `seq`, at most `limit`, as JSON text, written straight from SQLite's row
 /// buffers; each payload blob comes in the same row (one statement, not one more per payload).
 /// `LIMIT +?`: see [`crate::controller::events`] (a bare `LIMIT ?` recompiles on every call).
-fn run_event_list_text(conn: &Connection, seq: Js<'_>, limit: Js<'_>) -> Result<String> {
+fn run_event_list_text(conn: &Db, seq: Js<'_>, limit: Js<'_>) -> Result<String> {
     let mut statement = conn.prepare_cached(
         "SELECT e.event_seq, e.recorded_at, r.run_id, r.workflow_ref, e.event_type,
                 e.actor_id, e.payload_hash, b.media_type, b.content
@@ -135,7 +135,7 @@ fn run_event_list_text(conn: &Connection, seq: Js<'_>, limit: Js<'_>) -> Result<
     let mut rows = statement.query(params_from_iter(&params))?;
     let mut out = String::with_capacity(16 * 1024);
     out.push('[');
-    while let Some(row) = rows.next()? {
+    while let Some(ref row) = rows.next()? {
         if out.len() > 1 {
             out.push(',');
         }

@@ -1,7 +1,7 @@
 //! Run effects the engine asks the store to settle (`run.park_queue`, `run.settle_queue`): each
 //! pending effect of that type becomes `applied` in its own transaction.
 
-use rusqlite::{params, params_from_iter, Connection};
+use crate::sql::{params, params_from_iter, Db};
 
 use crate::error::Result;
 use crate::js::{canonical_literal, params_for, Js};
@@ -13,11 +13,7 @@ use crate::wire::{Call, Reply};
 type PendingEffect = (String, String);
 
 /// `.all(runId, effectType)`: the caller's values bound as better-sqlite3 binds them.
-fn pending_effects(
-    conn: &Connection,
-    run_id: Js<'_>,
-    effect_type: Js<'_>,
-) -> Result<Vec<PendingEffect>> {
+fn pending_effects(conn: &Db, run_id: Js<'_>, effect_type: Js<'_>) -> Result<Vec<PendingEffect>> {
     let mut statement = conn.prepare_cached(
         "SELECT e.effect_id, e.resource_id
          FROM effects e JOIN runs r ON r.resource_id = e.source_resource_id

@@ -2,7 +2,7 @@
 //! ambiguous effect), the terminal transitions (complete, fail, cancel — with the cancellation
 //! of a run's dependents), deletion and the origin-session binding.
 
-use rusqlite::{params, params_from_iter, Connection};
+use crate::sql::{params, params_from_iter, Db};
 use serde_json::{json, Value};
 
 use super::claims::{
@@ -26,7 +26,7 @@ use crate::wire::{Call, Reply};
 /// The `events` row and viewer deltas every transition ends with: bump, the event attributed
 /// to `actor`, then the explicit summary/replay deltas.
 fn record_transition(
-    conn: &Connection,
+    conn: &Db,
     row: &RunRow,
     event: (&str, &Value),
     actor: Actor<'_>,
@@ -209,12 +209,7 @@ fn detail_text<'a>(options: Js<'a>) -> Result<&'a str> {
 /// The live claim's row, read inside the transaction; `None` when the claim is not live. The
 /// reference reads the run, then checks the claim by reading it again with its lease: one read
 /// of the run with its whole lease gives both.
-fn claimed_row(
-    conn: &Connection,
-    run_id: Js<'_>,
-    claim_token: Js<'_>,
-    now: i64,
-) -> Result<Option<RunRow>> {
+fn claimed_row(conn: &Db, run_id: Js<'_>, claim_token: Js<'_>, now: i64) -> Result<Option<RunRow>> {
     if run_row_of(conn, run_id)?.is_none() {
         return Ok(None);
     }
@@ -481,7 +476,7 @@ struct OpenEffect {
     attempt_count: i64,
 }
 
-fn open_run_effects(conn: &Connection, run_id: &str) -> Result<Vec<OpenEffect>> {
+fn open_run_effects(conn: &Db, run_id: &str) -> Result<Vec<OpenEffect>> {
     let effects = conn
         .prepare_cached(
             "SELECT e.effect_id, e.resource_id, e.status, e.attempt_count
@@ -504,7 +499,7 @@ fn open_run_effects(conn: &Connection, run_id: &str) -> Result<Vec<OpenEffect>> 
 /// Settles one open effect of a cancelled run: `applying` becomes `ambiguous` (its open attempt
 /// is interrupted), `pending` becomes `cancelled`.
 fn cancel_effect(
-    conn: &Connection,
+    conn: &Db,
     run_id: &str,
     effect: &OpenEffect,
     actor_id: &str,
@@ -564,7 +559,7 @@ fn cancel_effect(
 /// Everything a cancelled run leaves open: attempts, run-scoped effects, unresolved decisions,
 /// validating submissions and pending interactive requests.
 fn cancel_dependents(
-    conn: &Connection,
+    conn: &Db,
     run_id: &str,
     actor_id: &str,
     error_hash: &BlobHash,

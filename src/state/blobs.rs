@@ -4,8 +4,8 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
+use crate::sql::{params, Db, OptionalExtension};
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::ids::sha256;
@@ -40,7 +40,7 @@ pub struct Blob {
 /// (the upsert's `WHERE` is false, nothing is written), and a different one under the same hash
 /// is "updated" to a negative length, which its `CHECK` refuses — the conflict the reference's
 /// comparison reports. The failed statement changes nothing.
-pub fn put_blob(conn: &Connection, content: &[u8], media_type: &str, now: i64) -> Result<BlobHash> {
+pub fn put_blob(conn: &Db, content: &[u8], media_type: &str, now: i64) -> Result<BlobHash> {
     let hash = sha256(content);
     let put = conn
         .prepare_cached(
@@ -79,17 +79,17 @@ fn is_conflict_marker(error: &rusqlite::Error) -> bool {
 }
 
 /// Stores JSON text that is already canonical.
-pub fn put_json(conn: &Connection, canonical_text: &str, now: i64) -> Result<BlobHash> {
+pub fn put_json(conn: &Db, canonical_text: &str, now: i64) -> Result<BlobHash> {
     put_blob(conn, canonical_text.as_bytes(), MEDIA_JSON, now)
 }
 
 /// Stores UTF-8 text (`text/plain`).
-pub fn put_text(conn: &Connection, text: &str, now: i64) -> Result<BlobHash> {
+pub fn put_text(conn: &Db, text: &str, now: i64) -> Result<BlobHash> {
     put_blob(conn, text.as_bytes(), MEDIA_TEXT, now)
 }
 
 /// The blob with this hash, or `None`.
-pub fn read_blob(conn: &Connection, hash: &[u8]) -> Result<Option<Blob>> {
+pub fn read_blob(conn: &Db, hash: &[u8]) -> Result<Option<Blob>> {
     let blob = conn
         .prepare_cached(
             "SELECT blob_hash, media_type, byte_length, content FROM blobs WHERE blob_hash = ?",
@@ -107,12 +107,12 @@ pub fn read_blob(conn: &Connection, hash: &[u8]) -> Result<Option<Blob>> {
 }
 
 /// The UTF-8 text of a blob (any media type), as `content.toString("utf8")` would give it.
-pub fn read_text(conn: &Connection, hash: &[u8]) -> Result<Option<String>> {
+pub fn read_text(conn: &Db, hash: &[u8]) -> Result<Option<String>> {
     Ok(read_content(conn, hash)?.map(|(_, text)| text))
 }
 
 /// The stored JSON text of a JSON blob, exactly as stored.
-pub fn read_json_text(conn: &Connection, hash: &[u8]) -> Result<String> {
+pub fn read_json_text(conn: &Db, hash: &[u8]) -> Result<String> {
     match read_content(conn, hash)? {
         Some((true, text)) => Ok(text),
         _ => Err(StoreError::plain(
@@ -123,7 +123,7 @@ pub fn read_json_text(conn: &Connection, hash: &[u8]) -> Result<String> {
 
 /// Whether a blob is JSON, and its content as text: read straight from the row, without the
 /// copies `read_blob` makes of every column.
-fn read_content(conn: &Connection, hash: &[u8]) -> Result<Option<(bool, String)>> {
+fn read_content(conn: &Db, hash: &[u8]) -> Result<Option<(bool, String)>> {
     let content = conn
         .prepare_cached("SELECT media_type, content FROM blobs WHERE blob_hash = ?")?
         .query_row([hash], |row| {
@@ -142,7 +142,7 @@ fn read_content(conn: &Connection, hash: &[u8]) -> Result<Option<(bool, String)>
 }
 
 /// A JSON blob parsed, with object keys sorted as the reference's `parseJson` sorts them.
-pub fn read_json(conn: &Connection, hash: &[u8]) -> Result<Value> {
+pub fn read_json(conn: &Db, hash: &[u8]) -> Result<Value> {
     parse_sorted(&read_json_text(conn, hash)?)
 }
 
@@ -155,7 +155,7 @@ fn parse_sorted(text: &str) -> Result<Value> {
 /// `read_json` for a list of records whose documents repeat (event payloads such as `{}`):
 /// each distinct hash is read and parsed once per list.
 pub struct JsonReads<'c> {
-    conn: &'c Connection,
+    conn: &'c Db,
     stored: Vec<(BlobHash, &'c str)>,
     read: HashMap<Vec<u8>, Value>,
     texts: HashMap<Vec<u8>, String>,
@@ -164,7 +164,7 @@ pub struct JsonReads<'c> {
 
 impl<'c> JsonReads<'c> {
     /// Reads through `conn`, nothing read yet.
-    pub fn new(conn: &'c Connection) -> JsonReads<'c> {
+    pub fn new(conn: &'c Db) -> JsonReads<'c> {
         JsonReads {
             conn,
             stored: Vec::new(),
@@ -178,7 +178,7 @@ impl<'c> JsonReads<'c> {
     /// (`put_json` returned their hashes): a blob's content never changes under its hash, and
     /// no blob is deleted while the transaction lasts, so reading them back would give the
     /// same text.
-    pub fn with_stored(conn: &'c Connection, stored: Vec<(BlobHash, &'c str)>) -> JsonReads<'c> {
+    pub fn with_stored(conn: &'c Db, stored: Vec<(BlobHash, &'c str)>) -> JsonReads<'c> {
         JsonReads {
             stored,
             ..JsonReads::new(conn)
@@ -194,7 +194,7 @@ impl<'c> JsonReads<'c> {
     }
 
     /// The connection it reads through.
-    pub fn conn(&self) -> &'c Connection {
+    pub fn conn(&self) -> &'c Db {
         self.conn
     }
 
@@ -241,22 +241,59 @@ impl<'c> JsonReads<'c> {
     }
 }
 
+/// The blob prune where no local file is (a dqlite cluster): the same blobs go as with the
+/// file's prune (`state::prune`, whose reads need the file itself) — those whose hash no
+/// column with a foreign key to `blobs.blob_hash` holds — through one anti-join `DELETE`, in
+/// the caller's write transaction. Returns how many went.
+pub fn prune_through_sql(conn: &Db) -> Result<usize> {
+    let mut references: Vec<(String, String)> = Vec::new();
+    {
+        let mut statement = conn.prepare_cached(
+            "SELECT m.name, f.\"from\"
+             FROM sqlite_schema m, pragma_foreign_key_list(m.name) f
+             WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND m.name <> 'blobs'
+               AND f.\"table\" = 'blobs' AND f.\"to\" = 'blob_hash'
+             ORDER BY m.rowid, f.id",
+        )?;
+        let mut rows = statement.query([])?;
+        while let Some(row) = rows.next()? {
+            references.push((row.get(0)?, row.get(1)?));
+        }
+    }
+    let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+    let unreferenced: Vec<String> = references
+        .iter()
+        .map(|(table, column)| {
+            format!(
+                "NOT EXISTS (SELECT 1 FROM {} WHERE {} = blobs.blob_hash)",
+                quote(table),
+                quote(column)
+            )
+        })
+        .collect();
+    let sql = match unreferenced.is_empty() {
+        true => "DELETE FROM blobs".to_owned(),
+        false => format!("DELETE FROM blobs WHERE {}", unreferenced.join(" AND ")),
+    };
+    Ok(conn.prepare(&sql)?.execute([])?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::{put_blob, put_json, put_text};
+    use crate::sql::Db;
     use crate::state::schema::STATE_SCHEMA_SQL;
-    use rusqlite::Connection;
 
     /// The real schema, so the conflict marker is tested against the `CHECK` it relies on.
-    fn blobs() -> Connection {
-        let conn = Connection::open_in_memory().unwrap();
+    fn blobs() -> Db {
+        let conn = Db::File(rusqlite::Connection::open_in_memory().unwrap());
         conn.execute_batch(STATE_SCHEMA_SQL).unwrap();
         conn
     }
 
     type BlobRow = (Vec<u8>, String, i64, Vec<u8>, i64);
 
-    fn rows(conn: &Connection) -> Vec<BlobRow> {
+    fn rows(conn: &Db) -> Vec<BlobRow> {
         conn.prepare("SELECT * FROM blobs ORDER BY rowid")
             .unwrap()
             .query_map([], |row| {

@@ -1,8 +1,8 @@
 //! Columns of the current row read in place (borrowed from SQLite's row buffer, no copy), each
 //! failing on a value of another type exactly as `row.get` into the owned type does.
 
+use crate::sql::Row;
 use rusqlite::types::ValueRef;
-use rusqlite::Row;
 
 /// A text column read in place; any other value fails as `row.get::<String>` does.
 pub fn str_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {

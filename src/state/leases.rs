@@ -13,8 +13,8 @@
 //! order through [`bind_params`], with better-sqlite3's rules; values already bound elsewhere
 //! arrive as `Param::Own`.
 
+use crate::sql::{params_from_iter, Db, OptionalExtension};
 use rusqlite::types::FromSql;
-use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
 use super::revisions::{insert_event, EventDraft};
 use crate::error::{Result, StoreError};
@@ -52,7 +52,10 @@ pub const CONTROLLER_TAKEABLE: &str = "(l.owner_id IS NULL OR l.expires_at <= ?)
 impl Lease {
     /// The lease read by [`lease_columns!`] from column `first` on; `None` when a left join
     /// found no lease row (a NULL generation).
-    pub fn from_columns(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Option<Lease>> {
+    pub fn from_columns(
+        row: &crate::sql::Row<'_>,
+        first: usize,
+    ) -> rusqlite::Result<Option<Lease>> {
         let generation: Option<i64> = row.get(first)?;
         Ok(match generation {
             None => None,
@@ -159,7 +162,7 @@ pub enum Fence {
 }
 
 /// The resource's lease, or `Lease is missing: <id>`.
-pub fn require_lease(conn: &Connection, resource_id: &str) -> Result<Lease> {
+pub fn require_lease(conn: &Db, resource_id: &str) -> Result<Lease> {
     conn.prepare_cached(
         "SELECT generation, owner_type, owner_id, token_hash, expires_at
          FROM leases WHERE resource_id = ?",
@@ -178,7 +181,7 @@ pub fn require_lease(conn: &Connection, resource_id: &str) -> Result<Lease> {
 }
 
 /// Inserts the generation-0 lease row every new resource gets.
-pub fn insert_lease(conn: &Connection, resource_id: &str) -> Result<()> {
+pub fn insert_lease(conn: &Db, resource_id: &str) -> Result<()> {
     conn.prepare_cached("INSERT INTO leases(resource_id, generation) VALUES (?, 0)")?
         .execute([resource_id])?;
     Ok(())
@@ -186,21 +189,21 @@ pub fn insert_lease(conn: &Connection, resource_id: &str) -> Result<()> {
 
 /// `leases.owner_id` as SQLite stored it (a number bound as a double becomes its text, `5.0`),
 /// read as `T` (a `String` fails on NULL as `row.get` does).
-pub fn stored_owner_id<T: FromSql>(conn: &Connection, resource_id: &str) -> Result<T> {
+pub fn stored_owner_id<T: FromSql>(conn: &Db, resource_id: &str) -> Result<T> {
     Ok(conn
         .prepare_cached("SELECT owner_id FROM leases WHERE resource_id = ?")?
         .query_row([resource_id], |row| row.get(0))?)
 }
 
 /// `leases.expires_at` as the STRICT column holds it after binding (a numeric text converted).
-pub fn stored_expires_at(conn: &Connection, resource_id: &str) -> Result<Option<i64>> {
+pub fn stored_expires_at(conn: &Db, resource_id: &str) -> Result<Option<i64>> {
     Ok(conn
         .prepare_cached("SELECT expires_at FROM leases WHERE resource_id = ?")?
         .query_row([resource_id], |row| row.get(0))?)
 }
 
 /// Runs `sql` with `params` bound as better-sqlite3 binds them; the number of rows changed.
-fn execute(conn: &Connection, sql: &str, params: &[Param<'_>]) -> Result<usize> {
+fn execute(conn: &Db, sql: &str, params: &[Param<'_>]) -> Result<usize> {
     let mut statement = conn.prepare_cached(sql)?;
     Ok(statement.execute(params_from_iter(bind_params(params)?))?)
 }
@@ -208,7 +211,7 @@ fn execute(conn: &Connection, sql: &str, params: &[Param<'_>]) -> Result<usize> 
 /// Takes generation `from_generation + 1` for `holder` until `expires_at`, fenced by
 /// `from_generation` and the holder kind's expiry rule; false when it did not take.
 pub fn take(
-    conn: &Connection,
+    conn: &Db,
     resource_id: &str,
     holder: &Holder<'_>,
     from_generation: i64,
@@ -281,7 +284,7 @@ pub fn take(
 /// Extends the holder's lease at `generation` to `expires_at` when it is unexpired at `now`;
 /// false when it did not.
 pub fn renew(
-    conn: &Connection,
+    conn: &Db,
     resource_id: &str,
     holder: &Holder<'_>,
     generation: Param<'_>,
@@ -334,7 +337,7 @@ pub fn renew(
 /// (judged at `now` where it says so); false when it did not release. The generation is kept:
 /// the next take moves on from it.
 pub fn release(
-    conn: &Connection,
+    conn: &Db,
     resource_id: &str,
     holder: &Holder<'_>,
     generation: Param<'_>,
@@ -436,7 +439,7 @@ impl<'a> Actor<'a> {
 /// Inserts an event attributed to `actor`; `payload` is canonical JSON text. Returns the
 /// event id.
 pub fn insert_attributed_event(
-    conn: &Connection,
+    conn: &Db,
     resource_id: &str,
     revision: i64,
     event_type: &str,
@@ -480,8 +483,8 @@ mod tests {
     use crate::error::StoreError;
     use crate::js::token_hash;
     use crate::js::Param;
+    use crate::sql::{Db, OptionalExtension};
     use crate::state::schema::STATE_SCHEMA_SQL;
-    use rusqlite::{Connection, OptionalExtension};
 
     /// A holder kind under test: how it is built, the owner type it stores, the fence its
     /// domain releases it by, and whether its take refuses a lease another holder has live.
@@ -528,8 +531,8 @@ mod tests {
     const NOW: i64 = 1_000;
     const EXPIRES: i64 = 31_000;
 
-    fn database() -> Connection {
-        let conn = Connection::open_in_memory().unwrap();
+    fn database() -> Db {
+        let conn = Db::File(rusqlite::Connection::open_in_memory().unwrap());
         conn.execute_batch(STATE_SCHEMA_SQL).unwrap();
         conn.execute(
             "INSERT INTO resources(resource_id, resource_type, aggregate_key, created_at, updated_at)
@@ -549,12 +552,12 @@ mod tests {
         }
     }
 
-    fn lease(conn: &Connection) -> Lease {
+    fn lease(conn: &Db) -> Lease {
         require_lease(conn, RESOURCE).unwrap()
     }
 
     /// `holder` takes the fresh lease at generation 1 until [`EXPIRES`].
-    fn taken<'a>(conn: &Connection, kind: &Kind, owner: &'a str, hash: &'a [u8]) -> Holder<'a> {
+    fn taken<'a>(conn: &Db, kind: &Kind, owner: &'a str, hash: &'a [u8]) -> Holder<'a> {
         let holder = holder(kind, owner, hash);
         let took = take(conn, RESOURCE, &holder, 0, Param::int(EXPIRES), NOW).unwrap();
         assert!(took, "{}: take of a free lease", kind.name);
@@ -612,10 +615,10 @@ mod tests {
              WHERE r.resource_id = ? AND {CONTROLLER_TAKEABLE}",
             lease_columns!()
         );
-        let takeable = |conn: &Connection, now: i64| -> Option<Option<Lease>> {
+        let takeable = |conn: &Db, now: i64| -> Option<Option<Lease>> {
             conn.prepare(&sql)
                 .unwrap()
-                .query_row(rusqlite::params![RESOURCE, now], |row| {
+                .query_row(crate::sql::params![RESOURCE, now], |row| {
                     Lease::from_columns(row, 0)
                 })
                 .optional()

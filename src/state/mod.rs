@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::error::{Result, StoreError};
+use crate::sql::Db;
 pub use mode::Mode;
 use schema::{
     schema_digest, RESET_INSTRUCTION, STATE_APPLICATION_ID, STATE_APP_VERSION, STATE_SCHEMA_NAME,
@@ -62,7 +63,7 @@ pub struct StateDb {
     pub file_path: PathBuf,
     /// Read-write or read-only.
     pub mode: Mode,
-    connection: Option<Connection>,
+    connection: Option<Db>,
     /// The connection's number in the bench's statement trace, when recording (see `trace`).
     trace_id: Option<u64>,
     /// What the run polls read of every run, kept up to date (see `run_index`). Declared after
@@ -104,6 +105,56 @@ impl StateDb {
         }
     }
 
+    /// Opens the state database on a dqlite cluster (`dqlite://host:port,…/name`): the same
+    /// schema text and `schema_meta` row as a file, created in one transaction when the
+    /// database is empty, then verified as a file's is. No VFS shim, run index, journal or blob
+    /// prune: those are the local file's (the run polls read through SQL).
+    pub fn open_cluster(
+        url: &str,
+        config: dqlite_wire::Config,
+        mode: Mode,
+        now: i64,
+    ) -> Result<StateDb> {
+        let remote = crate::sql::remote::Remote::open(url, config, mode == Mode::ReadOnly)?;
+        let state = StateDb {
+            file_path: PathBuf::from(url),
+            mode,
+            connection: Some(Db::Remote(Box::new(remote))),
+            trace_id: None,
+            run_index: run_index::RunIndex::unused(Path::new(url)),
+            prune: Mutex::new(None),
+            prune_pending: AtomicBool::new(false),
+        };
+        if mode == Mode::ReadWrite {
+            state.prepare_schema(true, now)?;
+        }
+        verify::verify_schema(state.conn()?)?;
+        if mode == Mode::ReadWrite {
+            // As a file's read-write open prunes (synchronously here: it is one statement on
+            // the leader).
+            state.write(blobs::prune_through_sql)?;
+        }
+        Ok(state)
+    }
+
+    /// The run index at the snapshot of the read transaction open on `conn`
+    /// ([`run_index::RunIndex::current`]); `None` (read through SQL) on a cluster.
+    pub fn run_index_current(
+        &self,
+        conn: &Db,
+        own_transaction: bool,
+    ) -> Result<Option<run_index::Current<'_>>> {
+        match conn.file() {
+            Some(file) => self.run_index.current(file, own_transaction),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether the state database is on a dqlite cluster rather than in a local file.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.connection, Some(Db::Remote(_)))
+    }
+
     /// Opens the connection without touching the file's contents.
     fn connect(file_path: PathBuf, mode: Mode) -> Result<StateDb> {
         let connection = open_connection(&file_path, mode)?;
@@ -118,7 +169,7 @@ impl StateDb {
         Ok(StateDb {
             file_path,
             mode,
-            connection: Some(connection),
+            connection: Some(Db::File(connection)),
             trace_id,
             run_index,
             prune: Mutex::new(None),
@@ -139,7 +190,7 @@ impl StateDb {
     }
 
     fn configure_read_write(&self) -> Result<()> {
-        StateDb::configure_read_write_conn(self.conn()?)
+        StateDb::configure_read_write_conn(self.file_conn()?)
     }
 }
 
@@ -186,20 +237,21 @@ fn open_prune_helper(file_path: &Path) -> Option<Connection> {
 
 impl StateDb {
     fn prepare(&self, existed: bool, now: i64) -> Result<()> {
-        let conn = self.conn()?;
+        let db = self.conn()?;
+        let conn = self.file_conn()?;
         conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.pragma_update(None, "cache_size", CACHE_SIZE_KIB)?;
         match self.mode {
             Mode::ReadWrite => {
-                verify::refuse_foreign_before_writing(conn)?;
+                verify::refuse_foreign_before_writing(db)?;
                 self.configure_read_write()?;
                 self.prepare_schema(!existed, now)?;
             }
             Mode::ReadOnly if existed => conn.pragma_update(None, "synchronous", "FULL")?,
             Mode::ReadOnly => {}
         }
-        verify::verify_schema(conn)?;
+        verify::verify_schema(db)?;
         self.run_index.schema_verified(conn)?;
         match self.mode {
             Mode::ReadOnly => conn.pragma_update(None, "query_only", "ON")?,
@@ -225,13 +277,13 @@ impl StateDb {
                     return Err(StoreError::plain(RESET_INSTRUCTION));
                 }
                 conn.execute_batch(STATE_SCHEMA_SQL)?;
-                conn.pragma_update(None, "application_id", STATE_APPLICATION_ID)?;
-                conn.pragma_update(None, "user_version", STATE_SCHEMA_VERSION)?;
+                conn.execute_batch(&format!("PRAGMA application_id = {STATE_APPLICATION_ID}"))?;
+                conn.execute_batch(&format!("PRAGMA user_version = {STATE_SCHEMA_VERSION}"))?;
                 conn.execute(
                     "INSERT INTO schema_meta(
                        id, schema_name, schema_version, schema_digest, app_version, created_at, updated_at
                      ) VALUES (1, ?, ?, ?, ?, ?, ?)",
-                    rusqlite::params![
+                    crate::sql::params![
                         STATE_SCHEMA_NAME,
                         STATE_SCHEMA_VERSION,
                         &schema_digest()[..],
@@ -252,7 +304,7 @@ impl StateDb {
 
     /// The open connection, or better-sqlite3's `TypeError` once closed. Waits for the open's
     /// blob prune first (see `prune::at_open`); its failure is this call's error.
-    pub fn conn(&self) -> Result<&Connection> {
+    pub fn conn(&self) -> Result<&Db> {
         if self.prune_pending.load(Ordering::Acquire) {
             self.settle_prune()?;
         }
@@ -262,8 +314,19 @@ impl StateDb {
     /// The connection without waiting for the open's prune (nor reporting its failure): only for
     /// reads of tables the prune never changes (everything but `blobs`) and for the state of
     /// the connection itself (whether a transaction is open: the prune's is on its own).
-    pub fn conn_before_prune(&self) -> Result<&Connection> {
+    pub fn conn_before_prune(&self) -> Result<&Db> {
         self.connection.as_ref().ok_or_else(StoreError::closed)
+    }
+
+    /// The local file's connection, for what only a file can do; on a cluster, the error that
+    /// says so.
+    pub fn file_conn(&self) -> Result<&Connection> {
+        match self.conn()? {
+            Db::File(conn) => Ok(conn),
+            Db::Remote(_) => Err(StoreError::plain(
+                "This operation needs a local Pi Workflows state file; it is not available on a dqlite cluster",
+            )),
+        }
     }
 
     /// Waits for the open's prune, if it may still run; its outcome, once: the first use of the
@@ -297,11 +360,13 @@ impl StateDb {
     }
 
     fn close_connection(&mut self) {
-        if self.connection.take().is_some() {
+        // The connection is closed (dropped) first, as before the trace and the run index hear
+        // of it.
+        if let Some(local) = self.connection.take().map(|db| db.file().is_some()) {
             if let Some(id) = self.trace_id {
                 crate::trace::detach(id);
             }
-            if self.mode == Mode::ReadWrite {
+            if local && self.mode == Mode::ReadWrite {
                 self.run_index.closed(&self.file_path);
             }
         }
@@ -309,7 +374,7 @@ impl StateDb {
 
     /// Runs `operation` in one `BEGIN IMMEDIATE` transaction: committed when it succeeds, rolled
     /// back when it fails. Not re-entrant, exactly like the reference.
-    pub fn write<T>(&self, operation: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub fn write<T>(&self, operation: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
         if self.mode == Mode::ReadOnly {
             return Err(StoreError::plain(
                 "Cannot mutate a read-only Pi Workflows database",
@@ -324,7 +389,9 @@ impl StateDb {
             .map_err(StoreError::from)
             .and_then(|_| operation(conn))
             .and_then(|value| {
-                self.run_index.capture(conn);
+                if let Some(file) = conn.file() {
+                    self.run_index.capture(file);
+                }
                 conn.prepare_cached("COMMIT")?.execute([])?;
                 Ok(value)
             });
@@ -343,10 +410,13 @@ impl StateDb {
                 "Cannot prune blobs through a read-only Pi Workflows database",
             ));
         }
+        if self.is_cluster() {
+            return self.write(blobs::prune_through_sql);
+        }
         let file_path = self.file_path.as_path();
         let open_helper = || open_prune_helper(file_path);
-        prune::without_foreign_keys(self.conn()?, || {
-            self.write(|conn| prune::prune_unreferenced(conn, open_helper))
+        prune::without_foreign_keys(self.file_conn()?, || {
+            self.write(|conn| prune::prune_unreferenced(conn.file().expect("a file"), open_helper))
         })
     }
 
@@ -379,7 +449,7 @@ impl StateDb {
 
     /// `PRAGMA integrity_check` and `PRAGMA foreign_key_check`, with the reference's errors.
     pub fn integrity_check(&self) -> Result<()> {
-        let conn = self.conn()?;
+        let conn = self.file_conn()?;
         let result: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
         if result != "ok" {
             return Err(StoreError::plain(format!(
@@ -492,7 +562,7 @@ impl StateDb {
         create_private_file(&absolute)?;
         {
             let mut target = Connection::open(&absolute)?;
-            let backup = rusqlite::backup::Backup::new(self.conn()?, &mut target)?;
+            let backup = rusqlite::backup::Backup::new(self.file_conn()?, &mut target)?;
             backup.run_to_completion(256, std::time::Duration::from_millis(0), None)?;
         }
         private_fs::set_mode(&absolute, 0o600).map_err(io)?;

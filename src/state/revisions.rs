@@ -3,7 +3,7 @@
 //! Each mutating path bumps `resources.revision` by compare-and-set and appends an `events` row
 //! carrying the new revision, so readers of the same file can follow every change.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::sql::{params, Db, OptionalExtension};
 
 use super::blobs::{put_json, BlobHash};
 use super::ids::random_uuid;
@@ -11,7 +11,7 @@ use super::viewer::record_run_resource_deltas;
 use crate::error::{Result, StoreError};
 
 /// The resource's revision, or `Resource is missing: <id>`.
-pub fn resource_revision(conn: &Connection, resource_id: &str) -> Result<i64> {
+pub fn resource_revision(conn: &Db, resource_id: &str) -> Result<i64> {
     conn.prepare_cached("SELECT revision FROM resources WHERE resource_id = ?")?
         .query_row([resource_id], |row| row.get(0))
         .optional()?
@@ -20,7 +20,7 @@ pub fn resource_revision(conn: &Connection, resource_id: &str) -> Result<i64> {
 
 /// Compare-and-set `revision` from `expected` to `expected + 1`; a run resource also records
 /// the viewer deltas of a run change.
-pub fn bump_resource(conn: &Connection, resource_id: &str, expected: i64, now: i64) -> Result<()> {
+pub fn bump_resource(conn: &Db, resource_id: &str, expected: i64, now: i64) -> Result<()> {
     compare_and_set_revision(conn, resource_id, expected, now)?;
     record_run_resource_deltas(conn, resource_id, now)
 }
@@ -29,7 +29,7 @@ pub fn bump_resource(conn: &Connection, resource_id: &str, expected: i64, now: i
 /// that are never a run's (controller and effect resources), where [`bump_resource`]'s look
 /// for a run to record viewer deltas of would always come back empty.
 pub fn compare_and_set_revision(
-    conn: &Connection,
+    conn: &Db,
     resource_id: &str,
     expected: i64,
     now: i64,
@@ -50,7 +50,7 @@ pub fn compare_and_set_revision(
 /// revision, or fails with `Resource is missing: <id>` as the read would. For callers that do
 /// nothing fallible between the two (inside the write transaction nothing else can move the
 /// revision, so the compare-and-set always holds).
-pub fn bump_resource_revision(conn: &Connection, resource_id: &str, now: i64) -> Result<i64> {
+pub fn bump_resource_revision(conn: &Db, resource_id: &str, now: i64) -> Result<i64> {
     let revision = conn
         .prepare_cached(
             "UPDATE resources SET revision = revision + 1, updated_at = ?
@@ -84,7 +84,7 @@ pub struct EventDraft<'a> {
 }
 
 /// Stores the payload blob, then the event; returns the new `event_id`.
-pub fn insert_event(conn: &Connection, event: &EventDraft<'_>) -> Result<String> {
+pub fn insert_event(conn: &Db, event: &EventDraft<'_>) -> Result<String> {
     let payload_hash = put_json(conn, event.payload, event.now)?;
     insert_event_row(conn, event, &payload_hash)
 }
@@ -93,7 +93,7 @@ pub fn insert_event(conn: &Connection, event: &EventDraft<'_>) -> Result<String>
 /// `put_json` returned for the same text. Putting it again would change nothing (the blob is
 /// there, identical, and keeps its first `created_at`), so the event row alone is written.
 pub fn insert_event_with_stored_payload(
-    conn: &Connection,
+    conn: &Db,
     event: &EventDraft<'_>,
     payload_hash: &BlobHash,
 ) -> Result<String> {
@@ -104,7 +104,7 @@ pub fn insert_event_with_stored_payload(
 /// controller or run event and a run event's runner id are the caller's, bound as
 /// better-sqlite3 binds them; the draft's own `event_type`/`actor_id` are not used).
 pub fn insert_event_binding(
-    conn: &Connection,
+    conn: &Db,
     event: &EventDraft<'_>,
     event_type: &dyn rusqlite::ToSql,
     actor_id: &dyn rusqlite::ToSql,
@@ -113,11 +113,7 @@ pub fn insert_event_binding(
     insert_row(conn, event, event_type, actor_id, &payload_hash)
 }
 
-fn insert_event_row(
-    conn: &Connection,
-    event: &EventDraft<'_>,
-    payload_hash: &BlobHash,
-) -> Result<String> {
+fn insert_event_row(conn: &Db, event: &EventDraft<'_>, payload_hash: &BlobHash) -> Result<String> {
     insert_row(
         conn,
         event,
@@ -128,7 +124,7 @@ fn insert_event_row(
 }
 
 fn insert_row(
-    conn: &Connection,
+    conn: &Db,
     event: &EventDraft<'_>,
     event_type: &dyn rusqlite::ToSql,
     actor_id: &dyn rusqlite::ToSql,
@@ -156,7 +152,7 @@ fn insert_row(
 }
 
 /// `event_seq` of an event inserted in this transaction.
-pub fn event_seq(conn: &Connection, event_id: &str) -> Result<Option<i64>> {
+pub fn event_seq(conn: &Db, event_id: &str) -> Result<Option<i64>> {
     Ok(conn
         .prepare_cached("SELECT event_seq FROM events WHERE event_id = ?")?
         .query_row([event_id], |row| row.get(0))

@@ -8,8 +8,8 @@ use super::schema::{
     STATE_SCHEMA_SQL, STATE_SCHEMA_VERSION,
 };
 use crate::error::{Result, StoreError};
+use crate::sql::{Db, OptionalExtension};
 use rusqlite::types::Value as Sql;
-use rusqlite::{Connection, OptionalExtension};
 
 fn reset() -> StoreError {
     StoreError::plain(RESET_INSTRUCTION)
@@ -17,7 +17,7 @@ fn reset() -> StoreError {
 
 /// Whether the file header's `application_id` and `user_version` are the reference's (reading
 /// them writes nothing).
-fn has_identity(conn: &Connection) -> Result<bool> {
+fn has_identity(conn: &Db) -> Result<bool> {
     let application_id: i64 = conn.query_row("PRAGMA application_id", [], |row| row.get(0))?;
     let user_version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     Ok(application_id == STATE_APPLICATION_ID && user_version == STATE_SCHEMA_VERSION)
@@ -28,7 +28,7 @@ fn has_identity(conn: &Connection) -> Result<bool> {
 /// first, then refused it). A file already in WAL mode passes on to the reference's own
 /// sequence, which writes nothing to it before its verdict and waits for the lock of a process
 /// that is creating the file at this moment (the header reads as empty until it commits).
-pub fn refuse_foreign_before_writing(conn: &Connection) -> Result<()> {
+pub fn refuse_foreign_before_writing(conn: &Db) -> Result<()> {
     if has_identity(conn)? {
         return Ok(());
     }
@@ -40,7 +40,7 @@ pub fn refuse_foreign_before_writing(conn: &Connection) -> Result<()> {
 }
 
 /// The reference's `verifySchema`: ids, `schema_meta` and the shape of every schema object.
-pub fn verify_schema(conn: &Connection) -> Result<()> {
+pub fn verify_schema(conn: &Db) -> Result<()> {
     if !has_identity(conn)? {
         return Err(reset());
     }
@@ -83,7 +83,7 @@ pub fn verify_schema(conn: &Connection) -> Result<()> {
 /// `(type, name, tbl_name, sql)` of each schema object, in the order the shape hashes them.
 type SchemaObjects = Vec<[String; 4]>;
 
-fn schema_objects(conn: &Connection) -> Result<SchemaObjects> {
+fn schema_objects(conn: &Db) -> Result<SchemaObjects> {
     let mut statement = conn.prepare_cached(
         "SELECT type, name, tbl_name, sql FROM sqlite_schema
          WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name",
@@ -110,10 +110,10 @@ fn expected_schema_objects() -> Result<&'static SchemaObjects> {
     if let Some(objects) = OBJECTS.get() {
         return Ok(objects);
     }
-    let memory = Connection::open_in_memory()?;
+    let memory = rusqlite::Connection::open_in_memory()?;
     memory.pragma_update(None, "foreign_keys", "ON")?;
     memory.execute_batch(STATE_SCHEMA_SQL)?;
-    let objects = schema_objects(&memory)?;
+    let objects = schema_objects(&Db::File(memory))?;
     Ok(OBJECTS.get_or_init(|| objects))
 }
 
@@ -121,8 +121,8 @@ fn expected_schema_objects() -> Result<&'static SchemaObjects> {
 mod tests {
     use std::sync::OnceLock;
 
+    use crate::sql::Db;
     use rusqlite::types::Value as Sql;
-    use rusqlite::Connection;
     use serde_json::{json, Value};
 
     use super::super::ids::sha256;
@@ -131,7 +131,7 @@ mod tests {
     use crate::error::{Result, StoreError};
 
     /// SHA-256 hex of the canonical JSON of the schema objects, as the reference computes it.
-    fn schema_shape(conn: &Connection) -> Result<String> {
+    fn schema_shape(conn: &Db) -> Result<String> {
         let mut statement = conn.prepare(
             "SELECT type, name, tbl_name, sql FROM sqlite_schema
              WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name",
@@ -166,10 +166,10 @@ mod tests {
         if let Some(shape) = SHAPE.get() {
             return Ok(shape);
         }
-        let memory = Connection::open_in_memory()?;
+        let memory = rusqlite::Connection::open_in_memory()?;
         memory.pragma_update(None, "foreign_keys", "ON")?;
         memory.execute_batch(STATE_SCHEMA_SQL)?;
-        let shape = schema_shape(&memory)?;
+        let shape = schema_shape(&Db::File(memory))?;
         Ok(SHAPE.get_or_init(|| shape))
     }
 

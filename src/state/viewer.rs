@@ -1,7 +1,7 @@
 //! Viewer projection bookkeeping: every change to a run bumps its presentation revision and
 //! writes one delta row per affected view, keeping the last 256 revisions.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::sql::{params, Db, OptionalExtension};
 
 use super::blobs::put_json;
 use crate::error::{Result, StoreError};
@@ -23,7 +23,7 @@ pub const RUN_RESOURCE_BUMP: &[ViewerDraft] = &[
 ];
 
 /// Inserts the run's `viewer_runs` row (revision 1); returns its presentation revision.
-pub fn initialize_viewer_run(conn: &Connection, run_id: &str, now: i64) -> Result<i64> {
+pub fn initialize_viewer_run(conn: &Db, run_id: &str, now: i64) -> Result<i64> {
     let inserted = conn
         .prepare_cached(
             "INSERT INTO viewer_runs(run_id, presentation_revision, retained_from_revision, updated_at)
@@ -40,7 +40,7 @@ pub fn initialize_viewer_run(conn: &Connection, run_id: &str, now: i64) -> Resul
     })
 }
 
-fn presentation_revision(conn: &Connection, run_id: &str) -> Result<Option<i64>> {
+fn presentation_revision(conn: &Db, run_id: &str) -> Result<Option<i64>> {
     Ok(conn
         .prepare_cached("SELECT presentation_revision FROM viewer_runs WHERE run_id = ?")?
         .query_row([run_id], |row| row.get(0))
@@ -63,7 +63,7 @@ macro_rules! advance_revision {
 
 /// Records one presentation revision touching `drafts`; the caller holds the write transaction.
 pub fn record_viewer_deltas(
-    conn: &Connection,
+    conn: &Db,
     run_id: &str,
     drafts: &[ViewerDraft],
     now: i64,
@@ -86,7 +86,7 @@ pub fn record_viewer_deltas(
 
 /// The deltas of a bump of `resource_id`, when it is a run with a viewer projection (one
 /// statement finds the run and advances its revision).
-pub fn record_run_resource_deltas(conn: &Connection, resource_id: &str, now: i64) -> Result<()> {
+pub fn record_run_resource_deltas(conn: &Db, resource_id: &str, now: i64) -> Result<()> {
     let advanced: Option<(String, i64, i64)> = conn
         .prepare_cached(concat!(
             advance_revision!(),
@@ -114,7 +114,7 @@ pub fn record_run_resource_deltas(conn: &Connection, resource_id: &str, now: i64
 /// retention. Below revision 257 nothing has: `retained_from` is 1 and the schema keeps every
 /// delta's revision at 1 or more, so the reference's `DELETE … < 1` finds nothing.
 fn write_deltas(
-    conn: &Connection,
+    conn: &Db,
     run_id: &str,
     revision: i64,
     retained_from: i64,

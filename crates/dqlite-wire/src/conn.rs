@@ -269,6 +269,47 @@ impl Connection {
         self.begin_with("BEGIN IMMEDIATE")
     }
 
+    /// BEGIN (or BEGIN IMMEDIATE) without a [`Transaction`] guard, for a caller that keeps
+    /// the connection and ends the transaction later with [`Connection::commit_detached`] or
+    /// [`Connection::rollback_detached`]. Errors inside it have the outcomes of a guarded
+    /// transaction (`RolledBack` when it is lost, `Unknown` only for a COMMIT whose reply was
+    /// lost).
+    pub fn begin_detached(&mut self, immediate: bool) -> Result<()> {
+        let sql = if immediate {
+            "BEGIN IMMEDIATE"
+        } else {
+            "BEGIN"
+        };
+        let mut tx = self.begin_with(sql)?;
+        // The transaction stays open: the guard's drop must not roll it back.
+        tx.done = true;
+        Ok(())
+    }
+
+    /// COMMIT of a transaction begun with [`Connection::begin_detached`].
+    pub fn commit_detached(&mut self) -> Result<()> {
+        if !self.in_tx {
+            return Err(Error::invalid_argument("no transaction is open"));
+        }
+        Transaction {
+            conn: self,
+            done: false,
+        }
+        .commit()
+    }
+
+    /// ROLLBACK of a transaction begun with [`Connection::begin_detached`].
+    pub fn rollback_detached(&mut self) -> Result<()> {
+        if !self.in_tx {
+            return Err(Error::invalid_argument("no transaction is open"));
+        }
+        Transaction {
+            conn: self,
+            done: false,
+        }
+        .rollback()
+    }
+
     fn begin_with(&mut self, sql: &str) -> Result<Transaction<'_>> {
         if self.in_tx {
             return Err(Error::invalid_argument("a transaction is already open"));

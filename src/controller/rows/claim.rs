@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use rusqlite::{Connection, Row};
+use crate::sql::{Db, Row};
 
 use super::*;
 use crate::error::{Result, StoreError};
@@ -78,7 +78,7 @@ impl ClaimRow {
 
 /// [`controller_row`] with its lease and queue item; always `None` without a project.
 pub fn claim_row(
-    conn: &Connection,
+    conn: &Db,
     project_id: Option<&str>,
     reference: ResourceRef<'_>,
 ) -> Result<Option<ClaimRow>> {
@@ -93,7 +93,7 @@ pub fn claim_row(
 
 /// [`claim_row`], or `ResourceNotFoundError`.
 pub fn require_claim_row(
-    conn: &Connection,
+    conn: &Db,
     project_id: Option<&str>,
     reference: ResourceRef<'_>,
 ) -> Result<ClaimRow> {
@@ -101,7 +101,7 @@ pub fn require_claim_row(
 }
 
 /// [`require_controller_row_by_uid`] with its lease and queue item.
-pub fn require_claim_row_by_uid(conn: &Connection, uid: Js<'_>) -> Result<ClaimRow> {
+pub fn require_claim_row_by_uid(conn: &Db, uid: Js<'_>) -> Result<ClaimRow> {
     query_by_uid(conn, uid, &CLAIM_BY_UID, ClaimRow::from_row)?.ok_or_else(|| uid_not_found(uid))
 }
 
@@ -119,7 +119,7 @@ fn check_claim_target(row: &ControllerRow, claim: Js<'_>) -> Result<()> {
 /// Checks that `claim` is the live controller lease of `row` (unexpired unless
 /// `require_unexpired` is off); returns that lease.
 pub fn assert_controller_claim(
-    conn: &Connection,
+    conn: &Db,
     row: &ControllerRow,
     claim: Js<'_>,
     now: i64,
@@ -194,7 +194,7 @@ impl<'a> ClaimFence<'a> {
 /// was released (the reference then sets `claim.resourceVersion`).
 /// `revision` is the resource's current revision (read with its row in this transaction).
 pub fn release_lease(
-    conn: &Connection,
+    conn: &Db,
     resource_id: &str,
     revision: i64,
     claim: Js<'_>,

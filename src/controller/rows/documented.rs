@@ -3,8 +3,8 @@
 
 use std::sync::LazyLock;
 
+use crate::sql::{Db, Row};
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, Row};
 
 use super::*;
 use crate::error::{Result, StoreError};
@@ -104,7 +104,7 @@ impl DocumentedRow {
     }
 
     /// The record, as [`map_controller_resource`] writes it (same errors, same order).
-    pub fn record(&self, conn: &Connection) -> Result<String> {
+    pub fn record(&self, conn: &Db) -> Result<String> {
         let spec = document_text(&self.spec)?;
         let status = document_text(&self.status)?;
         // SQLite wrote the finalizers (always text) as a JSON array of strings; should it ever
@@ -128,7 +128,7 @@ static DOCUMENTED_BY_UID: LazyLock<String> = LazyLock::new(|| documented_select(
 
 /// The documented row for a reference in this project; always `None` without a project.
 pub fn documented_row(
-    conn: &Connection,
+    conn: &Db,
     project_id: Option<&str>,
     reference: ResourceRef<'_>,
 ) -> Result<Option<DocumentedRow>> {
@@ -142,6 +142,6 @@ pub fn documented_row(
 }
 
 /// The documented row with this uid in any project.
-pub fn documented_row_by_uid(conn: &Connection, uid: Js<'_>) -> Result<Option<DocumentedRow>> {
+pub fn documented_row_by_uid(conn: &Db, uid: Js<'_>) -> Result<Option<DocumentedRow>> {
     query_by_uid(conn, uid, &DOCUMENTED_BY_UID, DocumentedRow::from_row)
 }

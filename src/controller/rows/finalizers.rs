@@ -4,13 +4,13 @@
 use crate::error::{Result, StoreError};
 use crate::js::js_number_text;
 use crate::js::{bind_params, Bound, Js, Param};
-use rusqlite::{params_from_iter, Connection};
+use crate::sql::{params_from_iter, Db};
 
 /// Replaces the finalizer list as the reference does: `[...new Set(finalizers)]` (a string is
 /// iterated by code point; `null`/`undefined` make an empty set, other non-iterables throw),
 /// refused when shorter than `finalizers.length`, then one insert per item.
 pub fn replace_finalizers(
-    conn: &Connection,
+    conn: &Db,
     controller_resource_id: &str,
     finalizers: Js<'_>,
 ) -> Result<()> {

@@ -13,8 +13,8 @@ pub mod queue_item;
 
 use std::sync::LazyLock;
 
+use crate::sql::{params_from_iter, Db, OptionalExtension, Row};
 use rusqlite::types::ValueRef;
-use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
 use crate::error::{Result, StoreError};
@@ -181,7 +181,7 @@ pub(super) const BY_REFERENCE: &str =
 /// The one row `sql` (a select ending in [`BY_REFERENCE`]) finds for a reference in this
 /// project, read by `read`; always `None` without a project.
 pub(super) fn query_by_reference<T>(
-    conn: &Connection,
+    conn: &Db,
     project_id: Option<&str>,
     reference: ResourceRef<'_>,
     sql: &str,
@@ -208,7 +208,7 @@ pub(super) const BY_UID: &str = "WHERE c.uid = ?";
 /// The one row `sql` (a select ending in [`BY_UID`]) finds for a uid in any project, read by
 /// `read`.
 pub(super) fn query_by_uid<T>(
-    conn: &Connection,
+    conn: &Db,
     uid: Js<'_>,
     sql: &str,
     read: fn(&Row<'_>) -> rusqlite::Result<T>,
@@ -227,7 +227,7 @@ static CONTROLLER_BY_UID: LazyLock<String> = LazyLock::new(|| controller_select(
 
 /// The row for a reference in this project; always `None` without a project.
 pub fn controller_row(
-    conn: &Connection,
+    conn: &Db,
     project_id: Option<&str>,
     reference: ResourceRef<'_>,
 ) -> Result<Option<ControllerRow>> {
@@ -254,7 +254,7 @@ pub fn lookup_controller_row(
 
 /// The row for a reference, or `ResourceNotFoundError`.
 pub fn require_controller_row(
-    conn: &Connection,
+    conn: &Db,
     project_id: Option<&str>,
     reference: ResourceRef<'_>,
 ) -> Result<ControllerRow> {
@@ -262,18 +262,18 @@ pub fn require_controller_row(
 }
 
 /// The row with this uid in any project.
-pub fn controller_row_by_uid(conn: &Connection, uid: Js<'_>) -> Result<Option<ControllerRow>> {
+pub fn controller_row_by_uid(conn: &Db, uid: Js<'_>) -> Result<Option<ControllerRow>> {
     query_by_uid(conn, uid, &CONTROLLER_BY_UID, ControllerRow::from_row)
 }
 
 /// The row of a uid in any project, or `Controller resource not found: <uid>`.
-pub fn require_controller_row_by_uid(conn: &Connection, uid: Js<'_>) -> Result<ControllerRow> {
+pub fn require_controller_row_by_uid(conn: &Db, uid: Js<'_>) -> Result<ControllerRow> {
     controller_row_by_uid(conn, uid)?.ok_or_else(|| uid_not_found(uid))
 }
 
 /// The record of a reference (JSON text), or `ResourceNotFoundError`.
 pub fn require_resource(
-    conn: &Connection,
+    conn: &Db,
     project_id: Option<&str>,
     reference: ResourceRef<'_>,
 ) -> Result<String> {
@@ -283,7 +283,7 @@ pub fn require_resource(
 
 /// `ControllerResource` as JSON text: `deletionTimestamp` exists only once deletion was
 /// requested. Written straight as text, the stored spec and status embedded as they are.
-pub fn map_controller_resource(conn: &Connection, row: &ControllerRow) -> Result<String> {
+pub fn map_controller_resource(conn: &Db, row: &ControllerRow) -> Result<String> {
     let mut json = JsonReads::new(conn);
     let spec = json.get_text(&row.spec_hash)?;
     let status = json.get_text(&row.status_hash)?;
@@ -323,7 +323,7 @@ pub fn controller_record(
 }
 
 /// The resource's finalizers in `position` order.
-pub fn finalizers(conn: &Connection, controller_resource_id: &str) -> Result<Vec<String>> {
+pub fn finalizers(conn: &Db, controller_resource_id: &str) -> Result<Vec<String>> {
     let mut statement = conn.prepare_cached(
         "SELECT finalizer FROM controller_finalizers
          WHERE controller_resource_id = ? ORDER BY position",
@@ -369,7 +369,7 @@ pub fn error_argument(call: &crate::wire::Call, value: Js<'_>) -> Result<Value> 
 /// Compare-and-set of a controller or effect resource's revision (never a run's: run resources
 /// are `run-…`), without [`bump_resource`](crate::state::revisions::bump_resource)'s look for a run.
 pub fn bump_controller_resource(
-    conn: &Connection,
+    conn: &Db,
     resource_id: &str,
     expected: i64,
     now: i64,
@@ -380,7 +380,7 @@ pub fn bump_controller_resource(
 
 /// `putText(value)` of a caller value: only strings can be stored as text.
 /// `putText(value)` of a caller value: `Buffer.from(value, "utf8")` stored as `text/plain`.
-pub fn put_caller_text(conn: &Connection, value: Js<'_>, now: i64) -> Result<BlobHash> {
+pub fn put_caller_text(conn: &Db, value: Js<'_>, now: i64) -> Result<BlobHash> {
     match value {
         Js::String(text) => put_text(conn, text, now),
         other => put_blob(conn, &buffer_from(other, Encoding::Utf8)?, MEDIA_TEXT, now),

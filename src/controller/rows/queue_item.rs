@@ -1,12 +1,12 @@
 //! The resource's work-queue row: enqueueing it (or moving it earlier) and its version.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::sql::{params, Db, OptionalExtension};
 
 use crate::error::{Result, StoreError};
 
 /// Queues the resource, or moves an existing item earlier and bumps its version.
 pub fn enqueue_controller_row(
-    conn: &Connection,
+    conn: &Db,
     controller_resource_id: &str,
     available_at: i64,
     now: i64,
@@ -26,7 +26,7 @@ pub fn enqueue_controller_row(
 }
 
 /// The queue item's `queue_version` (bumped by every enqueue).
-pub fn queue_version(conn: &Connection, controller_resource_id: &str) -> Result<i64> {
+pub fn queue_version(conn: &Db, controller_resource_id: &str) -> Result<i64> {
     conn.prepare_cached(
         "SELECT queue_version FROM controller_queue WHERE controller_resource_id = ?",
     )?

@@ -1,7 +1,7 @@
 //! Prepare-or-adopt's identity check: an existing run is adopted only when it matches the
 //! request in every identity field.
 
-use rusqlite::Connection;
+use crate::sql::Db;
 
 use super::*;
 use crate::error::{Result, StoreError};
@@ -13,7 +13,7 @@ use crate::state::json::canonical;
 
 impl<'a> Reservation<'a> {
     /// The existing run must match this request in every identity field.
-    pub(super) fn assert_compatible(&self, conn: &Connection, row: &RunRow) -> Result<()> {
+    pub(super) fn assert_compatible(&self, conn: &Db, row: &RunRow) -> Result<()> {
         if !self.is_compatible(conn, row)? {
             return Err(StoreError::plain(format!(
                 "Workflow run preparation conflicts: {}",
@@ -25,7 +25,7 @@ impl<'a> Reservation<'a> {
 
     /// The reference's short-circuit order: later comparisons (and their errors) are reached
     /// only while everything before them matched.
-    pub(super) fn is_compatible(&self, conn: &Connection, row: &RunRow) -> Result<bool> {
+    pub(super) fn is_compatible(&self, conn: &Db, row: &RunRow) -> Result<bool> {
         let lineage_kind = self.expected_lineage_kind()?;
         let parent = self.parent_row(conn)?;
         // `parent?.rootRunId ?? options.runId`, compared with `===`.

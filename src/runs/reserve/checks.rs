@@ -1,7 +1,7 @@
 //! The value checks of a reservation, as the reference's helpers make them: run ids, digests
 //! and fingerprints, and the comparisons of stored and given values.
 
-use rusqlite::Connection;
+use crate::sql::Db;
 
 use crate::error::{Result, StoreError};
 use crate::js::{bind_params, Bound, Js, Param};
@@ -44,7 +44,7 @@ pub(super) fn not_found(run_id: Js<'_>) -> Result<StoreError> {
 /// or the text SQLite makes of a number (`5` as REAL is `'5.0'`); `None` for `null`/`undefined`.
 /// The value is bound as one parameter by better-sqlite3's rules (a one-item array spreads);
 /// values it cannot bind fail with its error.
-pub(super) fn stored_text(conn: &Connection, value: Js<'_>) -> Result<Option<String>> {
+pub(super) fn stored_text(conn: &Db, value: Js<'_>) -> Result<Option<String>> {
     if let Some(text) = value.as_str() {
         return Ok(Some(text.to_string()));
     }
@@ -54,7 +54,7 @@ pub(super) fn stored_text(conn: &Connection, value: Js<'_>) -> Result<Option<Str
     }
     Ok(conn
         .prepare_cached("SELECT CAST(? AS TEXT)")?
-        .query_row(rusqlite::params_from_iter(&bound), |row| {
+        .query_row(crate::sql::params_from_iter(&bound), |row| {
             row.get::<_, Option<String>>(0)
         })?)
 }

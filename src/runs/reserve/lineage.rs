@@ -2,7 +2,7 @@
 //! the same session's and nonterminal (a parked parent's queue is closed); a restart's parent
 //! must be terminal, with its terminal fingerprint and the next restart number.
 
-use rusqlite::{params, Connection};
+use crate::sql::{params, Db};
 
 use super::*;
 use crate::error::{Result, StoreError};
@@ -12,7 +12,7 @@ use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft};
 
 impl<'a> Reservation<'a> {
     /// Applies the lineage rules; a continuation of a parked parent closes the parent's queue.
-    pub(super) fn resolve_lineage(&self, conn: &Connection) -> Result<Lineage<'a>> {
+    pub(super) fn resolve_lineage(&self, conn: &Db) -> Result<Lineage<'a>> {
         let lineage_kind = self.expected_lineage_kind()?;
         if self.defined("parentRunId")?.is_undefined()
             && !self.defined("lineageKind")?.is_undefined()
@@ -87,7 +87,7 @@ impl<'a> Reservation<'a> {
         Ok(())
     }
 
-    pub(super) fn check_continuation(&self, conn: &Connection, parent: &RunRow) -> Result<()> {
+    pub(super) fn check_continuation(&self, conn: &Db, parent: &RunRow) -> Result<()> {
         let fingerprint_given = !self.defined("parentTerminalFingerprint")?.is_undefined();
         let conflicting_number = match self.defined("restartNumber")? {
             Js::Undefined => false,
@@ -110,7 +110,7 @@ impl<'a> Reservation<'a> {
     }
 
     /// The parked parent's queue becomes `done`: its continuation takes over.
-    pub(super) fn close_parked_parent(&self, conn: &Connection, parent: &RunRow) -> Result<()> {
+    pub(super) fn close_parked_parent(&self, conn: &Db, parent: &RunRow) -> Result<()> {
         if parent.owner_id.is_some() {
             return Err(StoreError::plain(
                 "Continuation parent still has an active owner",

@@ -13,7 +13,7 @@ mod lineage;
 mod rows;
 mod source;
 
-use rusqlite::Connection;
+use crate::sql::Db;
 
 use super::claims::{claim_run, claim_run_in_transaction, ClaimOptions, RunClaim};
 use super::records::{map_workflow_run, map_workflow_run_with};
@@ -189,7 +189,7 @@ impl<'a> Reservation<'a> {
         JsonArg::read(self.call, self.defined(name)?)
     }
 
-    fn parent_row(&self, conn: &Connection) -> Result<Option<RunRow>> {
+    fn parent_row(&self, conn: &Db) -> Result<Option<RunRow>> {
         match self.defined("parentRunId")? {
             Js::Undefined => Ok(None),
             // `requireWorkflowRunRow(options.parentRunId)`: the value bound as given.
@@ -212,7 +212,7 @@ impl<'a> Reservation<'a> {
     }
 
     /// `this.workflowRunRow(options.runId)`.
-    fn existing_row(&self, conn: &Connection) -> Result<Option<RunRow>> {
+    fn existing_row(&self, conn: &Db) -> Result<Option<RunRow>> {
         run_row_of(conn, self.run_id)
     }
 
@@ -221,11 +221,7 @@ impl<'a> Reservation<'a> {
         Param::Js(self.run_id)
     }
 
-    fn reserve_in_transaction(
-        &self,
-        conn: &Connection,
-        project_id: Option<&str>,
-    ) -> Result<String> {
+    fn reserve_in_transaction(&self, conn: &Db, project_id: Option<&str>) -> Result<String> {
         if let Some(existing) = self.existing_row(conn)? {
             // The reference's duplicate check reads the whole record, which can itself fail.
             map_workflow_run(conn, &existing)?;

@@ -1,7 +1,7 @@
 //! The rows a queued run consists of, written in the reference's insert order: documents,
 //! definition, resource and lease, run, binding and queue, viewer rows and events.
 
-use rusqlite::Connection;
+use crate::sql::Db;
 
 use super::*;
 use crate::error::{Result, StoreError};
@@ -16,7 +16,7 @@ impl<'a> Reservation<'a> {
     /// Every row of a queued run, in the reference's insert order.
     pub(super) fn insert_run(
         &self,
-        conn: &Connection,
+        conn: &Db,
         project_id: Option<&str>,
         lineage: &Lineage<'_>,
     ) -> Result<Documents<'a>> {
@@ -34,7 +34,7 @@ impl<'a> Reservation<'a> {
             "INSERT INTO resources(resource_id, resource_type, aggregate_key, revision, created_at, updated_at)
              VALUES (?, 'run', ?, 1, ?, ?)",
         )?
-        .execute(rusqlite::params_from_iter(&values))?;
+        .execute(crate::sql::params_from_iter(&values))?;
         insert_lease(conn, &resource_id)?;
         let project_id = project_id.ok_or_else(|| {
             StoreError::plain("Controller project is not registered in the state database")
@@ -67,7 +67,7 @@ impl<'a> Reservation<'a> {
 
     /// The snapshot blob, the source check, then the input (`?? null`) and launch options
     /// (`?? {}`) blobs — each step can fail, so the order is the reference's.
-    pub(super) fn put_documents(&self, conn: &Connection) -> Result<Documents<'a>> {
+    pub(super) fn put_documents(&self, conn: &Db) -> Result<Documents<'a>> {
         let snapshot = self.document("definitionSnapshot")?.text()?;
         let definition_hash = put_json(conn, snapshot, self.now)?;
         let source = queued_workflow_source(self.defined("workflowSource")?)?;
@@ -87,11 +87,7 @@ impl<'a> Reservation<'a> {
     }
 
     /// The first definition stored for a digest keeps its workflow name.
-    pub(super) fn insert_definition(
-        &self,
-        conn: &Connection,
-        definition_hash: &BlobHash,
-    ) -> Result<()> {
+    pub(super) fn insert_definition(&self, conn: &Db, definition_hash: &BlobHash) -> Result<()> {
         let values = bind_params(&[
             Param::blob(&self.definition_digest),
             Param::Js(self.defined("workflowName")?),
@@ -104,13 +100,13 @@ impl<'a> Reservation<'a> {
              ) VALUES (?, ?, ?, ?)
              ON CONFLICT(definition_digest) DO NOTHING",
         )?
-        .execute(rusqlite::params_from_iter(&values))?;
+        .execute(crate::sql::params_from_iter(&values))?;
         Ok(())
     }
 
     pub(super) fn insert_run_row(
         &self,
-        conn: &Connection,
+        conn: &Db,
         resource_id: &str,
         project_id: &str,
         lineage: &Lineage<'_>,
@@ -155,13 +151,13 @@ impl<'a> Reservation<'a> {
                input_hash, created_at, updated_at
              ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?)",
         )?
-        .execute(rusqlite::params_from_iter(&values))?;
+        .execute(crate::sql::params_from_iter(&values))?;
         Ok(())
     }
 
     /// The binding (`executionMode ?? "interactive"`) and the queue row, whose affinity is the
     /// reserving runner; the queue's partial index allows one active run per origin session.
-    pub(super) fn insert_binding_and_queue(&self, conn: &Connection) -> Result<()> {
+    pub(super) fn insert_binding_and_queue(&self, conn: &Db) -> Result<()> {
         let origin_session_id = Param::Js(self.defined("originSessionId")?);
         let execution_mode = match self.given("executionMode")? {
             Some(mode) => Param::Js(mode),
@@ -177,7 +173,7 @@ impl<'a> Reservation<'a> {
             "INSERT INTO run_bindings(run_id, origin_session_id, execution_mode, created_at)
              VALUES (?, ?, ?, ?)",
         )?
-        .execute(rusqlite::params_from_iter(&values))?;
+        .execute(crate::sql::params_from_iter(&values))?;
         let values = bind_params(&[
             self.run_id_param(),
             Param::int(self.now),
@@ -192,7 +188,7 @@ impl<'a> Reservation<'a> {
                consecutive_errors, created_at, updated_at
              ) VALUES (?, 'queued', ?, ?, ?, 0, ?, ?)",
         )?
-        .execute(rusqlite::params_from_iter(&values))?;
+        .execute(crate::sql::params_from_iter(&values))?;
         Ok(())
     }
 }

@@ -1,7 +1,7 @@
 //! The run's workflow source (a bare source, or a root with mounts): its validation, canonical
 //! form and rows.
 
-use rusqlite::Connection;
+use crate::sql::Db;
 use serde_json::json;
 
 use crate::error::{Result, StoreError};
@@ -124,7 +124,7 @@ impl QueuedSource<'_> {
     }
 
     /// The root row (`mount_path ''`), then one row per mount (`mountPath.join("/")`).
-    pub(super) fn insert(&self, conn: &Connection, run_id: Param<'_>) -> Result<()> {
+    pub(super) fn insert(&self, conn: &Db, run_id: Param<'_>) -> Result<()> {
         let mut insert = conn.prepare_cached(
             "INSERT INTO run_sources(run_id, mount_path, source_type, source_ref, source_revision)
              VALUES (?, ?, ?, ?, ?)",
@@ -137,7 +137,7 @@ impl QueuedSource<'_> {
             Param::text(reference),
             Param::text(revision),
         ])?;
-        insert.execute(rusqlite::params_from_iter(&root))?;
+        insert.execute(crate::sql::params_from_iter(&root))?;
         for mounted in &self.mounted {
             let mount_path: Vec<&str> = mounted
                 .get("mountPath")?
@@ -158,7 +158,7 @@ impl QueuedSource<'_> {
                 Param::text(reference),
                 Param::text(revision),
             ])?;
-            insert.execute(rusqlite::params_from_iter(&values))?;
+            insert.execute(crate::sql::params_from_iter(&values))?;
         }
         Ok(())
     }

@@ -252,7 +252,7 @@ mod tests {
         let dir = Scratch::new("open-prune-full");
         let file = file_to_prune(&dir);
         let mut state = open_with_a_full_disk(&file);
-        assert_full_disk_prune_error(state.conn().unwrap_err(), &file);
+        assert_full_disk_prune_error(state.file_conn().unwrap_err(), &file);
         // Reported: every later use works, and the prune rolled back (no blob is gone).
         assert_eq!(blob_count(&state), UNREFERENCED);
         state
@@ -269,7 +269,7 @@ mod tests {
         let mut state = open_with_a_full_disk(&file);
         assert_full_disk_prune_error(state.close().unwrap_err(), &file);
         assert!(!state.is_open());
-        assert_eq!(state.conn().unwrap_err(), StoreError::closed());
+        assert_eq!(state.file_conn().unwrap_err(), StoreError::closed());
         assert_eq!(state.close(), Ok(()));
         let reader = StateDb::open(OpenOptions {
             file_path: file,

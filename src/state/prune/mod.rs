@@ -543,7 +543,7 @@ mod tests {
         fn heavy_use(file: &Path, respecs: usize, events: usize, orphans: usize) {
             let state = open(file);
             state
-                .conn()
+                .file_conn()
                 .unwrap()
                 .pragma_update(None, "synchronous", "OFF")
                 .unwrap();
@@ -569,7 +569,7 @@ mod tests {
                     }),
                 );
             }
-            let conn = state.conn().unwrap();
+            let conn = state.file_conn().unwrap();
             let mut insert = conn
                 .prepare(
                     "INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
@@ -674,7 +674,7 @@ mod tests {
             assert!(deleted >= 1_500 + 390, "{deleted} of {before} blobs go");
 
             let state = open(&ours);
-            let conn = state.conn().unwrap();
+            let conn = state.file_conn().unwrap();
             assert_eq!(blob_count(conn), before - deleted as i64);
             assert_eq!(dump(conn), dump(&reference));
             let enforced: bool = conn
@@ -693,7 +693,7 @@ mod tests {
             let file = dir.file("state.sqlite");
             heavy_use(&file, 10, 2_000, 2_000);
             let state = open(&file);
-            let conn = state.conn().unwrap();
+            let conn = state.file_conn().unwrap();
             heavy_orphans(conn, 2_000);
             let rows: i64 = conn
                 .prepare("SELECT name FROM sqlite_schema WHERE type = 'table'")

@@ -113,6 +113,19 @@ impl RunIndex {
         }
     }
 
+    /// An index that is never used: a state database without a local file (a dqlite cluster),
+    /// whose polls read through SQL.
+    pub fn unused(file_path: &Path) -> RunIndex {
+        RunIndex {
+            hooks: None,
+            mirror: Mutex::default(),
+            builder: Builder::default(),
+            file_path: file_path.to_path_buf(),
+            open_reader: |_| None,
+            builds: AtomicUsize::new(0),
+        }
+    }
+
     /// Records the schema the open verified, once the connection's pragmas are set (the WAL
     /// hook replaces the autocheckpoint pragma's, see `hooks`).
     pub fn schema_verified(&self, conn: &Connection) -> Result<()> {

@@ -1,0 +1,583 @@
+//! The cluster engine of the seam: the state database on a dqlite cluster, through our own
+//! wire-protocol client (`crates/dqlite-wire`).
+//!
+//! One leader connection at a time, with a statement cache keyed by SQL text (statement ids die
+//! with their connection, so the cache is emptied on every reconnect). Outside a transaction a
+//! request that certainly had no effect (`NotApplied`: never completely sent, refused by a
+//! follower, a read whose reply was lost) is sent again on a fresh leader connection until the
+//! reconnect deadline. Inside a transaction nothing is retried here: the transaction is gone
+//! once its connection is, and the error says so (`DQLITE_ROLLED_BACK`); the caller reruns the
+//! whole method (`crate::methods`). A COMMIT whose reply was lost is `DQLITE_OUTCOME_UNKNOWN`.
+//!
+//! Errors are `rusqlite::Error`s like the file's: a SQL error keeps SQLite's extended code and
+//! message (`SqliteFailure`), so the store reports the same `SqliteError`s; a failure of the
+//! cluster itself travels as a [`Failure`] inside `UserFunctionError`, which `StoreError`
+//! turns into an `Error` with the outcome's `code`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use dqlite_wire::{Backoff, Cluster, Config, Connection, ErrorKind, Outcome, Value};
+use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
+
+use super::row::Row;
+
+/// How long a `BEGIN IMMEDIATE` that finds another connection's write transaction waits for
+/// it, as the file's busy timeout.
+const BUSY_WAIT: Duration = Duration::from_millis(5_000);
+
+/// The codes a cluster failure carries (the `code` of the JS error).
+pub mod codes {
+    /// A value the wire protocol cannot carry (text with a NUL character: dqlite sends text as
+    /// C strings); nothing was sent.
+    pub const UNSUPPORTED_VALUE: &str = "DQLITE_UNSUPPORTED_VALUE";
+    /// Nothing was applied and no leader answered within the deadline.
+    pub const UNAVAILABLE: &str = "DQLITE_UNAVAILABLE";
+    /// The transaction was lost before its COMMIT: nothing of it was applied.
+    pub const ROLLED_BACK: &str = "DQLITE_ROLLED_BACK";
+    /// A COMMIT (or a write outside a transaction) was sent and its reply lost: it may or may
+    /// not have been applied.
+    pub const OUTCOME_UNKNOWN: &str = "DQLITE_OUTCOME_UNKNOWN";
+}
+
+/// A failure of the cluster (not of the SQL): its code (see [`codes`]) and message.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// One of [`codes`].
+    pub code: &'static str,
+    /// What happened.
+    pub message: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// The state database on a dqlite cluster.
+pub struct Remote {
+    cluster: Cluster,
+    state: RefCell<State>,
+    /// A read-only state: every leader connection gets `PRAGMA query_only = ON`, as a
+    /// read-only file's connection has.
+    query_only: bool,
+}
+
+#[derive(Default)]
+struct State {
+    conn: Option<Connection>,
+    statements: HashMap<String, dqlite_wire::Statement>,
+    last_insert_rowid: i64,
+    /// A transaction is open (begun through the seam, not yet ended).
+    transaction: Option<TransactionKind>,
+    /// How many times a leader connection was made.
+    connects: u64,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum TransactionKind {
+    /// `BEGIN`: a read snapshot (`in_read_transaction`); nothing to lose at its COMMIT.
+    Read,
+    /// `BEGIN IMMEDIATE`: a write.
+    Write,
+}
+
+/// What a statement's text is to the cluster engine.
+#[derive(Clone, Copy, PartialEq)]
+enum Control {
+    /// Ordinary SQL.
+    Sql,
+    Begin(TransactionKind),
+    Commit,
+    Rollback,
+}
+
+fn control_of(sql: &str) -> Control {
+    let words: Vec<String> = sql
+        .trim()
+        .trim_end_matches(';')
+        .split_ascii_whitespace()
+        .map(str::to_ascii_uppercase)
+        .collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["BEGIN"] | ["BEGIN", "DEFERRED"] | ["BEGIN", "TRANSACTION"] => {
+            Control::Begin(TransactionKind::Read)
+        }
+        ["BEGIN", "IMMEDIATE"] | ["BEGIN", "EXCLUSIVE"] => Control::Begin(TransactionKind::Write),
+        ["COMMIT"] | ["END"] | ["COMMIT", "TRANSACTION"] => Control::Commit,
+        ["ROLLBACK"] | ["ROLLBACK", "TRANSACTION"] => Control::Rollback,
+        _ => Control::Sql,
+    }
+}
+
+impl Remote {
+    /// Connects to the leader of the cluster `url` names (`dqlite://h1:p,h2:p/db`).
+    pub fn open(url: &str, config: Config, read_only: bool) -> rusqlite::Result<Remote> {
+        let cluster = Cluster::from_url(url, config).map_err(error)?;
+        let remote = Remote {
+            cluster,
+            state: RefCell::new(State::default()),
+            query_only: read_only,
+        };
+        remote.run(|_| Ok(()))?;
+        Ok(remote)
+    }
+
+    /// The address of the leader this store last talked to.
+    pub fn leader(&self) -> Option<String> {
+        self.cluster.last_leader()
+    }
+
+    /// How many leader connections were made.
+    pub fn connects(&self) -> u64 {
+        self.state.borrow().connects
+    }
+
+    /// Whether no transaction is open.
+    pub fn is_autocommit(&self) -> bool {
+        self.state.borrow().transaction.is_none()
+    }
+
+    /// The rowid of the last row an INSERT of this connection added.
+    pub fn last_insert_rowid(&self) -> i64 {
+        self.state.borrow().last_insert_rowid
+    }
+
+    /// Drops the connection (the server rolls back what it had open).
+    pub fn close(&self) {
+        let mut state = self.state.borrow_mut();
+        state.conn = None;
+        state.statements.clear();
+        state.transaction = None;
+    }
+
+    /// Runs `op` on the leader connection. Outside a transaction, a failure that certainly had
+    /// no effect is retried on a new leader connection until the deadline; inside one, the
+    /// transaction ends with its connection and the error is returned.
+    fn run<T>(
+        &self,
+        mut op: impl FnMut(&mut State) -> dqlite_wire::Result<T>,
+    ) -> rusqlite::Result<T> {
+        let config = self.cluster.config();
+        let deadline = Instant::now() + config.reconnect_deadline;
+        let mut backoff = Backoff::new(config.backoff_initial, config.backoff_max);
+        let mut state = self.state.borrow_mut();
+        loop {
+            let in_transaction = state.transaction.is_some();
+            if state.conn.as_ref().is_some_and(Connection::is_broken) {
+                state.conn = None;
+                state.statements.clear();
+            }
+            if state.conn.is_none() {
+                if in_transaction {
+                    state.transaction = None;
+                    return Err(failure(
+                        codes::ROLLED_BACK,
+                        "the cluster connection was lost inside the transaction; nothing of it was committed".into(),
+                    ));
+                }
+                let mut conn = self.cluster.connect_until(deadline).map_err(error)?;
+                if self.query_only {
+                    if let Err(e) = conn.exec_sql("PRAGMA query_only = ON", &[]) {
+                        if e.needs_reconnect() && backoff.sleep_until_deadline(deadline) {
+                            continue;
+                        }
+                        return Err(error(e));
+                    }
+                }
+                state.conn = Some(conn);
+                state.connects += 1;
+            }
+            match op(&mut state) {
+                Ok(value) => return Ok(value),
+                Err(e) => {
+                    let broken = e.needs_reconnect()
+                        || state.conn.as_ref().is_some_and(Connection::is_broken);
+                    if broken {
+                        state.conn = None;
+                        state.statements.clear();
+                        if in_transaction {
+                            state.transaction = None;
+                        }
+                    }
+                    let retry = broken
+                        && !in_transaction
+                        && e.outcome() == Outcome::NotApplied
+                        && backoff.sleep_until_deadline(deadline);
+                    if !retry {
+                        return Err(error(e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A statement: its text and parameter count (prepared on the leader now, so that an SQL
+    /// error is the prepare's, as on a file).
+    pub fn prepare(&self, sql: &str) -> rusqlite::Result<Stmt<'_>> {
+        let control = control_of(sql);
+        let parameters = match control {
+            Control::Sql => self.run(|state| Ok(statement(state, sql)?.params))? as usize,
+            _ => 0,
+        };
+        Ok(Stmt {
+            remote: self,
+            sql: sql.to_owned(),
+            control,
+            parameters,
+        })
+    }
+
+    /// Runs every statement of `sql` (a transaction control statement as [`Stmt::execute`]).
+    pub fn execute_batch(&self, sql: &str) -> rusqlite::Result<()> {
+        match control_of(sql) {
+            Control::Sql => self.run(|state| conn(state).exec_sql(sql, &[])).map(|_| ()),
+            control => self.control(control).map(|_| ()),
+        }
+    }
+
+    fn control(&self, control: Control) -> rusqlite::Result<usize> {
+        let open = self.state.borrow().transaction;
+        match control {
+            Control::Sql => unreachable!("not a control statement"),
+            Control::Begin(_) if open.is_some() => Err(sqlite_error(
+                1,
+                "cannot start a transaction within a transaction",
+            )),
+            Control::Begin(kind) => {
+                let busy_until = Instant::now() + BUSY_WAIT;
+                let mut delay = Duration::from_millis(1);
+                loop {
+                    let begun = self
+                        .run(|state| conn(state).begin_detached(kind == TransactionKind::Write));
+                    match begun {
+                        Ok(()) => break,
+                        Err(rusqlite::Error::SqliteFailure(failure, _))
+                            if failure.code == rusqlite::ErrorCode::DatabaseBusy
+                                && Instant::now() < busy_until =>
+                        {
+                            std::thread::sleep(delay);
+                            delay = (delay * 2).min(Duration::from_millis(50));
+                        }
+                        Err(other) => return Err(other),
+                    }
+                }
+                self.state.borrow_mut().transaction = Some(kind);
+                Ok(0)
+            }
+            Control::Commit => {
+                let Some(kind) = open else {
+                    return Err(sqlite_error(1, "cannot commit - no transaction is active"));
+                };
+                let committed = self.run(|state| conn(state).commit_detached());
+                self.state.borrow_mut().transaction = None;
+                match committed {
+                    Ok(()) => Ok(0),
+                    // A read snapshot's COMMIT changes nothing, whatever became of its reply.
+                    Err(rusqlite::Error::ToSqlConversionFailure(_))
+                        if kind == TransactionKind::Read =>
+                    {
+                        Ok(0)
+                    }
+                    Err(other) => Err(other),
+                }
+            }
+            Control::Rollback => {
+                if open.is_none() {
+                    return Err(sqlite_error(
+                        1,
+                        "cannot rollback - no transaction is active",
+                    ));
+                }
+                let mut state = self.state.borrow_mut();
+                state.transaction = None;
+                if let Some(conn) = state.conn.as_mut() {
+                    // A lost reply breaks the connection, and the server rolls back when it
+                    // closes: either way nothing of the transaction remains.
+                    if conn.rollback_detached().is_err() {
+                        state.conn = None;
+                        state.statements.clear();
+                    }
+                }
+                Ok(0)
+            }
+        }
+    }
+}
+
+fn conn(state: &mut State) -> &mut Connection {
+    state.conn.as_mut().expect("connected by Remote::run")
+}
+
+/// The cached statement for `sql` on the current connection, prepared on first use.
+fn statement(state: &mut State, sql: &str) -> dqlite_wire::Result<dqlite_wire::Statement> {
+    if let Some(statement) = state.statements.get(sql) {
+        return Ok(*statement);
+    }
+    let statement = conn(state).prepare(sql)?;
+    state.statements.insert(sql.to_owned(), statement);
+    Ok(statement)
+}
+
+/// A statement on the cluster.
+pub struct Stmt<'c> {
+    remote: &'c Remote,
+    sql: String,
+    control: Control,
+    parameters: usize,
+}
+
+impl Stmt<'_> {
+    /// The number of parameters the statement takes.
+    pub fn parameter_count(&self) -> usize {
+        self.parameters
+    }
+
+    fn check_count(&self, values: &[Value]) -> rusqlite::Result<()> {
+        if values.len() != self.parameters {
+            return Err(rusqlite::Error::InvalidParameterCount(
+                values.len(),
+                self.parameters,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs the statement; the number of rows it changed.
+    pub fn execute(&mut self, values: Vec<Value>) -> rusqlite::Result<usize> {
+        if self.control != Control::Sql {
+            return self.remote.control(self.control);
+        }
+        self.check_count(&values)?;
+        let sql = &self.sql;
+        let result = self.remote.run(|state| {
+            let statement = statement(state, sql)?;
+            conn(state).exec(statement, &values)
+        })?;
+        let mut state = self.remote.state.borrow_mut();
+        if result.rows_affected > 0 {
+            state.last_insert_rowid = result.last_insert_id;
+        }
+        Ok(result.rows_affected as usize)
+    }
+
+    /// The rows of the statement (received whole).
+    pub fn query(&mut self, values: Vec<Value>) -> rusqlite::Result<Rows> {
+        self.check_count(&values)?;
+        let sql = &self.sql;
+        let result = self.remote.run(|state| {
+            let statement = statement(state, sql)?;
+            let rows = conn(state)
+                .query(statement, &values)
+                .and_then(|rows| rows.collect_all());
+            match rows {
+                // dqlite 1.11 answers a query that fails while it steps with a failure whose
+                // code and message are the start of the rows header it had begun (the column
+                // count and the first column's name). A SELECT is run once more without rows
+                // to learn SQLite's own error; it changes nothing, whatever it answers.
+                Err(e) if e.outcome() == Outcome::Failed && is_select(sql) => {
+                    match conn(state).exec(statement, &values) {
+                        Err(real) if real.outcome() == Outcome::Failed => Err(real),
+                        _ => Err(e),
+                    }
+                }
+                other => other,
+            }
+        })?;
+        Ok(Rows {
+            columns: result.columns,
+            rows: result.rows.into_iter(),
+            current: Vec::new(),
+        })
+    }
+
+    /// The first row, read by `f`.
+    pub fn query_row<T>(
+        &mut self,
+        values: Vec<Value>,
+        f: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        let mut rows = self.query(values)?;
+        match rows.next() {
+            Some(row) => f(&row),
+            None => Err(rusqlite::Error::QueryReturnedNoRows),
+        }
+    }
+}
+
+/// Whether `sql` is a plain SELECT (or VALUES): running it changes nothing.
+fn is_select(sql: &str) -> bool {
+    let first = sql
+        .trim_start_matches(|c: char| c.is_whitespace() || c == '(')
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or("");
+    first.eq_ignore_ascii_case("SELECT") || first.eq_ignore_ascii_case("VALUES")
+}
+
+/// A query's rows received from the cluster.
+pub struct Rows {
+    columns: Vec<String>,
+    rows: std::vec::IntoIter<Vec<Value>>,
+    current: Vec<Value>,
+}
+
+impl Rows {
+    /// The next row.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<Row<'_>> {
+        self.current = self.rows.next()?;
+        Some(Row::Remote(&self.current, &self.columns))
+    }
+}
+
+/// A bound value as the wire sends it.
+pub fn to_value(item: &(impl ToSql + ?Sized)) -> rusqlite::Result<Value> {
+    let output = item.to_sql()?;
+    let value = match &output {
+        ToSqlOutput::Borrowed(value) => *value,
+        ToSqlOutput::Owned(value) => ValueRef::from(value),
+        other => {
+            return Err(rusqlite::Error::ToSqlConversionFailure(
+                format!("a parameter the cluster cannot take: {other:?}").into(),
+            ))
+        }
+    };
+    Ok(match value {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(n) => Value::Integer(n),
+        ValueRef::Real(x) => Value::Float(x),
+        ValueRef::Text(text) => Value::Text(
+            String::from_utf8(text.to_vec())
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?,
+        ),
+        ValueRef::Blob(bytes) => Value::Blob(bytes.to_vec()),
+    })
+}
+
+fn sqlite_error(code: i32, message: &str) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some(message.to_owned()))
+}
+
+fn failure(code: &'static str, message: String) -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(Box::new(Failure { code, message }))
+}
+
+/// A client error as the seam reports it.
+fn error(e: dqlite_wire::Error) -> rusqlite::Error {
+    if let ErrorKind::Sql { code, message } = e.kind() {
+        if e.outcome() == Outcome::Failed {
+            return sqlite_error(*code as i32, message);
+        }
+    }
+    if let ErrorKind::InvalidArgument(message) = e.kind() {
+        return failure(
+            codes::UNSUPPORTED_VALUE,
+            format!("Pi Workflows cluster: {message} (dqlite cannot store it)"),
+        );
+    }
+    let code = match e.outcome() {
+        Outcome::Unknown => codes::OUTCOME_UNKNOWN,
+        Outcome::RolledBack => codes::ROLLED_BACK,
+        Outcome::NotApplied | Outcome::Failed => codes::UNAVAILABLE,
+    };
+    failure(code, format!("Pi Workflows cluster: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::row::value_ref;
+    use super::*;
+
+    #[test]
+    fn transaction_statements_are_recognised_and_nothing_else() {
+        assert!(control_of("BEGIN") == Control::Begin(TransactionKind::Read));
+        assert!(control_of(" begin deferred; ") == Control::Begin(TransactionKind::Read));
+        assert!(control_of("BEGIN IMMEDIATE") == Control::Begin(TransactionKind::Write));
+        assert!(control_of("begin exclusive") == Control::Begin(TransactionKind::Write));
+        assert!(control_of("COMMIT") == Control::Commit);
+        assert!(control_of("END") == Control::Commit);
+        assert!(control_of("ROLLBACK") == Control::Rollback);
+        for sql in [
+            "SELECT 1",
+            "ROLLBACK TO SAVEPOINT a",
+            "BEGIN; SELECT 1",
+            "INSERT INTO t VALUES ('COMMIT')",
+        ] {
+            assert!(control_of(sql) == Control::Sql, "{sql}");
+        }
+    }
+
+    #[test]
+    fn only_plain_selects_are_run_again_for_their_error() {
+        assert!(is_select("SELECT 1"));
+        assert!(is_select("  (select x FROM t)"));
+        assert!(is_select("VALUES (1)"));
+        for sql in [
+            "UPDATE t SET a = 1 RETURNING a",
+            "WITH x AS (SELECT 1) DELETE FROM t",
+            "PRAGMA x",
+        ] {
+            assert!(!is_select(sql), "{sql}");
+        }
+    }
+
+    #[test]
+    fn values_cross_as_sqlite_storage_classes() {
+        let bound = [
+            to_value(&1_i64).unwrap(),
+            to_value(&2.5_f64).unwrap(),
+            to_value(&"text").unwrap(),
+            to_value(&vec![1_u8, 2]).unwrap(),
+            to_value(&Option::<i64>::None).unwrap(),
+        ];
+        assert_eq!(
+            bound,
+            [
+                Value::Integer(1),
+                Value::Float(2.5),
+                Value::Text("text".into()),
+                Value::Blob(vec![1, 2]),
+                Value::Null
+            ]
+        );
+        assert_eq!(value_ref(&Value::Unixtime(7)), ValueRef::Integer(7));
+        assert_eq!(value_ref(&Value::Boolean(true)), ValueRef::Integer(1));
+        assert_eq!(value_ref(&Value::Iso8601(String::new())), ValueRef::Null);
+        assert_eq!(
+            value_ref(&Value::Iso8601("2026-01-01".into())),
+            ValueRef::Text(b"2026-01-01")
+        );
+    }
+
+    #[test]
+    fn a_cluster_failure_keeps_its_code_and_an_sql_error_its_sqlite_code() {
+        let lost = error(dqlite_wire::Error::new(
+            ErrorKind::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+            Outcome::Unknown,
+        ));
+        match crate::error::StoreError::from(lost) {
+            crate::error::StoreError::Js { name, code, .. } => {
+                assert_eq!(name, "Error");
+                assert_eq!(code.as_deref(), Some(codes::OUTCOME_UNKNOWN));
+            }
+            other => panic!("{other:?}"),
+        }
+        let unique = error(dqlite_wire::Error::from_failure(
+            2067,
+            "UNIQUE constraint failed: t.a".into(),
+        ));
+        assert_eq!(
+            crate::error::StoreError::from(unique),
+            crate::error::StoreError::Sqlite {
+                code: "SQLITE_CONSTRAINT_UNIQUE".into(),
+                message: "UNIQUE constraint failed: t.a".into()
+            }
+        );
+    }
+}

@@ -1,0 +1,188 @@
+//! What a store method does when the cluster loses an acknowledgement (`Remote`'s errors): the
+//! one table of which methods may run again after an unknown outcome, and the retry loop the
+//! method router runs on a cluster.
+//!
+//! * `DQLITE_ROLLED_BACK` (the transaction was lost before its COMMIT: nothing of it applied):
+//!   every method runs again, from its first argument read, on the new leader.
+//! * `DQLITE_OUTCOME_UNKNOWN` (a COMMIT was sent and its reply lost: it may have been applied):
+//!   only a method whose second run cannot differ from its first is run again
+//!   ([`retry_after_unknown`]): the reads. Every write surfaces the error, with that `code`,
+//!   for the caller to find out (docs/cluster.md, "Lost acknowledgements").
+//! * `DQLITE_UNAVAILABLE` (no leader within the reconnect deadline; nothing applied): surfaced,
+//!   the deadline already spent.
+//! * `SQLITE_BUSY` (another host's write transaction holds the leader's write lock; the call's
+//!   own transaction was rolled back, nothing of it applied): run again for up to
+//!   [`BUSY_WAIT`], as a file's connection waits for its busy timeout.
+
+use std::time::{Duration, Instant};
+
+use super::remote::codes;
+use crate::error::{Result, StoreError};
+
+/// How many times one call may run again after a lost transaction.
+const MAX_RERUNS: u32 = 8;
+/// How long a call that meets another host's write lock keeps trying: the file's busy timeout
+/// (5 s) and more, since right after a failover the new leader refuses writes with
+/// `SQLITE_BUSY` while it catches up (seen for over 5 s with three hosts on loopback).
+pub const BUSY_WAIT: Duration = Duration::from_secs(10);
+/// How long reruns of one call may go on.
+const RERUN_DEADLINE: Duration = Duration::from_secs(20);
+
+/// The methods that only read: after an unknown outcome (which a read cannot meet, but a
+/// method's read snapshot can) running them again is the same as running them once.
+pub const READS: &[&str] = &[
+    "getResource",
+    "getResourceByUid",
+    "listResources",
+    "listQueue",
+    "getEffect",
+    "listEffects",
+    "getWorkflow",
+    "getWorkflowByRequestId",
+    "listWorkflows",
+    "listEvents",
+    "getWorkflowRun",
+    "getWorkflowRunView",
+    "workflowRunListRevision",
+    "listWorkflowRunViews",
+    "workflowRunProjectPath",
+    "listWorkflowRuns",
+    "findSessionReservation",
+    "findSessionReservationView",
+    "isWorkflowRunPaused",
+    "verifyWorkflowRunClaim",
+    "workflowRunAuthority",
+    "listRunEventsAfter",
+];
+
+/// Whether `method` may run again after a COMMIT whose reply was lost.
+pub fn retry_after_unknown(method: &str) -> bool {
+    READS.contains(&method)
+}
+
+/// The cluster code of `error`, if it is a cluster failure.
+pub fn cluster_code(error: &StoreError) -> Option<&str> {
+    match error {
+        StoreError::Js {
+            code: Some(code), ..
+        } if code.starts_with("DQLITE_") => Some(code),
+        _ => None,
+    }
+}
+
+/// Whether `error` is SQLite's busy or locked refusal (nothing of the call applied).
+fn is_busy(error: &StoreError) -> bool {
+    matches!(error, StoreError::Sqlite { code, .. }
+        if code.starts_with("SQLITE_BUSY") || code.starts_with("SQLITE_LOCKED"))
+}
+
+/// Runs `call` (one method, `method`) and runs it again while its error says that is safe.
+pub fn with_reruns<T>(method: &str, mut call: impl FnMut() -> Result<T>) -> Result<T> {
+    let deadline = Instant::now() + RERUN_DEADLINE;
+    let mut delay = Duration::from_millis(20);
+    let mut busy_since: Option<Instant> = None;
+    let mut busy_delay = Duration::from_millis(1);
+    let mut reruns = 0;
+    loop {
+        let error = match call() {
+            Ok(value) => return Ok(value),
+            Err(error) => error,
+        };
+        if is_busy(&error) {
+            // Counted from the first refusal: the call may have waited for a leader before.
+            let since = *busy_since.get_or_insert_with(Instant::now);
+            if since.elapsed() + busy_delay > BUSY_WAIT {
+                return Err(error);
+            }
+            std::thread::sleep(busy_delay);
+            busy_delay = (busy_delay * 2).min(Duration::from_millis(50));
+            continue;
+        }
+        let again = match cluster_code(&error) {
+            Some(codes::ROLLED_BACK) => true,
+            Some(codes::OUTCOME_UNKNOWN) => retry_after_unknown(method),
+            _ => false,
+        };
+        if !again || reruns == MAX_RERUNS || Instant::now() + delay > deadline {
+            return Err(error);
+        }
+        reruns += 1;
+        std::thread::sleep(delay);
+        delay = (delay * 2).min(Duration::from_millis(500));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_read_is_a_method_of_the_table() {
+        for name in READS {
+            assert!(
+                crate::methods::METHODS.iter().any(|m| m.name == *name),
+                "{name}"
+            );
+        }
+    }
+
+    fn failure(code: &str) -> StoreError {
+        StoreError::Js {
+            name: "Error".into(),
+            message: "lost".into(),
+            code: Some(code.into()),
+        }
+    }
+
+    #[test]
+    fn a_rolled_back_call_runs_again_an_unknown_write_does_not() {
+        let mut runs = 0;
+        let out = with_reruns("putResource", || {
+            runs += 1;
+            if runs < 3 {
+                Err(failure(codes::ROLLED_BACK))
+            } else {
+                Ok(runs)
+            }
+        });
+        assert_eq!(out.unwrap(), 3);
+        let mut runs = 0;
+        let out: Result<()> = with_reruns("putResource", || {
+            runs += 1;
+            Err(failure(codes::OUTCOME_UNKNOWN))
+        });
+        assert_eq!(
+            cluster_code(&out.unwrap_err()),
+            Some(codes::OUTCOME_UNKNOWN)
+        );
+        assert_eq!(runs, 1);
+        let mut runs = 0;
+        let out = with_reruns("getWorkflowRun", || {
+            runs += 1;
+            if runs < 2 {
+                Err(failure(codes::OUTCOME_UNKNOWN))
+            } else {
+                Ok(())
+            }
+        });
+        assert!(out.is_ok() && runs == 2);
+        let mut runs = 0;
+        let out: Result<()> = with_reruns("getWorkflowRun", || {
+            runs += 1;
+            Err(failure(codes::UNAVAILABLE))
+        });
+        assert!(out.is_err() && runs == 1);
+        let mut runs = 0;
+        let out = with_reruns("claimNext", || {
+            runs += 1;
+            match runs {
+                1..=3 => Err(StoreError::Sqlite {
+                    code: "SQLITE_BUSY".into(),
+                    message: "database is locked".into(),
+                }),
+                _ => Ok(runs),
+            }
+        });
+        assert_eq!(out.unwrap(), 4);
+    }
+}
