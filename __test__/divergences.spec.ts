@@ -227,14 +227,67 @@ describe('C09 lone surrogates are kept as JavaScript keeps them, in messages and
     );
   });
 
-  test.failing('an ownerId stored in a lease and read back', () => {
+  test('an ownerId stored in a lease and read back', () => {
     const claim = () => store.claimNext({ controllers: ['jobs'], ownerId: LONE, leaseMs: 1000 })?.ownerId;
     expect(outcome(claim)).toEqual({ returns: LONE });
   });
 
-  test.failing('an errorCode in the failed-run event payload', () => {
+  test('an errorCode in the failed-run event payload', () => {
     store.failWorkflowRun({ runId: 'r-q', errorCode: LONE, errorMessage: 'm' });
     expect(store.listRunEventsAfter(0, { limit: 1000 }).at(-1).payload.code).toBe(LONE);
+  });
+
+  test('a run id in the invalid-run-id message', () => {
+    expect(outcome(() => store.reserveWorkflowRun(RUN(`n-9${LONE}`)))).toEqual(throws('Error', `Invalid workflow run id: n-9${LONE}`));
+  });
+
+  test("a run id in recordRunEvent's not-found message", () => {
+    const record = () => store.recordRunEvent({ runId: LONE, workflowRef: 'w', type: 't' });
+    expect(outcome(record)).toEqual(throws('Error', `Workflow run not found: ${LONE}`));
+  });
+
+  test('an effect key in the not-found message', () => {
+    const update = () => store.updateEffect({ resourceUid: f.S.uid, key: `e${LONE}`, claim: f.S.claim, state: 'applied' });
+    expect(outcome(update)).toEqual(throws('Error', `Effect record not found: ${f.S.uid}/e${LONE}`));
+  });
+
+  test("a runnerId in recordRunEvent's record is the caller's string", () => {
+    expect(store.recordRunEvent({ runId: 'r-c', workflowRef: 'w', type: 't', runnerId: `host-1${LONE}` }).runnerId).toBe(`host-1${LONE}`);
+  });
+
+  test("a claimToken in the claim is the caller's string", () => {
+    const claim = store.claimWorkflowRun({ runId: 'r-q', runnerId: 'session-r-q', claimToken: `k${LONE}`, leaseMs: 1000 });
+    expect(claim.claimToken).toBe(`k${LONE}`);
+  });
+
+  // Stored as WTF-8 (as V8 writes a lone surrogate for SQLite), read back as V8 decodes those
+  // bytes: one U+FFFD for each byte of the surrogate's sequence.
+  test('a workflow source id stored and read back', () => {
+    const run = store.reserveWorkflowRun(RUN('n-9', { workflowSource: { kind: 'builtin', id: `e${LONE}`, revision: 'r' } }));
+    expect(run.workflowSource.root.id).toBe('e\ufffd\ufffd\ufffd');
+  });
+
+  test('a runnerId stored in the lease and read back', () => {
+    const run = store.enqueueWorkflowRun({ ...RUN('n-9'), runnerId: `s${LONE}`, claimToken: 'c', leaseMs: 1000 });
+    expect(run.runnerId).toBe('s\ufffd\ufffd\ufffd');
+  });
+
+  test('an originSessionId stored, then read back by getWorkflowRun', () => {
+    store.reserveWorkflowRun(RUN('n-9', { originSessionId: `s${LONE}` }));
+    expect(store.getWorkflowRun('n-9').originSessionId).toBe('s\ufffd\ufffd\ufffd');
+    expect(rows(store, "SELECT hex(actor_id) AS a FROM events WHERE event_type = 'run.queued' ORDER BY event_seq DESC LIMIT 1")).toEqual([
+      { a: '73EDA080' },
+    ]);
+  });
+
+  test('a JSON document keeps it: JSON.stringify escapes it, JSON.parse reads it back', () => {
+    expect(store.putResource({ controller: 'jobs', key: 'zeta', spec: { a: LONE }, initialStatus: {} }).spec).toEqual({ a: LONE });
+  });
+
+  test('a digest with one fails the digest test', () => {
+    expect(outcome(() => store.reserveWorkflowRun(RUN('n-9', { definitionDigest: `sha256:${LONE}` })))).toEqual(
+      throws('Error', 'Expected a SHA-256 digest'),
+    );
   });
 });
 
@@ -273,9 +326,36 @@ describe('C13 a non-string where text is expected is converted as Buffer.from an
     expect(outcome(update)).toEqual({ returns: 'Thu Jan 01 1970 00:00:00 GMT+0000 (Coordinated Universal Time)' });
   });
 
-  test.failing('an array as a source-change detail parks the run', () => {
+  test('an array as a source-change detail parks the run', () => {
     const park = () => store.parkWorkflowRunForSourceChange({ runId: 'r-r', claimToken: 'tok-r', detail: ['a'] });
     expect(outcome(park)).toEqual({ returns: true });
+  });
+
+  test('an empty array as a source-change detail is sliced, then binds no parameter', () => {
+    const park = () => store.parkWorkflowRunForSourceChange({ runId: 'r-r', claimToken: 'tok-r', detail: [] });
+    expect(outcome(park)).toEqual(throws('RangeError', TOO_FEW));
+  });
+
+  test('a boxed String as a source-change detail is sliced into its string', () => {
+    const park = () => store.parkWorkflowRunForSourceChange({ runId: 'r-r', claimToken: 'tok-r', detail: new String('moved') });
+    expect(outcome(park)).toEqual({ returns: true });
+  });
+
+  test('a Uint8Array as a source-change detail is sliced, stored as text, then refused by the TEXT column', () => {
+    const park = () => store.parkWorkflowRunForSourceChange({ runId: 'r-r', claimToken: 'tok-r', detail: new Uint8Array([65]) });
+    expect(outcome(park)).toEqual(
+      throws('SqliteError', 'cannot store BLOB value in TEXT column runs.status_detail', { code: 'SQLITE_CONSTRAINT_DATATYPE' }),
+    );
+  });
+
+  test("an array as a failed run's errorMessage is stored as Buffer.from makes it", () => {
+    expect(store.failWorkflowRun({ runId: 'r-q', errorCode: 'E', errorMessage: ['a', 'b'] })).toBe(true);
+    expect(store.getWorkflowRun('r-q').errorMessage).toBe('\u0000\u0000');
+  });
+
+  test("a boxed String as a failed run's errorMessage is stored, then refused by the event's canonical JSON", () => {
+    const fail = () => store.failWorkflowRun({ runId: 'r-q', errorCode: 'E', errorMessage: new String('m') });
+    expect(outcome(fail)).toEqual(throws('Error', 'Only plain objects can be stored as canonical JSON'));
   });
 });
 
@@ -298,7 +378,34 @@ describe('C15 array-likes and iterables where an array is expected are used thro
   });
 });
 
+describe('C15b a typed array where a list becomes an SQL IN list: its own map makes the placeholders, its spread the values', () => {
+  const TOO_MANY = 'Too many parameter values were provided';
+  test('listWorkflowRuns with a Uint8Array of statuses', () => {
+    expect(outcome(() => store.listWorkflowRuns({ statuses: new Uint8Array([1]) }))).toEqual(throws('RangeError', TOO_MANY));
+  });
+
+  test('claimNext with a Uint8Array of controllers', () => {
+    const claim = () => store.claimNext({ controllers: new Uint8Array([1, 2]), ownerId: 'w9', leaseMs: 1000 });
+    expect(outcome(claim)).toEqual(throws('RangeError', TOO_MANY));
+  });
+
+  test('claimNextWorkflowRun with a Uint8Array of excluded run ids', () => {
+    const claim = () => store.claimNextWorkflowRun({ runnerId: 'host-1', claimToken: 'k', leaseMs: 1000, excludeRunIds: new Uint8Array([1]) });
+    expect(outcome(claim)).toEqual(throws('RangeError', TOO_MANY));
+  });
+});
+
 describe('C16 a boxed String where a string is expected has its String methods and fails at binding', () => {
+  test('reserveWorkflowRun with an invalid definitionDigest new String(...) fails the digest test', () => {
+    const reserve = () => store.reserveWorkflowRun(RUN('n-9', { definitionDigest: new String('sha256:zz') }));
+    expect(outcome(reserve)).toEqual(throws('Error', 'Expected a SHA-256 digest'));
+  });
+
+  test('reserveWorkflowRun with a valid definitionDigest new String(...) reserves the run', () => {
+    const digest = `sha256:${'a1'.repeat(32)}`;
+    expect(store.reserveWorkflowRun(RUN('n-9', { definitionDigest: new String(digest) })).definitionDigest).toBe(digest);
+  });
+
   test('claimWorkflowRun with runnerId new String(...)', () => {
     const options = { runId: 'r-q', runnerId: new String('session-r-q'), claimToken: 'k', leaseMs: 1000 };
     expect(outcome(() => store.claimWorkflowRun(options))).toEqual(

@@ -13,12 +13,13 @@ use super::rows::{
 };
 use crate::error::{Result, StoreError};
 use crate::js::{
-    assign, assign_text, bind_params, date_parse, timestamp, token_hash, Js, LeaseSum, Param,
+    assign, assign_text, bind_params, bind_params_for, date_parse, timestamp, token_hash, Js,
+    LeaseSum, Param, SqlList,
 };
 use crate::state::ids::random_token;
 use crate::state::json::canonical;
 use crate::state::leases::{self, Holder, HolderKind, CONTROLLER_TAKEABLE};
-use crate::state::revisions::{insert_event, EventDraft};
+use crate::state::revisions::{insert_event, insert_event_binding, EventDraft};
 use crate::store::Store;
 use crate::time::{iso, js_iso};
 use crate::wire::{Call, Reply};
@@ -45,7 +46,7 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let now = timestamp(call, options.get("now")?)?;
     let Some(controllers) = controllers
         .method("options.controllers", "map")?
-        .items_with_holes()?
+        .sql_list()?
     else {
         return Err(StoreError::Type(
             "options.controllers.map is not a function".into(),
@@ -80,16 +81,12 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 fn next_due_row(
     store: &Store,
     conn: &Connection,
-    controllers: &[Option<Js<'_>>],
+    controllers: &SqlList<'_>,
     excluded: &[Js<'_>],
     now: i64,
 ) -> Result<Option<ClaimRow>> {
     // `controllers.map(() => "?").join(", ")`: a hole joins as "" (SQLite refuses the list).
-    let marks: Vec<&str> = controllers
-        .iter()
-        .map(|controller| if controller.is_some() { "?" } else { "" })
-        .collect();
-    let placeholders = marks.join(", ");
+    let placeholders = &controllers.marks;
     let exclusion_sql =
         vec!["AND NOT (c.controller_name = ? AND c.resource_key = ?)"; excluded.len() / 2]
             .join("\n");
@@ -113,17 +110,19 @@ fn next_due_row(
     );
     let mut statement = conn.prepare_cached(&sql)?;
     let project_id = store.require_project_id()?;
-    let mut params = Vec::with_capacity(controllers.len() + excluded.len() + 3);
+    let mut params = Vec::with_capacity(controllers.values.len() + excluded.len() + 3);
     params.push(Param::text(project_id));
     params.extend(
         controllers
+            .values
             .iter()
-            .map(|controller| Param::Js(controller.unwrap_or(Js::Undefined))),
+            .map(|controller| Param::Js(*controller)),
     );
     params.extend(excluded.iter().map(|value| Param::Js(*value)));
     params.push(Param::int(now));
     params.push(Param::int(now));
-    let mut rows = statement.query(params_from_iter(bind_params(&params)?))?;
+    let bound = bind_params_for(&statement, &params)?;
+    let mut rows = statement.query(params_from_iter(bound))?;
     Ok(match rows.next()? {
         Some(row) => Some(ClaimRow::from_row(row)?),
         None => None,
@@ -168,25 +167,29 @@ fn take_lease(
     bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
     // The event's actor is the owner as SQLite stored it (a number bound as a double is
     // stored as its text, `5.0`), which the lease row now holds.
+    // A string with lone surrogates is bound as the caller's value (its WTF-8, as the lease).
     let stored_owner = match owner_id {
-        Js::String(owner) => owner.to_owned(),
+        Js::String(owner) | Js::IllFormed { text: owner, .. } => owner.to_owned(),
         _ => leases::require_lease(conn, &row.resource_id)?
             .owner_id
             .unwrap_or_default(),
     };
-    insert_event(
-        conn,
-        &EventDraft {
-            resource_id: &row.resource_id,
-            revision: row.resource_version + 1,
-            event_type: "lease.claimed",
-            actor_type: "controller",
-            actor_id: Some(&stored_owner),
-            payload: &canonical(&json!({ "expiresAt": expires.json_value()? })),
-            now,
-            lease_generation: Some(generation),
-        },
-    )?;
+    let event = EventDraft {
+        resource_id: &row.resource_id,
+        revision: row.resource_version + 1,
+        event_type: "lease.claimed",
+        actor_type: "controller",
+        actor_id: Some(&stored_owner),
+        payload: &canonical(&json!({ "expiresAt": expires.json_value()? })),
+        now,
+        lease_generation: Some(generation),
+    };
+    match owner_id {
+        Js::IllFormed { .. } => {
+            insert_event_binding(conn, &event, &event.event_type, &owner_id.bind()?)?
+        }
+        _ => insert_event(conn, &event)?,
+    };
     let queue_version = due.require_queue_version()?;
     Ok(Some(json!({
         "controller": row.controller_name,

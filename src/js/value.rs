@@ -110,6 +110,17 @@ impl Call {
     }
 }
 
+/// A caller's list as the reference binds it in an SQL list: see [`Js::sql_list`].
+#[derive(Debug)]
+pub struct SqlList<'a> {
+    /// `list.map(() => "?").join(", ")`.
+    pub marks: String,
+    /// `...list`.
+    pub values: Vec<Js<'a>>,
+    /// Whether a hole of a sparse array left an empty mark.
+    pub holey: bool,
+}
+
 /// One JavaScript value as the reference's code sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Js<'a> {
@@ -322,6 +333,18 @@ impl<'a> Js<'a> {
         })
     }
 
+    /// `Boolean(value)` of a value JavaScript returned (an object is truthy).
+    pub fn truthy(self) -> bool {
+        match self {
+            Js::Undefined | Js::Null => false,
+            Js::Bool(b) => b,
+            Js::Number(n) => n != 0.0 && !n.is_nan(),
+            Js::String(text) => !text.is_empty(),
+            Js::BigInt(digits) => digits != "0",
+            _ => true,
+        }
+    }
+
     /// `value === null || value === undefined`.
     pub fn is_nullish(self) -> bool {
         matches!(self, Js::Undefined | Js::Null)
@@ -402,6 +425,59 @@ impl<'a> Js<'a> {
             other => Ok(other
                 .items()?
                 .map(|items| items.into_iter().map(Some).collect())),
+        }
+    }
+
+    /// `list.map(() => "?").join(", ")` and `...list`, as the reference builds an SQL list
+    /// (`IN (…)`) from a caller's list after checking `list.map` is a method: the placeholders
+    /// and the values the spread binds. An array's hole maps to a hole, which joins as "" and
+    /// spreads as `undefined`; any other receiver (a typed array, whose `map` turns each "?"
+    /// into 0) is mapped, joined and spread by JavaScript. `None` for a wire value that is
+    /// not an array.
+    pub fn sql_list(self) -> Result<Option<SqlList<'a>>> {
+        if let Some(items) = self.items_with_holes()? {
+            let marks: Vec<&str> = items
+                .iter()
+                .map(|item| if item.is_some() { "?" } else { "" })
+                .collect();
+            return Ok(Some(SqlList {
+                marks: marks.join(", "),
+                holey: items.iter().any(Option::is_none),
+                values: items
+                    .into_iter()
+                    .map(|item| item.unwrap_or(Js::Undefined))
+                    .collect(),
+            }));
+        }
+        let Js::Live(object) = self else {
+            return Ok(None);
+        };
+        let marks = match object.cx().helper("sqlMarks", &[self])? {
+            Js::String(marks) => marks.to_owned(),
+            other => other.template()?,
+        };
+        let values: Vec<Js<'a>> = object
+            .cx()
+            .helper("spread", &[self])?
+            .items()?
+            .unwrap_or_default();
+        Ok(Some(SqlList {
+            marks,
+            holey: false,
+            values,
+        }))
+    }
+
+    /// The text SQLite hands back for this string once better-sqlite3 bound it, as V8 decodes
+    /// it: the string itself, or for one with lone surrogates the UTF-8 decoding of its WTF-8
+    /// (each byte of a surrogate's sequence a U+FFFD). `None` for any other value.
+    pub fn stored_text(self) -> Option<std::borrow::Cow<'a, str>> {
+        match self {
+            Js::String(text) => Some(std::borrow::Cow::Borrowed(text)),
+            Js::IllFormed { wtf8, .. } => Some(std::borrow::Cow::Owned(
+                String::from_utf8_lossy(&hex::decode(wtf8).unwrap_or_default()).into_owned(),
+            )),
+            _ => None,
         }
     }
 

@@ -14,7 +14,7 @@ use crate::js::{add_to_number, bind_all, params_for, token_hash_js, Js, Param, S
 use crate::state::blobs::JsonReads;
 use crate::state::json::canonical;
 use crate::state::leases::{self, bound_text, Actor, Fence, Holder, HolderKind, Lease};
-use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft};
+use crate::state::revisions::{bump_resource_revision, insert_event_binding, EventDraft};
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::{in_read_transaction, Store};
 use crate::time::js_iso;
@@ -96,18 +96,15 @@ fn next_run_selection<'a>(
             .as_number()
             .is_some_and(|length| length > 0.0)
     {
-        let items = excluded
+        let list = excluded
             .method("options.excludeRunIds", "map")?
-            .items_with_holes()?
-            .unwrap_or_default();
+            .sql_list()?;
         // A hole of a sparse list joins as "" (as `.map` leaves it) and spreads as undefined.
-        let marks: Vec<&str> = items
-            .iter()
-            .map(|item| if item.is_some() { "?" } else { "" })
-            .collect();
-        exclusion = format!("r.run_id NOT IN ({})", marks.join(", "));
-        clauses.push(&exclusion);
-        params.extend(items.into_iter().map(|item| item.unwrap_or(Js::Undefined)));
+        if let Some(list) = list {
+            exclusion = format!("r.run_id NOT IN ({})", list.marks);
+            clauses.push(&exclusion);
+            params.extend(list.values);
+        }
     }
     if let Some(candidates) = candidates {
         clauses.push("r.rowid IN (SELECT value FROM json_each(?))");
@@ -479,11 +476,13 @@ pub fn claim_run_in_transaction(
     // `now + leaseMs`, then the arguments of `.run(…)` in order.
     let expires_sum = add_to_number(now as f64, claim.lease_ms)?;
     let runner = claim.runner_id.method("runnerId", "startsWith")?;
-    let runner_id = match runner {
+    // What the lease and the event store, and the record reads back.
+    let runner_text = runner.stored_text().unwrap_or_default();
+    let runner_id: &str = &runner_text;
+    let owner_type = runner_owner_type(match runner {
         Js::String(text) | Js::IllFormed { text, .. } => text,
         _ => "",
-    };
-    let owner_type = runner_owner_type(runner_id);
+    });
     let token_hash = token_hash_js(claim.claim_token)?;
     let bound = bind_all(&[runner], 1)?;
     let holder = Holder {
@@ -512,18 +511,20 @@ pub fn claim_run_in_transaction(
         .execute(params![now, row.run_id])?;
     }
     let revision = bump_resource_revision(conn, &row.resource_id, now)?;
-    insert_event(
+    insert_event_binding(
         conn,
         &EventDraft {
             resource_id: &row.resource_id,
             revision,
             event_type: "lease.claimed",
             actor_type: owner_type,
-            actor_id: Some(runner_id),
+            actor_id: None,
             payload: &canonical(&json!({ "expiresAt": expires_sum.json_value()? })),
             now,
             lease_generation: Some(generation),
         },
+        &"lease.claimed",
+        &bound[0],
     )?;
     // The record formats the expiry with `toISOString()` inside the transaction: one outside
     // JavaScript's date range is a RangeError and nothing is claimed.
@@ -550,7 +551,7 @@ pub fn claim_run_in_transaction(
     Ok(Some(map_workflow_run_with(
         &mut JsonReads::new(conn),
         &claimed,
-        Some(&claim.claim_token.template()?),
+        Some(&claim.claim_token.template_json()?),
     )?))
 }
 

@@ -15,6 +15,7 @@ use super::row::{rowid_list, run_row_of, RunRow, RunRowRef, RUN_SELECT};
 use crate::error::Result;
 use crate::js::{params_for, Bound, Js};
 use crate::state::blobs::JsonReads;
+use crate::state::columns::is_utf8_error;
 use crate::state::run_index::{Current, ListRevision};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{json_text, Call, Reply};
@@ -65,8 +66,13 @@ fn page_records(
         let reads = RecordReads::from_row(row, false)?;
         let index = reads.rowid.and_then(|rowid| position.get(&rowid).copied());
         if let Some(index) = index {
-            let run = RunRowRef::from_row(row)?;
-            page[index] = Some(map_listed_run_record(json, &run, &reads));
+            page[index] = Some(match RunRowRef::from_row(row) {
+                // A text that is not UTF-8 (a caller's lone surrogate): read as V8 reads it.
+                Err(error) if is_utf8_error(&error) => {
+                    map_listed_run_record(json, &RunRow::from_row(row)?.borrowed(), &reads)
+                }
+                run => map_listed_run_record(json, &run?, &reads),
+            });
         }
     }
     Ok(page)
@@ -97,14 +103,19 @@ pub fn get_workflow_run(store: &Store, run_id: Js<'_>) -> Result<Option<String>>
         let mut rows = statement.query(params_from_iter(&params))?;
         match rows.next()? {
             None => None,
-            Some(row) => {
-                let run = RunRowRef::from_row(row)?;
-                let reads = RecordReads::from_row(row, true)?;
-                match reads.is_complete(&run) {
-                    true => Some(Some(map_run_record(conn, &run, &reads)?)),
-                    false => Some(None),
+            Some(row) => match RunRowRef::from_row(row) {
+                // A text that is not UTF-8 (a caller's lone surrogate): the owned read below
+                // reads it as V8 reads it.
+                Err(error) if is_utf8_error(&error) => Some(None),
+                run => {
+                    let run = run?;
+                    let reads = RecordReads::from_row(row, true)?;
+                    match reads.is_complete(&run) {
+                        true => Some(Some(map_run_record(conn, &run, &reads)?)),
+                        false => Some(None),
+                    }
                 }
-            }
+            },
         }
     };
     match found {
@@ -277,24 +288,14 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         if !length.as_number().is_some_and(|length| length > 0.0) {
             continue;
         }
-        let Some(items) = list
-            .method(&format!("options.{name}"), "map")?
-            .items_with_holes()?
-        else {
+        let Some(list) = list.method(&format!("options.{name}"), "map")?.sql_list()? else {
             continue;
         };
         // `.map(() => "?").join(", ")`: a hole stays a hole and joins as "" (SQLite then
         // refuses the list, as it refuses the reference's); the spread binds it as undefined.
-        let marks: Vec<&str> = items
-            .iter()
-            .map(|item| if item.is_some() { "?" } else { "" })
-            .collect();
-        holey |= items.iter().any(Option::is_none);
-        let marks = marks.join(", ");
-        let items: Vec<Js<'_>> = items
-            .into_iter()
-            .map(|item| item.unwrap_or(Js::Undefined))
-            .collect();
+        holey |= list.holey;
+        let marks = list.marks;
+        let items = list.values;
         clauses.push(format!("{column_test} ({marks})"));
         if name == "statuses" {
             by_status = true;

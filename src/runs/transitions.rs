@@ -10,8 +10,9 @@ use super::claims::{
     run_holder,
 };
 use super::row::{run_row_of, RunRow};
+use crate::controller::rows::put_caller_text;
 use crate::error::{Result, StoreError};
-use crate::js::{canonical_literal, params_for, token_hash_js, Js, Param};
+use crate::js::{bind_params, canonical_literal, params_for, token_hash_js, Js, Param};
 use crate::state::blobs::{put_json, put_text, BlobHash};
 use crate::state::ids::random_uuid;
 use crate::state::json::canonical;
@@ -195,14 +196,22 @@ fn truncate_detail(detail: &str) -> String {
     String::from_utf16_lossy(&units)
 }
 
-/// `options.detail.slice(…)`'s receiver, read where the reference reads it: only a string has
-/// the method here (an array's `slice` is not followed yet).
-fn detail_text<'a>(options: Js<'a>) -> Result<&'a str> {
+/// `options.detail.slice(0, 8_192)`, read where the reference reads it: a string is cut here;
+/// any other receiver with a `slice` method (an array, a boxed string, a byte view, a string
+/// with lone surrogates) is sliced by JavaScript itself, and what it returns is what the
+/// reference stores and binds.
+fn sliced_detail<'a>(call: &'a Call, options: Js<'a>, cut: &'a mut String) -> Result<Js<'a>> {
     match options.get("detail")?.method("options.detail", "slice")? {
-        Js::String(text) => Ok(text),
-        _ => Err(StoreError::Type(
-            "options.detail.slice is not a function".into(),
-        )),
+        Js::String(text) => {
+            *cut = truncate_detail(text);
+            Ok(Js::String(cut.as_str()))
+        }
+        other => match call.cx() {
+            Some(cx) => cx.invoke(other, "slice", &[Js::Number(0.0), Js::Number(8_192.0)]),
+            None => Err(StoreError::Type(
+                "options.detail.slice is not a function".into(),
+            )),
+        },
     }
 }
 
@@ -234,14 +243,19 @@ pub fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
         let run_id = row.run_id.as_str();
         let token_hash = token_hash_js(claim_token)?;
         let lease = row.lease();
-        let detail = truncate_detail(detail_text(options)?);
-        let error_hash = put_text(conn, &detail, now)?;
+        let mut cut = String::new();
+        let detail = sliced_detail(call, options, &mut cut)?;
+        let error_hash = put_caller_text(conn, detail, now)?;
         let run = conn
             .prepare_cached(
                 "UPDATE runs SET status_detail = ?, updated_at = ?, finished_at = NULL
                  WHERE run_id = ? AND status NOT IN ('completed', 'failed', 'timed_out', 'cancelled')",
             )?
-            .execute(params![detail, now, run_id])?;
+            .execute(params_from_iter(bind_params(&[
+                Param::Js(detail),
+                Param::int(now),
+                Param::text(run_id),
+            ])?))?;
         let queue = conn
             .prepare_cached(
                 "UPDATE run_queue
@@ -368,14 +382,6 @@ pub fn cancel(store: &Store, call: &Call) -> Result<bool> {
     )
 }
 
-/// `state.putText(value)`: `Buffer.from(value, "utf8")` refuses what is not a string.
-fn text_of(value: Js<'_>) -> Result<&str> {
-    match value {
-        Js::String(text) | Js::IllFormed { text, .. } => Ok(text),
-        other => Err(crate::js::buffer_from_error(other)),
-    }
-}
-
 /// Ends a nonterminal run as `failed` or `cancelled`. Without a token (`undefined`) only an
 /// ownerless queued or starting run qualifies; with one, the claim must be live.
 fn terminal_run(
@@ -412,7 +418,7 @@ fn terminal_run(
             presented
         };
         let revision = resource_revision(conn, &row.resource_id)?;
-        let error_hash = put_text(conn, text_of(terminal.error)?, now)?;
+        let error_hash = put_caller_text(conn, terminal.error, now)?;
         let mut update = conn.prepare_cached(
             "UPDATE run_queue
              SET status = ?, error_code = ?, error_hash = ?, updated_at = ?, finished_at = ?
