@@ -378,6 +378,33 @@ describe('C15 array-likes and iterables where an array is expected are used thro
   });
 });
 
+describe('C15c finalizers are [...new Set(finalizers)] of the caller\'s own iteration', () => {
+  const update = (finalizers: unknown) => () =>
+    store.updateFinalizers({ ref: { controller: 'jobs', key: 'beta' }, expectedResourceVersion: f.S.rvBeta, finalizers }).metadata
+      .finalizers;
+
+  test('a Set has no length: the list is refused as not unique', () => {
+    expect(outcome(update(new Set(['a'])))).toEqual(throws('Error', 'Controller finalizers must be unique'));
+  });
+
+  test('a boxed String iterates its characters', () => {
+    expect(outcome(update(new String('ab')))).toEqual({ returns: ['a', 'b'] });
+  });
+
+  test('a Proxy whose get trap throws throws that (C99)', () => {
+    const proxy = new Proxy(['a'], {
+      get() {
+        throw new Error('trap');
+      },
+    });
+    expect(outcome(update(proxy))).toEqual(throws('Error', 'trap'));
+  });
+
+  test('a revoked Proxy throws the TypeError of its iteration (C01)', () => {
+    expect(outcome(update(revoked()))).toEqual(throws('TypeError', "Cannot perform 'get' on a proxy that has been revoked"));
+  });
+});
+
 describe('C15b a typed array where a list becomes an SQL IN list: its own map makes the placeholders, its spread the values', () => {
   const TOO_MANY = 'Too many parameter values were provided';
   test('listWorkflowRuns with a Uint8Array of statuses', () => {

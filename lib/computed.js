@@ -35,6 +35,9 @@ module.exports = {
   spread(list) {
     return [...list];
   },
+  uniqueItems(list) {
+    return [...new Set(list)];
+  },
   invoke(receiver, name, ...args) {
     return receiver[name](...args);
   },
