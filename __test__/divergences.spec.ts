@@ -220,6 +220,60 @@ describe('C08 a field is read as many times as the reference reads it: a getter 
   });
 });
 
+describe('C08b a field the reference reads at several points is read at each of them', () => {
+  /** `object[name]` as a getter giving `first` on its first read and `later` on every other. */
+  function changing(object: any, name: string, first: unknown, later: unknown): any {
+    let reads = 0;
+    Object.defineProperty(object, name, { get: () => (reads++ ? later : first), enumerable: true });
+    return object;
+  }
+
+  test('parkWorkflowRunForSourceChange verifies the claim of the run id read a second time', () => {
+    const options = changing({ claimToken: 'tok-r', detail: 'd' }, 'runId', 'r-r', 'r-r-2');
+    expect(outcome(() => store.parkWorkflowRunForSourceChange(options))).toEqual({ returns: false });
+  });
+
+  test('parkWorkflowRunForSourceChange releases the lease with the claim token read a second time', () => {
+    const options = changing({ runId: 'r-r', detail: 'd' }, 'claimToken', 'tok-r', 'tok-r-2');
+    expect(outcome(() => store.parkWorkflowRunForSourceChange(options))).toEqual(
+      throws('Error', 'Workflow run r-r claim changed during source recovery'),
+    );
+  });
+
+  test('renewWorkflowRunClaim records the viewer deltas of the run id read a second time', () => {
+    const options = changing({ claimToken: 'tok-c', leaseMs: 5000 }, 'runId', 'r-c', 'r-c-2');
+    expect(outcome(() => store.renewWorkflowRunClaim(options))).toEqual(
+      throws('Error', 'Viewer projection does not exist for workflow run: r-c-2'),
+    );
+  });
+
+  test('cancelStaleWorkflowRun updates the queue row of the run id read a second time', () => {
+    const options = changing({}, 'runId', 'r-q', 'r-q-2');
+    expect(outcome(() => store.cancelStaleWorkflowRun(options))).toEqual(
+      throws('Error', 'Workflow run r-q-2 has inconsistent queue state'),
+    );
+  });
+
+  // In the fuzzer's state the reference lists 5 runs, and ['queued', 'queued', 'queued', 'queued'].
+  test('listWorkflowRuns tests the length of statuses read a second time: an empty list filters nothing', () => {
+    const unfiltered = store.listWorkflowRuns({ limit: 5 }).map((r: any) => r.runId);
+    const options = changing({ limit: 5 }, 'statuses', ['parked'], []);
+    expect(outcome(() => store.listWorkflowRuns(options).map((r: any) => r.runId))).toEqual({ returns: unfiltered });
+  });
+
+  test('listWorkflowRuns binds the status items the spread reads, after map read them', () => {
+    const queued = store.listWorkflowRuns({ statuses: ['queued'] }).map((r: any) => r.runId);
+    expect(queued.length).toBeGreaterThan(0);
+    const statuses = changing([], '0', 'parked', 'queued');
+    expect(outcome(() => store.listWorkflowRuns({ statuses }).map((r: any) => r.runId))).toEqual({ returns: queued });
+  });
+
+  test('claimNext maps the controllers read a second time: an empty list claims nothing', () => {
+    const options = changing({ ownerId: 'w9', leaseMs: 1000 }, 'controllers', ['jobs'], []);
+    expect(outcome(() => store.claimNext(options))).toEqual({ returns: undefined });
+  });
+});
+
 describe('C09 lone surrogates are kept as JavaScript keeps them, in messages and in stored text', () => {
   test('the key in a not-found message', () => {
     expect(outcome(() => store.requestDeletion({ controller: 'jobs', key: LONE }))).toEqual(

@@ -14,7 +14,7 @@ use super::rows::{
 use crate::error::{Result, StoreError};
 use crate::js::{
     assign, assign_text, bind_params, bind_params_for, date_parse, timestamp, token_hash, Js,
-    LeaseSum, Param, SqlList,
+    LeaseSum, Param,
 };
 use crate::state::ids::random_token;
 use crate::state::json::canonical;
@@ -44,9 +44,11 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
         return Ok(Reply::undefined());
     }
     let now = timestamp(call, options.get("now")?)?;
-    let Some(controllers) = controllers
+    // `options.controllers.map(() => "?")`: the list read again.
+    let Some((marks, _)) = options
+        .get("controllers")?
         .method("options.controllers", "map")?
-        .sql_list()?
+        .sql_marks()?
     else {
         return Err(StoreError::Type(
             "options.controllers.map is not a function".into(),
@@ -68,7 +70,7 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
         excluded.push(key);
     }
     let claim = store.write(|conn| {
-        let Some(row) = next_due_row(store, conn, &controllers, &excluded, now)? else {
+        let Some(row) = next_due_row(store, conn, (options, &marks), &excluded, now)? else {
             return Ok(None);
         };
         take_lease(call, conn, &row, options, now)
@@ -81,12 +83,11 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 fn next_due_row(
     store: &Store,
     conn: &Connection,
-    controllers: &SqlList<'_>,
+    (options, placeholders): (Js<'_>, &str),
     excluded: &[Js<'_>],
     now: i64,
 ) -> Result<Option<ClaimRow>> {
     // `controllers.map(() => "?").join(", ")`: a hole joins as "" (SQLite refuses the list).
-    let placeholders = &controllers.marks;
     let exclusion_sql =
         vec!["AND NOT (c.controller_name = ? AND c.resource_key = ?)"; excluded.len() / 2]
             .join("\n");
@@ -110,14 +111,11 @@ fn next_due_row(
     );
     let mut statement = conn.prepare_cached(&sql)?;
     let project_id = store.require_project_id()?;
-    let mut params = Vec::with_capacity(controllers.values.len() + excluded.len() + 3);
+    // `...options.controllers`: the list read again, its items too.
+    let controllers = options.get("controllers")?.sql_spread()?;
+    let mut params = Vec::with_capacity(controllers.len() + excluded.len() + 3);
     params.push(Param::text(project_id));
-    params.extend(
-        controllers
-            .values
-            .iter()
-            .map(|controller| Param::Js(*controller)),
-    );
+    params.extend(controllers.into_iter().map(Param::Js));
     params.extend(excluded.iter().map(|value| Param::Js(*value)));
     params.push(Param::int(now));
     params.push(Param::int(now));

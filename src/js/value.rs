@@ -110,17 +110,6 @@ impl Call {
     }
 }
 
-/// A caller's list as the reference binds it in an SQL list: see [`Js::sql_list`].
-#[derive(Debug)]
-pub struct SqlList<'a> {
-    /// `list.map(() => "?").join(", ")`.
-    pub marks: String,
-    /// `...list`.
-    pub values: Vec<Js<'a>>,
-    /// Whether a hole of a sparse array left an empty mark.
-    pub holey: bool,
-}
-
 /// One JavaScript value as the reference's code sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Js<'a> {
@@ -428,26 +417,19 @@ impl<'a> Js<'a> {
         }
     }
 
-    /// `list.map(() => "?").join(", ")` and `...list`, as the reference builds an SQL list
-    /// (`IN (…)`) from a caller's list after checking `list.map` is a method: the placeholders
-    /// and the values the spread binds. An array's hole maps to a hole, which joins as "" and
-    /// spreads as `undefined`; any other receiver (a typed array, whose `map` turns each "?"
-    /// into 0) is mapped, joined and spread by JavaScript. `None` for a wire value that is
-    /// not an array.
-    pub fn sql_list(self) -> Result<Option<SqlList<'a>>> {
+    /// `list.map(() => "?").join(", ")`, as the reference builds an SQL list (`IN (…)`) from a
+    /// caller's list after checking `list.map` is a method: the placeholders, and whether a
+    /// hole of a sparse array left an empty one (it joins as ""). An array's items are read
+    /// as `map` reads them (`index in list`, then the item); any other receiver (a typed
+    /// array, whose `map` turns each "?" into 0) is mapped and joined by JavaScript. `None`
+    /// for a wire value that is not an array.
+    pub fn sql_marks(self) -> Result<Option<(String, bool)>> {
         if let Some(items) = self.items_with_holes()? {
             let marks: Vec<&str> = items
                 .iter()
                 .map(|item| if item.is_some() { "?" } else { "" })
                 .collect();
-            return Ok(Some(SqlList {
-                marks: marks.join(", "),
-                holey: items.iter().any(Option::is_none),
-                values: items
-                    .into_iter()
-                    .map(|item| item.unwrap_or(Js::Undefined))
-                    .collect(),
-            }));
+            return Ok(Some((marks.join(", "), items.iter().any(Option::is_none))));
         }
         let Js::Live(object) = self else {
             return Ok(None);
@@ -456,16 +438,24 @@ impl<'a> Js<'a> {
             Js::String(marks) => marks.to_owned(),
             other => other.template()?,
         };
-        let values: Vec<Js<'a>> = object
-            .cx()
-            .helper("spread", &[self])?
-            .items()?
-            .unwrap_or_default();
-        Ok(Some(SqlList {
-            marks,
-            holey: false,
-            values,
-        }))
+        Ok(Some((marks, false)))
+    }
+
+    /// `...list` in an argument list: an array's items read again (a hole as `undefined`);
+    /// any other iterable spread by JavaScript.
+    pub fn sql_spread(self) -> Result<Vec<Js<'a>>> {
+        match self {
+            Js::Live(object) if object.is_js_array() => {
+                let length = object.get("length")?.as_number().unwrap_or(0.0) as u32;
+                (0..length).map(|index| object.get_index(index)).collect()
+            }
+            Js::Live(object) => Ok(object
+                .cx()
+                .helper("spread", &[self])?
+                .items()?
+                .unwrap_or_default()),
+            other => Ok(other.items()?.unwrap_or_default()),
+        }
     }
 
     /// The text SQLite hands back for this string once better-sqlite3 bound it, as V8 decodes

@@ -88,22 +88,24 @@ fn next_run_selection<'a>(
         params.push(session_id);
     }
     // `excludeRunIds !== undefined && excludeRunIds.length > 0`, then `.map` and a spread.
-    let excluded = args.get_or_undefined("excludeRunIds")?;
+    // Each use reads `options.excludeRunIds` again, as the reference's expressions do.
     let exclusion;
-    if !excluded.is_undefined()
-        && excluded
+    if !args.get_or_undefined("excludeRunIds")?.is_undefined()
+        && args
+            .get_or_undefined("excludeRunIds")?
             .get("length")?
             .as_number()
             .is_some_and(|length| length > 0.0)
     {
-        let list = excluded
+        let marks = args
+            .get_or_undefined("excludeRunIds")?
             .method("options.excludeRunIds", "map")?
-            .sql_list()?;
+            .sql_marks()?;
         // A hole of a sparse list joins as "" (as `.map` leaves it) and spreads as undefined.
-        if let Some(list) = list {
-            exclusion = format!("r.run_id NOT IN ({})", list.marks);
+        if let Some((marks, _)) = marks {
+            exclusion = format!("r.run_id NOT IN ({marks})");
             clauses.push(&exclusion);
-            params.extend(list.values);
+            params.extend(args.get_or_undefined("excludeRunIds")?.sql_spread()?);
         }
     }
     if let Some(candidates) = candidates {
@@ -213,7 +215,13 @@ pub fn renew(store: &Store, call: &Call) -> Result<Reply> {
         if !leases::renew(conn, &row.resource_id, &holder, generation, expires_at, now)? {
             return Ok(false);
         }
-        record_viewer_deltas(conn, &row.run_id, SUMMARY_REPLAY, now)?;
+        // `recordViewerDeltas(this.state, options.runId, …)`: the run id read again.
+        let again = args.get_or_undefined("runId")?;
+        let again = match again.stored_text() {
+            Some(text) => text,
+            None => std::borrow::Cow::Owned(again.template()?),
+        };
+        record_viewer_deltas(conn, &again, SUMMARY_REPLAY, now)?;
         Ok(true)
     })?;
     Ok(Reply::value(renewed))

@@ -280,22 +280,25 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         ("statuses", "q.status IN"),
         ("excludeRunIds", "r.run_id NOT IN"),
     ] {
-        let list = options.get(name)?;
-        if list.is_undefined() {
+        // Each use reads `options.<name>` again, as the reference's expressions do.
+        if options.get(name)?.is_undefined() {
             continue;
         }
-        let length = list.get("length")?;
+        let length = options.get(name)?.get("length")?;
         if !length.as_number().is_some_and(|length| length > 0.0) {
             continue;
         }
-        let Some(list) = list.method(&format!("options.{name}"), "map")?.sql_list()? else {
+        let list = options.get(name)?;
+        let Some((marks, holes)) = list
+            .method(&format!("options.{name}"), "map")?
+            .sql_marks()?
+        else {
             continue;
         };
         // `.map(() => "?").join(", ")`: a hole stays a hole and joins as "" (SQLite then
         // refuses the list, as it refuses the reference's); the spread binds it as undefined.
-        holey |= list.holey;
-        let marks = list.marks;
-        let items = list.values;
+        holey |= holes;
+        let items = options.get(name)?.sql_spread()?;
         clauses.push(format!("{column_test} ({marks})"));
         if name == "statuses" {
             by_status = true;
