@@ -268,6 +268,34 @@ describe('C08b a field the reference reads at several points is read at each of 
     expect(outcome(() => store.listWorkflowRuns({ statuses }).map((r: any) => r.runId))).toEqual({ returns: queued });
   });
 
+  test('reserveEffect looks the existing effect up by the resourceUid read a second time', () => {
+    const options = changing({ key: 'e2', claim: f.S.claim, generation: 1, kind: 'k', requestFingerprint: 'fp' }, 'resourceUid', f.S.uid, `${f.S.uid}-2`);
+    expect(outcome(() => store.reserveEffect(options))).toEqual(throws('Error', `Effect record not found: ${f.S.uid}-2/e2`));
+  });
+
+  test('updateEffect reads the effect row by the resourceUid read a second time', () => {
+    const options = changing({ key: 'e1', claim: f.S.claim, state: 'applied' }, 'resourceUid', f.S.uid, `${f.S.uid}-2`);
+    expect(outcome(() => store.updateEffect(options))).toEqual(throws('Error', `Effect record not found: ${f.S.uid}-2/e1`));
+  });
+
+  test('completeWorkflow stores the error read a third time, after the undefined and null tests', () => {
+    const update = changing({ state: 'failed', runId: 'r-q' }, 'error', 'e', 'e-2');
+    expect(outcome(() => store.completeWorkflow(f.S.reqId, update).error)).toEqual({ returns: 'e-2' });
+  });
+
+  test('completeWorkflow tests "running" on the state read a second time', () => {
+    const update = changing({ runId: 'r-q' }, 'state', 'running', 'succeeded');
+    expect(outcome(() => store.completeWorkflow(f.S.reqId, update).state)).toEqual({ returns: 'succeeded' });
+  });
+
+  test("claimNext's lease.claimed event is attributed to the ownerId read a second time", () => {
+    const options = changing({ controllers: ['jobs'], leaseMs: 1000 }, 'ownerId', 'w9', 'w9-2');
+    expect(store.claimNext(options).ownerId).toBe('w9-2');
+    expect(rows(store, "SELECT actor_id AS a FROM events WHERE event_type = 'lease.claimed' ORDER BY event_seq DESC LIMIT 1")).toEqual([
+      { a: 'w9-2' },
+    ]);
+  });
+
   test('claimNext maps the controllers read a second time: an empty list claims nothing', () => {
     const options = changing({ ownerId: 'w9', leaseMs: 1000 }, 'controllers', ['jobs'], []);
     expect(outcome(() => store.claimNext(options))).toEqual({ returns: undefined });

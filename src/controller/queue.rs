@@ -19,7 +19,7 @@ use crate::js::{
 use crate::state::ids::random_token;
 use crate::state::json::canonical;
 use crate::state::leases::{self, Holder, HolderKind, CONTROLLER_TAKEABLE};
-use crate::state::revisions::{insert_event, insert_event_binding, EventDraft};
+use crate::state::revisions::{insert_event_binding, EventDraft};
 use crate::store::Store;
 use crate::time::{iso, js_iso};
 use crate::wire::{Call, Reply};
@@ -163,31 +163,20 @@ fn take_lease(
         return Ok(None);
     }
     bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
-    // The event's actor is the owner as SQLite stored it (a number bound as a double is
-    // stored as its text, `5.0`), which the lease row now holds.
-    // A string with lone surrogates is bound as the caller's value (its WTF-8, as the lease).
-    let stored_owner = match owner_id {
-        Js::String(owner) | Js::IllFormed { text: owner, .. } => owner.to_owned(),
-        _ => leases::require_lease(conn, &row.resource_id)?
-            .owner_id
-            .unwrap_or_default(),
-    };
+    // `insertEvent(…, options.ownerId, …)`: the owner read again, bound as better-sqlite3
+    // binds it (a number is stored as its text, `5.0`, as in the lease row).
+    let actor = options.get("ownerId")?;
     let event = EventDraft {
         resource_id: &row.resource_id,
         revision: row.resource_version + 1,
         event_type: "lease.claimed",
         actor_type: "controller",
-        actor_id: Some(&stored_owner),
+        actor_id: None,
         payload: &canonical(&json!({ "expiresAt": expires.json_value()? })),
         now,
         lease_generation: Some(generation),
     };
-    match owner_id {
-        Js::IllFormed { .. } => {
-            insert_event_binding(conn, &event, &event.event_type, &owner_id.bind()?)?
-        }
-        _ => insert_event(conn, &event)?,
-    };
+    insert_event_binding(conn, &event, &event.event_type, &actor.bind()?)?;
     let queue_version = due.require_queue_version()?;
     Ok(Some(json!({
         "controller": row.controller_name,
