@@ -296,6 +296,41 @@ describe('C08b a field the reference reads at several points is read at each of 
     ]);
   });
 
+  test('listEvents binds the controller read a second time, after its undefined test', () => {
+    const options = changing({}, 'controller', 'jobs', 'jobs-2');
+    expect(outcome(() => store.listEvents(options).length)).toEqual({ returns: 0 });
+  });
+
+  test('listResources binds the controller read a second time, after its undefined test', () => {
+    const options = changing({}, 'controller', 'jobs', 'jobs-2');
+    expect(outcome(() => store.listResources(options).length)).toEqual({ returns: 0 });
+  });
+
+  test('recordRunEvent binds and returns the runnerId read after its startsWith test', () => {
+    const options = changing({ runId: 'r-c', workflowRef: 'w', type: 't' }, 'runnerId', 'host-1', 'host-1-2');
+    expect(store.recordRunEvent(options).runnerId).toBe('host-1-2');
+    expect(rows(store, 'SELECT actor_type AS t, actor_id AS a FROM events ORDER BY event_seq DESC LIMIT 1')).toEqual([
+      { t: 'host', a: 'host-1-2' },
+    ]);
+  });
+
+  test('updateFinalizers returns the resource of the ref read a second time', () => {
+    const options = changing({ expectedResourceVersion: f.S.rvBeta, finalizers: ['x'] }, 'ref', { controller: 'jobs', key: 'beta' }, {
+      controller: 'jobs',
+      key: 'alpha',
+    });
+    expect(outcome(() => store.updateFinalizers(options).metadata.key)).toEqual({ returns: 'alpha' });
+  });
+
+  test('claimNext binds an ownerId array as better-sqlite3 spreads it, in the lease and the event', () => {
+    expect(outcome(() => store.claimNext({ controllers: ['jobs'], ownerId: ['w9'], leaseMs: 1000 })?.key)).toEqual({ returns: 'delta' });
+  });
+
+  test('claimNext refuses a typed array of exclusions at flatMap, after its map', () => {
+    const claim = () => store.claimNext({ controllers: ['jobs'], ownerId: 'w9', leaseMs: 1000, exclude: new Uint8Array([1]) });
+    expect(outcome(claim)).toEqual(throws('TypeError', 'exclusions.flatMap is not a function'));
+  });
+
   test('claimNext maps the controllers read a second time: an empty list claims nothing', () => {
     const options = changing({ ownerId: 'w9', leaseMs: 1000 }, 'controllers', ['jobs'], []);
     expect(outcome(() => store.claimNext(options))).toEqual({ returns: undefined });

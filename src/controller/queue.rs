@@ -60,7 +60,12 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
         // `.map` and `.flatMap` skip a sparse list's holes.
         exclude => match exclude.method("exclusions", "map")?.items_with_holes()? {
             Some(items) => items.into_iter().flatten().collect(),
-            None => return Err(StoreError::Type("exclusions.map is not a function".into())),
+            // Another receiver of `map` (a typed array maps to a list of 0s) is refused at
+            // `exclusions.flatMap`, which only arrays have.
+            None => {
+                exclude.method("exclusions", "flatMap")?;
+                return Err(StoreError::Type("exclusions.map is not a function".into()));
+            }
         },
     };
     let mut excluded = Vec::with_capacity(exclusions.len() * 2);
@@ -165,7 +170,7 @@ fn take_lease(
     bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
     // `insertEvent(…, options.ownerId, …)`: the owner read again, bound as better-sqlite3
     // binds it (a number is stored as its text, `5.0`, as in the lease row).
-    let actor = options.get("ownerId")?;
+    let actor = bind_params(&[Param::Js(options.get("ownerId")?)])?;
     let event = EventDraft {
         resource_id: &row.resource_id,
         revision: row.resource_version + 1,
@@ -176,7 +181,7 @@ fn take_lease(
         now,
         lease_generation: Some(generation),
     };
-    insert_event_binding(conn, &event, &event.event_type, &actor.bind()?)?;
+    insert_event_binding(conn, &event, &event.event_type, &actor[0])?;
     let queue_version = due.require_queue_version()?;
     Ok(Some(json!({
         "controller": row.controller_name,
@@ -285,11 +290,11 @@ fn requeue_row(
     requeue: Js<'_>,
     now: i64,
 ) -> Result<()> {
-    let error = requeue.get("error")?;
-    let error_hash = if error.is_undefined() {
+    // `requeue.error === undefined ? null : putText(requeue.error)`: two reads.
+    let error_hash = if requeue.get("error")?.is_undefined() {
         None
     } else {
-        Some(put_caller_text(conn, error, now)?)
+        Some(put_caller_text(conn, requeue.get("error")?, now)?)
     };
     let mut statement = conn.prepare_cached(
         "UPDATE controller_queue

@@ -43,6 +43,8 @@ pub fn record_run_event(conn: &Connection, call: &Call, options: Js<'_>) -> Resu
             _ => "session",
         }
     };
+    // `options.runnerId ?? null`: read again for the binding, before the payload.
+    let runner_bound = options.get("runnerId")?;
     let payload = JsonArg::read(call, options.get("payload")?)?.text_or("{}")?;
     let draft = EventDraft {
         resource_id: &row.resource_id,
@@ -55,11 +57,12 @@ pub fn record_run_event(conn: &Connection, call: &Call, options: Js<'_>) -> Resu
         lease_generation: (row.lease_generation != 0).then_some(row.lease_generation),
     };
     // `insertEvent` stores the payload first, then binds the row.
-    let bound = bind_all(&[event_type, runner], 2)?;
+    let bound = bind_all(&[event_type, runner_bound], 2)?;
     let event_id = insert_event_binding(conn, &draft, &bound[0], &bound[1])?;
     let seq = event_seq(conn, &event_id)?
         .ok_or_else(|| StoreError::plain("Run event was not recorded"))?;
-    // Past the `startsWith` check the runner is a string or nullish (`?? null`).
+    // The record's `options.runnerId ?? null`: read a third time.
+    let runner = options.get("runnerId")?;
     let runner_id = match runner {
         Js::String(text) => Some(text),
         _ => None,
