@@ -138,6 +138,19 @@ describe('C04 a JSON document is stored before a later step throws: the referenc
     expect(put).toThrow('Only plain objects can be stored as canonical JSON');
     expect(specBlobs()).toBe(1);
   });
+
+  test('the spec blob stays when the initialStatus getter throws (C01)', () => {
+    const options = {
+      controller: 'jobs',
+      key: 'zeta',
+      spec: { z: 1 },
+      get initialStatus() {
+        return boom();
+      },
+    };
+    expect(outcome(() => store.putResource(options))).toEqual(throws('Error', 'boom'));
+    expect(specBlobs()).toBe(1);
+  });
 });
 
 describe('C05 fields inherited from a prototype are read, as a property read reads them', () => {

@@ -66,16 +66,20 @@ pub fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
     let reference = ResourceRef::Parts(controller, key);
     let now = timestamp(call, options.get("now")?)?;
     let spec_text = json_arg(call, options.get("spec")?)?.text()?;
-    let status_text =
-        match json_arg(call, options.get("initialStatus")?).and_then(initial_status_text) {
-            Ok(text) => text,
-            Err(error) => {
-                // The reference stored the spec's blob (`putJson`, outside any transaction) before
-                // the status failed: it stays until an open prunes it.
-                put_json(store.conn()?, spec_text, now)?;
-                return Err(error);
-            }
-        };
+    let status_text = match options
+        .get("initialStatus")
+        .and_then(|status| json_arg(call, status))
+        .and_then(initial_status_text)
+    {
+        Ok(text) => text,
+        Err(error) => {
+            // The reference stored the spec's blob (`putJson`, outside any transaction) before
+            // reading the status (a getter may throw) or failing on it: it stays until an open
+            // prunes it.
+            put_json(store.conn()?, spec_text, now)?;
+            return Err(error);
+        }
+    };
     // Not inside a caller's transaction: there the reference stores the blobs in it and then
     // fails to begin its own, which rolls the caller's back.
     if store.project_id().is_some() && reference.texts().is_some() && store.conn()?.is_autocommit()

@@ -57,7 +57,9 @@ impl<'a> Js<'a> {
                 &hex::decode(wtf8).unwrap_or_default(),
             ))),
             Js::Live(object) => object.to_text()?.template_json(),
-            other => Ok(crate::wire::json_text(&Value::String(other.template()?))),
+            other => {
+                Ok(serde_json::to_string(&other.template()?).expect("a string always serializes"))
+            }
         }
     }
 
@@ -246,7 +248,8 @@ pub fn json_string_of_units(units: &[u16]) -> String {
         match item {
             Ok(c) => {
                 let mut buf = [0u8; 4];
-                let text = crate::wire::json_text(&Value::String(c.encode_utf8(&mut buf).into()));
+                let text = serde_json::to_string(&*c.encode_utf8(&mut buf))
+                    .expect("a string always serializes");
                 out.push_str(&text[1..text.len() - 1]);
             }
             Err(lone) => out.push_str(&format!("\\u{:04x}", lone.unpaired_surrogate())),
