@@ -107,7 +107,7 @@ test('listEvents payloads equal the payloads recorded, repeated ones included', 
   const payloads = [{ b: 1, a: 2 }, { 10: 'x', 9: 'y' }, { s: 'lone \ud800' }, { b: 1, a: 2 }, undefined, null, 'text'];
   for (const payload of payloads) store.recordEvent({ ...ref, type: 'p', payload });
   const listed = store.listEvents({ ...ref, limit: payloads.length }).reverse();
+  // JSON.stringify escapes the lone surrogate and JSON.parse reads it back: it round-trips.
   const expected = payloads.map((payload) => JSON.parse(JSON.stringify(payload ?? {})));
-  expected[2] = { s: 'lone \ufffd' };
   expect(listed.map((event: any) => event.payload)).toEqual(expected);
 });

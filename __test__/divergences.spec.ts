@@ -138,6 +138,19 @@ describe('C04 a JSON document is stored before a later step throws: the referenc
     expect(put).toThrow('Only plain objects can be stored as canonical JSON');
     expect(specBlobs()).toBe(1);
   });
+
+  test('the spec blob stays when the initialStatus getter throws (C01)', () => {
+    const options = {
+      controller: 'jobs',
+      key: 'zeta',
+      spec: { z: 1 },
+      get initialStatus() {
+        return boom();
+      },
+    };
+    expect(outcome(() => store.putResource(options))).toEqual(throws('Error', 'boom'));
+    expect(specBlobs()).toBe(1);
+  });
 });
 
 describe('C05 fields inherited from a prototype are read, as a property read reads them', () => {
@@ -220,6 +233,123 @@ describe('C08 a field is read as many times as the reference reads it: a getter 
   });
 });
 
+describe('C08b a field the reference reads at several points is read at each of them', () => {
+  /** `object[name]` as a getter giving `first` on its first read and `later` on every other. */
+  function changing(object: any, name: string, first: unknown, later: unknown): any {
+    let reads = 0;
+    Object.defineProperty(object, name, { get: () => (reads++ ? later : first), enumerable: true });
+    return object;
+  }
+
+  test('parkWorkflowRunForSourceChange verifies the claim of the run id read a second time', () => {
+    const options = changing({ claimToken: 'tok-r', detail: 'd' }, 'runId', 'r-r', 'r-r-2');
+    expect(outcome(() => store.parkWorkflowRunForSourceChange(options))).toEqual({ returns: false });
+  });
+
+  test('parkWorkflowRunForSourceChange releases the lease with the claim token read a second time', () => {
+    const options = changing({ runId: 'r-r', detail: 'd' }, 'claimToken', 'tok-r', 'tok-r-2');
+    expect(outcome(() => store.parkWorkflowRunForSourceChange(options))).toEqual(
+      throws('Error', 'Workflow run r-r claim changed during source recovery'),
+    );
+  });
+
+  test('renewWorkflowRunClaim records the viewer deltas of the run id read a second time', () => {
+    const options = changing({ claimToken: 'tok-c', leaseMs: 5000 }, 'runId', 'r-c', 'r-c-2');
+    expect(outcome(() => store.renewWorkflowRunClaim(options))).toEqual(
+      throws('Error', 'Viewer projection does not exist for workflow run: r-c-2'),
+    );
+  });
+
+  test('cancelStaleWorkflowRun updates the queue row of the run id read a second time', () => {
+    const options = changing({}, 'runId', 'r-q', 'r-q-2');
+    expect(outcome(() => store.cancelStaleWorkflowRun(options))).toEqual(
+      throws('Error', 'Workflow run r-q-2 has inconsistent queue state'),
+    );
+  });
+
+  // In the fuzzer's state the reference lists 5 runs, and ['queued', 'queued', 'queued', 'queued'].
+  test('listWorkflowRuns tests the length of statuses read a second time: an empty list filters nothing', () => {
+    const unfiltered = store.listWorkflowRuns({ limit: 5 }).map((r: any) => r.runId);
+    const options = changing({ limit: 5 }, 'statuses', ['parked'], []);
+    expect(outcome(() => store.listWorkflowRuns(options).map((r: any) => r.runId))).toEqual({ returns: unfiltered });
+  });
+
+  test('listWorkflowRuns binds the status items the spread reads, after map read them', () => {
+    const queued = store.listWorkflowRuns({ statuses: ['queued'] }).map((r: any) => r.runId);
+    expect(queued.length).toBeGreaterThan(0);
+    const statuses = changing([], '0', 'parked', 'queued');
+    expect(outcome(() => store.listWorkflowRuns({ statuses }).map((r: any) => r.runId))).toEqual({ returns: queued });
+  });
+
+  test('reserveEffect looks the existing effect up by the resourceUid read a second time', () => {
+    const options = changing({ key: 'e2', claim: f.S.claim, generation: 1, kind: 'k', requestFingerprint: 'fp' }, 'resourceUid', f.S.uid, `${f.S.uid}-2`);
+    expect(outcome(() => store.reserveEffect(options))).toEqual(throws('Error', `Effect record not found: ${f.S.uid}-2/e2`));
+  });
+
+  test('updateEffect reads the effect row by the resourceUid read a second time', () => {
+    const options = changing({ key: 'e1', claim: f.S.claim, state: 'applied' }, 'resourceUid', f.S.uid, `${f.S.uid}-2`);
+    expect(outcome(() => store.updateEffect(options))).toEqual(throws('Error', `Effect record not found: ${f.S.uid}-2/e1`));
+  });
+
+  test('completeWorkflow stores the error read a third time, after the undefined and null tests', () => {
+    const update = changing({ state: 'failed', runId: 'r-q' }, 'error', 'e', 'e-2');
+    expect(outcome(() => store.completeWorkflow(f.S.reqId, update).error)).toEqual({ returns: 'e-2' });
+  });
+
+  test('completeWorkflow tests "running" on the state read a second time', () => {
+    const update = changing({ runId: 'r-q' }, 'state', 'running', 'succeeded');
+    expect(outcome(() => store.completeWorkflow(f.S.reqId, update).state)).toEqual({ returns: 'succeeded' });
+  });
+
+  test("claimNext's lease.claimed event is attributed to the ownerId read a second time", () => {
+    const options = changing({ controllers: ['jobs'], leaseMs: 1000 }, 'ownerId', 'w9', 'w9-2');
+    expect(store.claimNext(options).ownerId).toBe('w9-2');
+    expect(rows(store, "SELECT actor_id AS a FROM events WHERE event_type = 'lease.claimed' ORDER BY event_seq DESC LIMIT 1")).toEqual([
+      { a: 'w9-2' },
+    ]);
+  });
+
+  test('listEvents binds the controller read a second time, after its undefined test', () => {
+    const options = changing({}, 'controller', 'jobs', 'jobs-2');
+    expect(outcome(() => store.listEvents(options).length)).toEqual({ returns: 0 });
+  });
+
+  test('listResources binds the controller read a second time, after its undefined test', () => {
+    const options = changing({}, 'controller', 'jobs', 'jobs-2');
+    expect(outcome(() => store.listResources(options).length)).toEqual({ returns: 0 });
+  });
+
+  test('recordRunEvent binds and returns the runnerId read after its startsWith test', () => {
+    const options = changing({ runId: 'r-c', workflowRef: 'w', type: 't' }, 'runnerId', 'host-1', 'host-1-2');
+    expect(store.recordRunEvent(options).runnerId).toBe('host-1-2');
+    expect(rows(store, 'SELECT actor_type AS t, actor_id AS a FROM events ORDER BY event_seq DESC LIMIT 1')).toEqual([
+      { t: 'host', a: 'host-1-2' },
+    ]);
+  });
+
+  test('updateFinalizers returns the resource of the ref read a second time', () => {
+    const options = changing({ expectedResourceVersion: f.S.rvBeta, finalizers: ['x'] }, 'ref', { controller: 'jobs', key: 'beta' }, {
+      controller: 'jobs',
+      key: 'alpha',
+    });
+    expect(outcome(() => store.updateFinalizers(options).metadata.key)).toEqual({ returns: 'alpha' });
+  });
+
+  test('claimNext binds an ownerId array as better-sqlite3 spreads it, in the lease and the event', () => {
+    expect(outcome(() => store.claimNext({ controllers: ['jobs'], ownerId: ['w9'], leaseMs: 1000 })?.key)).toEqual({ returns: 'delta' });
+  });
+
+  test('claimNext refuses a typed array of exclusions at flatMap, after its map', () => {
+    const claim = () => store.claimNext({ controllers: ['jobs'], ownerId: 'w9', leaseMs: 1000, exclude: new Uint8Array([1]) });
+    expect(outcome(claim)).toEqual(throws('TypeError', 'exclusions.flatMap is not a function'));
+  });
+
+  test('claimNext maps the controllers read a second time: an empty list claims nothing', () => {
+    const options = changing({ ownerId: 'w9', leaseMs: 1000 }, 'controllers', ['jobs'], []);
+    expect(outcome(() => store.claimNext(options))).toEqual({ returns: undefined });
+  });
+});
+
 describe('C09 lone surrogates are kept as JavaScript keeps them, in messages and in stored text', () => {
   test('the key in a not-found message', () => {
     expect(outcome(() => store.requestDeletion({ controller: 'jobs', key: LONE }))).toEqual(
@@ -227,14 +357,67 @@ describe('C09 lone surrogates are kept as JavaScript keeps them, in messages and
     );
   });
 
-  test.failing('an ownerId stored in a lease and read back', () => {
+  test('an ownerId stored in a lease and read back', () => {
     const claim = () => store.claimNext({ controllers: ['jobs'], ownerId: LONE, leaseMs: 1000 })?.ownerId;
     expect(outcome(claim)).toEqual({ returns: LONE });
   });
 
-  test.failing('an errorCode in the failed-run event payload', () => {
+  test('an errorCode in the failed-run event payload', () => {
     store.failWorkflowRun({ runId: 'r-q', errorCode: LONE, errorMessage: 'm' });
     expect(store.listRunEventsAfter(0, { limit: 1000 }).at(-1).payload.code).toBe(LONE);
+  });
+
+  test('a run id in the invalid-run-id message', () => {
+    expect(outcome(() => store.reserveWorkflowRun(RUN(`n-9${LONE}`)))).toEqual(throws('Error', `Invalid workflow run id: n-9${LONE}`));
+  });
+
+  test("a run id in recordRunEvent's not-found message", () => {
+    const record = () => store.recordRunEvent({ runId: LONE, workflowRef: 'w', type: 't' });
+    expect(outcome(record)).toEqual(throws('Error', `Workflow run not found: ${LONE}`));
+  });
+
+  test('an effect key in the not-found message', () => {
+    const update = () => store.updateEffect({ resourceUid: f.S.uid, key: `e${LONE}`, claim: f.S.claim, state: 'applied' });
+    expect(outcome(update)).toEqual(throws('Error', `Effect record not found: ${f.S.uid}/e${LONE}`));
+  });
+
+  test("a runnerId in recordRunEvent's record is the caller's string", () => {
+    expect(store.recordRunEvent({ runId: 'r-c', workflowRef: 'w', type: 't', runnerId: `host-1${LONE}` }).runnerId).toBe(`host-1${LONE}`);
+  });
+
+  test("a claimToken in the claim is the caller's string", () => {
+    const claim = store.claimWorkflowRun({ runId: 'r-q', runnerId: 'session-r-q', claimToken: `k${LONE}`, leaseMs: 1000 });
+    expect(claim.claimToken).toBe(`k${LONE}`);
+  });
+
+  // Stored as WTF-8 (as V8 writes a lone surrogate for SQLite), read back as V8 decodes those
+  // bytes: one U+FFFD for each byte of the surrogate's sequence.
+  test('a workflow source id stored and read back', () => {
+    const run = store.reserveWorkflowRun(RUN('n-9', { workflowSource: { kind: 'builtin', id: `e${LONE}`, revision: 'r' } }));
+    expect(run.workflowSource.root.id).toBe('e\ufffd\ufffd\ufffd');
+  });
+
+  test('a runnerId stored in the lease and read back', () => {
+    const run = store.enqueueWorkflowRun({ ...RUN('n-9'), runnerId: `s${LONE}`, claimToken: 'c', leaseMs: 1000 });
+    expect(run.runnerId).toBe('s\ufffd\ufffd\ufffd');
+  });
+
+  test('an originSessionId stored, then read back by getWorkflowRun', () => {
+    store.reserveWorkflowRun(RUN('n-9', { originSessionId: `s${LONE}` }));
+    expect(store.getWorkflowRun('n-9').originSessionId).toBe('s\ufffd\ufffd\ufffd');
+    expect(rows(store, "SELECT hex(actor_id) AS a FROM events WHERE event_type = 'run.queued' ORDER BY event_seq DESC LIMIT 1")).toEqual([
+      { a: '73EDA080' },
+    ]);
+  });
+
+  test('a JSON document keeps it: JSON.stringify escapes it, JSON.parse reads it back', () => {
+    expect(store.putResource({ controller: 'jobs', key: 'zeta', spec: { a: LONE }, initialStatus: {} }).spec).toEqual({ a: LONE });
+  });
+
+  test('a digest with one fails the digest test', () => {
+    expect(outcome(() => store.reserveWorkflowRun(RUN('n-9', { definitionDigest: `sha256:${LONE}` })))).toEqual(
+      throws('Error', 'Expected a SHA-256 digest'),
+    );
   });
 });
 
@@ -273,9 +456,36 @@ describe('C13 a non-string where text is expected is converted as Buffer.from an
     expect(outcome(update)).toEqual({ returns: 'Thu Jan 01 1970 00:00:00 GMT+0000 (Coordinated Universal Time)' });
   });
 
-  test.failing('an array as a source-change detail parks the run', () => {
+  test('an array as a source-change detail parks the run', () => {
     const park = () => store.parkWorkflowRunForSourceChange({ runId: 'r-r', claimToken: 'tok-r', detail: ['a'] });
     expect(outcome(park)).toEqual({ returns: true });
+  });
+
+  test('an empty array as a source-change detail is sliced, then binds no parameter', () => {
+    const park = () => store.parkWorkflowRunForSourceChange({ runId: 'r-r', claimToken: 'tok-r', detail: [] });
+    expect(outcome(park)).toEqual(throws('RangeError', TOO_FEW));
+  });
+
+  test('a boxed String as a source-change detail is sliced into its string', () => {
+    const park = () => store.parkWorkflowRunForSourceChange({ runId: 'r-r', claimToken: 'tok-r', detail: new String('moved') });
+    expect(outcome(park)).toEqual({ returns: true });
+  });
+
+  test('a Uint8Array as a source-change detail is sliced, stored as text, then refused by the TEXT column', () => {
+    const park = () => store.parkWorkflowRunForSourceChange({ runId: 'r-r', claimToken: 'tok-r', detail: new Uint8Array([65]) });
+    expect(outcome(park)).toEqual(
+      throws('SqliteError', 'cannot store BLOB value in TEXT column runs.status_detail', { code: 'SQLITE_CONSTRAINT_DATATYPE' }),
+    );
+  });
+
+  test("an array as a failed run's errorMessage is stored as Buffer.from makes it", () => {
+    expect(store.failWorkflowRun({ runId: 'r-q', errorCode: 'E', errorMessage: ['a', 'b'] })).toBe(true);
+    expect(store.getWorkflowRun('r-q').errorMessage).toBe('\u0000\u0000');
+  });
+
+  test("a boxed String as a failed run's errorMessage is stored, then refused by the event's canonical JSON", () => {
+    const fail = () => store.failWorkflowRun({ runId: 'r-q', errorCode: 'E', errorMessage: new String('m') });
+    expect(outcome(fail)).toEqual(throws('Error', 'Only plain objects can be stored as canonical JSON'));
   });
 });
 
@@ -298,7 +508,61 @@ describe('C15 array-likes and iterables where an array is expected are used thro
   });
 });
 
+describe('C15c finalizers are [...new Set(finalizers)] of the caller\'s own iteration', () => {
+  const update = (finalizers: unknown) => () =>
+    store.updateFinalizers({ ref: { controller: 'jobs', key: 'beta' }, expectedResourceVersion: f.S.rvBeta, finalizers }).metadata
+      .finalizers;
+
+  test('a Set has no length: the list is refused as not unique', () => {
+    expect(outcome(update(new Set(['a'])))).toEqual(throws('Error', 'Controller finalizers must be unique'));
+  });
+
+  test('a boxed String iterates its characters', () => {
+    expect(outcome(update(new String('ab')))).toEqual({ returns: ['a', 'b'] });
+  });
+
+  test('a Proxy whose get trap throws throws that (C99)', () => {
+    const proxy = new Proxy(['a'], {
+      get() {
+        throw new Error('trap');
+      },
+    });
+    expect(outcome(update(proxy))).toEqual(throws('Error', 'trap'));
+  });
+
+  test('a revoked Proxy throws the TypeError of its iteration (C01)', () => {
+    expect(outcome(update(revoked()))).toEqual(throws('TypeError', "Cannot perform 'get' on a proxy that has been revoked"));
+  });
+});
+
+describe('C15b a typed array where a list becomes an SQL IN list: its own map makes the placeholders, its spread the values', () => {
+  const TOO_MANY = 'Too many parameter values were provided';
+  test('listWorkflowRuns with a Uint8Array of statuses', () => {
+    expect(outcome(() => store.listWorkflowRuns({ statuses: new Uint8Array([1]) }))).toEqual(throws('RangeError', TOO_MANY));
+  });
+
+  test('claimNext with a Uint8Array of controllers', () => {
+    const claim = () => store.claimNext({ controllers: new Uint8Array([1, 2]), ownerId: 'w9', leaseMs: 1000 });
+    expect(outcome(claim)).toEqual(throws('RangeError', TOO_MANY));
+  });
+
+  test('claimNextWorkflowRun with a Uint8Array of excluded run ids', () => {
+    const claim = () => store.claimNextWorkflowRun({ runnerId: 'host-1', claimToken: 'k', leaseMs: 1000, excludeRunIds: new Uint8Array([1]) });
+    expect(outcome(claim)).toEqual(throws('RangeError', TOO_MANY));
+  });
+});
+
 describe('C16 a boxed String where a string is expected has its String methods and fails at binding', () => {
+  test('reserveWorkflowRun with an invalid definitionDigest new String(...) fails the digest test', () => {
+    const reserve = () => store.reserveWorkflowRun(RUN('n-9', { definitionDigest: new String('sha256:zz') }));
+    expect(outcome(reserve)).toEqual(throws('Error', 'Expected a SHA-256 digest'));
+  });
+
+  test('reserveWorkflowRun with a valid definitionDigest new String(...) reserves the run', () => {
+    const digest = `sha256:${'a1'.repeat(32)}`;
+    expect(store.reserveWorkflowRun(RUN('n-9', { definitionDigest: new String(digest) })).definitionDigest).toBe(digest);
+  });
+
   test('claimWorkflowRun with runnerId new String(...)', () => {
     const options = { runId: 'r-q', runnerId: new String('session-r-q'), claimToken: 'k', leaseMs: 1000 };
     expect(outcome(() => store.claimWorkflowRun(options))).toEqual(

@@ -35,23 +35,25 @@ function failure(run: () => unknown): { name: string; message: string } {
   throw new Error('expected a throw');
 }
 
-describe('strings with lone surrogates are stored as better-sqlite3 stores them (U+FFFD)', () => {
+describe('strings with lone surrogates are stored as better-sqlite3 and JSON.stringify store them', () => {
   // Broke: every argument and stored document with a lone surrogate was refused ("Invalid JSON
   // from the JS layer" / "Stored JSON is invalid"), where the reference stores it.
   test('in keys, specs, payloads and run inputs', () => {
     const created = store.putResource({ controller: 'c', key: 'k\udc00', spec: { a: 'x\ud800y' }, initialStatus: { s: '\udfff' } });
     // A string argument is bound as V8's bytes for it (ED B0 80), which read back as three
-    // U+FFFD, exactly as better-sqlite3 does; stored JSON has one U+FFFD (see README).
+    // U+FFFD, exactly as better-sqlite3 does; stored JSON keeps the lone surrogate as
+    // JSON.stringify's escape, which JSON.parse reads back (the reference's answers, observed).
     expect(created.metadata.key).toBe('k\ufffd\ufffd\ufffd');
     const stored = store.state.connection.prepare("SELECT hex(resource_key) AS h FROM controller_resources WHERE controller_name = 'c'");
     expect(stored.get()).toEqual({ h: '6BEDB080' });
-    expect(created.spec).toEqual({ a: 'x\ufffdy' });
+    expect(created.spec).toEqual({ a: 'x\ud800y' });
+    expect(created.status.controllerStatus).toEqual({ s: '\udfff' });
     expect(store.getResource({ controller: 'c', key: 'k\udc00' }).metadata.uid).toBe(created.metadata.uid);
     const event = store.recordEvent({ controller: 'c', key: 'k\udc00', type: 'note\ud800', payload: { p: '\ud800' } });
-    expect(store.listEvents({ controller: 'c', key: 'k\udc00', limit: 1 })[0]).toMatchObject({ seq: event.seq, type: 'note\ufffd\ufffd\ufffd', payload: { p: '\ufffd' } });
+    expect(store.listEvents({ controller: 'c', key: 'k\udc00', limit: 1 })[0]).toMatchObject({ seq: event.seq, type: 'note\ufffd\ufffd\ufffd', payload: { p: '\ud800' } });
     const run = store.reserveWorkflowRun(runReservation('r1', { input: { task: 'a\udbff' } }));
-    expect(run.input).toEqual({ task: 'a\ufffd' });
-    expect(store.getWorkflowRun('r1').input).toEqual({ task: 'a\ufffd' });
+    expect(run.input).toEqual({ task: 'a\udbff' });
+    expect(store.getWorkflowRun('r1').input).toEqual({ task: 'a\udbff' });
     store.state.integrityCheck();
   });
 

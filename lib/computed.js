@@ -27,6 +27,20 @@ module.exports = {
   get(object, key) {
     return object[key];
   },
+  // `list.map(() => "?").join(", ")` and `[...list]` of a list that is not an array (a typed
+  // array maps each "?" to 0).
+  sqlMarks(list) {
+    return list.map(() => '?').join(', ');
+  },
+  spread(list) {
+    return [...list];
+  },
+  uniqueItems(list) {
+    return [...new Set(list)];
+  },
+  invoke(receiver, name, ...args) {
+    return receiver[name](...args);
+  },
   // Node's own APIs where the reference calls them with a caller's object (its coercions and
   // refusals are Node's).
   bufferFrom(value, encoding) {

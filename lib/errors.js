@@ -139,7 +139,8 @@ function errorOfKind(wire) {
     case 'WorkflowRequestConflictError':
       return new WorkflowRequestConflictError(...wire.args.map(callerValue));
     default:
-      return withCode(new Error(wire.message), wire.code);
+      // A message interpolating a caller's string with lone surrogates arrives as WTF-8.
+      return withCode(new Error(wire.wtf8 === undefined ? wire.message : fromWtf8(wire.wtf8)), wire.code);
   }
 }
 

@@ -13,6 +13,15 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 pub enum StoreError {
     /// A plain `Error` with this message.
     Plain(String),
+    /// A plain `Error` whose message interpolates a caller's string with lone surrogates (see
+    /// [`crate::js::message_error`]): `message` has U+FFFD for each, `wtf8` is the hex of the
+    /// message's WTF-8 bytes, from which the JS layer builds the message JavaScript builds.
+    PlainWtf8 {
+        /// Readable text.
+        message: String,
+        /// The message's WTF-8, hex.
+        wtf8: String,
+    },
     /// A `TypeError` (the closed-connection error of better-sqlite3).
     Type(String),
     /// A `RangeError` (better-sqlite3's parameter-count errors).
@@ -125,6 +134,9 @@ impl StoreError {
     pub fn to_wire(&self) -> Value {
         match self {
             StoreError::Plain(message) => json!({ "kind": "Error", "message": message }),
+            StoreError::PlainWtf8 { message, wtf8 } => {
+                json!({ "kind": "Error", "message": message, "wtf8": wtf8 })
+            }
             StoreError::Type(message) => json!({ "kind": "TypeError", "message": message }),
             StoreError::Range(message) => json!({ "kind": "RangeError", "message": message }),
             StoreError::Js {

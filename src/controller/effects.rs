@@ -220,14 +220,16 @@ fn reservation_payload(call: &Call, options: Js<'_>) -> Result<String> {
 pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
     let options = Js::arg(call, 0);
     let now = timestamp(call, options.get("now")?)?;
-    let uid = options.get("resourceUid")?;
-    let key = options.get("key")?;
+    // Each use reads `options.resourceUid` and `options.key` again, as the reference's
+    // expressions do: the claimed row, the effect id, the existing row, the error, the
+    // payload, the insert and the record read back.
     let reservation = store.write(|conn| {
-        let claimed = require_claim_row_by_uid(conn, uid)?;
+        let claimed = require_claim_row_by_uid(conn, options.get("resourceUid")?)?;
         let lease = claimed.assert_claim(options.get("claim")?, now, true)?;
         let source = claimed.row;
-        let effect_id = effect_id_for(&source.resource_id, &key.template()?);
-        if let Some(existing) = effect_row(conn, uid, key)? {
+        let effect_id = effect_id_for(&source.resource_id, &options.get("key")?.template()?);
+        if let Some(existing) = effect_row(conn, options.get("resourceUid")?, options.get("key")?)?
+        {
             let same_request = options
                 .get("generation")?
                 .strict_eq_number(existing.generation as f64)
@@ -237,7 +239,7 @@ pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
                     options.get("requestFingerprint")?,
                 );
             if !same_request {
-                return Err(match error_argument(call, key) {
+                return Err(match error_argument(call, options.get("key")?) {
                     Ok(key) => StoreError::EffectRequestConflict { key },
                     Err(thrown) => thrown,
                 });
@@ -266,7 +268,7 @@ pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
             Param::text(&source.resource_id),
             Param::int(source.resource_version),
             Param::Js(options.get("kind")?),
-            Param::Js(key),
+            Param::Js(options.get("key")?),
             Param::blob(&payload_hash[..]),
             Param::int(now),
             Param::int(now),
@@ -286,6 +288,7 @@ pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
                 Ok(())
             }),
             None => {
+                let (uid, key) = (options.get("resourceUid")?, options.get("key")?);
                 let row = require_effect_row(conn, uid, key)?;
                 reservation_text(true, |out| row.write_record(conn, out))
             }
@@ -387,18 +390,16 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
     let options = Js::arg(call, 0);
     let now = timestamp(call, options.get("now")?)?;
     let record = store.write(|conn| {
-        let uid = options.get("resourceUid")?;
-        let claimed = require_claim_row_by_uid(conn, uid)?;
+        // Each use reads the field again, as the reference's expressions do.
+        let claimed = require_claim_row_by_uid(conn, options.get("resourceUid")?)?;
         let lease = claimed.assert_claim(options.get("claim")?, now, true)?;
-        let key = options.get("key")?;
-        let row = require_effect_row(conn, uid, key)?;
+        let row = require_effect_row(conn, options.get("resourceUid")?, options.get("key")?)?;
         let effect_resource_id = resource_id_for("effect", &row.effect_id);
         let revision = resource_revision(conn, &effect_resource_id)?;
-        let error = options.get("error")?;
-        let error_hash = if error.is_undefined() {
+        let error_hash = if options.get("error")?.is_undefined() {
             None
         } else {
-            Some(put_caller_text(conn, error, now)?)
+            Some(put_caller_text(conn, options.get("error")?, now)?)
         };
         let mut statement = conn.prepare_cached(
             "UPDATE effects
@@ -412,7 +413,7 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
         };
         // `options.externalRef ?? null`
         let external_ref = options.get("externalRef")?.or(Js::Null);
-        let pending = state.strict_eq_str("pending");
+        let pending = options.get("state")?.strict_eq_str("pending");
         statement.execute(params_from_iter(bind_params(&[
             stored_status,
             Param::Js(external_ref),
@@ -428,7 +429,7 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
             Param::text(&row.effect_id),
         ])?))?;
         bump_controller_resource(conn, &effect_resource_id, revision, now)?;
-        let event_type = format!("effect.{}", state.template()?);
+        let event_type = format!("effect.{}", options.get("state")?.template()?);
         insert_attributed_event(
             conn,
             &effect_resource_id,
@@ -441,7 +442,10 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
         let mut out = String::with_capacity(256);
         match updated_record(call, options, &row, now) {
             Some(record) => record.write(&mut out),
-            None => require_effect_row(conn, uid, key)?.write_record(conn, &mut out)?,
+            None => {
+                let (uid, key) = (options.get("resourceUid")?, options.get("key")?);
+                require_effect_row(conn, uid, key)?.write_record(conn, &mut out)?
+            }
         }
         Ok(out)
     })?;

@@ -283,15 +283,15 @@ pub fn list_events(store: &Store, call: &Call) -> Result<Reply> {
         clauses.push("c.project_id = ?");
         params.push(Param::text(project_id));
     }
-    let controller = field("controller")?;
-    if !controller.is_undefined() {
+    // `options.controller !== undefined`, then `params.push(options.controller)`: two reads.
+    if !field("controller")?.is_undefined() {
         clauses.push("c.controller_name = ?");
-        params.push(Param::Js(controller));
+        params.push(Param::Js(field("controller")?));
     }
-    let key = field("key")?;
-    if !key.is_undefined() {
+    let by_key = !field("key")?.is_undefined();
+    if by_key {
         clauses.push("c.resource_key = ?");
-        params.push(Param::Js(key));
+        params.push(Param::Js(field("key")?));
     }
     let limit = field("limit")?;
     params.push(if limit.is_nullish() {
@@ -303,9 +303,7 @@ pub fn list_events(store: &Store, call: &Call) -> Result<Reply> {
     let filter = clauses.join(" AND ");
     // One read transaction: the rows and each payload blob under one file lock.
     let bound = bind_params(&params)?;
-    let out = in_read_transaction(conn, || {
-        event_list_text(conn, &filter, !key.is_undefined(), bound)
-    })?;
+    let out = in_read_transaction(conn, || event_list_text(conn, &filter, by_key, bound))?;
     Ok(Reply::json_text(out))
 }
 

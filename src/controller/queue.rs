@@ -13,12 +13,13 @@ use super::rows::{
 };
 use crate::error::{Result, StoreError};
 use crate::js::{
-    assign, assign_text, bind_params, date_parse, timestamp, token_hash, Js, LeaseSum, Param,
+    assign, assign_text, bind_params, bind_params_for, date_parse, timestamp, token_hash, Js,
+    LeaseSum, Param,
 };
 use crate::state::ids::random_token;
 use crate::state::json::canonical;
 use crate::state::leases::{self, Holder, HolderKind, CONTROLLER_TAKEABLE};
-use crate::state::revisions::{insert_event, EventDraft};
+use crate::state::revisions::{insert_event_binding, EventDraft};
 use crate::store::Store;
 use crate::time::{iso, js_iso};
 use crate::wire::{Call, Reply};
@@ -43,9 +44,11 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
         return Ok(Reply::undefined());
     }
     let now = timestamp(call, options.get("now")?)?;
-    let Some(controllers) = controllers
+    // `options.controllers.map(() => "?")`: the list read again.
+    let Some((marks, _)) = options
+        .get("controllers")?
         .method("options.controllers", "map")?
-        .items_with_holes()?
+        .sql_marks()?
     else {
         return Err(StoreError::Type(
             "options.controllers.map is not a function".into(),
@@ -57,7 +60,12 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
         // `.map` and `.flatMap` skip a sparse list's holes.
         exclude => match exclude.method("exclusions", "map")?.items_with_holes()? {
             Some(items) => items.into_iter().flatten().collect(),
-            None => return Err(StoreError::Type("exclusions.map is not a function".into())),
+            // Another receiver of `map` (a typed array maps to a list of 0s) is refused at
+            // `exclusions.flatMap`, which only arrays have.
+            None => {
+                exclude.method("exclusions", "flatMap")?;
+                return Err(StoreError::Type("exclusions.map is not a function".into()));
+            }
         },
     };
     let mut excluded = Vec::with_capacity(exclusions.len() * 2);
@@ -67,7 +75,7 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
         excluded.push(key);
     }
     let claim = store.write(|conn| {
-        let Some(row) = next_due_row(store, conn, &controllers, &excluded, now)? else {
+        let Some(row) = next_due_row(store, conn, (options, &marks), &excluded, now)? else {
             return Ok(None);
         };
         take_lease(call, conn, &row, options, now)
@@ -80,16 +88,11 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 fn next_due_row(
     store: &Store,
     conn: &Db,
-    controllers: &[Option<Js<'_>>],
+    (options, placeholders): (Js<'_>, &str),
     excluded: &[Js<'_>],
     now: i64,
 ) -> Result<Option<ClaimRow>> {
     // `controllers.map(() => "?").join(", ")`: a hole joins as "" (SQLite refuses the list).
-    let marks: Vec<&str> = controllers
-        .iter()
-        .map(|controller| if controller.is_some() { "?" } else { "" })
-        .collect();
-    let placeholders = marks.join(", ");
     let exclusion_sql =
         vec!["AND NOT (c.controller_name = ? AND c.resource_key = ?)"; excluded.len() / 2]
             .join("\n");
@@ -113,17 +116,16 @@ fn next_due_row(
     );
     let mut statement = conn.prepare_cached(&sql)?;
     let project_id = store.require_project_id()?;
+    // `...options.controllers`: the list read again, its items too.
+    let controllers = options.get("controllers")?.sql_spread()?;
     let mut params = Vec::with_capacity(controllers.len() + excluded.len() + 3);
     params.push(Param::text(project_id));
-    params.extend(
-        controllers
-            .iter()
-            .map(|controller| Param::Js(controller.unwrap_or(Js::Undefined))),
-    );
+    params.extend(controllers.into_iter().map(Param::Js));
     params.extend(excluded.iter().map(|value| Param::Js(*value)));
     params.push(Param::int(now));
     params.push(Param::int(now));
-    let mut rows = statement.query(params_from_iter(bind_params(&params)?))?;
+    let bound = bind_params_for(&statement, &params)?;
+    let mut rows = statement.query(params_from_iter(bound))?;
     Ok(match rows.next()? {
         Some(ref row) => Some(ClaimRow::from_row(row)?),
         None => None,
@@ -166,27 +168,20 @@ fn take_lease(
         return Ok(None);
     }
     bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
-    // The event's actor is the owner as SQLite stored it (a number bound as a double is
-    // stored as its text, `5.0`), which the lease row now holds.
-    let stored_owner = match owner_id {
-        Js::String(owner) => owner.to_owned(),
-        _ => leases::require_lease(conn, &row.resource_id)?
-            .owner_id
-            .unwrap_or_default(),
+    // `insertEvent(…, options.ownerId, …)`: the owner read again, bound as better-sqlite3
+    // binds it (a number is stored as its text, `5.0`, as in the lease row).
+    let actor = bind_params(&[Param::Js(options.get("ownerId")?)])?;
+    let event = EventDraft {
+        resource_id: &row.resource_id,
+        revision: row.resource_version + 1,
+        event_type: "lease.claimed",
+        actor_type: "controller",
+        actor_id: None,
+        payload: &canonical(&json!({ "expiresAt": expires.json_value()? })),
+        now,
+        lease_generation: Some(generation),
     };
-    insert_event(
-        conn,
-        &EventDraft {
-            resource_id: &row.resource_id,
-            revision: row.resource_version + 1,
-            event_type: "lease.claimed",
-            actor_type: "controller",
-            actor_id: Some(&stored_owner),
-            payload: &canonical(&json!({ "expiresAt": expires.json_value()? })),
-            now,
-            lease_generation: Some(generation),
-        },
-    )?;
+    insert_event_binding(conn, &event, &event.event_type, &actor[0])?;
     let queue_version = due.require_queue_version()?;
     Ok(Some(json!({
         "controller": row.controller_name,
@@ -295,11 +290,11 @@ fn requeue_row(
     requeue: Js<'_>,
     now: i64,
 ) -> Result<()> {
-    let error = requeue.get("error")?;
-    let error_hash = if error.is_undefined() {
+    // `requeue.error === undefined ? null : putText(requeue.error)`: two reads.
+    let error_hash = if requeue.get("error")?.is_undefined() {
         None
     } else {
-        Some(put_caller_text(conn, error, now)?)
+        Some(put_caller_text(conn, requeue.get("error")?, now)?)
     };
     let mut statement = conn.prepare_cached(
         "UPDATE controller_queue

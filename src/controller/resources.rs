@@ -66,16 +66,20 @@ pub fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
     let reference = ResourceRef::Parts(controller, key);
     let now = timestamp(call, options.get("now")?)?;
     let spec_text = json_arg(call, options.get("spec")?)?.text()?;
-    let status_text =
-        match json_arg(call, options.get("initialStatus")?).and_then(initial_status_text) {
-            Ok(text) => text,
-            Err(error) => {
-                // The reference stored the spec's blob (`putJson`, outside any transaction) before
-                // the status failed: it stays until an open prunes it.
-                put_json(store.conn()?, spec_text, now)?;
-                return Err(error);
-            }
-        };
+    let status_text = match options
+        .get("initialStatus")
+        .and_then(|status| json_arg(call, status))
+        .and_then(initial_status_text)
+    {
+        Ok(text) => text,
+        Err(error) => {
+            // The reference stored the spec's blob (`putJson`, outside any transaction) before
+            // reading the status (a getter may throw) or failing on it: it stays until an open
+            // prunes it.
+            put_json(store.conn()?, spec_text, now)?;
+            return Err(error);
+        }
+    };
     // Not inside a caller's transaction: there the reference stores the blobs in it and then
     // fails to begin its own, which rolls the caller's back.
     if store.project_id().is_some() && reference.texts().is_some() && store.conn()?.is_autocommit()
@@ -276,14 +280,15 @@ pub fn list_resources(store: &Store, call: &Call) -> Result<Reply> {
         clauses.push("c.project_id = ?");
         params.push(Param::text(project_id));
     }
-    // `options.controller !== undefined` (a property of `{}` when the argument is `undefined`).
-    let controller = match options {
-        Js::Undefined => Js::Undefined,
-        options => options.get("controller")?,
+    // `options.controller !== undefined` (a property of `{}` when the argument is `undefined`),
+    // then `params.push(options.controller)`: two reads.
+    let controller = || match options {
+        Js::Undefined => Ok(Js::Undefined),
+        options => options.get("controller"),
     };
-    if !controller.is_undefined() {
+    if !controller()?.is_undefined() {
         clauses.push("c.controller_name = ?");
-        params.push(Param::Js(controller));
+        params.push(Param::Js(controller()?));
     }
     let conn = store.conn()?;
     let sql = documented_select(&format!(
@@ -334,9 +339,13 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
              WHERE controller_resource_id = ?",
         )?
         .execute(params![&status_hash[..], now, row.controller_resource_id])?;
-        let list = options.get("finalizers")?;
-        if !list.is_undefined() {
-            replace_finalizers(conn, &row.controller_resource_id, list)?;
+        // `options.finalizers !== undefined`, then the list read again.
+        if !options.get("finalizers")?.is_undefined() {
+            replace_finalizers(
+                conn,
+                &row.controller_resource_id,
+                options.get("finalizers")?,
+            )?;
         }
         bump_controller_resource(conn, &row.resource_id, row.resource_version, now)?;
         let revision = row.resource_version + 1;
@@ -351,7 +360,14 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
         )?;
         // `options.claim.resourceVersion = row.resourceVersion + 1`, inside the transaction.
         let assigned = assign(options.get("claim")?, "resourceVersion", revision as f64)?;
-        // The row as it now stands; the status blob holds exactly the text just stored.
+        // `this.requireResource(options.ref)`: the ref read again. When it names the row
+        // updated, the record is that row as it now stands (the status blob holds exactly the
+        // text just stored); another resource is read as any lookup reads it.
+        let again = ResourceRef::of(options.get("ref")?);
+        if !names_row(again, &row)? {
+            let record = require_resource(conn, store.project_id(), again)?;
+            return Ok((record, (!assigned).then_some(revision)));
+        }
         row.resource_version = revision;
         row.status_hash = status_hash.to_vec();
         let spec = JsonReads::new(conn).get_text(&row.spec_hash)?;
@@ -422,9 +438,21 @@ pub fn update_finalizers(store: &Store, call: &Call) -> Result<Reply> {
             "{}",
             now,
         )?;
-        require_resource(conn, store.project_id(), reference)
+        // `this.requireResource(options.ref)`: the ref read again.
+        require_resource(
+            conn,
+            store.project_id(),
+            ResourceRef::of(options.get("ref")?),
+        )
     })?;
     Ok(Reply::json_text(record))
+}
+
+/// Whether `reference` names `row` (its controller and key, read as a lookup reads them, are
+/// the row's strings).
+fn names_row(reference: ResourceRef<'_>, row: &ControllerRow) -> Result<bool> {
+    let (controller, key) = reference.parts()?;
+    Ok(controller.strict_eq_str(&row.controller_name) && key.strict_eq_str(&row.resource_key))
 }
 
 /// Deletes the controller row once deletion was requested and no finalizers remain; the

@@ -166,13 +166,13 @@ pub fn get_workflow_by_request_id(store: &Store, call: &Call) -> Result<Reply> {
     ))
 }
 
-/// `update.error` stored as text unless it is `undefined` or `null`.
+/// `update.error === undefined || update.error === null ? null : putText(update.error)`:
+/// the field read for each test and again for the text.
 fn update_error_hash(conn: &Db, update: Js<'_>, now: i64) -> Result<Option<BlobHash>> {
-    let error = update.get("error")?;
-    if error.is_nullish() {
+    if update.get("error")?.is_undefined() || update.get("error")? == Js::Null {
         return Ok(None);
     }
-    put_caller_text(conn, error, now).map(Some)
+    put_caller_text(conn, update.get("error")?, now).map(Some)
 }
 
 /// `value ?? null`.
@@ -204,12 +204,12 @@ pub fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
                  error_hash = ?, updated_at = ?
              WHERE request_id = ?",
         )?;
-        let run_id = or_null(update.get("runId")?);
+        // Four `update.runId ?? null`: four reads.
         statement.execute(params_from_iter(bind_params(&[
-            run_id.clone(),
-            run_id.clone(),
-            run_id.clone(),
-            run_id,
+            or_null(update.get("runId")?),
+            or_null(update.get("runId")?),
+            or_null(update.get("runId")?),
+            or_null(update.get("runId")?),
             Param::Js(update.get("state")?),
             or_null(update.get("attempt")?),
             error_hash
@@ -230,15 +230,17 @@ pub fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let update = Js::arg(call, 1);
     let conn = store.conn()?;
     let row = require_workflow_row(conn, request_id)?;
-    let state = update.get("state")?;
-    if matches!(state.as_str(), Some("pending" | "running")) {
+    // `update.state === "pending" || update.state === "running"`: read for each test.
+    if update.get("state")?.strict_eq_str("pending")
+        || update.get("state")?.strict_eq_str("running")
+    {
         return Err(StoreError::plain(
             "Scheduler completion must report a settled child state",
         ));
     }
-    let reported_run_id = update.get("runId")?;
-    if let (false, Some(reserved)) = (reported_run_id.is_undefined(), &row.run_id) {
-        if !reported_run_id.strict_eq_str(reserved) {
+    // `update.runId !== undefined && row.runId !== null && update.runId !== row.runId`.
+    if let (false, Some(reserved)) = (update.get("runId")?.is_undefined(), &row.run_id) {
+        if !update.get("runId")?.strict_eq_str(reserved) {
             return Err(StoreError::plain(
                 "Scheduler completion run ID does not match the reserved child run",
             ));
@@ -258,12 +260,12 @@ pub fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
                  error_hash = ?, updated_at = ?
              WHERE request_id = ?",
         )?;
-        let run_id = or_null(reported_run_id);
+        // Three `update.runId ?? null`, then `update.state`: each a read.
         statement.execute(params_from_iter(bind_params(&[
-            run_id.clone(),
-            run_id.clone(),
-            run_id,
-            Param::Js(state),
+            or_null(update.get("runId")?),
+            or_null(update.get("runId")?),
+            or_null(update.get("runId")?),
+            Param::Js(update.get("state")?),
             or_null(update.get("attempt")?),
             error_hash
                 .as_ref()
@@ -273,7 +275,13 @@ pub fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
         ])?))?;
         let revision = resource_revision(conn, &source.resource_id)?;
         bump_resource(conn, &source.resource_id, revision, now)?;
-        let payload = completion_payload(call, request_id, state, reported_run_id, &row)?;
+        let payload = completion_payload(
+            call,
+            request_id,
+            update.get("state")?,
+            update.get("runId")?,
+            &row,
+        )?;
         insert_event(
             conn,
             &EventDraft {

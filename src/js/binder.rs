@@ -213,7 +213,21 @@ impl<'a> Param<'a> {
 /// [`bind_all`] for a parameter list mixing the store's values and the caller's, with one
 /// argument per `?` as every statement of the store is written.
 pub fn bind_params<'a>(params: &[Param<'a>]) -> Result<Vec<Bound<'a>>> {
-    let mut binder = Binder::new(params.len());
+    bind_params_counted(params, params.len())
+}
+
+/// [`bind_params`] for `statement`, whose SQL was built from a caller's list (a list that is
+/// not an array can give fewer `?` than values): better-sqlite3's count errors against the
+/// statement's own parameter count.
+pub fn bind_params_for<'a>(
+    statement: &impl crate::sql::ParameterCount,
+    params: &[Param<'a>],
+) -> Result<Vec<Bound<'a>>> {
+    bind_params_counted(params, statement.parameter_count())
+}
+
+fn bind_params_counted<'a>(params: &[Param<'a>], count: usize) -> Result<Vec<Bound<'a>>> {
+    let mut binder = Binder::new(count);
     for param in params {
         match param {
             Param::Own(bound) => binder.push(bound.clone())?,

@@ -291,6 +291,16 @@ impl Cx {
         Ok(self.view(out))
     }
 
+    /// `receiver[name](...args)`: a method of a caller's value called by JavaScript (what it
+    /// returns, or what it throws).
+    pub fn invoke<'v>(&'v self, receiver: Js<'_>, name: &str, args: &[Js<'_>]) -> Result<Js<'v>> {
+        let mut all = Vec::with_capacity(args.len() + 2);
+        all.push(receiver);
+        all.push(Js::String(name));
+        all.extend_from_slice(args);
+        self.helper("invoke", &all)
+    }
+
     /// `new Date(value).getTime()`.
     pub fn new_date(&self, value: Js<'_>) -> Result<f64> {
         match self.helper("date", &[value])? {

@@ -48,6 +48,21 @@ impl<'a> Js<'a> {
         })
     }
 
+    /// `${value}` as a JSON string literal, as `JSON.stringify` writes it: a lone surrogate
+    /// (kept by a template literal) is written as its `\uXXXX` escape, which `JSON.parse`
+    /// reads back as that lone surrogate.
+    pub fn template_json(self) -> Result<String> {
+        match self {
+            Js::IllFormed { wtf8, .. } => Ok(json_string_of_units(&super::live::wtf8_units(
+                &hex::decode(wtf8).unwrap_or_default(),
+            ))),
+            Js::Live(object) => object.to_text()?.template_json(),
+            other => {
+                Ok(serde_json::to_string(&other.template()?).expect("a string always serializes"))
+            }
+        }
+    }
+
     /// `expr.name(…)`: Ok when the value has that method, else V8's TypeError naming `expr`.
     pub fn method(self, expr: &str, name: &str) -> Result<Js<'a>> {
         let has = match self {
@@ -193,6 +208,56 @@ const OBJECT_METHODS: &[&str] = &[
     "toString",
     "valueOf",
 ];
+
+/// `new Error(`${a}${b}…`)`: a plain Error whose message is `pieces` interpolated, each as a
+/// template literal converts it (what a conversion throws is returned instead). A caller's
+/// string with lone surrogates keeps them in the message, as JavaScript's message does.
+pub fn message_error(pieces: &[Js<'_>]) -> StoreError {
+    let mut message = String::new();
+    let mut wtf8: Option<Vec<u8>> = None;
+    for piece in pieces {
+        let (text, bytes) = match piece {
+            Js::IllFormed { text, wtf8 } => ((*text).to_owned(), hex::decode(wtf8).ok()),
+            other => match other.template() {
+                Ok(text) => (text, None),
+                Err(error) => return error,
+            },
+        };
+        if bytes.is_some() && wtf8.is_none() {
+            wtf8 = Some(message.as_bytes().to_vec());
+        }
+        if let Some(out) = wtf8.as_mut() {
+            out.extend_from_slice(bytes.as_deref().unwrap_or(text.as_bytes()));
+        }
+        message.push_str(&text);
+    }
+    match wtf8 {
+        None => StoreError::Plain(message),
+        Some(bytes) => StoreError::PlainWtf8 {
+            message,
+            wtf8: hex::encode(bytes),
+        },
+    }
+}
+
+/// `JSON.stringify` of a string given as UTF-16 units: lone surrogates as `\uXXXX` escapes.
+pub fn json_string_of_units(units: &[u16]) -> String {
+    let mut out = String::with_capacity(units.len() + 2);
+    out.push('"');
+    for item in char::decode_utf16(units.iter().copied()) {
+        match item {
+            Ok(c) => {
+                let mut buf = [0u8; 4];
+                let text = serde_json::to_string(&*c.encode_utf8(&mut buf))
+                    .expect("a string always serializes");
+                out.push_str(&text[1..text.len() - 1]);
+            }
+            Err(lone) => out.push_str(&format!("\\u{:04x}", lone.unpaired_surrogate())),
+        }
+    }
+    out.push('"');
+    out
+}
 
 /// `Number.prototype.toString()` of any number.
 pub fn js_number_text(n: f64) -> String {

@@ -322,6 +322,18 @@ impl<'a> Js<'a> {
         })
     }
 
+    /// `Boolean(value)` of a value JavaScript returned (an object is truthy).
+    pub fn truthy(self) -> bool {
+        match self {
+            Js::Undefined | Js::Null => false,
+            Js::Bool(b) => b,
+            Js::Number(n) => n != 0.0 && !n.is_nan(),
+            Js::String(text) => !text.is_empty(),
+            Js::BigInt(digits) => digits != "0",
+            _ => true,
+        }
+    }
+
     /// `value === null || value === undefined`.
     pub fn is_nullish(self) -> bool {
         matches!(self, Js::Undefined | Js::Null)
@@ -402,6 +414,60 @@ impl<'a> Js<'a> {
             other => Ok(other
                 .items()?
                 .map(|items| items.into_iter().map(Some).collect())),
+        }
+    }
+
+    /// `list.map(() => "?").join(", ")`, as the reference builds an SQL list (`IN (…)`) from a
+    /// caller's list after checking `list.map` is a method: the placeholders, and whether a
+    /// hole of a sparse array left an empty one (it joins as ""). An array's items are read
+    /// as `map` reads them (`index in list`, then the item); any other receiver (a typed
+    /// array, whose `map` turns each "?" into 0) is mapped and joined by JavaScript. `None`
+    /// for a wire value that is not an array.
+    pub fn sql_marks(self) -> Result<Option<(String, bool)>> {
+        if let Some(items) = self.items_with_holes()? {
+            let marks: Vec<&str> = items
+                .iter()
+                .map(|item| if item.is_some() { "?" } else { "" })
+                .collect();
+            return Ok(Some((marks.join(", "), items.iter().any(Option::is_none))));
+        }
+        let Js::Live(object) = self else {
+            return Ok(None);
+        };
+        let marks = match object.cx().helper("sqlMarks", &[self])? {
+            Js::String(marks) => marks.to_owned(),
+            other => other.template()?,
+        };
+        Ok(Some((marks, false)))
+    }
+
+    /// `...list` in an argument list: an array's items read again (a hole as `undefined`);
+    /// any other iterable spread by JavaScript.
+    pub fn sql_spread(self) -> Result<Vec<Js<'a>>> {
+        match self {
+            Js::Live(object) if object.is_js_array() => {
+                let length = object.get("length")?.as_number().unwrap_or(0.0) as u32;
+                (0..length).map(|index| object.get_index(index)).collect()
+            }
+            Js::Live(object) => Ok(object
+                .cx()
+                .helper("spread", &[self])?
+                .items()?
+                .unwrap_or_default()),
+            other => Ok(other.items()?.unwrap_or_default()),
+        }
+    }
+
+    /// The text SQLite hands back for this string once better-sqlite3 bound it, as V8 decodes
+    /// it: the string itself, or for one with lone surrogates the UTF-8 decoding of its WTF-8
+    /// (each byte of a surrogate's sequence a U+FFFD). `None` for any other value.
+    pub fn stored_text(self) -> Option<std::borrow::Cow<'a, str>> {
+        match self {
+            Js::String(text) => Some(std::borrow::Cow::Borrowed(text)),
+            Js::IllFormed { wtf8, .. } => Some(std::borrow::Cow::Owned(
+                String::from_utf8_lossy(&hex::decode(wtf8).unwrap_or_default()).into_owned(),
+            )),
+            _ => None,
         }
     }
 

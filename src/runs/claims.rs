@@ -14,7 +14,7 @@ use crate::js::{add_to_number, bind_all, params_for, token_hash_js, Js, Param, S
 use crate::state::blobs::JsonReads;
 use crate::state::json::canonical;
 use crate::state::leases::{self, bound_text, Actor, Fence, Holder, HolderKind, Lease};
-use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft};
+use crate::state::revisions::{bump_resource_revision, insert_event_binding, EventDraft};
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::{in_read_transaction, Store};
 use crate::time::js_iso;
@@ -88,26 +88,25 @@ fn next_run_selection<'a>(
         params.push(session_id);
     }
     // `excludeRunIds !== undefined && excludeRunIds.length > 0`, then `.map` and a spread.
-    let excluded = args.get_or_undefined("excludeRunIds")?;
+    // Each use reads `options.excludeRunIds` again, as the reference's expressions do.
     let exclusion;
-    if !excluded.is_undefined()
-        && excluded
+    if !args.get_or_undefined("excludeRunIds")?.is_undefined()
+        && args
+            .get_or_undefined("excludeRunIds")?
             .get("length")?
             .as_number()
             .is_some_and(|length| length > 0.0)
     {
-        let items = excluded
+        let marks = args
+            .get_or_undefined("excludeRunIds")?
             .method("options.excludeRunIds", "map")?
-            .items_with_holes()?
-            .unwrap_or_default();
+            .sql_marks()?;
         // A hole of a sparse list joins as "" (as `.map` leaves it) and spreads as undefined.
-        let marks: Vec<&str> = items
-            .iter()
-            .map(|item| if item.is_some() { "?" } else { "" })
-            .collect();
-        exclusion = format!("r.run_id NOT IN ({})", marks.join(", "));
-        clauses.push(&exclusion);
-        params.extend(items.into_iter().map(|item| item.unwrap_or(Js::Undefined)));
+        if let Some((marks, _)) = marks {
+            exclusion = format!("r.run_id NOT IN ({marks})");
+            clauses.push(&exclusion);
+            params.extend(args.get_or_undefined("excludeRunIds")?.sql_spread()?);
+        }
     }
     if let Some(candidates) = candidates {
         clauses.push("r.rowid IN (SELECT value FROM json_each(?))");
@@ -223,7 +222,13 @@ pub fn renew(store: &Store, call: &Call) -> Result<Reply> {
         if !leases::renew(conn, &row.resource_id, &holder, generation, expires_at, now)? {
             return Ok(false);
         }
-        record_viewer_deltas(conn, &row.run_id, SUMMARY_REPLAY, now)?;
+        // `recordViewerDeltas(this.state, options.runId, …)`: the run id read again.
+        let again = args.get_or_undefined("runId")?;
+        let again = match again.stored_text() {
+            Some(text) => text,
+            None => std::borrow::Cow::Owned(again.template()?),
+        };
+        record_viewer_deltas(conn, &again, SUMMARY_REPLAY, now)?;
         Ok(true)
     })?;
     Ok(Reply::value(renewed))
@@ -486,11 +491,13 @@ pub fn claim_run_in_transaction(
     // `now + leaseMs`, then the arguments of `.run(…)` in order.
     let expires_sum = add_to_number(now as f64, claim.lease_ms)?;
     let runner = claim.runner_id.method("runnerId", "startsWith")?;
-    let runner_id = match runner {
+    // What the lease and the event store, and the record reads back.
+    let runner_text = runner.stored_text().unwrap_or_default();
+    let runner_id: &str = &runner_text;
+    let owner_type = runner_owner_type(match runner {
         Js::String(text) | Js::IllFormed { text, .. } => text,
         _ => "",
-    };
-    let owner_type = runner_owner_type(runner_id);
+    });
     let token_hash = token_hash_js(claim.claim_token)?;
     let bound = bind_all(&[runner], 1)?;
     let holder = Holder {
@@ -519,18 +526,20 @@ pub fn claim_run_in_transaction(
         .execute(params![now, row.run_id])?;
     }
     let revision = bump_resource_revision(conn, &row.resource_id, now)?;
-    insert_event(
+    insert_event_binding(
         conn,
         &EventDraft {
             resource_id: &row.resource_id,
             revision,
             event_type: "lease.claimed",
             actor_type: owner_type,
-            actor_id: Some(runner_id),
+            actor_id: None,
             payload: &canonical(&json!({ "expiresAt": expires_sum.json_value()? })),
             now,
             lease_generation: Some(generation),
         },
+        &"lease.claimed",
+        &bound[0],
     )?;
     // The record formats the expiry with `toISOString()` inside the transaction: one outside
     // JavaScript's date range is a RangeError and nothing is claimed.
@@ -557,7 +566,7 @@ pub fn claim_run_in_transaction(
     Ok(Some(map_workflow_run_with(
         &mut JsonReads::new(conn),
         &claimed,
-        Some(&claim.claim_token.template()?),
+        Some(&claim.claim_token.template_json()?),
     )?))
 }
 

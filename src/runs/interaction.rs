@@ -6,8 +6,9 @@ use crate::sql::{params, params_from_iter, Db, OptionalExtension};
 use serde_json::json;
 
 use super::claims::{inconsistent, live_claim_row_of, options_now};
+use super::row::run_row_of;
 use crate::error::Result;
-use crate::js::{params_for, Js};
+use crate::js::{message_error, params_for, Js};
 use crate::state::blobs::put_json;
 use crate::state::json::canonical;
 use crate::state::leases::{self, Actor};
@@ -30,7 +31,7 @@ struct ExpiredInteraction {
 /// whose attempt deadline is due and whose step message has a started turn.
 fn expired_interaction(
     conn: &Db,
-    run_id: &str,
+    run_id: Js<'_>,
     target_session_id: Js<'_>,
     now: i64,
 ) -> Result<Option<ExpiredInteraction>> {
@@ -52,11 +53,7 @@ fn expired_interaction(
     // `.get(options.runId, options.targetSessionId, now)`, bound as given.
     let params = params_for(
         &statement,
-        &[
-            Js::String(run_id),
-            target_session_id,
-            Js::Number(now as f64),
-        ],
+        &[run_id, target_session_id, Js::Number(now as f64)],
     )?;
     Ok(statement
         .query_row(params_from_iter(&params), |row| {
@@ -106,19 +103,31 @@ fn resume_from_expired(
 pub fn begin_timeout(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
-    let target_session_id = args.get_or_undefined("targetSessionId")?;
     store.write(|conn| {
-        let Some(row) = live_claim_row_of(
+        if live_claim_row_of(
             conn,
             args.get_or_undefined("runId")?,
             args.get_or_undefined("claimToken")?,
             now,
         )?
-        else {
+        .is_none()
+        {
             return Ok(false);
+        }
+        // `this.requireWorkflowRunRow(options.runId)`, then `.get(options.runId,
+        // options.targetSessionId, now)`: the run id read again for each.
+        let run_id = args.get_or_undefined("runId")?;
+        let Some(row) = run_row_of(conn, run_id)? else {
+            return Err(message_error(&[
+                Js::String("Workflow run not found: "),
+                run_id,
+            ]));
         };
         let run_id = row.run_id.as_str();
-        let Some(interaction) = expired_interaction(conn, run_id, target_session_id, now)? else {
+        let bound_run_id = args.get_or_undefined("runId")?;
+        let target_session_id = args.get_or_undefined("targetSessionId")?;
+        let Some(interaction) = expired_interaction(conn, bound_run_id, target_session_id, now)?
+        else {
             return Ok(false);
         };
         resume_from_expired(conn, run_id, &interaction, now)?;

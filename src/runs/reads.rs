@@ -15,6 +15,7 @@ use super::row::{rowid_list, run_row_of, RunRow, RunRowRef, RUN_SELECT};
 use crate::error::Result;
 use crate::js::{params_for, Bound, Js};
 use crate::state::blobs::JsonReads;
+use crate::state::columns::is_utf8_error;
 use crate::state::run_index::{Current, ListRevision, Shape};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{json_text, Call, Reply};
@@ -86,12 +87,22 @@ fn page_records(
         else {
             continue;
         };
-        let run = RunRowRef::from_row(row)?;
-        let record = map_listed_run_record(json, &run, &reads);
-        if let (Some(index), Ok(text)) = (index.as_deref_mut(), &record) {
-            if reads.read_every_document(&run) {
-                index.keep_record(Shape::Record, rowid, text);
+        let (record, settled) = match RunRowRef::from_row(row) {
+            // A text that is not UTF-8 (a caller's lone surrogate): read as V8 reads it.
+            Err(error) if is_utf8_error(&error) => {
+                let owned = RunRow::from_row(row)?;
+                let run = owned.borrowed();
+                let record = map_listed_run_record(json, &run, &reads);
+                (record, reads.read_every_document(&run))
             }
+            run => {
+                let run = run?;
+                let record = map_listed_run_record(json, &run, &reads);
+                (record, reads.read_every_document(&run))
+            }
+        };
+        if let (Some(index), Ok(text), true) = (index.as_deref_mut(), &record, settled) {
+            index.keep_record(Shape::Record, rowid, text);
         }
         page[at] = Some(record);
     }
@@ -123,14 +134,19 @@ pub fn get_workflow_run(store: &Store, run_id: Js<'_>) -> Result<Option<String>>
         let mut rows = statement.query(params_from_iter(&params))?;
         match rows.next()? {
             None => None,
-            Some(ref row) => {
-                let run = RunRowRef::from_row(row)?;
-                let reads = RecordReads::from_row(row, true)?;
-                match reads.is_complete(&run) {
-                    true => Some(Some(map_run_record(conn, &run, &reads)?)),
-                    false => Some(None),
+            Some(ref row) => match RunRowRef::from_row(row) {
+                // A text that is not UTF-8 (a caller's lone surrogate): the owned read below
+                // reads it as V8 reads it.
+                Err(error) if is_utf8_error(&error) => Some(None),
+                run => {
+                    let run = run?;
+                    let reads = RecordReads::from_row(row, true)?;
+                    match reads.is_complete(&run) {
+                        true => Some(Some(map_run_record(conn, &run, &reads)?)),
+                        false => Some(None),
+                    }
                 }
-            }
+            },
         }
     };
     match found {
@@ -314,32 +330,25 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         ("statuses", "q.status IN"),
         ("excludeRunIds", "r.run_id NOT IN"),
     ] {
-        let list = options.get(name)?;
-        if list.is_undefined() {
+        // Each use reads `options.<name>` again, as the reference's expressions do.
+        if options.get(name)?.is_undefined() {
             continue;
         }
-        let length = list.get("length")?;
+        let length = options.get(name)?.get("length")?;
         if !length.as_number().is_some_and(|length| length > 0.0) {
             continue;
         }
-        let Some(items) = list
+        let list = options.get(name)?;
+        let Some((marks, holes)) = list
             .method(&format!("options.{name}"), "map")?
-            .items_with_holes()?
+            .sql_marks()?
         else {
             continue;
         };
         // `.map(() => "?").join(", ")`: a hole stays a hole and joins as "" (SQLite then
         // refuses the list, as it refuses the reference's); the spread binds it as undefined.
-        let marks: Vec<&str> = items
-            .iter()
-            .map(|item| if item.is_some() { "?" } else { "" })
-            .collect();
-        holey |= items.iter().any(Option::is_none);
-        let marks = marks.join(", ");
-        let items: Vec<Js<'_>> = items
-            .into_iter()
-            .map(|item| item.unwrap_or(Js::Undefined))
-            .collect();
+        holey |= holes;
+        let items = options.get(name)?.sql_spread()?;
         clauses.push(format!("{column_test} ({marks})"));
         if name == "statuses" {
             by_status = true;

@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 use super::row::{RunRow, RunRowRef};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{read_text, BlobHash, JsonReads, MEDIA_JSON};
+use crate::state::columns::lossy_string_at;
 use crate::state::columns::{blob_at, opt_blob_at, opt_str_at, str_at};
 use crate::state::json::record_text;
 use crate::time::check_js_time;
@@ -22,7 +23,7 @@ pub fn map_workflow_run(conn: &Db, row: &RunRow) -> Result<String> {
 
 /// [`map_workflow_run`] reading JSON documents through `json`, which a list shares: its runs
 /// mostly have the same definition snapshot and launch options. A claim result carries the
-/// caller's `claimToken`. Written straight as JSON text: building and serializing a `Value`
+/// caller's `claimToken` (`claim_token`: its JSON text). Written straight as JSON text: building and serializing a `Value`
 /// was most of the cost of the record.
 pub fn map_workflow_run_with(
     json: &mut JsonReads<'_>,
@@ -59,7 +60,7 @@ fn write_run_record(
         .raw("launchOptions", launch_options)
         .str("status", row.status)
         .opt_str("runnerId", row.owner_id)
-        .opt_str("claimToken", claim_token);
+        .raw("claimToken", claim_token.unwrap_or("null"));
     match row.owner_id {
         Some(_) => record.int("claimGeneration", row.lease_generation),
         None => record.raw("claimGeneration", "null"),
@@ -367,10 +368,10 @@ fn read_queued_run_sources_text(json: &mut JsonReads<'_>, run: &RunRowRef<'_>) -
         )?
         .query_map([&run.run_id], |row| {
             Ok(SourceRow {
-                mount_path: row.get(0)?,
+                mount_path: lossy_string_at(row, 0)?,
                 source_type: row.get(1)?,
-                source_ref: row.get(2)?,
-                source_revision: row.get(3)?,
+                source_ref: lossy_string_at(row, 2)?,
+                source_revision: lossy_string_at(row, 3)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()?;

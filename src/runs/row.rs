@@ -7,7 +7,9 @@ use crate::sql::{params_from_iter, Db, OptionalExtension, Row};
 
 use crate::error::Result;
 use crate::js::{params_for, Js};
-use crate::state::columns::{blob_at, opt_blob_at, opt_str_at, str_at};
+use crate::state::columns::{
+    blob_at, is_utf8_error, lossy_string_at, opt_blob_at, opt_lossy_string_at, opt_str_at, str_at,
+};
 use crate::state::leases::Lease;
 
 /// The columns of the reference's `workflowRunSelect`, then the rest of the run's lease (so a
@@ -111,7 +113,17 @@ pub type RunRowRef<'r> = RunColumns<&'r str, &'r [u8]>;
 impl RunRow {
     /// Reads a row selected by [`RUN_SELECT`].
     pub fn from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
-        Ok(RunRowRef::from_row(row)?.map(|text| (*text).to_owned(), |bytes| bytes.to_vec()))
+        match RunRowRef::from_row(row) {
+            Ok(borrowed) => Ok(borrowed.map(|text| (*text).to_owned(), |bytes| bytes.to_vec())),
+            // A caller's text with lone surrogates is stored as WTF-8: read as V8 reads it.
+            Err(error) if is_utf8_error(&error) => Ok(read_columns(
+                row,
+                |index| lossy_string_at(row, index),
+                |index| opt_lossy_string_at(row, index),
+            )?
+            .map(String::clone, |bytes| bytes.to_vec())),
+            Err(error) => Err(error),
+        }
     }
 
     /// The row with its texts and blobs borrowed.
@@ -141,41 +153,55 @@ impl<'r> RunRowRef<'r> {
     /// Reads a row selected by [`RUN_SELECT`] in place; a column of another type fails as
     /// `row.get` into the owned type does.
     pub fn from_row(row: &'r Row<'_>) -> rusqlite::Result<RunRowRef<'r>> {
-        Ok(RunColumns {
-            run_id: str_at(row, 0)?,
-            resource_id: str_at(row, 1)?,
-            workflow_name: str_at(row, 2)?,
-            workflow_ref: str_at(row, 3)?,
-            run_status: str_at(row, 4)?,
-            paused: row.get(5)?,
-            definition_digest: blob_at(row, 6)?,
-            definition_hash: blob_at(row, 7)?,
-            input_hash: blob_at(row, 8)?,
-            launch_options_hash: blob_at(row, 9)?,
-            status: str_at(row, 10)?,
-            available_at: row.get(11)?,
-            affinity_runner_id: opt_str_at(row, 12)?,
-            consecutive_errors: row.get(13)?,
-            error_code: opt_str_at(row, 14)?,
-            error_hash: opt_blob_at(row, 15)?,
-            origin_session_id: opt_str_at(row, 16)?,
-            execution_mode: opt_str_at(row, 17)?,
-            parent_run_id: opt_str_at(row, 18)?,
-            root_run_id: str_at(row, 19)?,
-            lineage_kind: opt_str_at(row, 20)?,
-            restart_number: row.get(21)?,
-            parent_terminal_fingerprint: opt_blob_at(row, 22)?,
-            created_at: row.get(23)?,
-            updated_at: row.get(24)?,
-            started_at: row.get(25)?,
-            finished_at: row.get(26)?,
-            lease_generation: row.get(27)?,
-            owner_id: opt_str_at(row, 28)?,
-            claim_expires_at: row.get(29)?,
-            owner_type: opt_str_at(row, 30)?,
-            token_hash: opt_blob_at(row, 31)?,
-        })
+        read_columns(
+            row,
+            |index| str_at(row, index),
+            |index| opt_str_at(row, index),
+        )
     }
+}
+
+/// The columns of a row selected by [`RUN_SELECT`], texts read by `text`/`opt_text`, blobs in
+/// place.
+fn read_columns<'r, S>(
+    row: &'r Row<'_>,
+    text: impl Fn(usize) -> rusqlite::Result<S>,
+    opt_text: impl Fn(usize) -> rusqlite::Result<Option<S>>,
+) -> rusqlite::Result<RunColumns<S, &'r [u8]>> {
+    Ok(RunColumns {
+        run_id: text(0)?,
+        resource_id: text(1)?,
+        workflow_name: text(2)?,
+        workflow_ref: text(3)?,
+        run_status: text(4)?,
+        paused: row.get(5)?,
+        definition_digest: blob_at(row, 6)?,
+        definition_hash: blob_at(row, 7)?,
+        input_hash: blob_at(row, 8)?,
+        launch_options_hash: blob_at(row, 9)?,
+        status: text(10)?,
+        available_at: row.get(11)?,
+        affinity_runner_id: opt_text(12)?,
+        consecutive_errors: row.get(13)?,
+        error_code: opt_text(14)?,
+        error_hash: opt_blob_at(row, 15)?,
+        origin_session_id: opt_text(16)?,
+        execution_mode: opt_text(17)?,
+        parent_run_id: opt_text(18)?,
+        root_run_id: text(19)?,
+        lineage_kind: opt_text(20)?,
+        restart_number: row.get(21)?,
+        parent_terminal_fingerprint: opt_blob_at(row, 22)?,
+        created_at: row.get(23)?,
+        updated_at: row.get(24)?,
+        started_at: row.get(25)?,
+        finished_at: row.get(26)?,
+        lease_generation: row.get(27)?,
+        owner_id: opt_text(28)?,
+        claim_expires_at: row.get(29)?,
+        owner_type: opt_text(30)?,
+        token_hash: opt_blob_at(row, 31)?,
+    })
 }
 
 impl<S, B> RunColumns<S, B> {

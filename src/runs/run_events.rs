@@ -10,7 +10,7 @@ use super::claims::runner_owner_type;
 use super::row::run_row_of;
 use crate::controller::rows::documented::joined_document_text;
 use crate::error::{Result, StoreError};
-use crate::js::{bind_all, params_for, Js};
+use crate::js::{bind_all, message_error, params_for, Js};
 use crate::state::columns::{opt_str_at, str_at};
 use crate::state::revisions::{
     bump_resource_revision, event_seq, insert_event_binding, EventDraft,
@@ -26,10 +26,10 @@ use crate::wire::{Call, JsonArg, ObjectWriter, Reply};
 pub fn record_run_event(conn: &Db, call: &Call, options: Js<'_>) -> Result<Reply> {
     let run_id = options.get("runId")?;
     let Some(row) = run_row_of(conn, run_id)? else {
-        return Err(StoreError::plain(format!(
-            "Workflow run not found: {}",
-            run_id.template()?
-        )));
+        return Err(message_error(&[
+            Js::String("Workflow run not found: "),
+            run_id,
+        ]));
     };
     let now = crate::js::timestamp(call, options.get("now")?)?;
     let revision = bump_resource_revision(conn, &row.resource_id, now)?;
@@ -43,6 +43,8 @@ pub fn record_run_event(conn: &Db, call: &Call, options: Js<'_>) -> Result<Reply
             _ => "session",
         }
     };
+    // `options.runnerId ?? null`: read again for the binding, before the payload.
+    let runner_bound = options.get("runnerId")?;
     let payload = JsonArg::read(call, options.get("payload")?)?.text_or("{}")?;
     let draft = EventDraft {
         resource_id: &row.resource_id,
@@ -55,13 +57,20 @@ pub fn record_run_event(conn: &Db, call: &Call, options: Js<'_>) -> Result<Reply
         lease_generation: (row.lease_generation != 0).then_some(row.lease_generation),
     };
     // `insertEvent` stores the payload first, then binds the row.
-    let bound = bind_all(&[event_type, runner], 2)?;
+    let bound = bind_all(&[event_type, runner_bound], 2)?;
     let event_id = insert_event_binding(conn, &draft, &bound[0], &bound[1])?;
     let seq = event_seq(conn, &event_id)?
         .ok_or_else(|| StoreError::plain("Run event was not recorded"))?;
-    // Past the `startsWith` check the runner is a string or nullish (`?? null`).
+    // The record's `options.runnerId ?? null`: read a third time.
+    let runner = options.get("runnerId")?;
     let runner_id = match runner {
-        Js::String(text) | Js::IllFormed { text, .. } => Some(text),
+        Js::String(text) => Some(text),
+        _ => None,
+    };
+    // The caller's string with lone surrogates, as JSON text (`JSON.parse` reads their escapes
+    // back as they were).
+    let runner_json = match runner {
+        Js::IllFormed { .. } => Some(runner.template_json()?),
         _ => None,
     };
     let mut event = String::with_capacity(160);
@@ -72,6 +81,7 @@ pub fn record_run_event(conn: &Db, call: &Call, options: Js<'_>) -> Result<Reply
         workflow_ref: None,
         event_type: None,
         runner_id,
+        runner_json,
         payload: "{}",
     }
     .write(&mut event);
@@ -88,21 +98,27 @@ struct RunEvent<'a> {
     workflow_ref: Option<&'a str>,
     event_type: Option<&'a str>,
     runner_id: Option<&'a str>,
+    /// `runnerId` as JSON text, in place of `runner_id` (a caller's string that JSON text
+    /// alone can keep).
+    runner_json: Option<String>,
     payload: &'a str,
 }
 
 impl RunEvent<'_> {
     /// The one writer of `RunEventRecord`, as JSON text.
     fn write(&self, out: &mut String) {
-        ObjectWriter::new(out)
+        let mut record = ObjectWriter::new(out);
+        record
             .int("seq", self.seq)
             .time("recordedAt", self.recorded_at)
             .opt_str("runId", self.run_id)
             .opt_str("workflowRef", self.workflow_ref)
-            .opt_str("type", self.event_type)
-            .opt_str("runnerId", self.runner_id)
-            .raw("payload", self.payload)
-            .finish();
+            .opt_str("type", self.event_type);
+        match &self.runner_json {
+            Some(json) => record.raw("runnerId", json),
+            None => record.opt_str("runnerId", self.runner_id),
+        };
+        record.raw("payload", self.payload).finish();
     }
 }
 
@@ -153,6 +169,7 @@ fn run_event_list_text(conn: &Db, seq: Js<'_>, limit: Js<'_>) -> Result<String> 
             workflow_ref: Some(workflow_ref),
             event_type: Some(event_type),
             runner_id,
+            runner_json: None,
             payload: &payload,
         }
         .write(&mut out);

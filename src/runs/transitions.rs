@@ -10,8 +10,11 @@ use super::claims::{
     run_holder,
 };
 use super::row::{run_row_of, RunRow};
+use crate::controller::rows::put_caller_text;
 use crate::error::{Result, StoreError};
-use crate::js::{canonical_literal, params_for, token_hash_js, Js, Param};
+use crate::js::{
+    bind_params, canonical_literal, message_error, params_for, token_hash_js, Js, Param,
+};
 use crate::state::blobs::{put_json, put_text, BlobHash};
 use crate::state::ids::random_uuid;
 use crate::state::json::canonical;
@@ -195,48 +198,79 @@ fn truncate_detail(detail: &str) -> String {
     String::from_utf16_lossy(&units)
 }
 
-/// `options.detail.slice(…)`'s receiver, read where the reference reads it: only a string has
-/// the method here (an array's `slice` is not followed yet).
-fn detail_text<'a>(options: Js<'a>) -> Result<&'a str> {
+/// `options.detail.slice(0, 8_192)`, read where the reference reads it: a string is cut here;
+/// any other receiver with a `slice` method (an array, a boxed string, a byte view, a string
+/// with lone surrogates) is sliced by JavaScript itself, and what it returns is what the
+/// reference stores and binds.
+fn sliced_detail<'a>(call: &'a Call, options: Js<'a>, cut: &'a mut String) -> Result<Js<'a>> {
     match options.get("detail")?.method("options.detail", "slice")? {
-        Js::String(text) => Ok(text),
-        _ => Err(StoreError::Type(
-            "options.detail.slice is not a function".into(),
-        )),
+        Js::String(text) => {
+            *cut = truncate_detail(text);
+            Ok(Js::String(cut.as_str()))
+        }
+        other => match call.cx() {
+            Some(cx) => cx.invoke(other, "slice", &[Js::Number(0.0), Js::Number(8_192.0)]),
+            None => Err(StoreError::Type(
+                "options.detail.slice is not a function".into(),
+            )),
+        },
     }
 }
 
-/// The live claim's row, read inside the transaction; `None` when the claim is not live. The
-/// reference reads the run, then checks the claim by reading it again with its lease: one read
-/// of the run with its whole lease gives both.
-fn claimed_row(conn: &Db, run_id: Js<'_>, claim_token: Js<'_>, now: i64) -> Result<Option<RunRow>> {
-    if run_row_of(conn, run_id)?.is_none() {
+/// `this.workflowRunRow(options.runId)`, then `verifyWorkflowRunClaim({ runId: options.runId,
+/// claimToken: options.claimToken, now })`: the live claim's row, read inside the
+/// transaction with the reference's reads of the caller's fields (the run id twice); `None`
+/// when the run is missing or the claim is not live.
+fn claimed_row(conn: &Db, options: Js<'_>, now: i64) -> Result<Option<RunRow>> {
+    if run_row_of(conn, options.get("runId")?)?.is_none() {
         return Ok(None);
     }
+    let run_id = options.get("runId")?;
+    let claim_token = options.get("claimToken")?;
     live_claim_row_of(conn, run_id, claim_token, now)
+}
+
+/// `Workflow run ${options.runId} <what>`, the run id read for the message.
+fn inconsistent_of(options: Js<'_>, what: &str) -> StoreError {
+    match options.get("runId") {
+        Ok(run_id) => inconsistent_at(run_id, what),
+        Err(error) => error,
+    }
+}
+
+/// `Workflow run ${runId} <what>`.
+fn inconsistent_at(run_id: Js<'_>, what: &str) -> StoreError {
+    message_error(&[
+        Js::String("Workflow run "),
+        run_id,
+        Js::String(" "),
+        Js::String(what),
+    ])
 }
 
 /// Parks a claimed run whose workflow source changed, keeping the detail as the queue error.
 pub fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let options = Js::arg(call, 0);
-    let run_id = options.get_or_undefined("runId")?;
-    let claim_token = options.get_or_undefined("claimToken")?;
     store.write(|conn| {
-        let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
+        let Some(row) = claimed_row(conn, options, now)? else {
             return Ok(false);
         };
-        let run_id = row.run_id.as_str();
-        let token_hash = token_hash_js(claim_token)?;
         let lease = row.lease();
-        let detail = truncate_detail(detail_text(options)?);
-        let error_hash = put_text(conn, &detail, now)?;
+        let mut cut = String::new();
+        let detail = sliced_detail(call, options, &mut cut)?;
+        let error_hash = put_caller_text(conn, detail, now)?;
+        // The updates bind `options.runId` as they read it.
         let run = conn
             .prepare_cached(
                 "UPDATE runs SET status_detail = ?, updated_at = ?, finished_at = NULL
                  WHERE run_id = ? AND status NOT IN ('completed', 'failed', 'timed_out', 'cancelled')",
             )?
-            .execute(params![detail, now, run_id])?;
+            .execute(params_from_iter(bind_params(&[
+                Param::Js(detail),
+                Param::int(now),
+                Param::Js(options.get("runId")?),
+            ])?))?;
         let queue = conn
             .prepare_cached(
                 "UPDATE run_queue
@@ -244,12 +278,18 @@ pub fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
                      available_at = ?, updated_at = ?, finished_at = NULL
                  WHERE run_id = ? AND status IN ('queued', 'starting', 'running', 'parked')",
             )?
-            .execute(params![&error_hash[..], now, now, run_id])?;
+            .execute(params_from_iter(bind_params(&[
+                Param::blob(&error_hash[..]),
+                Param::int(now),
+                Param::int(now),
+                Param::Js(options.get("runId")?),
+            ])?))?;
         if run != 1 || queue != 1 {
-            return Err(inconsistent(run_id, "has inconsistent source-change state"));
+            return Err(inconsistent_of(options, "has inconsistent source-change state"));
         }
+        let token_hash = token_hash_js(options.get("claimToken")?)?;
         if !release_live_lease(conn, &row.resource_id, &token_hash, lease.generation, now)? {
-            return Err(inconsistent(run_id, "claim changed during source recovery"));
+            return Err(inconsistent_of(options, "claim changed during source recovery"));
         }
         let payload = json!({ "status": "parked", "code": "workflowSourceChanged" });
         record_transition(conn, &row, ("run.source_changed", &payload), Actor::Holder(&lease), now)?;
@@ -263,14 +303,11 @@ const AMBIGUOUS_EFFECT_DETAIL: &str = "effect outcome is ambiguous; explicit rec
 pub fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
     let options = Js::arg(call, 0);
-    let run_id = options.get_or_undefined("runId")?;
-    let claim_token = options.get_or_undefined("claimToken")?;
     store.write(|conn| {
-        let Some(row) = claimed_row(conn, run_id, claim_token, now)? else {
+        let Some(row) = claimed_row(conn, options, now)? else {
             return Ok(false);
         };
         let run_id = row.run_id.as_str();
-        let token_hash = token_hash_js(claim_token)?;
         let lease = row.lease();
         let error_hash = put_text(conn, AMBIGUOUS_EFFECT_DETAIL, now)?;
         conn.prepare_cached(
@@ -299,6 +336,7 @@ pub fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
                 "has inconsistent ambiguous-effect state",
             ));
         }
+        let token_hash = token_hash_js(options.get("claimToken")?)?;
         if !release_live_lease(conn, &row.resource_id, &token_hash, lease.generation, now)? {
             return Err(inconsistent(run_id, "claim changed during effect recovery"));
         }
@@ -351,24 +389,24 @@ pub fn cancel(store: &Store, call: &Call) -> Result<bool> {
     let claim_token = options.get("claimToken")?;
     let now = options_now(call)?;
     let cancelled = terminal_run(store, call, run_id, claim_token, &CANCELLED, now)?;
-    if cancelled || !claim_token.is_undefined() {
+    // `options.claimToken !== undefined`, then `cancelStaleWorkflowRun({ runId: options.runId,
+    // ...(options.now === undefined ? {} : { now: options.now }) })`: the fields read again
+    // into an object literal, whose reads then give the same values.
+    if cancelled || !options.get("claimToken")?.is_undefined() {
         return Ok(cancelled);
     }
+    let run_id = options.get("runId")?;
+    let now = match options.get("now")? {
+        Js::Undefined => call.clock,
+        _ => crate::js::timestamp(call, options.get("now")?)?,
+    };
     cancel_stale(
         store,
-        run_id,
+        &|| Ok(run_id),
         Js::String("workflow-control"),
         Js::String(&random_uuid()),
         now,
     )
-}
-
-/// `state.putText(value)`: `Buffer.from(value, "utf8")` refuses what is not a string.
-fn text_of(value: Js<'_>) -> Result<&str> {
-    match value {
-        Js::String(text) | Js::IllFormed { text, .. } => Ok(text),
-        other => Err(crate::js::buffer_from_error(other)),
-    }
 }
 
 /// Ends a nonterminal run as `failed` or `cancelled`. Without a token (`undefined`) only an
@@ -407,7 +445,7 @@ fn terminal_run(
             presented
         };
         let revision = resource_revision(conn, &row.resource_id)?;
-        let error_hash = put_text(conn, text_of(terminal.error)?, now)?;
+        let error_hash = put_caller_text(conn, terminal.error, now)?;
         let mut update = conn.prepare_cached(
             "UPDATE run_queue
              SET status = ?, error_code = ?, error_hash = ?, updated_at = ?, finished_at = ?
@@ -620,7 +658,7 @@ pub fn cancel_stale_by_call(store: &Store, call: &Call) -> Result<bool> {
     };
     cancel_stale(
         store,
-        options.get_or_undefined("runId")?,
+        &|| options.get_or_undefined("runId"),
         control_id,
         claim_token,
         now,
@@ -629,18 +667,20 @@ pub fn cancel_stale_by_call(store: &Store, call: &Call) -> Result<bool> {
 
 /// Cancels a nonterminal run whose claim is absent or expired, under a short system lease
 /// taken (and released) for the purpose. `controlId` and the token are the caller's values,
-/// bound and hashed as the reference does.
-fn cancel_stale(
+/// bound and hashed as the reference does; `run_id` reads the run id each time the reference
+/// reads `options.runId` (the lookup, then each update that binds it).
+fn cancel_stale<'a>(
     store: &Store,
-    run_id: Js<'_>,
+    run_id: &dyn Fn() -> Result<Js<'a>>,
     control_id: Js<'_>,
     claim_token: Js<'_>,
     now: i64,
 ) -> Result<bool> {
     store.write(|conn| {
-        let Some(row) = run_row_of(conn, run_id)?.filter(|row| !row.is_queue_terminal()) else {
+        let Some(row) = run_row_of(conn, run_id()?)?.filter(|row| !row.is_queue_terminal()) else {
             return Ok(false);
         };
+        let run_id_again = run_id;
         let run_id = row.run_id.as_str();
         let lease = row.lease();
         if lease.is_live(now) {
@@ -670,9 +710,14 @@ fn cancel_stale(
                      updated_at = ?, finished_at = ?
                  WHERE run_id = ? AND status NOT IN ('done', 'failed', 'cancelled')",
             )?
-            .execute(params![&error_hash[..], now, now, run_id])?;
+            .execute(params_from_iter(bind_params(&[
+                Param::blob(&error_hash[..]),
+                Param::int(now),
+                Param::int(now),
+                Param::Js(run_id_again()?),
+            ])?))?;
         if queue != 1 {
-            return Err(inconsistent(run_id, "has inconsistent queue state"));
+            return Err(inconsistent_at(run_id_again()?, "has inconsistent queue state"));
         }
         let run = conn
             .prepare_cached(
@@ -681,9 +726,14 @@ fn cancel_stale(
                      updated_at = ?, finished_at = ?
                  WHERE run_id = ? AND status NOT IN ('completed', 'failed', 'timed_out', 'cancelled')",
             )?
-            .execute(params![&error_hash[..], now, now, run_id])?;
+            .execute(params_from_iter(bind_params(&[
+                Param::blob(&error_hash[..]),
+                Param::int(now),
+                Param::int(now),
+                Param::Js(run_id_again()?),
+            ])?))?;
         if run != 1 {
-            return Err(inconsistent(run_id, "has inconsistent durable state"));
+            return Err(inconsistent_at(run_id_again()?, "has inconsistent durable state"));
         }
         cancel_dependents(conn, run_id, control_id, &error_hash, now)?;
         let system = Holder {

@@ -90,9 +90,14 @@ pub fn record_text(text: &str) -> std::result::Result<String, String> {
 
 /// [`record_text`] of a text the caller owns (kept as it is when it serves, not copied).
 pub fn record_text_of(text: Cow<'_, str>) -> std::result::Result<String, String> {
-    // Only plain serde_json's verdict lets the text serve as it is: a lone surrogate to
-    // repair or deep nesting goes through `parse` like any text with keys out of order.
+    // Only plain serde_json's verdict lets the text serve as it is: deep nesting goes through
+    // `parse` like any text with keys out of order. A lone surrogate's escape (which
+    // `JSON.stringify` writes, and `JSON.parse` reads back as that lone surrogate) stays as
+    // it is when the text's keys are in order with it repaired.
     if keys_in_order(&text) {
+        return Ok(text.into_owned());
+    }
+    if replace_lone_surrogates(&text).is_some_and(|repaired| keys_in_order(&repaired)) {
         return Ok(text.into_owned());
     }
     let value = parse(&text).map_err(|error| format!("Stored JSON is invalid: {error}"))?;
@@ -353,8 +358,14 @@ mod tests {
             record_text(r#"{"9":1,"10":2}"#).unwrap(),
             r#"{"10":2,"9":1}"#
         );
-        // A lone surrogate escape is repaired as the stored-document parse repairs it.
-        assert_eq!(record_text(r#"["\ud800"]"#).unwrap(), "[\"\u{FFFD}\"]");
+        // A lone surrogate's escape stays as JSON.stringify wrote it (JSON.parse reads it back
+        // as that lone surrogate, as the reference's parseJson keeps it) when the keys are in
+        // order; out of order, the value is rebuilt and the escape repaired.
+        assert_eq!(record_text(r#"["\ud800"]"#).unwrap(), r#"["\ud800"]"#);
+        assert_eq!(
+            record_text(r#"{"b":"\ud800","a":1}"#).unwrap(),
+            "{\"a\":1,\"b\":\"\u{FFFD}\"}"
+        );
         assert!(record_text("{")
             .unwrap_err()
             .starts_with("Stored JSON is invalid"));

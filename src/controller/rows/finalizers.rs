@@ -14,6 +14,17 @@ pub fn replace_finalizers(
     controller_resource_id: &str,
     finalizers: Js<'_>,
 ) -> Result<()> {
+    // A caller's object (an array, a Set, a Map, a boxed String, a Proxy):
+    // `[...new Set(finalizers)]` is JavaScript's own (its iteration, its traps, what they
+    // throw).
+    if let Js::Live(object) = finalizers {
+        let unique = object
+            .cx()
+            .helper("uniqueItems", &[finalizers])?
+            .items()?
+            .unwrap_or_default();
+        return store_unique(conn, controller_resource_id, finalizers, unique);
+    }
     let chars: Vec<String>;
     let items: Vec<Js<'_>> = match finalizers {
         Js::Undefined | Js::Null => Vec::new(),
@@ -44,6 +55,16 @@ pub fn replace_finalizers(
             unique.push(item);
         }
     }
+    store_unique(conn, controller_resource_id, finalizers, unique)
+}
+
+/// `unique.length !== finalizers.length` refuses the list; then the rows, one per item.
+fn store_unique(
+    conn: &Db,
+    controller_resource_id: &str,
+    finalizers: Js<'_>,
+    unique: Vec<Js<'_>>,
+) -> Result<()> {
     let length = finalizers.get("length")?.as_number();
     if length != Some(unique.len() as f64) {
         return Err(StoreError::plain("Controller finalizers must be unique"));

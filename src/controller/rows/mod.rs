@@ -339,17 +339,14 @@ pub fn uid_not_found(uid: Js<'_>) -> StoreError {
 
 /// `new Error(`<prefix>${a}/${b}…`)`, or the TypeError the template string throws.
 pub fn not_found_error(prefix: &str, parts: &[Js<'_>]) -> StoreError {
-    let mut message = prefix.to_string();
+    let mut pieces = vec![Js::String(prefix)];
     for (index, part) in parts.iter().enumerate() {
         if index > 0 {
-            message.push('/');
+            pieces.push(Js::String("/"));
         }
-        match part.template() {
-            Ok(text) => message.push_str(&text),
-            Err(error) => return error,
-        }
+        pieces.push(*part);
     }
-    StoreError::plain(message)
+    crate::js::message_error(&pieces)
 }
 
 /// A caller value as the argument of an error class whose message `JSON.stringify`s it

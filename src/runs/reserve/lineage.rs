@@ -8,7 +8,9 @@ use super::*;
 use crate::error::{Result, StoreError};
 use crate::js::{canonical_literal, Js};
 use crate::runs::row::RunRow;
-use crate::state::revisions::{bump_resource_revision, insert_event, EventDraft};
+use crate::state::revisions::{
+    bump_resource_revision, insert_event, insert_event_binding, EventDraft,
+};
 
 impl<'a> Reservation<'a> {
     /// Applies the lineage rules; a continuation of a parked parent closes the parent's queue.
@@ -122,22 +124,24 @@ impl<'a> Reservation<'a> {
         )?
         .execute(params![self.now, self.now, parent.run_id])?;
         let revision = bump_resource_revision(conn, &parent.resource_id, self.now)?;
-        let actor_id = stored_text(conn, self.defined("originSessionId")?)?;
+        let origin = self.defined("originSessionId")?;
+        let actor_id = stored_text(conn, origin)?;
         // `{ continuationRunId: options.runId }`: the caller's value, as canonical JSON.
         let payload = canonical_literal(self.call, &[("continuationRunId", self.run_id)])?;
-        insert_event(
-            conn,
-            &EventDraft {
-                resource_id: &parent.resource_id,
-                revision,
-                event_type: "run.queue_done_for_continuation",
-                actor_type: "session",
-                actor_id: actor_id.as_deref(),
-                payload: &payload,
-                now: self.now,
-                lease_generation: None,
-            },
-        )?;
+        let event = EventDraft {
+            resource_id: &parent.resource_id,
+            revision,
+            event_type: "run.queue_done_for_continuation",
+            actor_type: "session",
+            actor_id: actor_id.as_deref(),
+            payload: &payload,
+            now: self.now,
+            lease_generation: None,
+        };
+        match ill_formed_actor(origin)? {
+            Some(actor) => insert_event_binding(conn, &event, &event.event_type, &actor)?,
+            None => insert_event(conn, &event)?,
+        };
         Ok(())
     }
 }

@@ -157,7 +157,7 @@ impl<'a> Reservation<'a> {
         // `validateRunId(options.runId)`: the pattern tests the value's text.
         let run_id = options.get("runId")?;
         let run_key = run_id.template()?;
-        validate_run_id(&run_key)?;
+        validate_run_id(run_id, &run_key)?;
         let now = timestamp(call, options.get("now")?)?;
         let definition_digest = digest_buffer(options.get("definitionDigest")?)?;
         Ok(Reservation {

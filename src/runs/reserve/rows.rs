@@ -9,7 +9,9 @@ use crate::js::{bind_params, Js, Param};
 use crate::state::blobs::{put_json, BlobHash};
 use crate::state::ids::resource_id_for;
 use crate::state::leases::insert_lease;
-use crate::state::revisions::{insert_event, insert_event_with_stored_payload, EventDraft};
+use crate::state::revisions::{
+    insert_event, insert_event_binding, insert_event_with_stored_payload, EventDraft,
+};
 use crate::state::viewer::initialize_viewer_run;
 
 impl<'a> Reservation<'a> {
@@ -46,7 +48,8 @@ impl<'a> Reservation<'a> {
         initialize_viewer_run(conn, &stored_run_id, self.now)?;
         documents.source.insert(conn, self.run_id_param())?;
         self.insert_binding_and_queue(conn)?;
-        let actor_id = stored_text(conn, self.defined("originSessionId")?)?;
+        let origin = self.defined("originSessionId")?;
+        let actor_id = stored_text(conn, origin)?;
         let queued = EventDraft {
             resource_id: &resource_id,
             revision: 1,
@@ -58,9 +61,13 @@ impl<'a> Reservation<'a> {
             lease_generation: None,
         };
         // Launch options default to `{}`: then the payload blob is already stored.
-        match documents.stored_hash_of(queued.payload) {
-            Some(hash) => insert_event_with_stored_payload(conn, &queued, &hash)?,
-            None => insert_event(conn, &queued)?,
+        match (
+            ill_formed_actor(origin)?,
+            documents.stored_hash_of(queued.payload),
+        ) {
+            (Some(actor), _) => insert_event_binding(conn, &queued, &queued.event_type, &actor)?,
+            (None, Some(hash)) => insert_event_with_stored_payload(conn, &queued, &hash)?,
+            (None, None) => insert_event(conn, &queued)?,
         };
         Ok(documents)
     }

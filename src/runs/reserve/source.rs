@@ -85,15 +85,20 @@ pub(super) fn is_mounted_workflow_source(value: Js<'_>) -> Result<bool> {
         && is_workflow_source(value.get("source")?)?)
 }
 
-/// `(source_type, source_ref, source_revision)` of a validated source.
-pub(super) fn source_parts<'a>(source: Js<'a>) -> Result<(&'static str, &'a str, &'a str)> {
-    let text = |name: &str| -> Result<&'a str> {
+/// `(source_type, source_ref, source_revision)` of a validated source (its texts as the
+/// caller's strings, bound as they are).
+pub(super) fn source_parts<'a>(source: Js<'a>) -> Result<(&'static str, Js<'a>, Js<'a>)> {
+    let kind = match source.get("kind")? {
+        Js::String(text) | Js::IllFormed { text, .. } => text,
+        _ => "",
+    };
+    let text = |name: &str| -> Result<Js<'a>> {
         Ok(match source.get(name)? {
-            Js::String(text) | Js::IllFormed { text, .. } => text,
-            _ => "",
+            text @ (Js::String(_) | Js::IllFormed { .. }) => text,
+            _ => Js::String(""),
         })
     };
-    Ok(if text("kind")? == "builtin" {
+    Ok(if kind == "builtin" {
         ("builtin", text("id")?, text("revision")?)
     } else {
         ("file", text("path")?, text("hash")?)
@@ -134,8 +139,8 @@ impl QueuedSource<'_> {
             run_id.clone(),
             Param::text(""),
             Param::text(kind),
-            Param::text(reference),
-            Param::text(revision),
+            Param::Js(reference),
+            Param::Js(revision),
         ])?;
         insert.execute(crate::sql::params_from_iter(&root))?;
         for mounted in &self.mounted {
@@ -155,8 +160,8 @@ impl QueuedSource<'_> {
                 run_id.clone(),
                 Param::text(&joined),
                 Param::text(kind),
-                Param::text(reference),
-                Param::text(revision),
+                Param::Js(reference),
+                Param::Js(revision),
             ])?;
             insert.execute(crate::sql::params_from_iter(&values))?;
         }
