@@ -401,7 +401,6 @@ export type RunEventRecord = {
 /** How a {@link StateDatabase} is opened. */
 export type StateDatabaseMode = 'read-write' | 'read-only';
 
-/** Options of the {@link StateDatabase} constructor. */
 /**
  * How a store talks to a dqlite cluster (a `dqlite://host:port,…/database` address in place of
  * the file path). This package's addition. TLS is not supported yet (the nodes must be reached
@@ -419,6 +418,7 @@ export type ClusterOptions = {
   reconnectDeadlineMs?: number;
 };
 
+/** Options of the {@link StateDatabase} constructor. */
 export type OpenStateDatabaseOptions = {
   /**
    * Defaults to {@link workflowStatePath}(homeDir). `dqlite://host1:9001,host2:9001/name` opens
