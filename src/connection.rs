@@ -74,26 +74,19 @@ pub fn query_on(
         Db::File(conn) => query(conn, sql, params, safe_integers, limit),
         Db::Remote(_) => {
             let (names, values) = described(sql, |statement| {
-                let names: Vec<Value> = statement
-                    .column_names()
-                    .into_iter()
-                    .map(|name| Value::String(name.into()))
-                    .collect();
-                Ok((names, bound_values(statement, params)?))
+                Ok((column_names(statement), bound_values(statement, params)?))
             })?;
             let width = names.len();
             let mut statement = db.prepare_cached(sql)?;
             let mut rows = statement.query(params_from_iter(values.iter().map(|(_, v)| v)))?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                let values = (0..width)
-                    .map(|index| Ok(encode_value(row.get_ref(index)?, safe_integers)))
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
-                out.push(Value::Array(values));
-                if limit.is_some_and(|limit| out.len() >= limit) {
-                    break;
-                }
-            }
+            let out = collect_rows(
+                || {
+                    rows.next()?
+                        .map(|row| encode_row(width, safe_integers, |index| row.get_ref(index)))
+                        .transpose()
+                },
+                limit,
+            )?;
             Ok(json!({ "columns": names, "rows": out }))
         }
     }
@@ -150,25 +143,55 @@ pub fn query(
     limit: Option<usize>,
 ) -> Result<Value> {
     let mut statement = conn.prepare_cached(sql)?;
-    let names: Vec<Value> = statement
-        .column_names()
-        .into_iter()
-        .map(|name| Value::String(name.into()))
-        .collect();
+    let names = column_names(&statement);
     bind(&mut statement, params)?;
     let width = names.len();
     let mut rows = statement.raw_query();
+    let out = collect_rows(
+        || {
+            rows.next()?
+                .map(|row| encode_row(width, safe_integers, |index| row.get_ref(index)))
+                .transpose()
+        },
+        limit,
+    )?;
+    Ok(json!({ "columns": names, "rows": out }))
+}
+
+/// A statement's result column names.
+fn column_names(statement: &Statement<'_>) -> Vec<Value> {
+    statement
+        .column_names()
+        .into_iter()
+        .map(|name| Value::String(name.into()))
+        .collect()
+}
+
+/// The rows `next` steps to (each already an array of tagged values), stopping after `limit`.
+fn collect_rows(
+    mut next: impl FnMut() -> rusqlite::Result<Option<Value>>,
+    limit: Option<usize>,
+) -> rusqlite::Result<Vec<Value>> {
     let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        let values = (0..width)
-            .map(|index| Ok(encode_value(row.get_ref(index)?, safe_integers)))
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        out.push(Value::Array(values));
+    while let Some(row) = next()? {
+        out.push(row);
         if limit.is_some_and(|limit| out.len() >= limit) {
             break;
         }
     }
-    Ok(json!({ "columns": names, "rows": out }))
+    Ok(out)
+}
+
+/// One row of `width` columns (`column` reads one) as an array of tagged values.
+fn encode_row<'r>(
+    width: usize,
+    safe_integers: bool,
+    column: impl Fn(usize) -> rusqlite::Result<ValueRef<'r>>,
+) -> rusqlite::Result<Value> {
+    let values = (0..width)
+        .map(|index| Ok(encode_value(column(index)?, safe_integers)))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(Value::Array(values))
 }
 
 /// `exec`: runs every statement of a script.
