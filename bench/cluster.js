@@ -12,6 +12,7 @@ const path = require('node:path');
 const readline = require('node:readline');
 
 const { SqliteControllerStore } = require('../index.js');
+const { reservation } = require('./fixtures');
 
 const ITERATIONS = Number(process.env.PIW_CLUSTER_ITERATIONS ?? 300);
 const BINARY = path.join(__dirname, '..', 'target', 'debug', 'dqlite-test-cluster');
@@ -37,17 +38,7 @@ function rows(store, label) {
     const runId = `${label}-${i}`;
     lifecycle.push(
       time(() => {
-        store.reserveWorkflowRun({
-          runId,
-          workflowName: 'echo',
-          workflowSourceRef: 'builtin:echo',
-          workflowSource: { kind: 'builtin', id: 'echo', revision: 'r1' },
-          definitionDigest: `sha256:${'ab'.repeat(32)}`,
-          definitionSnapshot: { name: 'echo' },
-          input: { i },
-          runnerId: 'host',
-          originSessionId: `${runId}-session`,
-        });
+        store.reserveWorkflowRun({ ...reservation(runId, `${runId}-session`), runnerId: 'host' });
         store.claimWorkflowRun({ runId, runnerId: 'host', claimToken: `${runId}-t`, leaseMs: 30_000 });
         store.markWorkflowRunRunning({ runId, claimToken: `${runId}-t` });
         store.completeWorkflowRun({ runId, claimToken: `${runId}-t` });

@@ -5,6 +5,7 @@
 const fs = require('node:fs');
 
 const { SqliteControllerStore } = require('../../index.js');
+const { reservation } = require('../../bench/fixtures.js');
 
 const [url, worker, stopFile] = process.argv.slice(2);
 const log = (entry) => process.stdout.write(`${JSON.stringify({ t: Date.now(), worker, ...entry })}\n`);
@@ -30,17 +31,7 @@ while (!fs.existsSync(stopFile)) {
   const runId = `${worker}-run-${n}`;
   const token = `${runId}-token`;
   const reserved = attempt('reserved', { runId }, () =>
-    store.reserveWorkflowRun({
-      runId,
-      workflowName: 'echo',
-      workflowSourceRef: 'builtin:echo',
-      workflowSource: { kind: 'builtin', id: 'echo', revision: 'r1' },
-      definitionDigest: `sha256:${'ab'.repeat(32)}`,
-      definitionSnapshot: { name: 'echo' },
-      input: { n },
-      runnerId: worker,
-      originSessionId: `${runId}-session`,
-    }),
+    store.reserveWorkflowRun({ ...reservation(runId, `${runId}-session`), runnerId: worker }),
   );
   if (reserved.ok && attempt('claimedRun', { runId }, () => store.claimWorkflowRun({ runId, runnerId: worker, claimToken: token, leaseMs: 60_000 })).ok) {
     if (attempt('running', { runId }, () => store.markWorkflowRunRunning({ runId, claimToken: token })).ok) {

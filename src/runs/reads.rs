@@ -58,6 +58,7 @@ fn page_records(
     let mut page: Vec<Option<Result<String>>> = Vec::new();
     page.resize_with(rowids.len(), || None);
     let mut position: HashMap<i64, usize> = HashMap::new();
+    let mut unread = Vec::new();
     for (at, rowid) in rowids.iter().enumerate() {
         match index
             .as_deref()
@@ -66,17 +67,13 @@ fn page_records(
             Some(record) => page[at] = Some(Ok(record.to_owned())),
             None => {
                 position.insert(*rowid, at);
+                unread.push(*rowid);
             }
         }
     }
-    if position.is_empty() {
+    if unread.is_empty() {
         return Ok(page);
     }
-    let unread: Vec<i64> = rowids
-        .iter()
-        .copied()
-        .filter(|rowid| position.contains_key(rowid))
-        .collect();
     let mut select = conn.prepare_cached(page_runs_select())?;
     let mut rows = select.query([rowid_list(&unread)])?;
     while let Some(ref row) = rows.next()? {
@@ -87,21 +84,21 @@ fn page_records(
         else {
             continue;
         };
-        let (record, settled) = match RunRowRef::from_row(row) {
+        let owned;
+        let run = match RunRowRef::from_row(row) {
             // A text that is not UTF-8 (a caller's lone surrogate): read as V8 reads it.
             Err(error) if is_utf8_error(&error) => {
-                let owned = RunRow::from_row(row)?;
-                let run = owned.borrowed();
-                let record = map_listed_run_record(json, &run, &reads);
-                (record, reads.read_every_document(&run))
+                owned = RunRow::from_row(row)?;
+                owned.borrowed()
             }
-            run => {
-                let run = run?;
-                let record = map_listed_run_record(json, &run, &reads);
-                (record, reads.read_every_document(&run))
-            }
+            run => run?,
         };
-        if let (Some(index), Ok(text), true) = (index.as_deref_mut(), &record, settled) {
+        let record = map_listed_run_record(json, &run, &reads);
+        if let (Some(index), Ok(text), true) = (
+            index.as_deref_mut(),
+            &record,
+            reads.read_every_document(&run),
+        ) {
             index.keep_record(Shape::Record, rowid, text);
         }
         page[at] = Some(record);
