@@ -403,8 +403,8 @@ export type StateDatabaseMode = 'read-write' | 'read-only';
 
 /**
  * How a store talks to a dqlite cluster (a `dqlite://host:port,…/database` address in place of
- * the file path). This package's addition. TLS is not supported yet (the nodes must be reached
- * over a trusted network).
+ * the file path). This package's addition. No TLS: libdqlite 1.11 speaks plain TCP, so the
+ * nodes must be reached over a trusted network (docs/cluster.md).
  */
 export type ClusterOptions = {
   /** TCP connect timeout per node address, in ms. Defaults to 2,000. */

@@ -515,7 +515,9 @@ fn open_cluster(options: &Value) -> Result<StateDb> {
         Mode::ReadWrite
     };
     let now = options["now"].as_i64().unwrap_or(0);
-    StateDb::open_cluster(url, config, mode, now)
+    crate::sql::retry::with_reruns(crate::sql::retry::OPEN, || {
+        StateDb::open_cluster(url, config.clone(), mode, now)
+    })
 }
 
 fn parse_open_options(options_json: &str) -> Result<OpenOptions> {

@@ -131,7 +131,7 @@ test('three hosts through three leader kills: nothing acknowledged lost, no doub
   expect(missing).toEqual([]);
   expect(doubleHolders).toEqual([]);
   expect(acked('completed').length).toBeGreaterThan(30);
-  // Within 10 s of each kill; when dqlite-demo's Raft itself took longer to elect (a split
+  // Within 10 s of each kill; when the nodes' Raft itself took longer to elect (a split
   // vote runs a second randomised election timeout), within 2 s of the election.
   recovery.forEach((round, index) => {
     for (const ms of round) expect(ms).toBeLessThanOrEqual(Math.max(RECOVERY_MS, elections[index] + 2_000));

@@ -1,6 +1,7 @@
-// A local dqlite cluster for the cluster suites: three `dqlite-demo` nodes on loopback, started
-// and stopped by `dqlite-test-cluster` (crates/dqlite-wire: it installs Debian's libdqlite0 and
-// go-dqlite when they are missing, picks free 127.0.0.1 ports, and removes the nodes' data when
+// A local dqlite cluster for the cluster suites: three nodes on loopback (`piw-dqlite-node` when
+// PIW_DQLITE_NODE names it, as `npm run test:cluster` does, else `dqlite-demo`), started and
+// stopped by `dqlite-test-cluster` (crates/dqlite-wire: it installs Debian's libdqlite0 and
+// go-dqlite when the demo is missing, picks free 127.0.0.1 ports, and removes the nodes' data when
 // it exits). The suite talks to it line by line: `leader`, `kill N`, `restart N`, `voters N`.
 
 import { ChildProcessWithoutNullStreams, spawn } from 'node:child_process';

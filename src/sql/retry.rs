@@ -6,7 +6,7 @@
 //!   every method runs again, from its first argument read, on the new leader.
 //! * `DQLITE_OUTCOME_UNKNOWN` (a COMMIT was sent and its reply lost: it may have been applied):
 //!   only a method whose second run cannot differ from its first is run again
-//!   ([`retry_after_unknown`]): the reads. Every write surfaces the error, with that `code`,
+//!   ([`retry_after_unknown`]): the reads, and the constructor's open. Every write surfaces the error, with that `code`,
 //!   for the caller to find out (docs/cluster.md, "Lost acknowledgements").
 //! * `DQLITE_UNAVAILABLE` (no leader within the reconnect deadline; nothing applied): surfaced,
 //!   the deadline already spent.
@@ -55,9 +55,14 @@ pub const READS: &[&str] = &[
     "listRunEventsAfter",
 ];
 
+/// The constructor's open, for [`with_reruns`]: it writes, but a second run finds what the
+/// first left and does the same (the schema is created only when its transaction finds none;
+/// the prune deletes only blobs nothing references), so it runs again like a read.
+pub const OPEN: &str = "constructor";
+
 /// Whether `method` may run again after a COMMIT whose reply was lost.
 pub fn retry_after_unknown(method: &str) -> bool {
-    READS.contains(&method)
+    method == OPEN || READS.contains(&method)
 }
 
 /// The cluster code of `error`, if it is a cluster failure.
@@ -166,6 +171,16 @@ mod tests {
             }
         });
         assert!(out.is_ok() && runs == 2);
+        let mut runs = 0;
+        let out = with_reruns(OPEN, || {
+            runs += 1;
+            if runs < 2 {
+                Err(failure(codes::OUTCOME_UNKNOWN))
+            } else {
+                Ok(())
+            }
+        });
+        assert!(out.is_ok() && runs == 2, "the open runs again");
         let mut runs = 0;
         let out: Result<()> = with_reruns("getWorkflowRun", || {
             runs += 1;

@@ -232,14 +232,24 @@ impl Cluster {
         }
     }
 
+    /// A leader connection without a database, for membership requests
+    /// (add, assign, remove, transfer): one round over the candidates.
+    pub fn connect_admin_once(&self) -> Result<Connection> {
+        self.round(false)
+    }
+
     /// One round over the candidates, following at most one redirect from
     /// each.
     pub fn connect_once(&self) -> Result<Connection> {
+        self.round(true)
+    }
+
+    fn round(&self, open: bool) -> Result<Connection> {
         let mut last: Option<Error> = None;
         for address in self.candidates() {
-            match self.probe(&address) {
+            match self.probe(&address, open) {
                 Ok(Probe::Leader(conn)) => return self.connected(conn),
-                Ok(Probe::Redirect(leader)) => match self.probe(&leader) {
+                Ok(Probe::Redirect(leader)) => match self.probe(&leader, open) {
                     Ok(Probe::Leader(conn)) => return self.connected(conn),
                     Ok(_) => {}
                     Err(e) => last = Some(e),
@@ -260,12 +270,14 @@ impl Cluster {
         }))
     }
 
-    fn probe(&self, address: &str) -> Result<Probe> {
+    fn probe(&self, address: &str, open: bool) -> Result<Probe> {
         let mut conn = Connection::connect(address, self.config.timeouts)?;
         match conn.leader()? {
             Some(leader) if leader.address == address => {
                 conn.register(self.config.client_id)?;
-                conn.open(&self.database)?;
+                if open {
+                    conn.open(&self.database)?;
+                }
                 Ok(Probe::Leader(conn))
             }
             Some(leader) => Ok(Probe::Redirect(leader.address)),

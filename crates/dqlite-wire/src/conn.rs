@@ -179,7 +179,29 @@ impl Connection {
     /// Ask this node (the leader) to hand leadership to voter `id`; returns
     /// once the transfer is done.
     pub fn transfer(&mut self, id: u64) -> Result<()> {
-        match self.call(&Request::Transfer { id }, Effect::Read)? {
+        self.membership(&Request::Transfer { id })
+    }
+
+    /// Ask this node (the leader) to add node `id` at `address` as a spare.
+    pub fn add_node(&mut self, id: u64, address: &str) -> Result<()> {
+        self.membership(&Request::Add { id, address })
+    }
+
+    /// Ask this node (the leader) to give node `id` a role (see
+    /// [`NodeInfo::role`]); returns once the change is committed.
+    pub fn assign_role(&mut self, id: u64, role: u64) -> Result<()> {
+        self.membership(&Request::Assign { id, role })
+    }
+
+    /// Ask this node (the leader) to remove node `id` from the cluster.
+    pub fn remove_node(&mut self, id: u64) -> Result<()> {
+        self.membership(&Request::Remove { id })
+    }
+
+    /// A configuration change, answered with Empty once it is committed. A
+    /// lost reply leaves it unknown: callers look at [`Self::cluster`].
+    fn membership(&mut self, request: &Request<'_>) -> Result<()> {
+        match self.call(request, Effect::Write)? {
             Response::Empty => Ok(()),
             other => Err(self.unexpected(other, "empty")),
         }

@@ -1,11 +1,14 @@
-//! A local dqlite cluster for tests: `dqlite-demo` nodes on loopback.
+//! A local dqlite cluster for tests: nodes on loopback.
 //!
-//! [`TestCluster::start`] installs Debian's `libdqlite0` and `go-dqlite`
-//! when `dqlite-demo` is missing (as root, with `apt-get`), starts the nodes
-//! on free 127.0.0.1 ports with data directories under a fresh temporary
-//! directory, and waits until every node is a voter and agrees on the
-//! leader. Nodes can be SIGKILLed and restarted with their data directory
-//! kept. Dropping the cluster SIGKILLs every node and removes the directory.
+//! The node program is this repository's `piw-dqlite-node` when
+//! `PIW_DQLITE_NODE` names its binary, and go-dqlite's `dqlite-demo`
+//! otherwise ([`NodeProgram`]); for the demo, [`TestCluster::start`]
+//! installs Debian's `libdqlite0` and `go-dqlite` when it is missing (as
+//! root, with `apt-get`). Nodes start on free 127.0.0.1 ports with data
+//! directories under a fresh temporary directory, and the start waits until
+//! every node is a voter and agrees on the leader. Nodes can be SIGKILLed,
+//! stopped with SIGTERM and restarted with their data directory kept.
+//! Dropping the cluster SIGKILLs every node and removes the directory.
 //! Every wait is bounded and fails with the node logs in its message.
 
 use std::fs::{self, File};
@@ -19,6 +22,54 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::conn::{Connection, Timeouts};
 
 const DEMO: &str = "dqlite-demo";
+/// The variable that names the `piw-dqlite-node` binary to test with.
+pub const NODE_PROGRAM_VAR: &str = "PIW_DQLITE_NODE";
+
+/// Which program runs the nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeProgram {
+    /// go-dqlite's `dqlite-demo` (from Debian's `go-dqlite`).
+    Demo,
+    /// This repository's `piw-dqlite-node`, at this path.
+    Piw(PathBuf),
+}
+
+impl NodeProgram {
+    /// `piw-dqlite-node` when [`NODE_PROGRAM_VAR`] names it (a relative
+    /// path is taken from the current directory), else the demo.
+    pub fn from_env() -> NodeProgram {
+        match std::env::var_os(NODE_PROGRAM_VAR) {
+            Some(p) if !p.is_empty() && p != "demo" => {
+                let p = PathBuf::from(p);
+                NodeProgram::Piw(std::path::absolute(&p).unwrap_or(p))
+            }
+            _ => NodeProgram::Demo,
+        }
+    }
+
+    /// The command that runs node `node`, joining `join` when given.
+    fn command(&self, node: &Node, join: Option<&str>) -> Command {
+        match self {
+            NodeProgram::Demo => {
+                let mut cmd = Command::new(DEMO);
+                cmd.args(["--api", &node.api, "--db", &node.db, "-D"])
+                    .arg(&node.dir);
+                if let Some(join) = join {
+                    cmd.args(["--join", join]);
+                }
+                cmd
+            }
+            NodeProgram::Piw(path) => {
+                let mut cmd = Command::new(path);
+                cmd.args(["--address", &node.db, "--dir"]).arg(&node.dir);
+                if let Some(join) = join {
+                    cmd.args(["--join", join]);
+                }
+                cmd
+            }
+        }
+    }
+}
 /// Debian packages that provide `dqlite-demo` and its library.
 pub const PACKAGES: [&str; 2] = ["libdqlite0", "go-dqlite"];
 
@@ -104,15 +155,34 @@ struct Node {
 #[derive(Debug)]
 pub struct TestCluster {
     root: PathBuf,
+    program: NodeProgram,
     nodes: Vec<Node>,
 }
 
 impl TestCluster {
-    /// Start `n` nodes (1 to 9) and wait up to `timeout` for them to form a
-    /// cluster of voters with one leader.
+    /// Start `n` nodes (1 to 9) of [`NodeProgram::from_env`] and wait up to
+    /// `timeout` for them to form a cluster of voters with one leader.
     pub fn start(n: usize, timeout: Duration) -> Result<TestCluster, String> {
+        TestCluster::start_with(NodeProgram::from_env(), n, timeout)
+    }
+
+    /// [`TestCluster::start`] with the given node program.
+    pub fn start_with(
+        program: NodeProgram,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<TestCluster, String> {
         assert!((1..=9).contains(&n), "1 to 9 nodes");
-        ensure_installed()?;
+        match &program {
+            NodeProgram::Demo => ensure_installed()?,
+            NodeProgram::Piw(path) if !path.is_file() => {
+                return Err(format!(
+                    "{}: no such node program (build it: cargo build -p dqlite-node)",
+                    path.display()
+                ))
+            }
+            NodeProgram::Piw(_) => {}
+        }
         let stamp = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -123,6 +193,7 @@ impl TestCluster {
         fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
         let mut cluster = TestCluster {
             root,
+            program,
             nodes: Vec::new(),
         };
         for i in 0..n {
@@ -139,8 +210,8 @@ impl TestCluster {
             });
         }
         let deadline = Instant::now() + timeout;
-        // The first node bootstraps; the others join it one by one (the
-        // demo promotes joiners to voters itself).
+        // The first node bootstraps; the others join it one by one (both
+        // programs make joiners voters themselves).
         for i in 0..n {
             cluster.spawn(i)?;
             if i == 0 {
@@ -176,25 +247,25 @@ impl TestCluster {
 
     fn spawn(&mut self, i: usize) -> Result<(), String> {
         let join = (i > 0).then(|| self.nodes[0].db.clone());
-        let node = &mut self.nodes[i];
+        let node = &self.nodes[i];
         let log = File::options()
             .create(true)
             .append(true)
             .open(&node.log)
             .map_err(|e| e.to_string())?;
         let log2 = log.try_clone().map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(DEMO);
-        cmd.args(["--api", &node.api, "--db", &node.db, "-D"])
-            .arg(&node.dir)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2);
-        if let Some(join) = join {
-            cmd.args(["--join", &join]);
-        }
-        let child = cmd.spawn().map_err(|e| format!("spawn {DEMO}: {e}"))?;
-        node.child = Some(child);
+        let mut cmd = self.program.command(node, join.as_deref());
+        cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("spawn {:?}: {e}", cmd.get_program()))?;
+        self.nodes[i].child = Some(child);
         Ok(())
+    }
+
+    /// The log file of node `i` (its stdout and stderr).
+    pub fn log_path(&self, i: usize) -> &Path {
+        &self.nodes[i].log
     }
 
     /// Which node (index) node `i` reports as the leader.
@@ -287,6 +358,54 @@ impl TestCluster {
         }
     }
 
+    /// Stop node `i` with SIGTERM (a planned stop) and wait up to
+    /// `timeout` for it to exit; its exit code.
+    pub fn terminate(&mut self, i: usize, timeout: Duration) -> Result<Option<i32>, String> {
+        let Some(mut child) = self.nodes[i].child.take() else {
+            return Err(format!("node {} is not running", i + 1));
+        };
+        send_sigterm(child.id());
+        let deadline = Instant::now() + timeout;
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return Ok(status.code()),
+                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!("node {} did not exit after SIGTERM", i + 1));
+                }
+            }
+        }
+    }
+
+    /// Wait up to `timeout` for node `i` to exit by itself; its exit code
+    /// (`Err` when it is still running then, or was not running).
+    pub fn wait_exit(&mut self, i: usize, timeout: Duration) -> Result<Option<i32>, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let Some(child) = self.nodes[i].child.as_mut() else {
+                return Err(format!("node {} is not running", i + 1));
+            };
+            if let Ok(Some(status)) = child.try_wait() {
+                self.nodes[i].child = None;
+                return Ok(status.code());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("node {} is still running", i + 1));
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The cluster's configuration as the leader reports it.
+    pub fn members(&mut self) -> Result<Vec<crate::NodeInfo>, String> {
+        let leader = self.wait_for_leader(Duration::from_secs(30))?;
+        let mut conn = Connection::connect(&self.nodes[leader].db, probe_timeouts())
+            .map_err(|e| e.to_string())?;
+        conn.cluster().map_err(|e| e.to_string())
+    }
+
     /// Start node `i` again with its data directory as it was.
     pub fn restart(&mut self, i: usize) -> Result<(), String> {
         assert!(!self.is_running(i), "node {} is running", i + 1);
@@ -322,4 +441,11 @@ impl Drop for TestCluster {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// SIGTERM through `kill(1)`: the crate stays std only.
+fn send_sigterm(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
 }

@@ -11,7 +11,8 @@
 //! * [`cluster`] — leader discovery, reconnection with backoff, retrying
 //!   sessions;
 //! * [`error`] — typed errors and the [`Outcome`] of the failed request;
-//! * [`harness`] — a local test cluster of `dqlite-demo` nodes on loopback.
+//! * [`harness`] — a local test cluster on loopback (`piw-dqlite-node` or
+//!   `dqlite-demo` nodes).
 
 pub mod cluster;
 pub mod conn;

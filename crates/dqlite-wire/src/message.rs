@@ -1,9 +1,10 @@
 //! The request and response messages of protocol version 1.
 //!
 //! Requests are encoded into complete frames (header + body); responses are
-//! decoded from a header and its body. Only the messages a SQL client needs
-//! are here — cluster membership changes (add, assign, remove) and dump are left to the node tooling; leadership transfer is here because tests
-//! and rolling restarts use it.
+//! decoded from a header and its body: the messages a SQL client needs, and
+//! the membership changes (add, assign, remove, transfer) that the node
+//! program (`crates/dqlite-node`) sends to join a cluster or leave its
+//! leadership. Dump is not here.
 
 use crate::error::{Error, Result};
 use crate::value::Value;
@@ -22,6 +23,9 @@ pub mod request {
     pub const EXEC_SQL: u8 = 8;
     pub const QUERY_SQL: u8 = 9;
     pub const INTERRUPT: u8 = 10;
+    pub const ADD: u8 = 12;
+    pub const ASSIGN: u8 = 13;
+    pub const REMOVE: u8 = 14;
     pub const CLUSTER: u8 = 16;
     pub const TRANSFER: u8 = 17;
 }
@@ -89,6 +93,21 @@ pub enum Request<'a> {
     Interrupt {
         db: u32,
     },
+    /// Add a node to the configuration as a spare (sent to the leader).
+    Add {
+        id: u64,
+        address: &'a str,
+    },
+    /// Give node `id` a role (0 voter, 1 stand-by, 2 spare; sent to the
+    /// leader, answered once the change is committed).
+    Assign {
+        id: u64,
+        role: u64,
+    },
+    /// Remove node `id` from the configuration (sent to the leader).
+    Remove {
+        id: u64,
+    },
     /// The cluster's configuration (id, address, role of every node).
     Cluster,
     /// Hand leadership to the voter with this id (sent to the leader).
@@ -110,6 +129,9 @@ impl Request<'_> {
             Request::ExecSql { .. } => request::EXEC_SQL,
             Request::QuerySql { .. } => request::QUERY_SQL,
             Request::Interrupt { .. } => request::INTERRUPT,
+            Request::Add { .. } => request::ADD,
+            Request::Assign { .. } => request::ASSIGN,
+            Request::Remove { .. } => request::REMOVE,
             Request::Cluster => request::CLUSTER,
             Request::Transfer { .. } => request::TRANSFER,
         }
@@ -134,8 +156,14 @@ impl Request<'_> {
                 };
                 e.u64(format);
             }
-            Request::Client { id } | Request::Transfer { id } => {
+            Request::Client { id } | Request::Transfer { id } | Request::Remove { id } => {
                 e.u64(*id);
+            }
+            Request::Add { id, address } => {
+                e.u64(*id).text(address)?;
+            }
+            Request::Assign { id, role } => {
+                e.u64(*id).u64(*role);
             }
             Request::Open { name } => {
                 // flags and vfs are ignored by the server; go-dqlite sends
@@ -363,6 +391,32 @@ mod tests {
         assert_eq!(d.text().unwrap(), "db");
         assert_eq!(d.u64().unwrap(), 0);
         assert_eq!(d.text().unwrap(), "volatile");
+    }
+
+    #[test]
+    fn membership_requests_carry_their_fields() {
+        let frame = Request::Add {
+            id: 0x1234,
+            address: "10.0.0.2:9001",
+        }
+        .encode()
+        .unwrap();
+        let (h, body) = split(&frame);
+        assert_eq!(h.kind, 12);
+        let mut d = Decoder::new(body);
+        assert_eq!(d.u64().unwrap(), 0x1234);
+        assert_eq!(d.text().unwrap(), "10.0.0.2:9001");
+        assert!(d.is_empty());
+        // Assign sends the role after the id; without it a 1.x server reads
+        // the older "promote to voter" request.
+        let frame = Request::Assign { id: 5, role: 1 }.encode().unwrap();
+        let (h, body) = split(&frame);
+        assert_eq!(h.kind, 13);
+        assert_eq!(body, &[5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        let frame = Request::Remove { id: 9 }.encode().unwrap();
+        let (h, body) = split(&frame);
+        assert_eq!(h.kind, 14);
+        assert_eq!(body, &[9, 0, 0, 0, 0, 0, 0, 0]);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Against a real three-node dqlite cluster on loopback (`dqlite-demo`).
+//! Against a real three-node dqlite cluster on loopback, of the node program
+//! the harness takes from `PIW_DQLITE_NODE` (`piw-dqlite-node` or `dqlite-demo`).
 //!
 //! Ignored by default; run with
 //! `cargo test -p dqlite-wire --test cluster -- --ignored --test-threads=1`

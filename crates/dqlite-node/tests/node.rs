@@ -1,0 +1,105 @@
+//! `piw-dqlite-node` in a real three-node cluster on loopback: it forms
+//! the cluster, comes back after a restart as the same member, hands
+//! leadership over on SIGTERM, and refuses an identity it does not have.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use dqlite_wire::harness::{NodeProgram, TestCluster};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn program() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_piw-dqlite-node"))
+}
+
+fn ids(cluster: &mut TestCluster) -> Vec<(u64, String, u64)> {
+    let mut v: Vec<_> = cluster
+        .members()
+        .unwrap()
+        .into_iter()
+        .map(|n| (n.id, n.address, n.role))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn restarts_as_the_same_member_and_hands_leadership_over_on_sigterm() {
+    let mut cluster = TestCluster::start_with(NodeProgram::Piw(program()), 3, WAIT).unwrap();
+    let formed = ids(&mut cluster);
+    assert_eq!(formed.len(), 3);
+    assert!(formed.iter().all(|(_, _, role)| *role == 0), "{formed:?}");
+    assert!(
+        formed.iter().any(|(id, ..)| *id == 1),
+        "the bootstrap node is id 1"
+    );
+
+    // A planned stop of the leader: it hands leadership over and exits 0.
+    let leader = cluster.wait_for_leader(WAIT).unwrap();
+    assert_eq!(cluster.terminate(leader, WAIT).unwrap(), Some(0));
+    let log = fs::read_to_string(cluster.log_path(leader)).unwrap();
+    assert!(log.contains("leadership handed to"), "{log}");
+    let next = cluster.wait_for_leader(WAIT).unwrap();
+    assert_ne!(next, leader);
+
+    // Back with its data directory: the same id, the same three voters.
+    cluster.restart(leader).unwrap();
+    cluster.wait_for_voters(3, WAIT).unwrap();
+    assert_eq!(ids(&mut cluster), formed);
+
+    // A follower killed (SIGKILL) and restarted with --join again is found
+    // to be a member already: not added a second time.
+    let follower = (0..3).find(|&i| i != 0 && i != next).unwrap();
+    cluster.kill(follower);
+    cluster.restart(follower).unwrap();
+    cluster.wait_for_voters(3, WAIT).unwrap();
+    assert_eq!(ids(&mut cluster), formed);
+
+    // A wiped data directory at a member's address is another node: it is
+    // refused, and the process exits non-zero.
+    cluster.kill(follower);
+    fs::remove_dir_all(cluster.data_dir(follower)).unwrap();
+    fs::create_dir_all(cluster.data_dir(follower)).unwrap();
+    cluster.restart(follower).unwrap();
+    assert_eq!(cluster.wait_exit(follower, WAIT).unwrap(), Some(1));
+    let log = fs::read_to_string(cluster.log_path(follower)).unwrap();
+    assert!(log.contains("the cluster already has node"), "{log}");
+    assert_eq!(ids(&mut cluster), formed);
+}
+
+#[test]
+fn a_data_directory_keeps_its_address() {
+    let dir = std::env::temp_dir().join(format!("piw-node-address-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("piw-node"), "id=1\naddress=127.0.0.1:1\n").unwrap();
+    let out = Command::new(program())
+        .args(["--address", "127.0.0.1:2", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("start it with --address 127.0.0.1:1"),
+        "{stderr}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_arguments_print_the_usage() {
+    let out = Command::new(program())
+        .args(["--role", "boss"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr.contains("voter, standby or spare") && stderr.contains("usage:"),
+        "{stderr}"
+    );
+}
