@@ -49,27 +49,26 @@ impl NodeProgram {
 
     /// The command that runs node `node`, joining `join` when given.
     fn command(&self, node: &Node, join: Option<&str>) -> Command {
-        match self {
+        let mut cmd = match self {
             NodeProgram::Demo => {
                 let mut cmd = Command::new(DEMO);
-                cmd.args(["--api", &node.api, "--db", &node.db, "-D"])
-                    .arg(&node.dir);
-                if let Some(join) = join {
-                    cmd.args(["--join", join]);
-                }
+                cmd.args(["--api", &node.api, "--db", &node.db, "-D"]);
                 cmd
             }
             NodeProgram::Piw(path) => {
                 let mut cmd = Command::new(path);
-                cmd.args(["--address", &node.db, "--dir"]).arg(&node.dir);
-                if let Some(join) = join {
-                    cmd.args(["--join", join]);
-                }
+                cmd.args(["--address", &node.db, "--dir"]);
                 cmd
             }
+        };
+        cmd.arg(&node.dir);
+        if let Some(join) = join {
+            cmd.args(["--join", join]);
         }
+        cmd
     }
 }
+
 /// Debian packages that provide `dqlite-demo` and its library.
 pub const PACKAGES: [&str; 2] = ["libdqlite0", "go-dqlite"];
 
@@ -359,22 +358,17 @@ impl TestCluster {
     }
 
     /// Stop node `i` with SIGTERM (a planned stop) and wait up to
-    /// `timeout` for it to exit; its exit code.
+    /// `timeout` for it to exit; its exit code. SIGKILLed when it does not.
     pub fn terminate(&mut self, i: usize, timeout: Duration) -> Result<Option<i32>, String> {
-        let Some(mut child) = self.nodes[i].child.take() else {
+        let Some(child) = self.nodes[i].child.as_ref() else {
             return Err(format!("node {} is not running", i + 1));
         };
         send_sigterm(child.id());
-        let deadline = Instant::now() + timeout;
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => return Ok(status.code()),
-                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!("node {} did not exit after SIGTERM", i + 1));
-                }
+        match self.wait_exit(i, timeout) {
+            Ok(code) => Ok(code),
+            Err(e) => {
+                self.kill(i);
+                Err(format!("{e} after SIGTERM"))
             }
         }
     }
