@@ -9,42 +9,14 @@
 //   (four commits); viewer: reads the first page of the run list (no commit).
 
 const { loadStore, PROJECT } = require('./scale-impl');
-const { reservation } = require('./fixtures');
+const { writerFor } = require('./scale-writes');
 
 const [file, role, impl, numberText, sizeText] = process.argv.slice(2);
-const number = Number(numberText);
-const size = Number(sizeText);
 
 async function main() {
   const Store = await loadStore(impl);
   const store = new Store(file, { projectPath: PROJECT });
-  const runner = `host-writer-${number}`;
-  const own = `writer-${number}-host-run`;
-  const token = `writer-${number}-token`;
-  if (role === 'host') {
-    store.reserveWorkflowRun({ ...reservation(own, runner), executionMode: 'headless' });
-    store.claimWorkflowRun({ runId: own, runnerId: runner, claimToken: token, leaseMs: 60_000 });
-  }
-  const terminal = (i) => `run-${(((i * 7919 + number * 104729) % size) - (((i * 7919 + number * 104729) % size) % 20)) + 2}`;
-  const write = (i) => {
-    if (role === 'host') {
-      if (!store.renewWorkflowRunClaim({ runId: own, claimToken: token, leaseMs: 60_000 })) throw new Error('host renewal failed');
-      store.claimNextWorkflowRun({ runnerId: runner, claimToken: `${token}-next`, leaseMs: 30_000, excludeRunIds: [own] });
-    } else if (role === 'session') {
-      store.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.writer', payload: { i, number } });
-      if (i % 2 === 1) {
-        const runId = `writer-${number}-run-${i}`;
-        const session = `writer-${number}-session`;
-        store.reserveWorkflowRun(reservation(runId, session));
-        const claim = { runId, runnerId: session, claimToken: `${token}-${i}`, leaseMs: 30_000 };
-        store.claimWorkflowRun(claim);
-        store.markWorkflowRunRunning(claim);
-        store.completeWorkflowRun(claim);
-      }
-    } else {
-      store.listWorkflowRunViews({ offset: 0, limit: 50 });
-    }
-  };
+  const write = writerFor(store, role, Number(numberText), Number(sizeText));
   let sequence = 0; // every write of this process, across the poller's rows
   process.on('message', (message) => {
     if (message.op === 'write') {

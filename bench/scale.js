@@ -16,7 +16,8 @@
 //    claim, looks for work —, the others sessions — record run events, reserve/claim/complete
 //    their own runs —, and from N = 5 on the last a viewer that only reads) have each written and
 //    acknowledged: every timed poll comes after at least one foreign commit since the previous
-//    one; "×own" is that cost over table 1's. The last row, a native call that reads nothing
+//    one; "×own" is that cost over table 1's, "×same" over the same poll after the same writes
+//    (bench/scale-writes.js) made by the poller's own store, in its process. The last row, a native call that reads nothing
 //    (bench/scale-impl.js FLOOR), is timed the same way: its "×own" is what merely running after
 //    other processes costs any call, the floor under the polls' ratios;
 // 3. with --reference (or PIW_REF set): the same polls on the TypeScript reference store loaded
@@ -50,6 +51,7 @@ const { SqliteControllerStore } = require('..');
 const { reservation } = require('./fixtures');
 const { addRunThroughApi, buildFast } = require('./scale-build');
 const { loadStore, POLLS, FLOOR, PROJECT } = require('./scale-impl');
+const { writerFor, writerRoles } = require('./scale-writes');
 
 /** The polls, and the floor under their ratios (see scale-impl.js). */
 const TIMED = { ...POLLS, ...FLOOR };
@@ -241,7 +243,7 @@ async function measureOwn(source, size) {
 
 /** Forks `count` writers on `file`; resolves to { writeAll(i), close() }. */
 async function startWriters(file, count, impl, size) {
-  const roles = Array.from({ length: count }, (_, k) => (k === 0 ? 'host' : count >= 5 && k === count - 1 ? 'viewer' : 'session'));
+  const roles = writerRoles(count);
   const next = (child) =>
     new Promise((resolve, reject) => {
       const onMessage = (message) => {
@@ -281,22 +283,34 @@ async function startWriters(file, count, impl, size) {
   };
 }
 
-/** Tables 2 and 3: the polls of `impl`, after `count` writers' commits (own write when 0). */
-async function measurePolls(source, size, impl, count) {
+/**
+ * Tables 2 and 3: the polls of `impl`, after `count` writers' commits (own write when 0). With
+ * `inProcess`, the same writes are made by the poller's own store instead of other processes
+ * (table 2's "×same" baseline: the same changes, no other writer).
+ */
+async function measurePolls(source, size, impl, count, inProcess = false) {
   const Store = await loadStore(impl);
   const { folder, file } = copyOf(source);
-  const writers = count > 0 ? await startWriters(file, count, impl, size) : undefined;
+  const writers = count > 0 && !inProcess ? await startWriters(file, count, impl, size) : undefined;
   const store = new Store(file, { projectPath: PROJECT });
   const results = {};
   try {
     const terminal = terminalOf(size);
+    const ownWriters = inProcess ? writerRoles(count).map((role, k) => writerFor(store, role, k + 1, size)) : [];
+    let sequence = 0; // as each writer process counts its writes across the rows
     const write =
-      writers === undefined
-        ? (i) => store.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.touch', payload: { i } })
-        : (i) => writers.writeAll(i);
+      writers !== undefined
+        ? (i) => writers.writeAll(i)
+        : inProcess
+          ? () => {
+              for (const ownWrite of ownWriters) ownWrite(sequence);
+              sequence += 1;
+            }
+          : (i) => store.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.touch', payload: { i } });
+    const label = inProcess ? `same ${count} writers' writes in-process` : `writers=${count}`;
     for (const [name, poll] of Object.entries(TIMED)) {
       results[name] = await timed(write, (i) => poll(store, i), pollCheck(name));
-      process.stderr.write(`  ${impl} ${size} writers=${count} ${name}: ${Math.round(results[name])} µs\n`);
+      process.stderr.write(`  ${impl} ${size} ${label} ${name}: ${Math.round(results[name])} µs\n`);
     }
   } finally {
     store.close();
@@ -388,13 +402,24 @@ async function main() {
   }
   const native = {};
   if (WRITERS > 0 && ONLY.has('writers')) {
-    for (const size of SIZES) native[size] = await measurePolls(file(size), size, 'native', WRITERS);
+    const same = {};
+    for (const size of SIZES) {
+      native[size] = await measurePolls(file(size), size, 'native', WRITERS);
+      same[size] = await measurePolls(file(size), size, 'native', WRITERS, true);
+    }
     const rows = Object.keys(TIMED).map((name) => [
       name,
-      ...SIZES.map((size) => `${micros(native[size][name])} (${ratio(native[size][name], own[size]?.results[name])} own)`),
+      ...SIZES.map(
+        (size) =>
+          `${micros(native[size][name])} (${ratio(native[size][name], own[size]?.results[name])} own, ${ratio(native[size][name], same[size][name])} same)`,
+      ),
       ratio(native[last][name], native[first][name]),
     ]);
-    out += table(`2. native, each poll after ${WRITERS} other processes' commits, µs/op (× the same poll after its own write)`, ['poll', ...SIZES.map(runs), growth], rows);
+    out += table(
+      `2. native, each poll after ${WRITERS} other processes' commits, µs/op (× the same poll after its own write; × the same poll after the same writes made by its own store)`,
+      ['poll', ...SIZES.map(runs), growth],
+      rows,
+    );
     flush();
   }
   const reference = {};
