@@ -26,6 +26,9 @@ const POLLS = {
     store.listWorkflowRuns({ statuses: ['queued', 'parked', 'starting', 'running'], limit: 100 }),
   'claimNextWorkflowRun, host, nothing claimable': (store) =>
     store.claimNextWorkflowRun({ runnerId: 'host-bench', claimToken: CLAIM_TOKEN, leaseMs: 30_000 }),
+  // As bench/scale-writes.js's host writer polls: its own claimed run excluded.
+  'claimNextWorkflowRun, host, excludeRunIds, nothing claimable': (store) =>
+    store.claimNextWorkflowRun({ runnerId: 'host-bench', claimToken: CLAIM_TOKEN, leaseMs: 30_000, excludeRunIds: ['run-1'] }),
   'claimNextWorkflowRun with sessionId, nothing claimable': (store) =>
     store.claimNextWorkflowRun({ runnerId: 'session-idle', sessionId: 'session-idle', claimToken: CLAIM_TOKEN, leaseMs: 30_000 }),
 };

@@ -38,16 +38,67 @@ pub fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<
     Ok(Reply::maybe_text(claim_run(store, &claim, now, options)?))
 }
 
+/// What the selection of `claimNextWorkflowRun` reads of its arguments, read once, in the
+/// reference's order: `sessionId`, then `excludeRunIds` (its `length`, `.map`, the spread).
+struct NextRunArgs<'a> {
+    runner_id: Js<'a>,
+    session_id: Js<'a>,
+    /// The `?` marks `.map` made, joined, and the spread's values.
+    exclusion: Option<(String, Vec<Js<'a>>)>,
+}
+
+impl<'a> NextRunArgs<'a> {
+    fn read(args: Js<'a>, runner_id: Js<'a>) -> Result<NextRunArgs<'a>> {
+        let session_id = args.get_or_undefined("sessionId")?;
+        // `excludeRunIds !== undefined && excludeRunIds.length > 0`, then `.map` and a spread.
+        // Each use reads `options.excludeRunIds` again, as the reference's expressions do.
+        let mut exclusion = None;
+        if !args.get_or_undefined("excludeRunIds")?.is_undefined()
+            && args
+                .get_or_undefined("excludeRunIds")?
+                .get("length")?
+                .as_number()
+                .is_some_and(|length| length > 0.0)
+        {
+            let marks = args
+                .get_or_undefined("excludeRunIds")?
+                .method("options.excludeRunIds", "map")?
+                .sql_marks()?;
+            // A hole of a sparse list joins as "" (as `.map` leaves it) and spreads as undefined.
+            if let Some((marks, _)) = marks {
+                let values = args.get_or_undefined("excludeRunIds")?.sql_spread()?;
+                exclusion = Some((marks, values));
+            }
+        }
+        Ok(NextRunArgs {
+            runner_id,
+            session_id,
+            exclusion,
+        })
+    }
+
+    /// Whether every value the statement binds after the fixed ones is a string: then a
+    /// parameter appended after them (the candidates) cannot change how better-sqlite3 reads
+    /// the others (an object among them would be a bag of named parameters), and binding them
+    /// can neither throw nor run the caller's code.
+    fn binds_plainly(&self) -> bool {
+        matches!(self.runner_id, Js::String(_))
+            && self
+                .exclusion
+                .as_ref()
+                .is_none_or(|(_, values)| values.iter().all(|v| matches!(v, Js::String(_))))
+    }
+}
+
 /// The selection rules of `claimNextWorkflowRun`, in the reference's order, with their
 /// parameters. With `candidates` (a JSON array of run rowids that holds every run the rules
 /// can pick, see [`claim_next`]), only those runs are read.
 fn next_run_selection<'a>(
     store: &'a Store,
-    args: Js<'a>,
-    runner_id: Js<'a>,
+    read: &NextRunArgs<'a>,
     now: i64,
     candidates: Option<&'a str>,
-) -> Result<(String, Vec<Js<'a>>)> {
+) -> (String, Vec<Js<'a>>) {
     // `+`: with candidates, the runs are read by rowid, not from the queue's claim index.
     let (status, available) = match candidates {
         Some(_) => ("+q.status", "+q.available_at"),
@@ -67,6 +118,7 @@ fn next_run_selection<'a>(
         "(q.error_code IS NULL OR q.error_code <> 'workflowSourceChanged')",
     ];
     let now = now as f64;
+    let runner_id = read.runner_id;
     let mut params = vec![Js::Number(now), Js::Number(now), runner_id, runner_id];
     // `+r.project_id`: without statistics the planner would drive the search from
     // `runs_project_idx` and read every run of the project; the queue's claim index (or, with a
@@ -80,33 +132,17 @@ fn next_run_selection<'a>(
     }
     // A present `sessionId` (even null) selects by origin session; only an undefined one means
     // "headless or already started".
-    let session_id = args.get_or_undefined("sessionId")?;
-    if session_id.is_undefined() {
+    if read.session_id.is_undefined() {
         clauses.push("(b.execution_mode = 'headless' OR q.status <> 'queued')");
     } else {
         clauses.push("b.origin_session_id = ?");
-        params.push(session_id);
+        params.push(read.session_id);
     }
-    // `excludeRunIds !== undefined && excludeRunIds.length > 0`, then `.map` and a spread.
-    // Each use reads `options.excludeRunIds` again, as the reference's expressions do.
     let exclusion;
-    if !args.get_or_undefined("excludeRunIds")?.is_undefined()
-        && args
-            .get_or_undefined("excludeRunIds")?
-            .get("length")?
-            .as_number()
-            .is_some_and(|length| length > 0.0)
-    {
-        let marks = args
-            .get_or_undefined("excludeRunIds")?
-            .method("options.excludeRunIds", "map")?
-            .sql_marks()?;
-        // A hole of a sparse list joins as "" (as `.map` leaves it) and spreads as undefined.
-        if let Some((marks, _)) = marks {
-            exclusion = format!("r.run_id NOT IN ({marks})");
-            clauses.push(&exclusion);
-            params.extend(args.get_or_undefined("excludeRunIds")?.sql_spread()?);
-        }
+    if let Some((marks, values)) = &read.exclusion {
+        exclusion = format!("r.run_id NOT IN ({marks})");
+        clauses.push(&exclusion);
+        params.extend(values.iter().copied());
     }
     if let Some(candidates) = candidates {
         clauses.push("r.rowid IN (SELECT value FROM json_each(?))");
@@ -124,7 +160,7 @@ fn next_run_selection<'a>(
         "{RUN_SELECT} WHERE {} ORDER BY q.available_at, q.created_at{order} LIMIT 1",
         clauses.join(" AND "),
     );
-    Ok((sql, params))
+    (sql, params)
 }
 
 /// Picks the next claimable run (in one read, as the reference does), then claims it.
@@ -138,28 +174,20 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let args = Js::arg(call, 0);
     let runner_id = args.get_or_undefined("runnerId")?;
     let conn = store.conn()?;
-    // Only plain arguments take the index path: every value it adds a parameter after is a
-    // string, so the binder's reading of the caller's values cannot change.
-    let plain = matches!(runner_id, Js::String(_))
-        && match args.get_or_undefined("excludeRunIds")? {
-            Js::Undefined => true,
-            Js::Array(items) => items.iter().all(Value::is_string),
-            _ => false,
-        };
-    let host = plain && args.get_or_undefined("sessionId")?.is_undefined();
-    let pick = |candidates: Option<&str>| -> Result<Option<String>> {
-        let (sql, params) = next_run_selection(store, args, runner_id, now, candidates)?;
+    let select = |(sql, params): (String, Vec<Js<'_>>)| -> Result<Option<String>> {
         let mut statement = conn.prepare_cached(&sql)?;
         let params = params_for(&statement, &params)?;
         Ok(statement
             .query_row(params_from_iter(&params), |row| row.get(0))
             .optional()?)
     };
+    // The arguments first, once: the reference evaluates them all before its one statement runs.
+    let read = NextRunArgs::read(args, runner_id)?;
+    let host = read.session_id.is_undefined() && read.binds_plainly();
     let run_id = if host && conn.is_autocommit() {
         in_read_transaction(conn, || {
-            let index = store.state.run_index_current(conn, true)?;
-            let Some(index) = index else {
-                return pick(None);
+            let Some(index) = store.state.run_index_current(conn, true)? else {
+                return select(next_run_selection(store, &read, now, None));
             };
             let runner = match runner_id {
                 Js::String(runner) => Some(runner),
@@ -168,16 +196,19 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
             let candidates = index.host_candidates(store.project_id(), runner, now);
             drop(index);
             if candidates.is_empty() {
-                // Only a candidate can be picked. The statement is still built, for its reads
-                // of the arguments; running it would read the file's pages for nothing (after
-                // another process's commit, from a cold page cache).
-                next_run_selection(store, args, runner_id, now, Some("[]"))?;
+                // Only a candidate can be picked: running the statement would read the file's
+                // pages for nothing (after another process's commit, from a cold page cache).
                 return Ok(None);
             }
-            pick(Some(&rowid_list(&candidates)))
+            select(next_run_selection(
+                store,
+                &read,
+                now,
+                Some(&rowid_list(&candidates)),
+            ))
         })?
     } else {
-        pick(None)?
+        select(next_run_selection(store, &read, now, None))?
     };
     let Some(run_id) = run_id else {
         return Ok(Reply::undefined());
