@@ -17,9 +17,10 @@
 //    their own runs —, and from N = 5 on the last a viewer that only reads) have each written and
 //    acknowledged: every timed poll comes after at least one foreign commit since the previous
 //    one; "×own" is that cost over table 1's, "×same" over the same poll after the same writes
-//    (bench/scale-writes.js) made by the poller's own store, in its process. The last row, a native call that reads nothing
-//    (bench/scale-impl.js FLOOR), is timed the same way: its "×own" is what merely running after
-//    other processes costs any call, the floor under the polls' ratios;
+//    (bench/scale-writes.js) made by the poller's own store, in its process. The last row, a
+//    native call that reads nothing (bench/scale-impl.js FLOOR), is timed the same way: its
+//    ratios are what merely running after other processes costs any call, the floor under the
+//    polls' ratios;
 // 3. with --reference (or PIW_REF set): the same polls on the TypeScript reference store loaded
 //    from $PIW_REF (outside this repository; without PIW_REF these rows are skipped with a note),
 //    with reference writers when N > 0, back to back on the same files; "native ×" is the

@@ -6,8 +6,9 @@
 //!   every method runs again, from its first argument read, on the new leader.
 //! * `DQLITE_OUTCOME_UNKNOWN` (a COMMIT was sent and its reply lost: it may have been applied):
 //!   only a method whose second run cannot differ from its first is run again
-//!   ([`retry_after_unknown`]): the reads, and the constructor's open. Every write surfaces the error, with that `code`,
-//!   for the caller to find out (docs/cluster.md, "Lost acknowledgements").
+//!   ([`retry_after_unknown`]): the reads, and the constructor's open. Every write surfaces the
+//!   error, with that `code`, for the caller to find out (docs/cluster.md, "Lost
+//!   acknowledgements").
 //! * `DQLITE_UNAVAILABLE` (no leader within the reconnect deadline; nothing applied): surfaced,
 //!   the deadline already spent.
 //! * `SQLITE_BUSY` (another host's write transaction holds the leader's write lock; the call's
