@@ -309,6 +309,36 @@ describe('C08b a field the reference reads at several points is read at each of 
     ]);
   });
 
+  /** actor_id and lease_generation of the newest event. */
+  const lastActor = () => rows(store, 'SELECT actor_id AS a, lease_generation AS g FROM events ORDER BY event_seq DESC LIMIT 1');
+
+  test("updateStatus's event is attributed to the claim's ownerId and generation read again", () => {
+    const ref = { controller: 'jobs', key: 'alpha' };
+    const update = (claim: any) => store.updateStatus({ ref, expectedResourceVersion: store.getResource(ref).metadata.resourceVersion, claim, status: {} });
+    update(changing({ ...f.S.claim }, 'ownerId', 'w1', 'w1-2'));
+    expect(lastActor()).toEqual([{ a: 'w1-2', g: 1 }]);
+    update(changing({ ...f.S.claim }, 'generation', 1, 2));
+    expect(lastActor()).toEqual([{ a: 'w1', g: 2 }]);
+  });
+
+  test("updateEffect's event has the claim's generation read again", () => {
+    store.reserveEffect({ key: 'e1', resourceUid: f.S.uid, claim: f.S.claim, generation: 1, kind: 'k', requestFingerprint: 'fp' });
+    const claim = changing({ ...f.S.claim }, 'generation', 1, 2);
+    store.updateEffect({ resourceUid: f.S.uid, key: 'e1', claim, state: 'applied' });
+    expect(lastActor()).toEqual([{ a: 'w1', g: 2 }]);
+  });
+
+  test("reserveEffect's event reads options.claim again: a claim that became {} gives no actor", () => {
+    const options = changing({ key: 'e2', resourceUid: f.S.uid, generation: 1, kind: 'k', requestFingerprint: 'fp' }, 'claim', f.S.claim, {});
+    expect(store.reserveEffect(options).created).toBe(true);
+    expect(lastActor()).toEqual([{ a: null, g: null }]);
+  });
+
+  test('recordEvent checks the claim read after its undefined test', () => {
+    const options = changing({ controller: 'jobs', key: 'alpha', type: 't' }, 'claim', f.S.claim, {});
+    expect(outcome(() => store.recordEvent(options))).toEqual(throws('Error', 'Controller claim targets another resource'));
+  });
+
   test('listEvents binds the controller read a second time, after its undefined test', () => {
     const options = changing({}, 'controller', 'jobs', 'jobs-2');
     expect(outcome(() => store.listEvents(options).length)).toEqual({ returns: 0 });

@@ -225,7 +225,7 @@ pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
     // payload, the insert and the record read back.
     let reservation = store.write(|conn| {
         let claimed = require_claim_row_by_uid(conn, options.get("resourceUid")?)?;
-        let lease = claimed.assert_claim(options.get("claim")?, now, true)?;
+        claimed.assert_claim(options.get("claim")?, now, true)?;
         let source = claimed.row;
         let effect_id = effect_id_for(&source.resource_id, &options.get("key")?.template()?);
         if let Some(existing) = effect_row(conn, options.get("resourceUid")?, options.get("key")?)?
@@ -278,7 +278,7 @@ pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
             &effect_resource_id,
             1,
             "effect.reserved",
-            Actor::Controller(&lease),
+            Actor::claim(|| options.get("claim"))?,
             "{}",
             now,
         )?;
@@ -392,7 +392,7 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
     let record = store.write(|conn| {
         // Each use reads the field again, as the reference's expressions do.
         let claimed = require_claim_row_by_uid(conn, options.get("resourceUid")?)?;
-        let lease = claimed.assert_claim(options.get("claim")?, now, true)?;
+        claimed.assert_claim(options.get("claim")?, now, true)?;
         let row = require_effect_row(conn, options.get("resourceUid")?, options.get("key")?)?;
         let effect_resource_id = resource_id_for("effect", &row.effect_id);
         let revision = resource_revision(conn, &effect_resource_id)?;
@@ -435,7 +435,7 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
             &effect_resource_id,
             revision + 1,
             &event_type,
-            Actor::Controller(&lease),
+            Actor::claim(|| options.get("claim"))?,
             "{}",
             now,
         )?;

@@ -329,7 +329,7 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
     let (record, resource_version) = store.write(|conn| {
         let reference = ResourceRef::of(options.get("ref")?);
         let claimed = require_claim_row(conn, store.project_id(), reference)?;
-        let lease = claimed.assert_claim(options.get("claim")?, now, true)?;
+        claimed.assert_claim(options.get("claim")?, now, true)?;
         let mut row = claimed.row;
         expect_version(&row, options.get("expectedResourceVersion")?, reference)?;
         let status_text = json_arg(call, options.get("status")?)?.text()?;
@@ -354,7 +354,7 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
             &row.resource_id,
             revision,
             "resource.status_updated",
-            Actor::Controller(&lease),
+            Actor::claim(|| options.get("claim"))?,
             "{}",
             now,
         )?;

@@ -16,9 +16,9 @@
 use crate::sql::{params_from_iter, Db, OptionalExtension};
 use rusqlite::types::FromSql;
 
-use super::revisions::{insert_event, EventDraft};
+use super::revisions::{insert_event_params, EventDraft};
 use crate::error::{Result, StoreError};
-use crate::js::{bind_params, Bound, Param};
+use crate::js::{bind_params, Bound, Js, Param};
 
 /// The `leases` row of a resource.
 #[derive(Debug, Clone, PartialEq)]
@@ -410,28 +410,51 @@ pub enum Actor<'a> {
     /// The lease holder read before the change: actor `lease.ownerType ?? "system"` and its
     /// owner, generation `lease.generation || undefined`.
     Holder(&'a Lease),
-    /// A controller's verified claim: actor `controller`, the claim's owner and generation as
-    /// `lease` holds them.
-    Controller(&'a Lease),
+    /// A controller's verified claim as the caller's object holds it when the event is
+    /// written (the reference passes `claim.ownerId` and `claim.generation` to `insertEvent`,
+    /// read again there): actor `controller`, the owner id and `generation ?? null` bound as
+    /// better-sqlite3 binds them. Made by [`Actor::claim`].
+    Claim {
+        /// `claim.ownerId`, read at the event.
+        owner_id: Js<'a>,
+        /// `claim.generation`, read at the event.
+        generation: Js<'a>,
+    },
     /// The control plane (`control`), with its id if it has one, no lease generation.
     Control(Option<&'a str>),
 }
 
 impl<'a> Actor<'a> {
+    /// The claim `claim_of()` gives, read as the reference's event arguments read it:
+    /// `claim_of().ownerId`, then `claim_of().generation` (an `options.claim` getter runs
+    /// once for each).
+    pub fn claim(claim_of: impl Fn() -> Result<Js<'a>>) -> Result<Actor<'a>> {
+        let owner_id = claim_of()?.get("ownerId")?;
+        let generation = claim_of()?.get("generation")?;
+        Ok(Actor::Claim {
+            owner_id,
+            generation,
+        })
+    }
+
     /// `(actor_type, actor_id, lease_generation)` of the event.
-    fn attribution(self) -> (&'a str, Option<&'a str>, Option<i64>) {
+    fn attribution(self) -> (&'a str, Param<'a>, Param<'a>) {
+        let int_or_null = |value: Option<i64>| value.map_or(Param::null(), Param::int);
         match self {
             Actor::Holder(lease) => (
                 lease.owner_type.as_deref().unwrap_or("system"),
-                lease.owner_id.as_deref(),
-                lease.event_generation(),
+                bound_text(lease.owner_id.as_deref()),
+                int_or_null(lease.event_generation()),
             ),
-            Actor::Controller(lease) => (
+            Actor::Claim {
+                owner_id,
+                generation,
+            } => (
                 "controller",
-                lease.owner_id.as_deref(),
-                Some(lease.generation),
+                Param::Js(owner_id),
+                Param::Js(generation.or(Js::Null)),
             ),
-            Actor::Control(id) => ("control", id, None),
+            Actor::Control(id) => ("control", bound_text(id), Param::null()),
         }
     }
 }
@@ -448,18 +471,22 @@ pub fn insert_attributed_event(
     now: i64,
 ) -> Result<String> {
     let (actor_type, actor_id, lease_generation) = actor.attribution();
-    insert_event(
+    let event = EventDraft {
+        resource_id,
+        revision,
+        event_type,
+        actor_type,
+        actor_id: None,
+        payload,
+        now,
+        lease_generation: None,
+    };
+    insert_event_params(
         conn,
-        &EventDraft {
-            resource_id,
-            revision,
-            event_type,
-            actor_type,
-            actor_id,
-            payload,
-            now,
-            lease_generation,
-        },
+        &event,
+        Param::text(event_type),
+        actor_id,
+        lease_generation,
     )
 }
 
@@ -482,7 +509,7 @@ mod tests {
     };
     use crate::error::StoreError;
     use crate::js::token_hash;
-    use crate::js::Param;
+    use crate::js::{Js, Param};
     use crate::sql::{Db, OptionalExtension};
     use crate::state::schema::STATE_SCHEMA_SQL;
 
@@ -855,8 +882,12 @@ mod tests {
                 insert_attributed_event(&conn, RESOURCE, revision, "test", holder, "{}", NOW)
                     .unwrap();
             }
-            // A controller's claim event names the owner type it verified, `controller`.
-            let controller = Actor::Controller(&held);
+            // A controller's claim event names the owner type it verified, `controller`, and
+            // the claim's own owner and generation.
+            let controller = Actor::Claim {
+                owner_id: Js::String("owner-a"),
+                generation: Js::Number(1.0),
+            };
             insert_attributed_event(&conn, RESOURCE, 3, "test", controller, "{}", NOW).unwrap();
             let events: Vec<(String, Option<String>, Option<i64>)> = conn
                 .prepare(
