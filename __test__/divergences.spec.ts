@@ -440,6 +440,13 @@ describe('C09 lone surrogates are kept as JavaScript keeps them, in messages and
     ]);
   });
 
+  test('a controlId stored in the control lease, then bound again for its release and the event', () => {
+    expect(outcome(() => store.cancelStaleWorkflowRun({ runId: 'r-q', controlId: `c${LONE}` }))).toEqual({ returns: true });
+    expect(rows(store, "SELECT hex(actor_id) AS a FROM events WHERE event_type = 'run.queue_cancelled' ORDER BY event_seq DESC LIMIT 1")).toEqual([
+      { a: '63EDA080' },
+    ]);
+  });
+
   test('a JSON document keeps it: JSON.stringify escapes it, JSON.parse reads it back', () => {
     expect(store.putResource({ controller: 'jobs', key: 'zeta', spec: { a: LONE }, initialStatus: {} }).spec).toEqual({ a: LONE });
   });

@@ -14,7 +14,6 @@
 //! arrive as `Param::Own`.
 
 use crate::sql::{params_from_iter, Db, OptionalExtension};
-use rusqlite::types::FromSql;
 
 use super::revisions::{insert_event_params, EventDraft};
 use crate::error::{Result, StoreError};
@@ -187,12 +186,14 @@ pub fn insert_lease(conn: &Db, resource_id: &str) -> Result<()> {
     Ok(())
 }
 
-/// `leases.owner_id` as SQLite stored it (a number bound as a double becomes its text, `5.0`),
-/// read as `T` (a `String` fails on NULL as `row.get` does).
-pub fn stored_owner_id<T: FromSql>(conn: &Db, resource_id: &str) -> Result<T> {
+/// The bytes of `leases.owner_id` as SQLite stored it (a number bound as a double becomes its
+/// text, `5.0`; a caller's lone surrogates stay the WTF-8 V8 wrote), `None` when unowned.
+pub fn stored_owner_id(conn: &Db, resource_id: &str) -> Result<Option<Vec<u8>>> {
     Ok(conn
         .prepare_cached("SELECT owner_id FROM leases WHERE resource_id = ?")?
-        .query_row([resource_id], |row| row.get(0))?)
+        .query_row([resource_id], |row| {
+            Ok(row.get_ref(0)?.as_bytes_or_null()?.map(<[u8]>::to_vec))
+        })?)
 }
 
 /// `leases.expires_at` as the STRICT column holds it after binding (a numeric text converted).
@@ -420,8 +421,9 @@ pub enum Actor<'a> {
         /// `claim.generation`, read at the event.
         generation: Js<'a>,
     },
-    /// The control plane (`control`), with its id if it has one, no lease generation.
-    Control(Option<&'a str>),
+    /// The control plane (`control`), with its id if it has one (its text's bytes as they
+    /// were bound: a caller's lone surrogates stay WTF-8), no lease generation.
+    Control(Option<&'a [u8]>),
 }
 
 impl<'a> Actor<'a> {
@@ -454,7 +456,11 @@ impl<'a> Actor<'a> {
                 Param::Js(owner_id),
                 Param::Js(generation.or(Js::Null)),
             ),
-            Actor::Control(id) => ("control", bound_text(id), Param::null()),
+            Actor::Control(id) => (
+                "control",
+                Param::Own(id.map_or(Bound::Null, |id| Bound::Text(id.into()))),
+                Param::null(),
+            ),
         }
     }
 }
@@ -723,8 +729,8 @@ mod tests {
             assert!(held.token_matches(&hash), "{}", kind.name);
             assert_eq!(held.expires_at, Some(EXPIRES), "{}", kind.name);
             assert!(held.is_live(NOW) && !held.is_live(EXPIRES), "{}", kind.name);
-            let owner: String = stored_owner_id(&conn, RESOURCE).unwrap();
-            assert_eq!(owner, "owner-a", "{}", kind.name);
+            let owner = stored_owner_id(&conn, RESOURCE).unwrap();
+            assert_eq!(owner.as_deref(), Some(&b"owner-a"[..]), "{}", kind.name);
             assert_eq!(stored_expires_at(&conn, RESOURCE).unwrap(), Some(EXPIRES));
         }
     }
