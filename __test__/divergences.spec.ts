@@ -447,6 +447,15 @@ describe('C09 lone surrogates are kept as JavaScript keeps them, in messages and
     ]);
   });
 
+  test('a finalizers string is iterated by code point, a lone surrogate one of them, stored as its WTF-8', () => {
+    const finalizers = `a${String.fromCharCode(0xdc00)}b${LONE}`;
+    const update = () => store.updateFinalizers({ ref: { controller: 'jobs', key: 'beta' }, expectedResourceVersion: f.S.rvBeta, finalizers });
+    expect(update().metadata.finalizers).toEqual(['a', '\ufffd\ufffd\ufffd', 'b', '\ufffd\ufffd\ufffd']);
+    expect(rows(store, 'SELECT hex(finalizer) AS f FROM controller_finalizers ORDER BY rowid DESC LIMIT 4')).toEqual(
+      ['EDA080', '62', 'EDB080', '61'].map((hex) => ({ f: hex })),
+    );
+  });
+
   test('a JSON document keeps it: JSON.stringify escapes it, JSON.parse reads it back', () => {
     expect(store.putResource({ controller: 'jobs', key: 'zeta', spec: { a: LONE }, initialStatus: {} }).spec).toEqual({ a: LONE });
   });
