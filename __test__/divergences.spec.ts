@@ -456,6 +456,12 @@ describe('C09 lone surrogates are kept as JavaScript keeps them, in messages and
     );
   });
 
+  // JSON.stringify escapes it in the payload; json_extract decodes the escape to its WTF-8.
+  test("a requestFingerprint read back from the effect's payload", () => {
+    const reserve = () => store.reserveEffect({ key: 'e2', resourceUid: f.S.uid, claim: f.S.claim, generation: 1, kind: 'k', requestFingerprint: `fp${LONE}` });
+    expect(outcome(() => reserve().record.requestFingerprint)).toEqual({ returns: 'fp\ufffd\ufffd\ufffd' });
+  });
+
   test('a JSON document keeps it: JSON.stringify escapes it, JSON.parse reads it back', () => {
     expect(store.putResource({ controller: 'jobs', key: 'zeta', spec: { a: LONE }, initialStatus: {} }).spec).toEqual({ a: LONE });
   });

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use crate::sql::{params, params_from_iter, Db, OptionalExtension, Row};
-use rusqlite::types::Value as SqlValue;
+use rusqlite::types::ValueRef;
 use serde_json::Value;
 
 use super::rows::claim::require_claim_row_by_uid;
@@ -60,7 +60,7 @@ impl EffectRow {
             generation: row.get(3)?,
             kind: text_lossy(row, 4)?,
             state: row.get(5)?,
-            request_fingerprint: sql_to_json(row.get(6)?),
+            request_fingerprint: sql_to_json(row.get_ref(6)?),
             started_at: row.get(7)?,
             completed_at: row.get(8)?,
             external_ref: opt_text_lossy(row, 9)?,
@@ -99,14 +99,16 @@ impl EffectRow {
     }
 }
 
-/// A SQLite value as better-sqlite3 hands it to JavaScript.
-fn sql_to_json(value: SqlValue) -> Value {
+/// A SQLite value as better-sqlite3 hands it to JavaScript (text as V8 decodes it: the WTF-8
+/// of a lone surrogate, which `json_extract` writes for a `\ud800` escape, is a U+FFFD for
+/// each byte).
+fn sql_to_json(value: ValueRef<'_>) -> Value {
     match value {
-        SqlValue::Null => Value::Null,
-        SqlValue::Integer(i) => i.into(),
-        SqlValue::Real(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
-        SqlValue::Text(text) => text.into(),
-        SqlValue::Blob(bytes) => bytes.into(),
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => i.into(),
+        ValueRef::Real(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        ValueRef::Text(text) => String::from_utf8_lossy(text).into(),
+        ValueRef::Blob(bytes) => bytes.into(),
     }
 }
 
