@@ -339,6 +339,13 @@ describe('C08b a field the reference reads at several points is read at each of 
     expect(outcome(() => store.recordEvent(options))).toEqual(throws('Error', 'Controller claim targets another resource'));
   });
 
+  test('claimNextWorkflowRun binds the runnerId read twice in the selection and claims with a third read', () => {
+    const reads = ['x', 'session-r-q', 'session-r-q-3'];
+    const options = { sessionId: 'session-r-q', claimToken: 'k', leaseMs: 1000, get runnerId() { return reads.shift(); } };
+    expect(outcome(() => store.claimNextWorkflowRun(options)?.runnerId)).toEqual({ returns: 'session-r-q-3' });
+    expect(reads).toEqual([]);
+  });
+
   test('listEvents binds the controller read a second time, after its undefined test', () => {
     const options = changing({}, 'controller', 'jobs', 'jobs-2');
     expect(outcome(() => store.listEvents(options).length)).toEqual({ returns: 0 });

@@ -67,7 +67,9 @@ fn next_run_selection<'a>(
         "(q.error_code IS NULL OR q.error_code <> 'workflowSourceChanged')",
     ];
     let now = now as f64;
-    let mut params = vec![Js::Number(now), Js::Number(now), runner_id, runner_id];
+    // `[now, now, options.runnerId, options.runnerId]`: the second is read again.
+    let runner_again = args.get_or_undefined("runnerId")?;
+    let mut params = vec![Js::Number(now), Js::Number(now), runner_id, runner_again];
     // `+r.project_id`: without statistics the planner would drive the search from
     // `runs_project_idx` and read every run of the project; the queue's claim index (or, with a
     // session, the bindings' session index) reads only the candidates. The project-index scan
@@ -182,9 +184,10 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let Some(run_id) = run_id else {
         return Ok(Reply::undefined());
     };
+    // `this.claimRun(row.runId, options.runnerId, …)`: the runner id read a third time.
     let claim = RunClaim {
         run_id: Js::String(&run_id),
-        runner_id,
+        runner_id: args.get_or_undefined("runnerId")?,
         claim_token: args.get_or_undefined("claimToken")?,
         lease_ms: args.get_or_undefined("leaseMs")?,
     };
