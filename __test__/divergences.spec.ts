@@ -346,6 +346,20 @@ describe('C08b a field the reference reads at several points is read at each of 
     expect(reads).toEqual([]);
   });
 
+  test('reserveWorkflow inserts the requestKey read after the lookup', () => {
+    const options = changing({ resourceUid: f.S.uid, claim: f.S.claim, workflow: 'child', inputFingerprint: 'ab'.repeat(32) }, 'requestKey', 'w3', 'w3-2');
+    expect(outcome(() => store.reserveWorkflow(options).record.requestKey)).toEqual({ returns: 'w3-2' });
+  });
+
+  test('reserveWorkflow looks the existing request up by the resourceUid read a second time', () => {
+    const options = changing({ claim: f.S.claim, requestKey: 'w1', workflow: 'child', inputFingerprint: 'ab'.repeat(32) }, 'resourceUid', f.S.uid, `${f.S.uid}-2`);
+    expect(outcome(() => store.reserveWorkflow(options))).toEqual(
+      throws('SqliteError', 'UNIQUE constraint failed: controller_workflows.controller_resource_id, controller_workflows.request_key', {
+        code: 'SQLITE_CONSTRAINT_UNIQUE',
+      }),
+    );
+  });
+
   test('listEvents binds the controller read a second time, after its undefined test', () => {
     const options = changing({}, 'controller', 'jobs', 'jobs-2');
     expect(outcome(() => store.listEvents(options).length)).toEqual({ returns: 0 });
