@@ -360,6 +360,13 @@ describe('C08b a field the reference reads at several points is read at each of 
     );
   });
 
+  test("reserveWorkflowRun writes the source row from the kind read again after the check", () => {
+    const workflowSource = changing({ id: 'echo', revision: 'rev-1' }, 'kind', 'builtin', 'file');
+    expect(outcome(() => store.reserveWorkflowRun(RUN('n-9', { workflowSource })))).toEqual(
+      throws('SqliteError', 'NOT NULL constraint failed: run_sources.source_ref', { code: 'SQLITE_CONSTRAINT_NOTNULL' }),
+    );
+  });
+
   test('listEvents binds the controller read a second time, after its undefined test', () => {
     const options = changing({}, 'controller', 'jobs', 'jobs-2');
     expect(outcome(() => store.listEvents(options).length)).toEqual({ returns: 0 });
