@@ -367,6 +367,19 @@ describe('C08b a field the reference reads at several points is read at each of 
     );
   });
 
+  test('enqueueWorkflowRun reserves from a copy of its options: each field is read once', () => {
+    const options = changing({ ...RUN('n-9'), claimToken: 'c', leaseMs: 1000 }, 'originSessionId', 'session-n-9', 'session-n-9-2');
+    expect(store.enqueueWorkflowRun(options).originSessionId).toBe('session-n-9');
+    expect(rows(store, "SELECT actor_id AS a FROM events WHERE event_type = 'run.queued' ORDER BY event_seq DESC LIMIT 1")).toEqual([
+      { a: 'session-n-9' },
+    ]);
+  });
+
+  test('enqueueWorkflowRun leaves out of the copy a parentRunId undefined at its test', () => {
+    const options = changing({ ...RUN('n-9'), claimToken: 'c', leaseMs: 1000 }, 'parentRunId', undefined, 'r-q');
+    expect(outcome(() => store.enqueueWorkflowRun(options).parentRunId)).toEqual({ returns: null });
+  });
+
   test('listEvents binds the controller read a second time, after its undefined test', () => {
     const options = changing({}, 'controller', 'jobs', 'jobs-2');
     expect(outcome(() => store.listEvents(options).length)).toEqual({ returns: 0 });

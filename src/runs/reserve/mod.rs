@@ -28,7 +28,7 @@ use checks::*;
 use source::*;
 
 pub fn reserve_workflow_run(store: &Store, call: &Call, options: Js<'_>) -> Result<String> {
-    let request = Reservation::validate(call, options, false)?;
+    let request = Reservation::validate(call, options, None)?;
     let project_id = store.project_id();
     store.write(|conn| request.reserve_in_transaction(conn, project_id))
 }
@@ -38,7 +38,7 @@ pub fn prepare_or_adopt_workflow_run(
     call: &Call,
     options: Js<'_>,
 ) -> Result<String> {
-    let request = Reservation::validate(call, options, false)?;
+    let request = Reservation::validate(call, options, None)?;
     let project_id = store.project_id();
     store.write(|conn| {
         if let Some(existing) = run_row_of(conn, request.run_id)? {
@@ -57,21 +57,71 @@ pub fn prepare_or_adopt_workflow_run(
 
 pub fn enqueue_workflow_run(store: &Store, call: &Call, options: Js<'_>) -> Result<String> {
     // `this.getWorkflowRun(options.runId)`: the caller's value bound as given.
-    let run_id = options.get("runId")?;
-    let existing = match run_row_of(store.conn()?, run_id)? {
+    let existing = match run_row_of(store.conn()?, options.get("runId")?)? {
         Some(row) => Some(map_workflow_run(store.conn()?, &row)?),
         None => None,
     };
     if existing.is_none() {
-        // The reference forwards every reservation field but `executionMode`.
-        let request = Reservation::validate(call, options, true)?;
+        // `this.reserveWorkflowRun({...})` of a copy: every field read once as it is built.
+        let copy = forwarded_reservation(options)?;
+        let request = Reservation::validate(call, options, Some(copy))?;
         let project_id = store.project_id();
         store.write(|conn| request.reserve_in_transaction(conn, project_id))?;
     }
-    let now = timestamp(call, options.get("now")?)?;
+    // `this.claimWorkflowRun({runId, runnerId, claimToken, leaseMs, ...now})`, a copy too.
     let claim = run_claim(call, options)?;
-    claim_run(store, &claim, now, ClaimOptions::default())?
-        .ok_or_else(|| not_claimed(&run_id.template().unwrap_or_default()))
+    let now = timestamp(call, copied_if_defined(options, "now")?)?;
+    match claim_run(store, &claim, now, ClaimOptions::default())? {
+        Some(run) => Ok(run),
+        // `Workflow run could not be claimed: ${options.runId}`: read for the message.
+        None => Err(not_claimed(&options.get("runId")?.template()?)),
+    }
+}
+
+/// `options[name]` when it is defined (the test, then the value, each a read), as the
+/// reference's `...(options[name] === undefined ? {} : { [name]: options[name] })` copies it.
+fn copied_if_defined<'a>(options: Js<'a>, name: &str) -> Result<Js<'a>> {
+    if options.get(name)?.is_undefined() {
+        return Ok(Js::Undefined);
+    }
+    options.get(name)
+}
+
+/// The reservation `enqueueWorkflowRun` forwards, read from `options` in its literal's order:
+/// `executionMode` is not forwarded, `launchOptions ?? {}` (absent here: the reservation's own
+/// `?? {}` stores the same `{}`), and the lineage fields and `now` only when defined.
+fn forwarded_reservation<'a>(options: Js<'a>) -> Result<Vec<(&'static str, Js<'a>)>> {
+    let mut copy = Vec::with_capacity(15);
+    for name in [
+        "runId",
+        "workflowName",
+        "workflowSourceRef",
+        "workflowSource",
+        "definitionDigest",
+        "definitionSnapshot",
+        "input",
+        "launchOptions",
+        "runnerId",
+        "originSessionId",
+    ] {
+        let value = options.get(name)?;
+        let value = if name == "launchOptions" && value.is_nullish() {
+            Js::Undefined
+        } else {
+            value
+        };
+        copy.push((name, value));
+    }
+    for name in [
+        "parentRunId",
+        "lineageKind",
+        "restartNumber",
+        "parentTerminalFingerprint",
+        "now",
+    ] {
+        copy.push((name, copied_if_defined(options, name)?));
+    }
+    Ok(copy)
 }
 
 fn run_claim<'a>(call: &'a Call, options: Js<'a>) -> Result<RunClaim<'a>> {
@@ -97,8 +147,9 @@ fn not_claimed(run_id: &str) -> StoreError {
 struct Reservation<'a> {
     call: &'a Call,
     options: Js<'a>,
-    /// enqueueWorkflowRun's forwarded copy: `executionMode` is not forwarded.
-    without_execution_mode: bool,
+    /// enqueueWorkflowRun's forwarded copy, read from instead of `options` (a field it does
+    /// not hold is `undefined`).
+    forwarded: Option<Vec<(&'static str, Js<'a>)>>,
     /// `options.runId` as JavaScript sees it.
     run_id: Js<'a>,
     /// `${options.runId}`.
@@ -152,31 +203,35 @@ impl<'a> Reservation<'a> {
     fn validate(
         call: &'a Call,
         options: Js<'a>,
-        without_execution_mode: bool,
+        forwarded: Option<Vec<(&'static str, Js<'a>)>>,
     ) -> Result<Reservation<'a>> {
-        // `validateRunId(options.runId)`: the pattern tests the value's text.
-        let run_id = options.get("runId")?;
-        let run_key = run_id.template()?;
-        validate_run_id(run_id, &run_key)?;
-        let now = timestamp(call, options.get("now")?)?;
-        let definition_digest = digest_buffer(options.get("definitionDigest")?)?;
-        Ok(Reservation {
+        let mut request = Reservation {
             call,
             options,
-            without_execution_mode,
-            run_id,
-            run_key,
-            now,
-            definition_digest,
-        })
+            forwarded,
+            run_id: Js::Undefined,
+            run_key: String::new(),
+            now: 0,
+            definition_digest: Vec::new(),
+        };
+        // `validateRunId(options.runId)`: the pattern tests the value's text.
+        request.run_id = request.defined("runId")?;
+        request.run_key = request.run_id.template()?;
+        validate_run_id(request.run_id, &request.run_key)?;
+        request.now = timestamp(call, request.defined("now")?)?;
+        request.definition_digest = digest_buffer(request.defined("definitionDigest")?)?;
+        Ok(request)
     }
 
-    /// `options[name]` (`undefined` when absent).
+    /// `options[name]` (`undefined` when absent), or the forwarded copy's.
     fn defined(&self, name: &str) -> Result<Js<'a>> {
-        if self.without_execution_mode && name == "executionMode" {
-            return Ok(Js::Undefined);
+        match &self.forwarded {
+            Some(copy) => Ok(copy
+                .iter()
+                .find(|(field, _)| *field == name)
+                .map_or(Js::Undefined, |(_, value)| *value)),
+            None => self.options.get(name),
         }
-        self.options.get(name)
     }
 
     /// `options[name]`, or `None` when it is `undefined` or `null` (for `??`).
