@@ -380,6 +380,28 @@ describe('C08b a field the reference reads at several points is read at each of 
     expect(outcome(() => store.enqueueWorkflowRun(options).parentRunId)).toEqual({ returns: null });
   });
 
+  test('putResource looks the resource up, and creates it, by the controller read after its check', () => {
+    const options = changing({ key: 'zeta', spec: { z: 1 }, initialStatus: {} }, 'controller', 'jobs', 'jobs-2');
+    const { controller, key, resourceVersion } = store.putResource(options).metadata;
+    expect({ controller, key, resourceVersion }).toEqual({ controller: 'jobs-2', key: 'zeta', resourceVersion: 1 });
+  });
+
+  test("putResource's record is the resource the controller read last names", () => {
+    const reads = ['jobs', 'jobs-x', 'jobs-x', 'jobs-x', 'other'];
+    const record = store.putResource({ key: 'gamma', spec: { z: 1 }, initialStatus: {}, get controller() { return reads.shift(); } });
+    expect([record.metadata.controller, record.spec, reads]).toEqual(['other', { n: 3 }, []]);
+    expect(store.listResources({ controller: 'jobs-x' }).map((r: any) => r.metadata.key)).toEqual(['gamma']);
+  });
+
+  test('putResource fails on a record read naming a missing resource, its writes rolled back', () => {
+    const reads = ['jobs', 'jobs', 'other'];
+    const put = () => store.putResource({ key: 'alpha', spec: { n: 1 }, initialStatus: {}, get controller() { return reads.shift(); } });
+    expect(outcome(put)).toEqual(
+      throws('ResourceNotFoundError', 'Controller resource not found: other/alpha', { name: 'ResourceNotFoundError' }),
+    );
+    expect(reads).toEqual([]);
+  });
+
   test('listEvents binds the controller read a second time, after its undefined test', () => {
     const options = changing({}, 'controller', 'jobs', 'jobs-2');
     expect(outcome(() => store.listEvents(options).length)).toEqual({ returns: 0 });
