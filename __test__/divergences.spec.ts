@@ -402,6 +402,38 @@ describe('C08b a field the reference reads at several points is read at each of 
     expect(reads).toEqual([]);
   });
 
+  /** `object` with each own field a getter that logs its name in `reads`. */
+  function logged(object: any, reads: string[]): any {
+    for (const key of Object.keys(object)) {
+      const value = object[key];
+      Object.defineProperty(object, key, { get: () => (reads.push(key), value), enumerable: true });
+    }
+    return object;
+  }
+
+  test('reserveWorkflowRun reads runId at each use: a run id that changes after its check names the run', () => {
+    const run = store.reserveWorkflowRun(changing(RUN('n-9'), 'runId', 'n-9', 'n-9-2'));
+    expect([run.runId, run.rootRunId, store.getWorkflowRun('n-9')]).toEqual(['n-9-2', 'n-9-2', undefined]);
+  });
+
+  // The reference's reads, logged the same way.
+  test('reserveWorkflowRun reads the fields of a root run in the order and number the reference reads them', () => {
+    const reads: string[] = [];
+    store.reserveWorkflowRun(logged(RUN('n-9', { launchOptions: { a: 1 }, executionMode: 'interactive', now: NOW }), reads));
+    expect(reads.join(' ')).toBe(
+      'runId now definitionDigest runId runId runId definitionSnapshot workflowSource input launchOptions workflowName ' +
+        'runId runId workflowSourceRef runId runId runId originSessionId executionMode runId runnerId originSessionId ' +
+        'originSessionId runId',
+    );
+  });
+
+  test('prepareOrAdoptWorkflowRun reads the fields of an existing run in the order and number the reference reads them', () => {
+    const reads: string[] = [];
+    const adopt = () => store.prepareOrAdoptWorkflowRun(logged({ ...RUN('r-q'), claimToken: 'c', leaseMs: 1000 }, reads)).state;
+    expect(outcome(adopt)).toEqual({ returns: 'adopted' });
+    expect(reads.join(' ')).toBe('runId definitionDigest runId runId workflowName workflowSourceRef workflowSource input originSessionId');
+  });
+
   test('listEvents binds the controller read a second time, after its undefined test', () => {
     const options = changing({}, 'controller', 'jobs', 'jobs-2');
     expect(outcome(() => store.listEvents(options).length)).toEqual({ returns: 0 });

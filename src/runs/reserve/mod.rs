@@ -41,7 +41,8 @@ pub fn prepare_or_adopt_workflow_run(
     let request = Reservation::validate(call, options, None)?;
     let project_id = store.project_id();
     store.write(|conn| {
-        if let Some(existing) = run_row_of(conn, request.run_id)? {
+        // `this.workflowRunRow(options.runId)`: read again, inside the transaction.
+        if let Some(existing) = run_row_of(conn, options.get("runId")?)? {
             request.assert_compatible(conn, &existing)?;
             let run = map_workflow_run(conn, &existing)?;
             return Ok(format!(r#"{{"state":"adopted","run":{run}}}"#));
@@ -50,7 +51,7 @@ pub fn prepare_or_adopt_workflow_run(
         let claim = run_claim(call, options)?;
         match claim_run_in_transaction(conn, &claim, request.now, ClaimOptions::default())? {
             Some(run) => Ok(format!(r#"{{"state":"claimed","run":{run}}}"#)),
-            None => Err(not_claimed(&request.run_key)),
+            None => Err(not_claimed(&options.get("runId")?.template()?)),
         }
     })
 }
@@ -150,9 +151,9 @@ struct Reservation<'a> {
     /// enqueueWorkflowRun's forwarded copy, read from instead of `options` (a field it does
     /// not hold is `undefined`).
     forwarded: Option<Vec<(&'static str, Js<'a>)>>,
-    /// `options.runId` as JavaScript sees it.
+    /// `options.runId` as `validateRunId` read it (each later use reads it again).
     run_id: Js<'a>,
-    /// `${options.runId}`.
+    /// `${options.runId}` of that read.
     run_key: String,
     now: i64,
     definition_digest: Vec<u8>,
@@ -160,7 +161,8 @@ struct Reservation<'a> {
 
 /// What a run's lineage resolves to.
 struct Lineage<'a> {
-    parent_run_id: Js<'a>,
+    /// `let rootRunId = options.runId`, read before the parent is looked up.
+    own_root: Js<'a>,
     /// The parent's root (text), or `None`: the run is its own root (`options.runId`, bound).
     root_run_id: Option<String>,
     /// `null` for a root run, else `options.lineageKind ?? "continuation"`.
@@ -244,15 +246,26 @@ impl<'a> Reservation<'a> {
         JsonArg::read(self.call, self.defined(name)?)
     }
 
+    /// `options.parentRunId !== undefined`, then `requireWorkflowRunRow(options.parentRunId)`
+    /// (read again, bound as given).
     fn parent_row(&self, conn: &Db) -> Result<Option<RunRow>> {
-        match self.defined("parentRunId")? {
-            Js::Undefined => Ok(None),
-            // `requireWorkflowRunRow(options.parentRunId)`: the value bound as given.
-            parent_run_id => match run_row_of(conn, parent_run_id)? {
-                Some(row) => Ok(Some(row)),
-                None => Err(not_found(parent_run_id)?),
-            },
+        if self.defined("parentRunId")?.is_undefined() {
+            return Ok(None);
         }
+        let parent_run_id = self.defined("parentRunId")?;
+        match run_row_of(conn, parent_run_id)? {
+            Some(row) => Ok(Some(row)),
+            None => Err(not_found(parent_run_id)?),
+        }
+    }
+
+    /// `options.parentTerminalFingerprint === undefined ? none :
+    /// terminalFingerprintBuffer(options.parentTerminalFingerprint)` (two reads).
+    fn terminal_fingerprint(&self) -> Result<Option<Vec<u8>>> {
+        if self.defined("parentTerminalFingerprint")?.is_undefined() {
+            return Ok(None);
+        }
+        terminal_fingerprint_buffer(self.defined("parentTerminalFingerprint")?).map(Some)
     }
 
     /// `lineageKind ?? "continuation"` for a child run (any value the caller gave), `null` for
@@ -266,23 +279,20 @@ impl<'a> Reservation<'a> {
             .unwrap_or(Js::String("continuation")))
     }
 
-    /// `this.workflowRunRow(options.runId)`.
-    fn existing_row(&self, conn: &Db) -> Result<Option<RunRow>> {
-        run_row_of(conn, self.run_id)
+    /// `options.runId` as one statement parameter, read for it.
+    fn run_id_param(&self) -> Result<Param<'a>> {
+        Ok(Param::Js(self.defined("runId")?))
     }
 
-    /// `options.runId` as one statement parameter.
-    fn run_id_param(&self) -> Param<'a> {
-        Param::Js(self.run_id)
-    }
-
+    /// Each use of `options.runId` reads it again, as the reference's expressions do.
     fn reserve_in_transaction(&self, conn: &Db, project_id: Option<&str>) -> Result<String> {
-        if let Some(existing) = self.existing_row(conn)? {
+        // `this.getWorkflowRun(options.runId)`.
+        if let Some(existing) = run_row_of(conn, self.defined("runId")?)? {
             // The reference's duplicate check reads the whole record, which can itself fail.
             map_workflow_run(conn, &existing)?;
             return Err(StoreError::plain(format!(
                 "Workflow run already reserved: {}",
-                self.run_key
+                self.defined("runId")?.template()?
             )));
         }
         let lineage = self.resolve_lineage(conn)?;
@@ -290,9 +300,10 @@ impl<'a> Reservation<'a> {
         // The record reads the run back (other rows decide what it shows: an existing
         // definition keeps its name and snapshot), but not the documents just stored.
         // `requireWorkflowRun(options.runId)`: looked up by the value as bound.
-        let row = match self.existing_row(conn)? {
+        let run_id = self.defined("runId")?;
+        let row = match run_row_of(conn, run_id)? {
             Some(row) => row,
-            None => return Err(not_found(self.run_id)?),
+            None => return Err(not_found(run_id)?),
         };
         map_workflow_run_with(
             &mut JsonReads::with_stored(conn, documents.stored()),
