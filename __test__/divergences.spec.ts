@@ -434,6 +434,15 @@ describe('C08b a field the reference reads at several points is read at each of 
     expect(reads.join(' ')).toBe('runId definitionDigest runId runId workflowName workflowSourceRef workflowSource input originSessionId');
   });
 
+  test('claimNextWorkflowRun reads its options in the order and number the reference reads them', () => {
+    const reads: string[] = [];
+    const options = { runnerId: 'session-r-q', sessionId: 'session-r-q', claimToken: 'k', leaseMs: 1000, now: NOW, excludeRunIds: ['r-x'] };
+    expect(store.claimNextWorkflowRun(logged(options, reads))?.runId).toBe('r-q');
+    expect(reads.join(' ')).toBe(
+      'now runnerId runnerId sessionId sessionId excludeRunIds excludeRunIds excludeRunIds excludeRunIds runnerId claimToken leaseMs',
+    );
+  });
+
   test('listEvents binds the controller read a second time, after its undefined test', () => {
     const options = changing({}, 'controller', 'jobs', 'jobs-2');
     expect(outcome(() => store.listEvents(options).length)).toEqual({ returns: 0 });

@@ -38,16 +38,74 @@ pub fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<
     Ok(Reply::maybe_text(claim_run(store, &claim, now, options)?))
 }
 
+/// What `claimNextWorkflowRun`'s selection reads of the caller's options, read once in the
+/// reference's order: `options.runnerId` twice, `options.sessionId !== undefined` then its
+/// value, `options.excludeRunIds !== undefined && .length > 0`, `.map(() => "?")` and the spread.
+struct NextRunArguments<'a> {
+    runner_id: Js<'a>,
+    runner_again: Js<'a>,
+    /// `None` when `sessionId` is undefined.
+    session_id: Option<Js<'a>>,
+    /// The `NOT IN (…)` marks and the spread values, when there are exclusions.
+    exclusion: Option<(String, Vec<Js<'a>>)>,
+}
+
+impl<'a> NextRunArguments<'a> {
+    fn read(args: Js<'a>) -> Result<NextRunArguments<'a>> {
+        let runner_id = args.get_or_undefined("runnerId")?;
+        let runner_again = args.get_or_undefined("runnerId")?;
+        // A present `sessionId` (even null) selects by origin session.
+        let session_id = match args.get_or_undefined("sessionId")? {
+            Js::Undefined => None,
+            _ => Some(args.get_or_undefined("sessionId")?),
+        };
+        let mut exclusion = None;
+        if !args.get_or_undefined("excludeRunIds")?.is_undefined()
+            && args
+                .get_or_undefined("excludeRunIds")?
+                .get("length")?
+                .as_number()
+                .is_some_and(|length| length > 0.0)
+        {
+            let marks = args
+                .get_or_undefined("excludeRunIds")?
+                .method("options.excludeRunIds", "map")?
+                .sql_marks()?;
+            // A hole of a sparse list joins as "" (as `.map` leaves it) and spreads as undefined.
+            if let Some((marks, _)) = marks {
+                let values = args.get_or_undefined("excludeRunIds")?.sql_spread()?;
+                exclusion = Some((marks, values));
+            }
+        }
+        Ok(NextRunArguments {
+            runner_id,
+            runner_again,
+            session_id,
+            exclusion,
+        })
+    }
+
+    /// Whether the index path may add its parameter: a string runner id, no session, and
+    /// every value bound before it a string (the binder's reading cannot change).
+    fn plain(&self) -> bool {
+        matches!(self.runner_id, Js::String(_))
+            && self.session_id.is_none()
+            && self
+                .exclusion
+                .as_ref()
+                .is_none_or(|(_, values)| values.iter().all(|value| matches!(value, Js::String(_))))
+    }
+}
+
 /// The selection rules of `claimNextWorkflowRun`, in the reference's order, with their
 /// parameters. With `candidates` (a JSON array of run rowids that holds every run the rules
 /// can pick, see [`claim_next`]), only those runs are read.
 fn next_run_selection<'a>(
     store: &'a Store,
-    args: Js<'a>,
-    runner_id: Js<'a>,
+    read: &NextRunArguments<'a>,
     now: i64,
     candidates: Option<&'a str>,
-) -> Result<(String, Vec<Js<'a>>)> {
+) -> (String, Vec<Js<'a>>) {
     // `+`: with candidates, the runs are read by rowid, not from the queue's claim index.
     let (status, available) = match candidates {
         Some(_) => ("+q.status", "+q.available_at"),
@@ -67,9 +125,12 @@ fn next_run_selection<'a>(
         "(q.error_code IS NULL OR q.error_code <> 'workflowSourceChanged')",
     ];
     let now = now as f64;
-    // `[now, now, options.runnerId, options.runnerId]`: the second is read again.
-    let runner_again = args.get_or_undefined("runnerId")?;
-    let mut params = vec![Js::Number(now), Js::Number(now), runner_id, runner_again];
+    let mut params = vec![
+        Js::Number(now),
+        Js::Number(now),
+        read.runner_id,
+        read.runner_again,
+    ];
     // `+r.project_id`: without statistics the planner would drive the search from
     // `runs_project_idx` and read every run of the project; the queue's claim index (or, with a
     // session, the bindings' session index) reads only the candidates. The project-index scan
@@ -80,35 +141,19 @@ fn next_run_selection<'a>(
         clauses.insert(0, "+r.project_id = ?");
         params.insert(0, Js::String(project_id));
     }
-    // A present `sessionId` (even null) selects by origin session; only an undefined one means
-    // "headless or already started".
-    let session_id = args.get_or_undefined("sessionId")?;
-    if session_id.is_undefined() {
-        clauses.push("(b.execution_mode = 'headless' OR q.status <> 'queued')");
-    } else {
-        clauses.push("b.origin_session_id = ?");
-        params.push(session_id);
-    }
-    // `excludeRunIds !== undefined && excludeRunIds.length > 0`, then `.map` and a spread.
-    // Each use reads `options.excludeRunIds` again, as the reference's expressions do.
-    let exclusion;
-    if !args.get_or_undefined("excludeRunIds")?.is_undefined()
-        && args
-            .get_or_undefined("excludeRunIds")?
-            .get("length")?
-            .as_number()
-            .is_some_and(|length| length > 0.0)
-    {
-        let marks = args
-            .get_or_undefined("excludeRunIds")?
-            .method("options.excludeRunIds", "map")?
-            .sql_marks()?;
-        // A hole of a sparse list joins as "" (as `.map` leaves it) and spreads as undefined.
-        if let Some((marks, _)) = marks {
-            exclusion = format!("r.run_id NOT IN ({marks})");
-            clauses.push(&exclusion);
-            params.extend(args.get_or_undefined("excludeRunIds")?.sql_spread()?);
+    // Only an undefined `sessionId` means "headless or already started".
+    match read.session_id {
+        None => clauses.push("(b.execution_mode = 'headless' OR q.status <> 'queued')"),
+        Some(session_id) => {
+            clauses.push("b.origin_session_id = ?");
+            params.push(session_id);
         }
+    }
+    let exclusion;
+    if let Some((marks, values)) = &read.exclusion {
+        exclusion = format!("r.run_id NOT IN ({marks})");
+        clauses.push(&exclusion);
+        params.extend(values.iter().copied());
     }
     if let Some(candidates) = candidates {
         clauses.push("r.rowid IN (SELECT value FROM json_each(?))");
@@ -126,7 +171,7 @@ fn next_run_selection<'a>(
         "{RUN_SELECT} WHERE {} ORDER BY q.available_at, q.created_at{order} LIMIT 1",
         clauses.join(" AND "),
     );
-    Ok((sql, params))
+    (sql, params)
 }
 
 /// Picks the next claimable run (in one read, as the reference does), then claims it.
@@ -138,42 +183,31 @@ fn next_run_selection<'a>(
 pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
-    let runner_id = args.get_or_undefined("runnerId")?;
+    let read = NextRunArguments::read(args)?;
     let conn = store.conn()?;
-    // Only plain arguments take the index path: every value it adds a parameter after is a
-    // string, so the binder's reading of the caller's values cannot change.
-    let plain = matches!(runner_id, Js::String(_))
-        && match args.get_or_undefined("excludeRunIds")? {
-            Js::Undefined => true,
-            Js::Array(items) => items.iter().all(Value::is_string),
-            _ => false,
-        };
-    let host = plain && args.get_or_undefined("sessionId")?.is_undefined();
     let pick = |candidates: Option<&str>| -> Result<Option<String>> {
-        let (sql, params) = next_run_selection(store, args, runner_id, now, candidates)?;
+        let (sql, params) = next_run_selection(store, &read, now, candidates);
         let mut statement = conn.prepare_cached(&sql)?;
         let params = params_for(&statement, &params)?;
         Ok(statement
             .query_row(params_from_iter(&params), |row| row.get(0))
             .optional()?)
     };
-    let run_id = if host && conn.is_autocommit() {
+    let run_id = if read.plain() && conn.is_autocommit() {
         in_read_transaction(conn, || {
             let index = store.state.run_index_current(conn, true)?;
             let Some(index) = index else {
                 return pick(None);
             };
-            let runner = match runner_id {
+            let runner = match read.runner_id {
                 Js::String(runner) => Some(runner),
                 _ => None,
             };
             let candidates = index.host_candidates(store.project_id(), runner, now);
             drop(index);
             if candidates.is_empty() {
-                // Only a candidate can be picked. The statement is still built, for its reads
-                // of the arguments; running it would read the file's pages for nothing (after
-                // another process's commit, from a cold page cache).
-                next_run_selection(store, args, runner_id, now, Some("[]"))?;
+                // Only a candidate can be picked: running the statement would read the file's
+                // pages for nothing (after another process's commit, from a cold page cache).
                 return Ok(None);
             }
             pick(Some(&rowid_list(&candidates)))
