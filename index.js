@@ -129,6 +129,16 @@ function readReply(spec, args, reply) {
   if (spec.echoProps !== undefined && value !== undefined) {
     for (const name of spec.echoProps) value[name] = args[0][name];
   }
+  // The caller's own objects the record holds, handed back by a live call (src/lib.rs), each
+  // under its path in the record.
+  if (args.$echo !== undefined && value !== undefined) {
+    for (const [at, echoed] of Object.entries(args.$echo)) {
+      const names = at.split('.');
+      let target = value;
+      for (const name of names.slice(0, -1)) target = target[name];
+      target[names[names.length - 1]] = echoed;
+    }
+  }
   return value;
 }
 

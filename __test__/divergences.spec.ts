@@ -800,9 +800,29 @@ describe("C23 an object with a custom toString as a run id passes the reference'
 });
 
 describe("C24 a non-string claimToken is echoed in the claim as the caller's value", () => {
-  test.failing('claimWorkflowRun with a Uint8Array claimToken returns that Uint8Array', () => {
+  test('claimWorkflowRun with a Uint8Array claimToken returns that Uint8Array', () => {
     const claimToken = new Uint8Array([1, 2, 3]);
     const claim = store.claimWorkflowRun({ runId: 'r-q', runnerId: 'session-r-q', claimToken, leaseMs: 1000 });
     expect(claim.claimToken).toBe(claimToken);
+  });
+
+  test('enqueueWorkflowRun with a Buffer claimToken returns that Buffer, in its place among the keys', () => {
+    const claimToken = Buffer.from('ct');
+    const run = store.enqueueWorkflowRun({ ...RUN('n-9'), claimToken, leaseMs: 1000 });
+    expect(run.claimToken).toBe(claimToken);
+    expect(Object.keys(run).indexOf('claimToken')).toBe(Object.keys(store.getWorkflowRun('r-c')).indexOf('claimToken'));
+  });
+
+  test("prepareOrAdoptWorkflowRun with a Uint8Array claimToken returns that Uint8Array as the claimed run's", () => {
+    const claimToken = new Uint8Array([1]);
+    const prepared = store.prepareOrAdoptWorkflowRun({ ...RUN('n-9'), claimToken, leaseMs: 1000 });
+    expect([prepared.state, prepared.run.claimToken]).toEqual(['claimed', claimToken]);
+    expect(prepared.run.claimToken).toBe(claimToken);
+  });
+
+  test('claimNextWorkflowRun with a Uint8Array claimToken returns that Uint8Array', () => {
+    const claimToken = new Uint8Array([1]);
+    const claim = store.claimNextWorkflowRun({ runnerId: 'session-r-q', sessionId: 'session-r-q', claimToken, leaseMs: 1000 });
+    expect(claim?.claimToken).toBe(claimToken);
   });
 });

@@ -35,7 +35,8 @@ pub fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<
         claim_token: args.get_or_undefined("claimToken")?,
         lease_ms: args.get_or_undefined("leaseMs")?,
     };
-    Ok(Reply::maybe_text(claim_run(store, &claim, now, options)?))
+    let record = claim_run(store, &claim, now, options)?;
+    Ok(Reply::maybe_text(record).echo_object("claimToken", claim.claim_token))
 }
 
 /// What `claimNextWorkflowRun`'s selection reads of the caller's options, read once in the
@@ -225,12 +226,8 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
         claim_token: args.get_or_undefined("claimToken")?,
         lease_ms: args.get_or_undefined("leaseMs")?,
     };
-    Ok(Reply::maybe_text(claim_run(
-        store,
-        &claim,
-        now,
-        ClaimOptions::default(),
-    )?))
+    let record = claim_run(store, &claim, now, ClaimOptions::default())?;
+    Ok(Reply::maybe_text(record).echo_object("claimToken", claim.claim_token))
 }
 
 /// Extends an unexpired exact claim; a renewal is a presentation change (summary, replay).

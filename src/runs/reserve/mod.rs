@@ -33,14 +33,11 @@ pub fn reserve_workflow_run(store: &Store, call: &Call, options: Js<'_>) -> Resu
     store.write(|conn| request.reserve_in_transaction(conn, project_id))
 }
 
-pub fn prepare_or_adopt_workflow_run(
-    store: &Store,
-    call: &Call,
-    options: Js<'_>,
-) -> Result<String> {
+pub fn prepare_or_adopt_workflow_run(store: &Store, call: &Call, options: Js<'_>) -> Result<Reply> {
     let request = Reservation::validate(call, options, None)?;
     let project_id = store.project_id();
-    store.write(|conn| {
+    let mut token = Js::Undefined;
+    let text = store.write(|conn| {
         // `this.workflowRunRow(options.runId)`: read again, inside the transaction.
         if let Some(existing) = run_row_of(conn, options.get("runId")?)? {
             request.assert_compatible(conn, &existing)?;
@@ -49,14 +46,16 @@ pub fn prepare_or_adopt_workflow_run(
         }
         request.reserve_in_transaction(conn, project_id)?;
         let claim = run_claim(call, options)?;
+        token = claim.claim_token;
         match claim_run_in_transaction(conn, &claim, request.now, ClaimOptions::default())? {
             Some(run) => Ok(format!(r#"{{"state":"claimed","run":{run}}}"#)),
             None => Err(not_claimed(&options.get("runId")?.template()?)),
         }
-    })
+    })?;
+    Ok(Reply::json_text(text).echo_object("run.claimToken", token))
 }
 
-pub fn enqueue_workflow_run(store: &Store, call: &Call, options: Js<'_>) -> Result<String> {
+pub fn enqueue_workflow_run(store: &Store, call: &Call, options: Js<'_>) -> Result<Reply> {
     // `this.getWorkflowRun(options.runId)`: the caller's value bound as given.
     let existing = match run_row_of(store.conn()?, options.get("runId")?)? {
         Some(row) => Some(map_workflow_run(store.conn()?, &row)?),
@@ -73,7 +72,7 @@ pub fn enqueue_workflow_run(store: &Store, call: &Call, options: Js<'_>) -> Resu
     let claim = run_claim(call, options)?;
     let now = timestamp(call, copied_if_defined(options, "now")?)?;
     match claim_run(store, &claim, now, ClaimOptions::default())? {
-        Some(run) => Ok(run),
+        Some(run) => Ok(Reply::json_text(run).echo_object("claimToken", claim.claim_token)),
         // `Workflow run could not be claimed: ${options.runId}`: read for the message.
         None => Err(not_claimed(&options.get("runId")?.template()?)),
     }
@@ -322,10 +321,10 @@ pub fn reserve_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
 
 /// `prepareOrAdoptWorkflowRun` (a row of the method table).
 pub fn prepare_or_adopt_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
-    prepare_or_adopt_workflow_run(store, call, Js::arg(call, 0)).map(Reply::json_text)
+    prepare_or_adopt_workflow_run(store, call, Js::arg(call, 0))
 }
 
 /// `enqueueWorkflowRun` (a row of the method table).
 pub fn enqueue_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
-    enqueue_workflow_run(store, call, Js::arg(call, 0)).map(Reply::json_text)
+    enqueue_workflow_run(store, call, Js::arg(call, 0))
 }
