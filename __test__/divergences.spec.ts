@@ -59,6 +59,26 @@ describe('C01 every own enumerable property of every argument is read at entry; 
     expect(outcome(() => store.renewClaim(claim, 5000))).toEqual({ returns: true });
   });
 
+  test("recordRunEvent reads the record's workflowRef inside its transaction: a getter that throws rolls the event back", () => {
+    const events = () => store.listRunEventsAfter(0, { limit: 1000 }).length;
+    const before = events();
+    const record = () => store.recordRunEvent({ runId: 'r-c', type: 't', get workflowRef() { return boom(); } });
+    expect(outcome(record)).toEqual(throws('Error', 'boom'));
+    expect(events()).toBe(before);
+  });
+
+  test("recordRunEvent's record holds the caller's own values, read once each, in the reference's order", () => {
+    const reads: string[] = [];
+    const payload = { a: 1 };
+    const options: any = {};
+    for (const [key, value] of Object.entries({ runId: 'r-c', workflowRef: 'w', type: 't', payload })) {
+      Object.defineProperty(options, key, { get: () => (reads.push(key), value), enumerable: true });
+    }
+    const record = store.recordRunEvent(options);
+    expect([record.runId, record.workflowRef, record.type, record.runnerId, record.payload === payload]).toEqual(['r-c', 'w', 't', null, true]);
+    expect(reads.join(' ')).toBe('runId type payload runId workflowRef type payload');
+  });
+
   test('a revoked Proxy as a bound value is bound as an empty bag of named parameters', () => {
     expect(outcome(() => store.getResourceByUid(revoked()))).toEqual(throws('RangeError', TOO_FEW));
   });
