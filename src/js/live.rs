@@ -346,13 +346,6 @@ impl<'a> Obj<'a> {
         }
     }
 
-    /// A new empty object (`{}`) of the call.
-    pub fn new_object(self) -> Raw {
-        let mut out = ptr::null_mut();
-        unsafe { sys::napi_create_object(self.cx.env, &mut out) };
-        out
-    }
-
     /// `object[index]`.
     pub fn get_index(self, index: u32) -> Result<Js<'a>> {
         let mut out = ptr::null_mut();

@@ -15,7 +15,6 @@ macro_rules! never_called {
 
 never_called! {
     napi_call_function napi_coerce_to_number napi_coerce_to_string napi_create_bigint_int64
-    napi_create_object
     napi_create_double napi_create_string_utf16 napi_create_symbol
     napi_get_and_clear_last_exception napi_get_array_length napi_get_boolean
     napi_get_dataview_info napi_get_date_value napi_get_element napi_get_global

@@ -100,7 +100,12 @@ pub fn record_run_event(conn: &Db, call: &Call, options: Js<'_>) -> Result<Reply
     if let Js::Live(object) = options {
         match object.get_with_handle("payload")? {
             (value, Some(handle)) if !value.is_nullish() => echo.push(("payload", handle)),
-            (_, Some(_)) => echo.push(("payload", object.new_object())),
+            // A `{}` of the JS layer's realm, as the reference's literal makes it.
+            (_, Some(_)) => {
+                if let Js::Live(empty) = object.cx().helper("emptyObject", &[])? {
+                    echo.push(("payload", empty.raw()));
+                }
+            }
             (_, None) => {}
         }
     }
