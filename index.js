@@ -125,9 +125,20 @@ function readReply(spec, args, reply) {
   } else {
     value = JSON.parse(reply);
   }
-  if (spec.echo !== undefined && value !== undefined) value.payload = valueAt(args, spec.echo) ?? {};
-  if (spec.echoProps !== undefined && value !== undefined) {
-    for (const name of spec.echoProps) value[name] = args[0][name];
+  // The caller's own values the record holds: handed back by a live call that read them
+  // (src/lib.rs), each under its path in the record; else read here.
+  if (args.$echo === undefined) {
+    if (spec.echo !== undefined && value !== undefined) value.payload = valueAt(args, spec.echo) ?? {};
+    if (spec.echoProps !== undefined && value !== undefined) {
+      for (const name of spec.echoProps) value[name] = args[0][name];
+    }
+  } else if (value !== undefined) {
+    for (const [at, echoed] of Object.entries(args.$echo)) {
+      const names = at.split('.');
+      let target = value;
+      for (const name of names.slice(0, -1)) target = target[name];
+      target[names[names.length - 1]] = echoed;
+    }
   }
   return value;
 }

@@ -59,6 +59,26 @@ describe('C01 every own enumerable property of every argument is read at entry; 
     expect(outcome(() => store.renewClaim(claim, 5000))).toEqual({ returns: true });
   });
 
+  test("recordRunEvent reads the record's workflowRef inside its transaction: a getter that throws rolls the event back", () => {
+    const events = () => store.listRunEventsAfter(0, { limit: 1000 }).length;
+    const before = events();
+    const record = () => store.recordRunEvent({ runId: 'r-c', type: 't', get workflowRef() { return boom(); } });
+    expect(outcome(record)).toEqual(throws('Error', 'boom'));
+    expect(events()).toBe(before);
+  });
+
+  test("recordRunEvent's record holds the caller's own values, read once each, in the reference's order", () => {
+    const reads: string[] = [];
+    const payload = { a: 1 };
+    const options: any = {};
+    for (const [key, value] of Object.entries({ runId: 'r-c', workflowRef: 'w', type: 't', payload })) {
+      Object.defineProperty(options, key, { get: () => (reads.push(key), value), enumerable: true });
+    }
+    const record = store.recordRunEvent(options);
+    expect([record.runId, record.workflowRef, record.type, record.runnerId, record.payload === payload]).toEqual(['r-c', 'w', 't', null, true]);
+    expect(reads.join(' ')).toBe('runId type payload runId workflowRef type payload');
+  });
+
   test('a revoked Proxy as a bound value is bound as an empty bag of named parameters', () => {
     expect(outcome(() => store.getResourceByUid(revoked()))).toEqual(throws('RangeError', TOO_FEW));
   });
@@ -309,6 +329,140 @@ describe('C08b a field the reference reads at several points is read at each of 
     ]);
   });
 
+  /** actor_id and lease_generation of the newest event. */
+  const lastActor = () => rows(store, 'SELECT actor_id AS a, lease_generation AS g FROM events ORDER BY event_seq DESC LIMIT 1');
+
+  test("updateStatus's event is attributed to the claim's ownerId and generation read again", () => {
+    const ref = { controller: 'jobs', key: 'alpha' };
+    const update = (claim: any) => store.updateStatus({ ref, expectedResourceVersion: store.getResource(ref).metadata.resourceVersion, claim, status: {} });
+    update(changing({ ...f.S.claim }, 'ownerId', 'w1', 'w1-2'));
+    expect(lastActor()).toEqual([{ a: 'w1-2', g: 1 }]);
+    update(changing({ ...f.S.claim }, 'generation', 1, 2));
+    expect(lastActor()).toEqual([{ a: 'w1', g: 2 }]);
+  });
+
+  test("updateEffect's event has the claim's generation read again", () => {
+    store.reserveEffect({ key: 'e1', resourceUid: f.S.uid, claim: f.S.claim, generation: 1, kind: 'k', requestFingerprint: 'fp' });
+    const claim = changing({ ...f.S.claim }, 'generation', 1, 2);
+    store.updateEffect({ resourceUid: f.S.uid, key: 'e1', claim, state: 'applied' });
+    expect(lastActor()).toEqual([{ a: 'w1', g: 2 }]);
+  });
+
+  test("reserveEffect's event reads options.claim again: a claim that became {} gives no actor", () => {
+    const options = changing({ key: 'e2', resourceUid: f.S.uid, generation: 1, kind: 'k', requestFingerprint: 'fp' }, 'claim', f.S.claim, {});
+    expect(store.reserveEffect(options).created).toBe(true);
+    expect(lastActor()).toEqual([{ a: null, g: null }]);
+  });
+
+  test('recordEvent checks the claim read after its undefined test', () => {
+    const options = changing({ controller: 'jobs', key: 'alpha', type: 't' }, 'claim', f.S.claim, {});
+    expect(outcome(() => store.recordEvent(options))).toEqual(throws('Error', 'Controller claim targets another resource'));
+  });
+
+  test('claimNextWorkflowRun binds the runnerId read twice in the selection and claims with a third read', () => {
+    const reads = ['x', 'session-r-q', 'session-r-q-3'];
+    const options = { sessionId: 'session-r-q', claimToken: 'k', leaseMs: 1000, get runnerId() { return reads.shift(); } };
+    expect(outcome(() => store.claimNextWorkflowRun(options)?.runnerId)).toEqual({ returns: 'session-r-q-3' });
+    expect(reads).toEqual([]);
+  });
+
+  test('reserveWorkflow inserts the requestKey read after the lookup', () => {
+    const options = changing({ resourceUid: f.S.uid, claim: f.S.claim, workflow: 'child', inputFingerprint: 'ab'.repeat(32) }, 'requestKey', 'w3', 'w3-2');
+    expect(outcome(() => store.reserveWorkflow(options).record.requestKey)).toEqual({ returns: 'w3-2' });
+  });
+
+  test('reserveWorkflow looks the existing request up by the resourceUid read a second time', () => {
+    const options = changing({ claim: f.S.claim, requestKey: 'w1', workflow: 'child', inputFingerprint: 'ab'.repeat(32) }, 'resourceUid', f.S.uid, `${f.S.uid}-2`);
+    expect(outcome(() => store.reserveWorkflow(options))).toEqual(
+      throws('SqliteError', 'UNIQUE constraint failed: controller_workflows.controller_resource_id, controller_workflows.request_key', {
+        code: 'SQLITE_CONSTRAINT_UNIQUE',
+      }),
+    );
+  });
+
+  test("reserveWorkflowRun writes the source row from the kind read again after the check", () => {
+    const workflowSource = changing({ id: 'echo', revision: 'rev-1' }, 'kind', 'builtin', 'file');
+    expect(outcome(() => store.reserveWorkflowRun(RUN('n-9', { workflowSource })))).toEqual(
+      throws('SqliteError', 'NOT NULL constraint failed: run_sources.source_ref', { code: 'SQLITE_CONSTRAINT_NOTNULL' }),
+    );
+  });
+
+  test('enqueueWorkflowRun reserves from a copy of its options: each field is read once', () => {
+    const options = changing({ ...RUN('n-9'), claimToken: 'c', leaseMs: 1000 }, 'originSessionId', 'session-n-9', 'session-n-9-2');
+    expect(store.enqueueWorkflowRun(options).originSessionId).toBe('session-n-9');
+    expect(rows(store, "SELECT actor_id AS a FROM events WHERE event_type = 'run.queued' ORDER BY event_seq DESC LIMIT 1")).toEqual([
+      { a: 'session-n-9' },
+    ]);
+  });
+
+  test('enqueueWorkflowRun leaves out of the copy a parentRunId undefined at its test', () => {
+    const options = changing({ ...RUN('n-9'), claimToken: 'c', leaseMs: 1000 }, 'parentRunId', undefined, 'r-q');
+    expect(outcome(() => store.enqueueWorkflowRun(options).parentRunId)).toEqual({ returns: null });
+  });
+
+  test('putResource looks the resource up, and creates it, by the controller read after its check', () => {
+    const options = changing({ key: 'zeta', spec: { z: 1 }, initialStatus: {} }, 'controller', 'jobs', 'jobs-2');
+    const { controller, key, resourceVersion } = store.putResource(options).metadata;
+    expect({ controller, key, resourceVersion }).toEqual({ controller: 'jobs-2', key: 'zeta', resourceVersion: 1 });
+  });
+
+  test("putResource's record is the resource the controller read last names", () => {
+    const reads = ['jobs', 'jobs-x', 'jobs-x', 'jobs-x', 'other'];
+    const record = store.putResource({ key: 'gamma', spec: { z: 1 }, initialStatus: {}, get controller() { return reads.shift(); } });
+    expect([record.metadata.controller, record.spec, reads]).toEqual(['other', { n: 3 }, []]);
+    expect(store.listResources({ controller: 'jobs-x' }).map((r: any) => r.metadata.key)).toEqual(['gamma']);
+  });
+
+  test('putResource fails on a record read naming a missing resource, its writes rolled back', () => {
+    const reads = ['jobs', 'jobs', 'other'];
+    const put = () => store.putResource({ key: 'alpha', spec: { n: 1 }, initialStatus: {}, get controller() { return reads.shift(); } });
+    expect(outcome(put)).toEqual(
+      throws('ResourceNotFoundError', 'Controller resource not found: other/alpha', { name: 'ResourceNotFoundError' }),
+    );
+    expect(reads).toEqual([]);
+  });
+
+  /** `object` with each own field a getter that logs its name in `reads`. */
+  function logged(object: any, reads: string[]): any {
+    for (const key of Object.keys(object)) {
+      const value = object[key];
+      Object.defineProperty(object, key, { get: () => (reads.push(key), value), enumerable: true });
+    }
+    return object;
+  }
+
+  test('reserveWorkflowRun reads runId at each use: a run id that changes after its check names the run', () => {
+    const run = store.reserveWorkflowRun(changing(RUN('n-9'), 'runId', 'n-9', 'n-9-2'));
+    expect([run.runId, run.rootRunId, store.getWorkflowRun('n-9')]).toEqual(['n-9-2', 'n-9-2', undefined]);
+  });
+
+  // The reference's reads, logged the same way.
+  test('reserveWorkflowRun reads the fields of a root run in the order and number the reference reads them', () => {
+    const reads: string[] = [];
+    store.reserveWorkflowRun(logged(RUN('n-9', { launchOptions: { a: 1 }, executionMode: 'interactive', now: NOW }), reads));
+    expect(reads.join(' ')).toBe(
+      'runId now definitionDigest runId runId runId definitionSnapshot workflowSource input launchOptions workflowName ' +
+        'runId runId workflowSourceRef runId runId runId originSessionId executionMode runId runnerId originSessionId ' +
+        'originSessionId runId',
+    );
+  });
+
+  test('prepareOrAdoptWorkflowRun reads the fields of an existing run in the order and number the reference reads them', () => {
+    const reads: string[] = [];
+    const adopt = () => store.prepareOrAdoptWorkflowRun(logged({ ...RUN('r-q'), claimToken: 'c', leaseMs: 1000 }, reads)).state;
+    expect(outcome(adopt)).toEqual({ returns: 'adopted' });
+    expect(reads.join(' ')).toBe('runId definitionDigest runId runId workflowName workflowSourceRef workflowSource input originSessionId');
+  });
+
+  test('claimNextWorkflowRun reads its options in the order and number the reference reads them', () => {
+    const reads: string[] = [];
+    const options = { runnerId: 'session-r-q', sessionId: 'session-r-q', claimToken: 'k', leaseMs: 1000, now: NOW, excludeRunIds: ['r-x'] };
+    expect(store.claimNextWorkflowRun(logged(options, reads))?.runId).toBe('r-q');
+    expect(reads.join(' ')).toBe(
+      'now runnerId runnerId sessionId sessionId excludeRunIds excludeRunIds excludeRunIds excludeRunIds runnerId claimToken leaseMs',
+    );
+  });
+
   test('listEvents binds the controller read a second time, after its undefined test', () => {
     const options = changing({}, 'controller', 'jobs', 'jobs-2');
     expect(outcome(() => store.listEvents(options).length)).toEqual({ returns: 0 });
@@ -408,6 +562,28 @@ describe('C09 lone surrogates are kept as JavaScript keeps them, in messages and
     expect(rows(store, "SELECT hex(actor_id) AS a FROM events WHERE event_type = 'run.queued' ORDER BY event_seq DESC LIMIT 1")).toEqual([
       { a: '73EDA080' },
     ]);
+  });
+
+  test('a controlId stored in the control lease, then bound again for its release and the event', () => {
+    expect(outcome(() => store.cancelStaleWorkflowRun({ runId: 'r-q', controlId: `c${LONE}` }))).toEqual({ returns: true });
+    expect(rows(store, "SELECT hex(actor_id) AS a FROM events WHERE event_type = 'run.queue_cancelled' ORDER BY event_seq DESC LIMIT 1")).toEqual([
+      { a: '63EDA080' },
+    ]);
+  });
+
+  test('a finalizers string is iterated by code point, a lone surrogate one of them, stored as its WTF-8', () => {
+    const finalizers = `a${String.fromCharCode(0xdc00)}b${LONE}`;
+    const update = () => store.updateFinalizers({ ref: { controller: 'jobs', key: 'beta' }, expectedResourceVersion: f.S.rvBeta, finalizers });
+    expect(update().metadata.finalizers).toEqual(['a', '\ufffd\ufffd\ufffd', 'b', '\ufffd\ufffd\ufffd']);
+    expect(rows(store, 'SELECT hex(finalizer) AS f FROM controller_finalizers ORDER BY rowid DESC LIMIT 4')).toEqual(
+      ['EDA080', '62', 'EDB080', '61'].map((hex) => ({ f: hex })),
+    );
+  });
+
+  // JSON.stringify escapes it in the payload; json_extract decodes the escape to its WTF-8.
+  test("a requestFingerprint read back from the effect's payload", () => {
+    const reserve = () => store.reserveEffect({ key: 'e2', resourceUid: f.S.uid, claim: f.S.claim, generation: 1, kind: 'k', requestFingerprint: `fp${LONE}` });
+    expect(outcome(() => reserve().record.requestFingerprint)).toEqual({ returns: 'fp\ufffd\ufffd\ufffd' });
   });
 
   test('a JSON document keeps it: JSON.stringify escapes it, JSON.parse reads it back', () => {
@@ -644,9 +820,29 @@ describe("C23 an object with a custom toString as a run id passes the reference'
 });
 
 describe("C24 a non-string claimToken is echoed in the claim as the caller's value", () => {
-  test.failing('claimWorkflowRun with a Uint8Array claimToken returns that Uint8Array', () => {
+  test('claimWorkflowRun with a Uint8Array claimToken returns that Uint8Array', () => {
     const claimToken = new Uint8Array([1, 2, 3]);
     const claim = store.claimWorkflowRun({ runId: 'r-q', runnerId: 'session-r-q', claimToken, leaseMs: 1000 });
     expect(claim.claimToken).toBe(claimToken);
+  });
+
+  test('enqueueWorkflowRun with a Buffer claimToken returns that Buffer, in its place among the keys', () => {
+    const claimToken = Buffer.from('ct');
+    const run = store.enqueueWorkflowRun({ ...RUN('n-9'), claimToken, leaseMs: 1000 });
+    expect(run.claimToken).toBe(claimToken);
+    expect(Object.keys(run).indexOf('claimToken')).toBe(Object.keys(store.getWorkflowRun('r-c')).indexOf('claimToken'));
+  });
+
+  test("prepareOrAdoptWorkflowRun with a Uint8Array claimToken returns that Uint8Array as the claimed run's", () => {
+    const claimToken = new Uint8Array([1]);
+    const prepared = store.prepareOrAdoptWorkflowRun({ ...RUN('n-9'), claimToken, leaseMs: 1000 });
+    expect([prepared.state, prepared.run.claimToken]).toEqual(['claimed', claimToken]);
+    expect(prepared.run.claimToken).toBe(claimToken);
+  });
+
+  test('claimNextWorkflowRun with a Uint8Array claimToken returns that Uint8Array', () => {
+    const claimToken = new Uint8Array([1]);
+    const claim = store.claimNextWorkflowRun({ runnerId: 'session-r-q', sessionId: 'session-r-q', claimToken, leaseMs: 1000 });
+    expect(claim?.claimToken).toBe(claimToken);
   });
 });

@@ -38,6 +38,10 @@ module.exports = {
   uniqueItems(list) {
     return [...new Set(list)];
   },
+  // A `{}` the reference's code writes (`options.payload ?? {}`), of this realm.
+  emptyObject() {
+    return {};
+  },
   invoke(receiver, name, ...args) {
     return receiver[name](...args);
   },

@@ -375,7 +375,11 @@ impl NativeStore {
         let reply = guarded(&self.state, |state| {
             let store = Store::new(state, self.project_id.as_deref());
             match methods::dispatch_at(&store, method, &call) {
-                Ok(reply) => Ok(reply.encode()),
+                Ok(reply) => {
+                    // SAFETY: `list` and the echoed handles are this callback's.
+                    unsafe { set_echo(raw_env, list, &reply.echo) };
+                    Ok(reply.encode())
+                }
                 Err(StoreError::Thrown(value)) => {
                     thrown.set(Some(value));
                     Ok(String::new())
@@ -534,4 +538,27 @@ fn parse_open_options(options_json: &str) -> Result<OpenOptions> {
         mode,
         now: options.get("now").and_then(Value::as_i64).unwrap_or(0),
     })
+}
+
+/// Hands the reply's echoed handles to the JS layer as `list.$echo = {key: value, …}` (the
+/// JS layer's own argument list: the caller never sees it).
+///
+/// # Safety
+/// `env`, `list` and every handle in `echo` must be of the current callback.
+unsafe fn set_echo(
+    env: napi::sys::napi_env,
+    list: napi::sys::napi_value,
+    echo: &[(&'static str, js::Raw)],
+) {
+    if echo.is_empty() {
+        return;
+    }
+    let mut object = std::ptr::null_mut();
+    napi::sys::napi_create_object(env, &mut object);
+    for (key, value) in echo {
+        if let Ok(name) = std::ffi::CString::new(*key) {
+            napi::sys::napi_set_named_property(env, object, name.as_ptr(), *value);
+        }
+    }
+    napi::sys::napi_set_named_property(env, list, c"$echo".as_ptr(), object);
 }

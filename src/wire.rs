@@ -103,6 +103,10 @@ pub struct Reply {
     pub text: Option<String>,
     /// Properties to set on the caller's claim object.
     pub claim_updates: Option<Map<String, Value>>,
+    /// Properties of the returned record that are the caller's own objects (a live call's
+    /// handles, which JSON cannot carry), by path (`run.claimToken`): the JS layer puts each in
+    /// place of what the text holds there.
+    pub echo: Vec<(&'static str, crate::js::Raw)>,
 }
 
 impl Reply {
@@ -135,6 +139,15 @@ impl Reply {
     /// A record written as JSON text, or `undefined` for `None`.
     pub fn maybe_text(text: Option<String>) -> Reply {
         text.map_or_else(Reply::undefined, Reply::json_text)
+    }
+
+    /// The record's `key` is `value` itself when it is one of the caller's objects (the
+    /// reference returns the object it was given).
+    pub fn echo_object(mut self, key: &'static str, value: crate::js::Js<'_>) -> Reply {
+        if let crate::js::Js::Live(object) = value {
+            self.echo.push((key, object.raw()));
+        }
+        self
     }
 
     /// Records `claim[key] = value`, as the reference does on the caller's claim.

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use crate::sql::{params, params_from_iter, Db, OptionalExtension, Row};
-use rusqlite::types::Value as SqlValue;
+use rusqlite::types::ValueRef;
 use serde_json::Value;
 
 use super::rows::claim::require_claim_row_by_uid;
@@ -60,7 +60,7 @@ impl EffectRow {
             generation: row.get(3)?,
             kind: text_lossy(row, 4)?,
             state: row.get(5)?,
-            request_fingerprint: sql_to_json(row.get(6)?),
+            request_fingerprint: sql_to_json(row.get_ref(6)?),
             started_at: row.get(7)?,
             completed_at: row.get(8)?,
             external_ref: opt_text_lossy(row, 9)?,
@@ -99,14 +99,16 @@ impl EffectRow {
     }
 }
 
-/// A SQLite value as better-sqlite3 hands it to JavaScript.
-fn sql_to_json(value: SqlValue) -> Value {
+/// A SQLite value as better-sqlite3 hands it to JavaScript (text as V8 decodes it: the WTF-8
+/// of a lone surrogate, which `json_extract` writes for a `\ud800` escape, is a U+FFFD for
+/// each byte).
+fn sql_to_json(value: ValueRef<'_>) -> Value {
     match value {
-        SqlValue::Null => Value::Null,
-        SqlValue::Integer(i) => i.into(),
-        SqlValue::Real(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
-        SqlValue::Text(text) => text.into(),
-        SqlValue::Blob(bytes) => bytes.into(),
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => i.into(),
+        ValueRef::Real(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        ValueRef::Text(text) => String::from_utf8_lossy(text).into(),
+        ValueRef::Blob(bytes) => bytes.into(),
     }
 }
 
@@ -225,7 +227,7 @@ pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
     // payload, the insert and the record read back.
     let reservation = store.write(|conn| {
         let claimed = require_claim_row_by_uid(conn, options.get("resourceUid")?)?;
-        let lease = claimed.assert_claim(options.get("claim")?, now, true)?;
+        claimed.assert_claim(options.get("claim")?, now, true)?;
         let source = claimed.row;
         let effect_id = effect_id_for(&source.resource_id, &options.get("key")?.template()?);
         if let Some(existing) = effect_row(conn, options.get("resourceUid")?, options.get("key")?)?
@@ -278,7 +280,7 @@ pub fn reserve_effect(store: &Store, call: &Call) -> Result<Reply> {
             &effect_resource_id,
             1,
             "effect.reserved",
-            Actor::Controller(&lease),
+            Actor::claim(|| options.get("claim"))?,
             "{}",
             now,
         )?;
@@ -392,7 +394,7 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
     let record = store.write(|conn| {
         // Each use reads the field again, as the reference's expressions do.
         let claimed = require_claim_row_by_uid(conn, options.get("resourceUid")?)?;
-        let lease = claimed.assert_claim(options.get("claim")?, now, true)?;
+        claimed.assert_claim(options.get("claim")?, now, true)?;
         let row = require_effect_row(conn, options.get("resourceUid")?, options.get("key")?)?;
         let effect_resource_id = resource_id_for("effect", &row.effect_id);
         let revision = resource_revision(conn, &effect_resource_id)?;
@@ -435,7 +437,7 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
             &effect_resource_id,
             revision + 1,
             &event_type,
-            Actor::Controller(&lease),
+            Actor::claim(|| options.get("claim"))?,
             "{}",
             now,
         )?;

@@ -18,8 +18,8 @@ use super::rows::documented::joined_document_text;
 use super::rows::{bump_controller_resource, ResourceRef};
 use crate::error::Result;
 use crate::js::timestamp;
-use crate::js::{assign, bind_all, bind_params, Bound, Js, Param};
-use crate::state::revisions::{insert_event_binding, EventDraft};
+use crate::js::{assign, bind_params, Bound, Js, Param};
+use crate::state::revisions::{insert_event_params, EventDraft};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{Call, ObjectWriter, Reply};
 
@@ -34,37 +34,53 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
     let (event, revision) = store.write(|conn| {
         let reference = ResourceRef::copied(options)?;
         let claimed = require_claim_row(conn, store.project_id(), reference)?;
-        // Only `undefined` means no claim: a `null` one is checked (and fails to be read).
-        let claim = options.get("claim")?;
-        let lease = if claim.is_undefined() {
-            None
-        } else {
-            Some(claimed.assert_claim(claim, now, true)?)
-        };
+        // Only `undefined` means no claim: a `null` one is checked (and fails to be read). The
+        // test and the check each read `options.claim`.
+        let claimed_by = !options.get("claim")?.is_undefined();
+        if claimed_by {
+            claimed.assert_claim(options.get("claim")?, now, true)?;
+        }
         let row = &claimed.row;
         // The revision was read with the row, in this transaction.
         let revision = row.resource_version + 1;
         bump_controller_resource(conn, &row.resource_id, revision - 1, now)?;
+        // The event's arguments, in their order: `options.type`, `options.claim === undefined`,
+        // `options.claim?.ownerId ?? null`, `options.payload ?? {}`, `options.claim?.generation`.
         let event_type = options.get("type")?;
-        let payload = json_arg(call, options.get("payload")?)?.text_or("{}")?;
+        let actor_type = if options.get("claim")?.is_undefined() {
+            "control"
+        } else {
+            "controller"
+        };
+        let owner_id = options
+            .get("claim")?
+            .get_or_undefined("ownerId")?
+            .or(Js::Null);
+        let payload = options.get("payload")?;
+        let generation = options
+            .get("claim")?
+            .get_or_undefined("generation")?
+            .or(Js::Null);
+        let payload = json_arg(call, payload)?.text_or("{}")?;
         let event = EventDraft {
             resource_id: &row.resource_id,
             revision,
             event_type: "",
-            actor_type: if lease.is_some() {
-                "controller"
-            } else {
-                "control"
-            },
-            actor_id: lease.as_ref().and_then(|lease| lease.owner_id.as_deref()),
+            actor_type,
+            actor_id: None,
             payload,
             now,
-            lease_generation: lease.as_ref().map(|lease| lease.generation),
+            lease_generation: None,
         };
-        // The caller's `type` is bound as better-sqlite3 binds it: a number becomes its REAL
+        // The caller's values are bound as better-sqlite3 binds them: a number becomes its REAL
         // text, `null`/`undefined` fail the NOT NULL constraint, an object or array the count.
-        let event_type = bind_all(&[event_type], 1)?;
-        insert_event_binding(conn, &event, &event_type[0], &event.actor_id)?;
+        insert_event_params(
+            conn,
+            &event,
+            Param::Js(event_type),
+            Param::Js(owner_id),
+            Param::Js(generation),
+        )?;
         // `if (options.claim !== undefined) options.claim.resourceVersion = revision`.
         let claim = options.get("claim")?;
         let assigned = !claim.is_undefined() && assign(claim, "resourceVersion", revision as f64)?;

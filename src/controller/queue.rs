@@ -243,9 +243,9 @@ pub fn settle_claim(
             return Ok((false, None));
         };
         // Any failure of the check (a token Node cannot hash, too) means "not settled".
-        let Ok(lease) = claimed.assert_claim(claim, now, false) else {
+        if claimed.assert_claim(claim, now, false).is_err() {
             return Ok((false, None));
-        };
+        }
         let row = &claimed.row;
         let current = claimed.require_queue_version()?;
         match requeue {
@@ -260,14 +260,7 @@ pub fn settle_claim(
             Some(requeue) => requeue_row(call, conn, row, requeue, now)?,
         }
         // Neither queue change touches the revision read with the row.
-        let released = release_lease(
-            conn,
-            &row.resource_id,
-            row.resource_version,
-            claim,
-            &lease,
-            now,
-        )?;
+        let released = release_lease(conn, &row.resource_id, row.resource_version, claim, now)?;
         // `claim.resourceVersion = revision + 1`, inside the transaction as in the reference.
         match released {
             Some(version) if assign(claim, "resourceVersion", version as f64)? => Ok((true, None)),

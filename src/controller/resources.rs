@@ -64,6 +64,9 @@ pub fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
     let key = options.get("key")?;
     validate_key(key, "resource key")?;
     let reference = ResourceRef::Parts(controller, key);
+    // Inside the transaction each use reads `options.controller` and `options.key` again, as
+    // the reference's expressions do: the lookup, the resource id, the insert, the record.
+    let again = ResourceRef::Object(options);
     let now = timestamp(call, options.get("now")?)?;
     let spec_text = json_arg(call, options.get("spec")?)?.text()?;
     let status_text = match options
@@ -89,9 +92,17 @@ pub fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
         // path then runs, storing the blobs outside its transaction and failing the same way.
         // A failure of the file (busy, I/O, full) is the answer as it is: run again, it would
         // wait out the busy timeout a second time or hide a real I/O error behind a retry.
-        match put_resource_in_one_transaction(store, reference, spec_text, &status_text, now) {
+        match put_resource_in_one_transaction(store, again, spec_text, &status_text, now) {
             Ok(reply) => return Ok(reply),
             Err(error) if error.is_environmental() => return Err(error),
+            // The record's lookup named a resource that does not exist: the reference fails
+            // there, in its transaction, its two blobs stored before it (running the other
+            // path would read the caller's fields again).
+            Err(error @ StoreError::ResourceNotFound { .. }) => {
+                put_json(store.conn()?, spec_text, now)?;
+                put_json(store.conn()?, &status_text, now)?;
+                return Err(error);
+            }
             Err(_) => {}
         }
     }
@@ -103,11 +114,11 @@ pub fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
         // Another process's read-write open may have pruned the blobs just stored (nothing
         // referred to them yet); storing them again inside the transaction is a no-op unless
         // that happened, where the reference would fail on the foreign key.
-        match controller_row(conn, store.project_id(), reference)? {
+        match controller_row(conn, store.project_id(), again)? {
             None => {
                 put_json(conn, spec_text, now)?;
                 put_json(conn, &status_text, now)?;
-                create_resource(store, conn, reference, &spec_hash, &status_hash, now)?;
+                create_resource(store, conn, again, &spec_hash, &status_hash, now)?;
             }
             Some(existing) if existing.spec_hash[..] != spec_hash[..] => {
                 put_json(conn, spec_text, now)?;
@@ -115,7 +126,7 @@ pub fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
             }
             Some(_) => {}
         }
-        require_resource(conn, store.project_id(), reference)
+        require_resource(conn, store.project_id(), again)
     })?;
     Ok(Reply::json_text(record))
 }
@@ -123,7 +134,9 @@ pub fn put_resource(store: &Store, call: &Call) -> Result<Reply> {
 /// `putResource` when nothing in its transaction can fail but SQLite itself (a project, string
 /// names): the two blobs the reference stores just before its transaction are stored as its
 /// first statements instead (same rows, same order, one commit instead of three), and the
-/// record is written from what the transaction knows rather than read back.
+/// record is written from what the transaction knows rather than read back, unless the
+/// reference read for it (`requireResource({controller: options.controller, key:
+/// options.key})`) names another resource. `reference` is read at each use.
 fn put_resource_in_one_transaction(
     store: &Store,
     reference: ResourceRef<'_>,
@@ -155,6 +168,11 @@ fn put_resource_in_one_transaction(
                     (existing, text(spec_text)?, status, finalizers)
                 }
             };
+        let (controller, key) = reference.parts()?;
+        let named = ResourceRef::Parts(controller, key);
+        if !names_row(named, &row)? {
+            return require_resource(conn, store.project_id(), named);
+        }
         Ok(controller_record(&row, &spec, &status, &finalizers))
     })?;
     Ok(Reply::json_text(record))
@@ -170,6 +188,8 @@ fn create_resource(
 ) -> Result<ControllerRow> {
     let uid = random_uuid();
     let controller_resource_id = format!("controller-resource-{}", random_uuid());
+    // `${this.requireProjectId()}:${options.controller}:${options.key}`, then the insert's
+    // `options.controller, options.key`: each read where it is used.
     let project_id = store.require_project_id()?;
     let (controller, key) = reference.parts()?;
     let aggregate = format!(
@@ -185,13 +205,14 @@ fn create_resource(
     )?
     .execute(params![resource_id, controller_resource_id, now, now])?;
     insert_lease(conn, &resource_id)?;
-    conn.prepare_cached(
+    let mut insert = conn.prepare_cached(
         "INSERT INTO controller_resources(
            controller_resource_id, resource_id, project_id, controller_name,
            resource_key, uid, generation, spec_hash, status_hash, created_at, updated_at
          ) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)",
-    )?
-    .execute(params_from_iter(bind_params(&[
+    )?;
+    let (controller, key) = reference.parts()?;
+    insert.execute(params_from_iter(bind_params(&[
         Param::text(&controller_resource_id),
         Param::text(&resource_id),
         Param::text(project_id),
@@ -329,7 +350,7 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
     let (record, resource_version) = store.write(|conn| {
         let reference = ResourceRef::of(options.get("ref")?);
         let claimed = require_claim_row(conn, store.project_id(), reference)?;
-        let lease = claimed.assert_claim(options.get("claim")?, now, true)?;
+        claimed.assert_claim(options.get("claim")?, now, true)?;
         let mut row = claimed.row;
         expect_version(&row, options.get("expectedResourceVersion")?, reference)?;
         let status_text = json_arg(call, options.get("status")?)?.text()?;
@@ -354,7 +375,7 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
             &row.resource_id,
             revision,
             "resource.status_updated",
-            Actor::Controller(&lease),
+            Actor::claim(|| options.get("claim"))?,
             "{}",
             now,
         )?;

@@ -108,19 +108,21 @@ fn map_workflow(conn: &Db, row: &WorkflowRow) -> Result<Value> {
 pub fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let options = Js::arg(call, 0);
     let now = call.clock;
+    // Each use reads the field again, as the reference's expressions do.
     let reservation = store.write(|conn| {
-        let uid = options.get("resourceUid")?;
-        let source = require_controller_row_by_uid(conn, uid)?;
+        let source = require_controller_row_by_uid(conn, options.get("resourceUid")?)?;
         assert_controller_claim(conn, &source, options.get("claim")?, now, true)?;
-        let request_key = options.get("requestKey")?;
-        let workflow = options.get("workflow")?;
-        let fingerprint = options.get("inputFingerprint")?;
+        let (uid, request_key) = (options.get("resourceUid")?, options.get("requestKey")?);
         if let Some(existing) = workflow_row(conn, uid, request_key)? {
             // The stored fingerprint is lower-case hex; the argument is compared as given.
-            let same_request = workflow.strict_eq_str(&existing.workflow_name)
-                && fingerprint.strict_eq_str(&hex::encode(&existing.input_fingerprint));
+            let same_request = options
+                .get("workflow")?
+                .strict_eq_str(&existing.workflow_name)
+                && options
+                    .get("inputFingerprint")?
+                    .strict_eq_str(&hex::encode(&existing.input_fingerprint));
             if !same_request {
-                return Err(match error_argument(call, request_key) {
+                return Err(match error_argument(call, options.get("requestKey")?) {
                     Ok(key) => StoreError::WorkflowRequestConflict { key },
                     Err(thrown) => thrown,
                 });
@@ -134,7 +136,11 @@ pub fn reserve_workflow(store: &Store, call: &Call) -> Result<Reply> {
                input_fingerprint, status, attempt_count, created_at, updated_at
              ) VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?)",
         )?;
-        let fingerprint_bytes = buffer_from(fingerprint, Encoding::Hex)?;
+        // The statement's arguments in order: `options.requestKey`, `options.workflow`, then
+        // `Buffer.from(options.inputFingerprint, "hex")`.
+        let request_key = options.get("requestKey")?;
+        let workflow = options.get("workflow")?;
+        let fingerprint_bytes = buffer_from(options.get("inputFingerprint")?, Encoding::Hex)?;
         statement.execute(params_from_iter(bind_params(&[
             Param::text(&request_id),
             Param::text(&source.controller_resource_id),

@@ -323,18 +323,25 @@ impl<'a> Obj<'a> {
 
     /// `object.name` (getters, prototypes and Proxy traps run).
     pub fn get(self, name: &str) -> Result<Js<'a>> {
+        Ok(self.get_with_handle(name)?.0)
+    }
+
+    /// [`Obj::get`] with the handle of the value read, for a record that hands the caller's
+    /// value back as it is (`None` when the read went through the caller's realm).
+    pub fn get_with_handle(self, name: &str) -> Result<(Js<'a>, Option<Raw>)> {
         let key = CString::new(name).map_err(|_| StoreError::plain("property name with NUL"))?;
         let mut out = ptr::null_mut();
         let status =
             unsafe { sys::napi_get_named_property(self.cx.env, self.raw, key.as_ptr(), &mut out) };
         match self.cx.check(status) {
-            Ok(()) => Ok(self.cx.view(out)),
+            Ok(()) => Ok((self.cx.view(out), Some(out))),
             // V8 itself refused the read (a revoked Proxy): read again in the caller's realm,
             // so that its TypeError is that realm's (only a V8 error of the addon's realm,
             // while the JS layer runs in another, as under Jest, is read twice).
-            Err(StoreError::Thrown(error)) if self.cx.foreign_error(error as Raw) => {
-                self.cx.helper("get", &[Js::Live(self), Js::String(name)])
-            }
+            Err(StoreError::Thrown(error)) if self.cx.foreign_error(error as Raw) => Ok((
+                self.cx.helper("get", &[Js::Live(self), Js::String(name)])?,
+                None,
+            )),
             Err(error) => Err(error),
         }
     }

@@ -35,23 +35,31 @@ pub fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<
         claim_token: args.get_or_undefined("claimToken")?,
         lease_ms: args.get_or_undefined("leaseMs")?,
     };
-    Ok(Reply::maybe_text(claim_run(store, &claim, now, options)?))
+    let record = claim_run(store, &claim, now, options)?;
+    Ok(Reply::maybe_text(record).echo_object("claimToken", claim.claim_token))
 }
 
-/// What the selection of `claimNextWorkflowRun` reads of its arguments, read once, in the
-/// reference's order: `sessionId`, then `excludeRunIds` (its `length`, `.map`, the spread).
-struct NextRunArgs<'a> {
+/// What `claimNextWorkflowRun`'s selection reads of the caller's options, read once in the
+/// reference's order: `options.runnerId` twice, `options.sessionId !== undefined` then its
+/// value, `options.excludeRunIds !== undefined && .length > 0`, `.map(() => "?")` and the spread.
+struct NextRunArguments<'a> {
     runner_id: Js<'a>,
-    session_id: Js<'a>,
-    /// The `?` marks `.map` made, joined, and the spread's values.
+    runner_again: Js<'a>,
+    /// `None` when `sessionId` is undefined.
+    session_id: Option<Js<'a>>,
+    /// The `NOT IN (…)` marks and the spread values, when there are exclusions.
     exclusion: Option<(String, Vec<Js<'a>>)>,
 }
 
-impl<'a> NextRunArgs<'a> {
-    fn read(args: Js<'a>, runner_id: Js<'a>) -> Result<NextRunArgs<'a>> {
-        let session_id = args.get_or_undefined("sessionId")?;
-        // `excludeRunIds !== undefined && excludeRunIds.length > 0`, then `.map` and a spread.
-        // Each use reads `options.excludeRunIds` again, as the reference's expressions do.
+impl<'a> NextRunArguments<'a> {
+    fn read(args: Js<'a>) -> Result<NextRunArguments<'a>> {
+        let runner_id = args.get_or_undefined("runnerId")?;
+        let runner_again = args.get_or_undefined("runnerId")?;
+        // A present `sessionId` (even null) selects by origin session.
+        let session_id = match args.get_or_undefined("sessionId")? {
+            Js::Undefined => None,
+            _ => Some(args.get_or_undefined("sessionId")?),
+        };
         let mut exclusion = None;
         if !args.get_or_undefined("excludeRunIds")?.is_undefined()
             && args
@@ -70,23 +78,23 @@ impl<'a> NextRunArgs<'a> {
                 exclusion = Some((marks, values));
             }
         }
-        Ok(NextRunArgs {
+        Ok(NextRunArguments {
             runner_id,
+            runner_again,
             session_id,
             exclusion,
         })
     }
 
-    /// Whether every value the statement binds after the fixed ones is a string: then a
-    /// parameter appended after them (the candidates) cannot change how better-sqlite3 reads
-    /// the others (an object among them would be a bag of named parameters), and binding them
-    /// can neither throw nor run the caller's code.
-    fn binds_plainly(&self) -> bool {
+    /// Whether the index path may add its parameter: a string runner id, no session, and
+    /// every value bound before it a string (the binder's reading cannot change).
+    fn plain(&self) -> bool {
         matches!(self.runner_id, Js::String(_))
+            && self.session_id.is_none()
             && self
                 .exclusion
                 .as_ref()
-                .is_none_or(|(_, values)| values.iter().all(|v| matches!(v, Js::String(_))))
+                .is_none_or(|(_, values)| values.iter().all(|value| matches!(value, Js::String(_))))
     }
 }
 
@@ -95,7 +103,7 @@ impl<'a> NextRunArgs<'a> {
 /// can pick, see [`claim_next`]), only those runs are read.
 fn next_run_selection<'a>(
     store: &'a Store,
-    read: &NextRunArgs<'a>,
+    read: &NextRunArguments<'a>,
     now: i64,
     candidates: Option<&'a str>,
 ) -> (String, Vec<Js<'a>>) {
@@ -118,8 +126,12 @@ fn next_run_selection<'a>(
         "(q.error_code IS NULL OR q.error_code <> 'workflowSourceChanged')",
     ];
     let now = now as f64;
-    let runner_id = read.runner_id;
-    let mut params = vec![Js::Number(now), Js::Number(now), runner_id, runner_id];
+    let mut params = vec![
+        Js::Number(now),
+        Js::Number(now),
+        read.runner_id,
+        read.runner_again,
+    ];
     // `+r.project_id`: without statistics the planner would drive the search from
     // `runs_project_idx` and read every run of the project; the queue's claim index (or, with a
     // session, the bindings' session index) reads only the candidates. The project-index scan
@@ -130,13 +142,13 @@ fn next_run_selection<'a>(
         clauses.insert(0, "+r.project_id = ?");
         params.insert(0, Js::String(project_id));
     }
-    // A present `sessionId` (even null) selects by origin session; only an undefined one means
-    // "headless or already started".
-    if read.session_id.is_undefined() {
-        clauses.push("(b.execution_mode = 'headless' OR q.status <> 'queued')");
-    } else {
-        clauses.push("b.origin_session_id = ?");
-        params.push(read.session_id);
+    // Only an undefined `sessionId` means "headless or already started".
+    match read.session_id {
+        None => clauses.push("(b.execution_mode = 'headless' OR q.status <> 'queued')"),
+        Some(session_id) => {
+            clauses.push("b.origin_session_id = ?");
+            params.push(session_id);
+        }
     }
     let exclusion;
     if let Some((marks, values)) = &read.exclusion {
@@ -172,24 +184,23 @@ fn next_run_selection<'a>(
 pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
-    let runner_id = args.get_or_undefined("runnerId")?;
+    let read = NextRunArguments::read(args)?;
     let conn = store.conn()?;
-    let select = |(sql, params): (String, Vec<Js<'_>>)| -> Result<Option<String>> {
+    let pick = |candidates: Option<&str>| -> Result<Option<String>> {
+        let (sql, params) = next_run_selection(store, &read, now, candidates);
         let mut statement = conn.prepare_cached(&sql)?;
         let params = params_for(&statement, &params)?;
         Ok(statement
             .query_row(params_from_iter(&params), |row| row.get(0))
             .optional()?)
     };
-    // The arguments first, once: the reference evaluates them all before its one statement runs.
-    let read = NextRunArgs::read(args, runner_id)?;
-    let host = read.session_id.is_undefined() && read.binds_plainly();
-    let run_id = if host && conn.is_autocommit() {
+    let run_id = if read.plain() && conn.is_autocommit() {
         in_read_transaction(conn, || {
-            let Some(index) = store.state.run_index_current(conn, true)? else {
-                return select(next_run_selection(store, &read, now, None));
+            let index = store.state.run_index_current(conn, true)?;
+            let Some(index) = index else {
+                return pick(None);
             };
-            let runner = match runner_id {
+            let runner = match read.runner_id {
                 Js::String(runner) => Some(runner),
                 _ => None,
             };
@@ -200,31 +211,23 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
                 // pages for nothing (after another process's commit, from a cold page cache).
                 return Ok(None);
             }
-            select(next_run_selection(
-                store,
-                &read,
-                now,
-                Some(&rowid_list(&candidates)),
-            ))
+            pick(Some(&rowid_list(&candidates)))
         })?
     } else {
-        select(next_run_selection(store, &read, now, None))?
+        pick(None)?
     };
     let Some(run_id) = run_id else {
         return Ok(Reply::undefined());
     };
+    // `this.claimRun(row.runId, options.runnerId, …)`: the runner id read a third time.
     let claim = RunClaim {
         run_id: Js::String(&run_id),
-        runner_id,
+        runner_id: args.get_or_undefined("runnerId")?,
         claim_token: args.get_or_undefined("claimToken")?,
         lease_ms: args.get_or_undefined("leaseMs")?,
     };
-    Ok(Reply::maybe_text(claim_run(
-        store,
-        &claim,
-        now,
-        ClaimOptions::default(),
-    )?))
+    let record = claim_run(store, &claim, now, ClaimOptions::default())?;
+    Ok(Reply::maybe_text(record).echo_object("claimToken", claim.claim_token))
 }
 
 /// Extends an unexpired exact claim; a renewal is a presentation change (summary, replay).

@@ -61,6 +61,17 @@ pub fn record_run_event(conn: &Db, call: &Call, options: Js<'_>) -> Result<Reply
     let event_id = insert_event_binding(conn, &draft, &bound[0], &bound[1])?;
     let seq = event_seq(conn, &event_id)?
         .ok_or_else(|| StoreError::plain("Run event was not recorded"))?;
+    // The record's `runId`, `workflowRef` and `type`: a live call reads them here, inside the
+    // transaction, and hands the caller's values back as they are (a wire call's are put in
+    // by the JS layer, `echo_props`).
+    let mut echo = Vec::new();
+    if let Js::Live(object) = options {
+        for name in ["runId", "workflowRef", "type"] {
+            if let (_, Some(handle)) = object.get_with_handle(name)? {
+                echo.push((name, handle));
+            }
+        }
+    }
     // The record's `options.runnerId ?? null`: read a third time.
     let runner = options.get("runnerId")?;
     let runner_id = match runner {
@@ -85,7 +96,22 @@ pub fn record_run_event(conn: &Db, call: &Call, options: Js<'_>) -> Result<Reply
         payload: "{}",
     }
     .write(&mut event);
-    Ok(Reply::json_text(event))
+    // `payload: options.payload ?? {}`, read again.
+    if let Js::Live(object) = options {
+        match object.get_with_handle("payload")? {
+            (value, Some(handle)) if !value.is_nullish() => echo.push(("payload", handle)),
+            // A `{}` of the JS layer's realm, as the reference's literal makes it.
+            (_, Some(_)) => {
+                if let Js::Live(empty) = object.cx().helper("emptyObject", &[])? {
+                    echo.push(("payload", empty.raw()));
+                }
+            }
+            (_, None) => {}
+        }
+    }
+    let mut reply = Reply::json_text(event);
+    reply.echo = echo;
+    Ok(reply)
 }
 
 /// A `RunEventRecord`, its payload already JSON text. The record `recordRunEvent` returns has

@@ -13,14 +13,14 @@ use super::row::{run_row_of, RunRow};
 use crate::controller::rows::put_caller_text;
 use crate::error::{Result, StoreError};
 use crate::js::{
-    bind_params, canonical_literal, message_error, params_for, token_hash_js, Js, Param,
+    bind_params, canonical_literal, message_error, params_for, token_hash_js, Bound, Js, Param,
 };
 use crate::state::blobs::{put_json, put_text, BlobHash};
 use crate::state::ids::random_uuid;
 use crate::state::json::canonical;
 use crate::state::leases::{self, Actor, Fence, Holder, HolderKind};
 use crate::state::revisions::{
-    bump_resource, bump_resource_revision, insert_event, resource_revision, EventDraft,
+    bump_resource, bump_resource_revision, insert_event_params, resource_revision, EventDraft,
 };
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
@@ -480,7 +480,7 @@ fn terminal_run(
         .execute(params![terminal.status, &error_hash[..], now, now, run_id])?;
         if terminal.status == "cancelled" {
             let actor_id = lease.owner_id.as_deref().unwrap_or("workflow-control");
-            cancel_dependents(conn, run_id, actor_id, &error_hash, now)?;
+            cancel_dependents(conn, run_id, actor_id.as_bytes(), &error_hash, now)?;
         }
         bump_resource(conn, &row.resource_id, revision, now)?;
         let event_type = format!("run.queue_{}", terminal.status);
@@ -540,7 +540,7 @@ fn cancel_effect(
     conn: &Db,
     run_id: &str,
     effect: &OpenEffect,
-    actor_id: &str,
+    actor_id: &[u8],
     error_hash: &BlobHash,
     now: i64,
 ) -> Result<()> {
@@ -595,11 +595,12 @@ fn cancel_effect(
 }
 
 /// Everything a cancelled run leaves open: attempts, run-scoped effects, unresolved decisions,
-/// validating submissions and pending interactive requests.
+/// validating submissions and pending interactive requests. `actor_id` is the text's bytes as
+/// they were bound (a caller's lone surrogates stay WTF-8).
 fn cancel_dependents(
     conn: &Db,
     run_id: &str,
-    actor_id: &str,
+    actor_id: &[u8],
     error_hash: &BlobHash,
     now: i64,
 ) -> Result<()> {
@@ -624,7 +625,7 @@ fn cancel_dependents(
          LEFT JOIN human_decision_resolutions r ON r.decision_id = d.decision_id
          WHERE d.run_id = ? AND r.decision_id IS NULL",
     )?
-    .execute(params![actor_id, now, run_id])?;
+    .execute(params![Bound::Text(actor_id.into()), now, run_id])?;
     let receipt = canonical(&json!({ "status": "rejected", "error": "Workflow run cancelled" }));
     let receipt_hash = put_json(conn, &receipt, now)?;
     conn.prepare_cached(
@@ -698,10 +699,10 @@ fn cancel_stale<'a>(
         if !leases::take(conn, &row.resource_id, &system, lease.generation, expires, now)? {
             return Ok(false);
         }
-        // The owner id as SQLite stored it (a number becomes its text, '5.0'), for the
-        // statements and the event that bind controlId again.
-        let stored_owner: String = leases::stored_owner_id(conn, &row.resource_id)?;
-        let control_id = stored_owner.as_str();
+        // The owner id as SQLite stored it (a number becomes its text, '5.0'; lone surrogates
+        // stay WTF-8), for the statements and the event that bind controlId again.
+        let stored_owner = leases::stored_owner_id(conn, &row.resource_id)?.unwrap_or_default();
+        let control_id = stored_owner.as_slice();
         let error_hash = put_text(conn, "Workflow run cancelled", now)?;
         let queue = conn
             .prepare_cached(
@@ -737,7 +738,7 @@ fn cancel_stale<'a>(
         }
         cancel_dependents(conn, run_id, control_id, &error_hash, now)?;
         let system = Holder {
-            owner_id: Param::text(control_id),
+            owner_id: Param::Own(Bound::Text(control_id.into())),
             ..system
         };
         let fence = Fence::LiveSystemOwner;
@@ -747,18 +748,22 @@ fn cancel_stale<'a>(
         }
         let revision = bump_resource_revision(conn, &row.resource_id, now)?;
         let payload = json!({ "status": "cancelled", "code": "cancelled", "staleControl": true });
-        insert_event(
+        let event = EventDraft {
+            resource_id: &row.resource_id,
+            revision,
+            event_type: "run.queue_cancelled",
+            actor_type: "control",
+            actor_id: None,
+            payload: &canonical(&payload),
+            now,
+            lease_generation: None,
+        };
+        insert_event_params(
             conn,
-            &EventDraft {
-                resource_id: &row.resource_id,
-                revision,
-                event_type: "run.queue_cancelled",
-                actor_type: "control",
-                actor_id: Some(control_id),
-                payload: &canonical(&payload),
-                now,
-                lease_generation: Some(generation),
-            },
+            &event,
+            Param::text(event.event_type),
+            Param::Own(Bound::Text(control_id.into())),
+            Param::int(generation),
         )?;
         record_viewer_deltas(conn, run_id, SUMMARY_REPLAY, now)?;
         Ok(true)

@@ -14,11 +14,10 @@
 //! arrive as `Param::Own`.
 
 use crate::sql::{params_from_iter, Db, OptionalExtension};
-use rusqlite::types::FromSql;
 
-use super::revisions::{insert_event, EventDraft};
+use super::revisions::{insert_event_params, EventDraft};
 use crate::error::{Result, StoreError};
-use crate::js::{bind_params, Bound, Param};
+use crate::js::{bind_params, Bound, Js, Param};
 
 /// The `leases` row of a resource.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,12 +186,14 @@ pub fn insert_lease(conn: &Db, resource_id: &str) -> Result<()> {
     Ok(())
 }
 
-/// `leases.owner_id` as SQLite stored it (a number bound as a double becomes its text, `5.0`),
-/// read as `T` (a `String` fails on NULL as `row.get` does).
-pub fn stored_owner_id<T: FromSql>(conn: &Db, resource_id: &str) -> Result<T> {
+/// The bytes of `leases.owner_id` as SQLite stored it (a number bound as a double becomes its
+/// text, `5.0`; a caller's lone surrogates stay the WTF-8 V8 wrote), `None` when unowned.
+pub fn stored_owner_id(conn: &Db, resource_id: &str) -> Result<Option<Vec<u8>>> {
     Ok(conn
         .prepare_cached("SELECT owner_id FROM leases WHERE resource_id = ?")?
-        .query_row([resource_id], |row| row.get(0))?)
+        .query_row([resource_id], |row| {
+            Ok(row.get_ref(0)?.as_bytes_or_null()?.map(<[u8]>::to_vec))
+        })?)
 }
 
 /// `leases.expires_at` as the STRICT column holds it after binding (a numeric text converted).
@@ -410,28 +411,56 @@ pub enum Actor<'a> {
     /// The lease holder read before the change: actor `lease.ownerType ?? "system"` and its
     /// owner, generation `lease.generation || undefined`.
     Holder(&'a Lease),
-    /// A controller's verified claim: actor `controller`, the claim's owner and generation as
-    /// `lease` holds them.
-    Controller(&'a Lease),
-    /// The control plane (`control`), with its id if it has one, no lease generation.
-    Control(Option<&'a str>),
+    /// A controller's verified claim as the caller's object holds it when the event is
+    /// written (the reference passes `claim.ownerId` and `claim.generation` to `insertEvent`,
+    /// read again there): actor `controller`, the owner id and `generation ?? null` bound as
+    /// better-sqlite3 binds them. Made by [`Actor::claim`].
+    Claim {
+        /// `claim.ownerId`, read at the event.
+        owner_id: Js<'a>,
+        /// `claim.generation`, read at the event.
+        generation: Js<'a>,
+    },
+    /// The control plane (`control`), with its id if it has one (its text's bytes as they
+    /// were bound: a caller's lone surrogates stay WTF-8), no lease generation.
+    Control(Option<&'a [u8]>),
 }
 
 impl<'a> Actor<'a> {
+    /// The claim `claim_of()` gives, read as the reference's event arguments read it:
+    /// `claim_of().ownerId`, then `claim_of().generation` (an `options.claim` getter runs
+    /// once for each).
+    pub fn claim(claim_of: impl Fn() -> Result<Js<'a>>) -> Result<Actor<'a>> {
+        let owner_id = claim_of()?.get("ownerId")?;
+        let generation = claim_of()?.get("generation")?;
+        Ok(Actor::Claim {
+            owner_id,
+            generation,
+        })
+    }
+
     /// `(actor_type, actor_id, lease_generation)` of the event.
-    fn attribution(self) -> (&'a str, Option<&'a str>, Option<i64>) {
+    fn attribution(self) -> (&'a str, Param<'a>, Param<'a>) {
+        let int_or_null = |value: Option<i64>| value.map_or(Param::null(), Param::int);
         match self {
             Actor::Holder(lease) => (
                 lease.owner_type.as_deref().unwrap_or("system"),
-                lease.owner_id.as_deref(),
-                lease.event_generation(),
+                bound_text(lease.owner_id.as_deref()),
+                int_or_null(lease.event_generation()),
             ),
-            Actor::Controller(lease) => (
+            Actor::Claim {
+                owner_id,
+                generation,
+            } => (
                 "controller",
-                lease.owner_id.as_deref(),
-                Some(lease.generation),
+                Param::Js(owner_id),
+                Param::Js(generation.or(Js::Null)),
             ),
-            Actor::Control(id) => ("control", id, None),
+            Actor::Control(id) => (
+                "control",
+                Param::Own(id.map_or(Bound::Null, |id| Bound::Text(id.into()))),
+                Param::null(),
+            ),
         }
     }
 }
@@ -448,18 +477,22 @@ pub fn insert_attributed_event(
     now: i64,
 ) -> Result<String> {
     let (actor_type, actor_id, lease_generation) = actor.attribution();
-    insert_event(
+    let event = EventDraft {
+        resource_id,
+        revision,
+        event_type,
+        actor_type,
+        actor_id: None,
+        payload,
+        now,
+        lease_generation: None,
+    };
+    insert_event_params(
         conn,
-        &EventDraft {
-            resource_id,
-            revision,
-            event_type,
-            actor_type,
-            actor_id,
-            payload,
-            now,
-            lease_generation,
-        },
+        &event,
+        Param::text(event_type),
+        actor_id,
+        lease_generation,
     )
 }
 
@@ -482,7 +515,7 @@ mod tests {
     };
     use crate::error::StoreError;
     use crate::js::token_hash;
-    use crate::js::Param;
+    use crate::js::{Js, Param};
     use crate::sql::{Db, OptionalExtension};
     use crate::state::schema::STATE_SCHEMA_SQL;
 
@@ -696,8 +729,8 @@ mod tests {
             assert!(held.token_matches(&hash), "{}", kind.name);
             assert_eq!(held.expires_at, Some(EXPIRES), "{}", kind.name);
             assert!(held.is_live(NOW) && !held.is_live(EXPIRES), "{}", kind.name);
-            let owner: String = stored_owner_id(&conn, RESOURCE).unwrap();
-            assert_eq!(owner, "owner-a", "{}", kind.name);
+            let owner = stored_owner_id(&conn, RESOURCE).unwrap();
+            assert_eq!(owner.as_deref(), Some(&b"owner-a"[..]), "{}", kind.name);
             assert_eq!(stored_expires_at(&conn, RESOURCE).unwrap(), Some(EXPIRES));
         }
     }
@@ -855,8 +888,12 @@ mod tests {
                 insert_attributed_event(&conn, RESOURCE, revision, "test", holder, "{}", NOW)
                     .unwrap();
             }
-            // A controller's claim event names the owner type it verified, `controller`.
-            let controller = Actor::Controller(&held);
+            // A controller's claim event names the owner type it verified, `controller`, and
+            // the claim's own owner and generation.
+            let controller = Actor::Claim {
+                owner_id: Js::String("owner-a"),
+                generation: Js::Number(1.0),
+            };
             insert_attributed_event(&conn, RESOURCE, 3, "test", controller, "{}", NOW).unwrap();
             let events: Vec<(String, Option<String>, Option<i64>)> = conn
                 .prepare(

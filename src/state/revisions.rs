@@ -3,12 +3,13 @@
 //! Each mutating path bumps `resources.revision` by compare-and-set and appends an `events` row
 //! carrying the new revision, so readers of the same file can follow every change.
 
-use crate::sql::{params, Db, OptionalExtension};
+use crate::sql::{params, params_from_iter, Db, OptionalExtension};
 
 use super::blobs::{put_json, BlobHash};
 use super::ids::random_uuid;
 use super::viewer::record_run_resource_deltas;
 use crate::error::{Result, StoreError};
+use crate::js::{bind_params, Param};
 
 /// The resource's revision, or `Resource is missing: <id>`.
 pub fn resource_revision(conn: &Db, resource_id: &str) -> Result<i64> {
@@ -110,41 +111,74 @@ pub fn insert_event_binding(
     actor_id: &dyn rusqlite::ToSql,
 ) -> Result<String> {
     let payload_hash = put_json(conn, event.payload, event.now)?;
-    insert_row(conn, event, event_type, actor_id, &payload_hash)
+    insert_row(
+        conn,
+        event,
+        [event_type, actor_id, &event.lease_generation],
+        &payload_hash,
+    )
 }
+
+/// [`insert_event`] with the type, actor id and lease generation given as [`Param`]s, the
+/// whole row bound in one pass by better-sqlite3's rules (an array a caller gave spreads over
+/// the columns after it; a value it cannot bind fails after the payload is stored), as the
+/// reference's `insertEvent` binds the values it was passed; the draft's own `event_type`,
+/// `actor_id` and `lease_generation` are not used.
+pub fn insert_event_params(
+    conn: &Db,
+    event: &EventDraft<'_>,
+    event_type: Param<'_>,
+    actor_id: Param<'_>,
+    lease_generation: Param<'_>,
+) -> Result<String> {
+    let payload_hash = put_json(conn, event.payload, event.now)?;
+    let event_id = format!("event-{}", random_uuid());
+    let mut statement = conn.prepare_cached(INSERT_EVENT)?;
+    statement.execute(params_from_iter(bind_params(&[
+        Param::text(&event_id),
+        Param::text(event.resource_id),
+        Param::int(event.revision),
+        event_type,
+        Param::text(event.actor_type),
+        actor_id,
+        lease_generation,
+        Param::blob(&payload_hash[..]),
+        Param::int(event.now),
+    ])?))?;
+    Ok(event_id)
+}
+
+/// The events INSERT, one parameter per column.
+const INSERT_EVENT: &str = "INSERT INTO events(
+       event_id, resource_id, resource_revision, event_type, actor_type,
+       actor_id, lease_generation, payload_hash, recorded_at
+     ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 fn insert_event_row(conn: &Db, event: &EventDraft<'_>, payload_hash: &BlobHash) -> Result<String> {
     insert_row(
         conn,
         event,
-        &event.event_type,
-        &event.actor_id,
+        [&event.event_type, &event.actor_id, &event.lease_generation],
         payload_hash,
     )
 }
 
+/// Writes the event row; `[event_type, actor_id, lease_generation]` are bound as given.
 fn insert_row(
     conn: &Db,
     event: &EventDraft<'_>,
-    event_type: &dyn rusqlite::ToSql,
-    actor_id: &dyn rusqlite::ToSql,
+    [event_type, actor_id, lease_generation]: [&dyn rusqlite::ToSql; 3],
     payload_hash: &BlobHash,
 ) -> Result<String> {
     let event_id = format!("event-{}", random_uuid());
-    conn.prepare_cached(
-        "INSERT INTO events(
-           event_id, resource_id, resource_revision, event_type, actor_type,
-           actor_id, lease_generation, payload_hash, recorded_at
-         ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )?
-    .execute(params![
+    conn.prepare_cached(INSERT_EVENT)?.execute(params![
         event_id,
         event.resource_id,
         event.revision,
         event_type,
         event.actor_type,
         actor_id,
-        event.lease_generation,
+        lease_generation,
         &payload_hash[..],
         event.now
     ])?;

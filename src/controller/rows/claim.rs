@@ -136,12 +136,12 @@ fn check_claim_lease(
     now: i64,
     require_unexpired: bool,
 ) -> Result<Lease> {
-    let owner_id = claim.get("ownerId")?;
+    // Each field is read only once the checks before it held, as the reference's `||` chain.
     let holds = lease.owner_type.as_deref() == Some("controller")
-        && lease
-            .owner_id
-            .as_deref()
-            .is_some_and(|owner| owner_id.strict_eq_str(owner))
+        && match lease.owner_id.as_deref() {
+            Some(owner) => claim.get("ownerId")?.strict_eq_str(owner),
+            None => claim.get("ownerId")? == Js::Null,
+        }
         && claim
             .get("generation")?
             .strict_eq_number(lease.generation as f64)
@@ -190,7 +190,7 @@ impl<'a> ClaimFence<'a> {
     }
 }
 
-/// Releases the verified `lease` held by `claim`; returns the new resource version when it
+/// Releases the lease the verified `claim` holds; returns the new resource version when it
 /// was released (the reference then sets `claim.resourceVersion`).
 /// `revision` is the resource's current revision (read with its row in this transaction).
 pub fn release_lease(
@@ -198,7 +198,6 @@ pub fn release_lease(
     resource_id: &str,
     revision: i64,
     claim: Js<'_>,
-    lease: &Lease,
     now: i64,
 ) -> Result<Option<i64>> {
     let fence = ClaimFence::read(claim)?;
@@ -218,7 +217,7 @@ pub fn release_lease(
         resource_id,
         revision + 1,
         "lease.released",
-        Actor::Controller(lease),
+        Actor::claim(|| Ok(claim))?,
         "{}",
         now,
     )?;

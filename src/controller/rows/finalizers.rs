@@ -25,12 +25,26 @@ pub fn replace_finalizers(
             .unwrap_or_default();
         return store_unique(conn, controller_resource_id, finalizers, unique);
     }
-    let chars: Vec<String>;
+    let chars: Vec<(String, String)>;
     let items: Vec<Js<'_>> = match finalizers {
         Js::Undefined | Js::Null => Vec::new(),
-        Js::String(text) | Js::IllFormed { text, .. } => {
-            chars = text.chars().map(String::from).collect();
-            chars.iter().map(|c| Js::String(c)).collect()
+        Js::String(text) => {
+            chars = text.chars().map(|c| (c.into(), String::new())).collect();
+            chars.iter().map(|(c, _)| Js::String(c)).collect()
+        }
+        // Each lone surrogate is a code point of its own, kept (its WTF-8), as V8 iterates it.
+        Js::IllFormed { wtf8, .. } => {
+            chars = code_points(&hex::decode(wtf8).unwrap_or_default());
+            chars
+                .iter()
+                .map(|(text, wtf8)| {
+                    if wtf8.is_empty() {
+                        Js::String(text)
+                    } else {
+                        Js::IllFormed { text, wtf8 }
+                    }
+                })
+                .collect()
         }
         // A byte view iterates its elements (numbers; only bytes are read here).
         Js::Live(object) if object.bytes().is_some() => object
@@ -83,6 +97,29 @@ fn store_unique(
         ])?))?;
     }
     Ok(())
+}
+
+/// The code points of WTF-8 `bytes`, each as `(text, "")`, or a lone surrogate as
+/// `("\u{FFFD}", hex of its WTF-8)`.
+fn code_points(bytes: &[u8]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while let Some(&lead) = rest.first() {
+        let width = match lead {
+            0x00..=0x7f => 1,
+            0xc0..=0xdf => 2,
+            0xe0..=0xef => 3,
+            _ => 4,
+        }
+        .min(rest.len());
+        let (point, tail) = rest.split_at(width);
+        out.push(match std::str::from_utf8(point) {
+            Ok(text) => (text.to_owned(), String::new()),
+            Err(_) => ("\u{FFFD}".to_owned(), hex::encode(point)),
+        });
+        rest = tail;
+    }
+    out
 }
 
 /// SameValueZero of two values that are not objects.

@@ -5,7 +5,6 @@ use crate::sql::Db;
 
 use super::*;
 use crate::error::{Result, StoreError};
-use crate::js::Js;
 use crate::runs::records::read_queued_run_sources;
 use crate::runs::row::RunRow;
 use crate::state::blobs::read_json;
@@ -17,7 +16,7 @@ impl<'a> Reservation<'a> {
         if !self.is_compatible(conn, row)? {
             return Err(StoreError::plain(format!(
                 "Workflow run preparation conflicts: {}",
-                self.run_key
+                self.defined("runId")?.template()?
             )));
         }
         Ok(())
@@ -31,7 +30,7 @@ impl<'a> Reservation<'a> {
         // `parent?.rootRunId ?? options.runId`, compared with `===`.
         let root_run_id_matches = match &parent {
             Some(parent) => row.root_run_id == parent.root_run_id,
-            None => self.run_id.strict_eq_str(&row.root_run_id),
+            None => self.defined("runId")?.strict_eq_str(&row.root_run_id),
         };
         let restart_number_matches = if lineage_kind.strict_eq_str("restart") {
             match self.given("restartNumber")? {
@@ -44,10 +43,7 @@ impl<'a> Reservation<'a> {
         } else {
             row.restart_number == parent.as_ref().map_or(0, |parent| parent.restart_number)
         };
-        let fingerprint = match self.defined("parentTerminalFingerprint")? {
-            Js::Undefined => None,
-            value => Some(terminal_fingerprint_buffer(value)?),
-        };
+        let fingerprint = self.terminal_fingerprint()?;
         let same_identity = self
             .defined("workflowName")?
             .strict_eq_str(&row.workflow_name)

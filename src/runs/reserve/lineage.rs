@@ -23,6 +23,7 @@ impl<'a> Reservation<'a> {
                 "A root workflow run cannot declare lineage",
             ));
         }
+        let own_root = self.defined("runId")?;
         let Some(parent) = self.parent_row(conn)? else {
             if !self.defined("restartNumber")?.is_undefined()
                 || !self.defined("parentTerminalFingerprint")?.is_undefined()
@@ -32,7 +33,7 @@ impl<'a> Reservation<'a> {
                 ));
             }
             return Ok(Lineage {
-                parent_run_id: Js::Undefined,
+                own_root,
                 root_run_id: None,
                 lineage_kind: Js::Null,
                 restart_number: 0,
@@ -48,7 +49,7 @@ impl<'a> Reservation<'a> {
             ));
         }
         let mut lineage = Lineage {
-            parent_run_id: self.defined("parentRunId")?,
+            own_root,
             root_run_id: Some(parent.root_run_id.clone()),
             lineage_kind,
             restart_number: parent.restart_number,
@@ -70,13 +71,12 @@ impl<'a> Reservation<'a> {
         if !run_terminal || !parent.is_queue_terminal() {
             return Err(StoreError::plain("Restart parent is not terminal"));
         }
-        let fingerprint = self.defined("parentTerminalFingerprint")?;
-        if fingerprint.is_undefined() {
+        let Some(fingerprint) = self.terminal_fingerprint()? else {
             return Err(StoreError::plain(
                 "Restart requires the parent terminal fingerprint",
             ));
-        }
-        lineage.parent_terminal_fingerprint = Some(terminal_fingerprint_buffer(fingerprint)?);
+        };
+        lineage.parent_terminal_fingerprint = Some(fingerprint);
         let next = parent.restart_number + 1;
         if let Some(restart_number) = self.given("restartNumber")? {
             if !number_equals(restart_number, next) {
@@ -127,7 +127,8 @@ impl<'a> Reservation<'a> {
         let origin = self.defined("originSessionId")?;
         let actor_id = stored_text(conn, origin)?;
         // `{ continuationRunId: options.runId }`: the caller's value, as canonical JSON.
-        let payload = canonical_literal(self.call, &[("continuationRunId", self.run_id)])?;
+        let run_id = self.defined("runId")?;
+        let payload = canonical_literal(self.call, &[("continuationRunId", run_id)])?;
         let event = EventDraft {
             resource_id: &parent.resource_id,
             revision,

@@ -28,50 +28,100 @@ use checks::*;
 use source::*;
 
 pub fn reserve_workflow_run(store: &Store, call: &Call, options: Js<'_>) -> Result<String> {
-    let request = Reservation::validate(call, options, false)?;
+    let request = Reservation::validate(call, options, None)?;
     let project_id = store.project_id();
     store.write(|conn| request.reserve_in_transaction(conn, project_id))
 }
 
-pub fn prepare_or_adopt_workflow_run(
-    store: &Store,
-    call: &Call,
-    options: Js<'_>,
-) -> Result<String> {
-    let request = Reservation::validate(call, options, false)?;
+pub fn prepare_or_adopt_workflow_run(store: &Store, call: &Call, options: Js<'_>) -> Result<Reply> {
+    let request = Reservation::validate(call, options, None)?;
     let project_id = store.project_id();
-    store.write(|conn| {
-        if let Some(existing) = run_row_of(conn, request.run_id)? {
+    let mut token = Js::Undefined;
+    let text = store.write(|conn| {
+        // `this.workflowRunRow(options.runId)`: read again, inside the transaction.
+        if let Some(existing) = run_row_of(conn, options.get("runId")?)? {
             request.assert_compatible(conn, &existing)?;
             let run = map_workflow_run(conn, &existing)?;
             return Ok(format!(r#"{{"state":"adopted","run":{run}}}"#));
         }
         request.reserve_in_transaction(conn, project_id)?;
         let claim = run_claim(call, options)?;
+        token = claim.claim_token;
         match claim_run_in_transaction(conn, &claim, request.now, ClaimOptions::default())? {
             Some(run) => Ok(format!(r#"{{"state":"claimed","run":{run}}}"#)),
-            None => Err(not_claimed(&request.run_key)),
+            None => Err(not_claimed(&options.get("runId")?.template()?)),
         }
-    })
+    })?;
+    Ok(Reply::json_text(text).echo_object("run.claimToken", token))
 }
 
-pub fn enqueue_workflow_run(store: &Store, call: &Call, options: Js<'_>) -> Result<String> {
+pub fn enqueue_workflow_run(store: &Store, call: &Call, options: Js<'_>) -> Result<Reply> {
     // `this.getWorkflowRun(options.runId)`: the caller's value bound as given.
-    let run_id = options.get("runId")?;
-    let existing = match run_row_of(store.conn()?, run_id)? {
+    let existing = match run_row_of(store.conn()?, options.get("runId")?)? {
         Some(row) => Some(map_workflow_run(store.conn()?, &row)?),
         None => None,
     };
     if existing.is_none() {
-        // The reference forwards every reservation field but `executionMode`.
-        let request = Reservation::validate(call, options, true)?;
+        // `this.reserveWorkflowRun({...})` of a copy: every field read once as it is built.
+        let copy = forwarded_reservation(options)?;
+        let request = Reservation::validate(call, options, Some(copy))?;
         let project_id = store.project_id();
         store.write(|conn| request.reserve_in_transaction(conn, project_id))?;
     }
-    let now = timestamp(call, options.get("now")?)?;
+    // `this.claimWorkflowRun({runId, runnerId, claimToken, leaseMs, ...now})`, a copy too.
     let claim = run_claim(call, options)?;
-    claim_run(store, &claim, now, ClaimOptions::default())?
-        .ok_or_else(|| not_claimed(&run_id.template().unwrap_or_default()))
+    let now = timestamp(call, copied_if_defined(options, "now")?)?;
+    match claim_run(store, &claim, now, ClaimOptions::default())? {
+        Some(run) => Ok(Reply::json_text(run).echo_object("claimToken", claim.claim_token)),
+        // `Workflow run could not be claimed: ${options.runId}`: read for the message.
+        None => Err(not_claimed(&options.get("runId")?.template()?)),
+    }
+}
+
+/// `options[name]` when it is defined (the test, then the value, each a read), as the
+/// reference's `...(options[name] === undefined ? {} : { [name]: options[name] })` copies it.
+fn copied_if_defined<'a>(options: Js<'a>, name: &str) -> Result<Js<'a>> {
+    if options.get(name)?.is_undefined() {
+        return Ok(Js::Undefined);
+    }
+    options.get(name)
+}
+
+/// The reservation `enqueueWorkflowRun` forwards, read from `options` in its literal's order:
+/// `executionMode` is not forwarded, `launchOptions ?? {}` (absent here: the reservation's own
+/// `?? {}` stores the same `{}`), and the lineage fields and `now` only when defined.
+fn forwarded_reservation<'a>(options: Js<'a>) -> Result<Vec<(&'static str, Js<'a>)>> {
+    let mut copy = Vec::with_capacity(15);
+    for name in [
+        "runId",
+        "workflowName",
+        "workflowSourceRef",
+        "workflowSource",
+        "definitionDigest",
+        "definitionSnapshot",
+        "input",
+        "launchOptions",
+        "runnerId",
+        "originSessionId",
+    ] {
+        let value = options.get(name)?;
+        let value = if name == "launchOptions" && value.is_nullish() {
+            Js::Undefined
+        } else {
+            value
+        };
+        copy.push((name, value));
+    }
+    for name in [
+        "parentRunId",
+        "lineageKind",
+        "restartNumber",
+        "parentTerminalFingerprint",
+        "now",
+    ] {
+        copy.push((name, copied_if_defined(options, name)?));
+    }
+    Ok(copy)
 }
 
 fn run_claim<'a>(call: &'a Call, options: Js<'a>) -> Result<RunClaim<'a>> {
@@ -97,11 +147,12 @@ fn not_claimed(run_id: &str) -> StoreError {
 struct Reservation<'a> {
     call: &'a Call,
     options: Js<'a>,
-    /// enqueueWorkflowRun's forwarded copy: `executionMode` is not forwarded.
-    without_execution_mode: bool,
-    /// `options.runId` as JavaScript sees it.
+    /// enqueueWorkflowRun's forwarded copy, read from instead of `options` (a field it does
+    /// not hold is `undefined`).
+    forwarded: Option<Vec<(&'static str, Js<'a>)>>,
+    /// `options.runId` as `validateRunId` read it (each later use reads it again).
     run_id: Js<'a>,
-    /// `${options.runId}`.
+    /// `${options.runId}` of that read.
     run_key: String,
     now: i64,
     definition_digest: Vec<u8>,
@@ -109,7 +160,8 @@ struct Reservation<'a> {
 
 /// What a run's lineage resolves to.
 struct Lineage<'a> {
-    parent_run_id: Js<'a>,
+    /// `let rootRunId = options.runId`, read before the parent is looked up.
+    own_root: Js<'a>,
     /// The parent's root (text), or `None`: the run is its own root (`options.runId`, bound).
     root_run_id: Option<String>,
     /// `null` for a root run, else `options.lineageKind ?? "continuation"`.
@@ -152,31 +204,35 @@ impl<'a> Reservation<'a> {
     fn validate(
         call: &'a Call,
         options: Js<'a>,
-        without_execution_mode: bool,
+        forwarded: Option<Vec<(&'static str, Js<'a>)>>,
     ) -> Result<Reservation<'a>> {
-        // `validateRunId(options.runId)`: the pattern tests the value's text.
-        let run_id = options.get("runId")?;
-        let run_key = run_id.template()?;
-        validate_run_id(run_id, &run_key)?;
-        let now = timestamp(call, options.get("now")?)?;
-        let definition_digest = digest_buffer(options.get("definitionDigest")?)?;
-        Ok(Reservation {
+        let mut request = Reservation {
             call,
             options,
-            without_execution_mode,
-            run_id,
-            run_key,
-            now,
-            definition_digest,
-        })
+            forwarded,
+            run_id: Js::Undefined,
+            run_key: String::new(),
+            now: 0,
+            definition_digest: Vec::new(),
+        };
+        // `validateRunId(options.runId)`: the pattern tests the value's text.
+        request.run_id = request.defined("runId")?;
+        request.run_key = request.run_id.template()?;
+        validate_run_id(request.run_id, &request.run_key)?;
+        request.now = timestamp(call, request.defined("now")?)?;
+        request.definition_digest = digest_buffer(request.defined("definitionDigest")?)?;
+        Ok(request)
     }
 
-    /// `options[name]` (`undefined` when absent).
+    /// `options[name]` (`undefined` when absent), or the forwarded copy's.
     fn defined(&self, name: &str) -> Result<Js<'a>> {
-        if self.without_execution_mode && name == "executionMode" {
-            return Ok(Js::Undefined);
+        match &self.forwarded {
+            Some(copy) => Ok(copy
+                .iter()
+                .find(|(field, _)| *field == name)
+                .map_or(Js::Undefined, |(_, value)| *value)),
+            None => self.options.get(name),
         }
-        self.options.get(name)
     }
 
     /// `options[name]`, or `None` when it is `undefined` or `null` (for `??`).
@@ -189,15 +245,26 @@ impl<'a> Reservation<'a> {
         JsonArg::read(self.call, self.defined(name)?)
     }
 
+    /// `options.parentRunId !== undefined`, then `requireWorkflowRunRow(options.parentRunId)`
+    /// (read again, bound as given).
     fn parent_row(&self, conn: &Db) -> Result<Option<RunRow>> {
-        match self.defined("parentRunId")? {
-            Js::Undefined => Ok(None),
-            // `requireWorkflowRunRow(options.parentRunId)`: the value bound as given.
-            parent_run_id => match run_row_of(conn, parent_run_id)? {
-                Some(row) => Ok(Some(row)),
-                None => Err(not_found(parent_run_id)?),
-            },
+        if self.defined("parentRunId")?.is_undefined() {
+            return Ok(None);
         }
+        let parent_run_id = self.defined("parentRunId")?;
+        match run_row_of(conn, parent_run_id)? {
+            Some(row) => Ok(Some(row)),
+            None => Err(not_found(parent_run_id)?),
+        }
+    }
+
+    /// `options.parentTerminalFingerprint === undefined ? none :
+    /// terminalFingerprintBuffer(options.parentTerminalFingerprint)` (two reads).
+    fn terminal_fingerprint(&self) -> Result<Option<Vec<u8>>> {
+        if self.defined("parentTerminalFingerprint")?.is_undefined() {
+            return Ok(None);
+        }
+        terminal_fingerprint_buffer(self.defined("parentTerminalFingerprint")?).map(Some)
     }
 
     /// `lineageKind ?? "continuation"` for a child run (any value the caller gave), `null` for
@@ -211,23 +278,20 @@ impl<'a> Reservation<'a> {
             .unwrap_or(Js::String("continuation")))
     }
 
-    /// `this.workflowRunRow(options.runId)`.
-    fn existing_row(&self, conn: &Db) -> Result<Option<RunRow>> {
-        run_row_of(conn, self.run_id)
+    /// `options.runId` as one statement parameter, read for it.
+    fn run_id_param(&self) -> Result<Param<'a>> {
+        Ok(Param::Js(self.defined("runId")?))
     }
 
-    /// `options.runId` as one statement parameter.
-    fn run_id_param(&self) -> Param<'a> {
-        Param::Js(self.run_id)
-    }
-
+    /// Each use of `options.runId` reads it again, as the reference's expressions do.
     fn reserve_in_transaction(&self, conn: &Db, project_id: Option<&str>) -> Result<String> {
-        if let Some(existing) = self.existing_row(conn)? {
+        // `this.getWorkflowRun(options.runId)`.
+        if let Some(existing) = run_row_of(conn, self.defined("runId")?)? {
             // The reference's duplicate check reads the whole record, which can itself fail.
             map_workflow_run(conn, &existing)?;
             return Err(StoreError::plain(format!(
                 "Workflow run already reserved: {}",
-                self.run_key
+                self.defined("runId")?.template()?
             )));
         }
         let lineage = self.resolve_lineage(conn)?;
@@ -235,9 +299,10 @@ impl<'a> Reservation<'a> {
         // The record reads the run back (other rows decide what it shows: an existing
         // definition keeps its name and snapshot), but not the documents just stored.
         // `requireWorkflowRun(options.runId)`: looked up by the value as bound.
-        let row = match self.existing_row(conn)? {
+        let run_id = self.defined("runId")?;
+        let row = match run_row_of(conn, run_id)? {
             Some(row) => row,
-            None => return Err(not_found(self.run_id)?),
+            None => return Err(not_found(run_id)?),
         };
         map_workflow_run_with(
             &mut JsonReads::with_stored(conn, documents.stored()),
@@ -256,10 +321,10 @@ pub fn reserve_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
 
 /// `prepareOrAdoptWorkflowRun` (a row of the method table).
 pub fn prepare_or_adopt_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
-    prepare_or_adopt_workflow_run(store, call, Js::arg(call, 0)).map(Reply::json_text)
+    prepare_or_adopt_workflow_run(store, call, Js::arg(call, 0))
 }
 
 /// `enqueueWorkflowRun` (a row of the method table).
 pub fn enqueue_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
-    enqueue_workflow_run(store, call, Js::arg(call, 0)).map(Reply::json_text)
+    enqueue_workflow_run(store, call, Js::arg(call, 0))
 }

@@ -22,13 +22,13 @@ impl<'a> Reservation<'a> {
         project_id: Option<&str>,
         lineage: &Lineage<'_>,
     ) -> Result<Documents<'a>> {
-        let documents = self.put_documents(conn)?;
         // `resourceIdFor("run", options.runId)` interpolates the value in a template.
-        let resource_id = resource_id_for("run", &self.run_key);
+        let resource_id = resource_id_for("run", &self.defined("runId")?.template()?);
+        let documents = self.put_documents(conn)?;
         self.insert_definition(conn, &documents.definition_hash)?;
         let values = bind_params(&[
             Param::text(&resource_id),
-            self.run_id_param(),
+            self.run_id_param()?,
             Param::int(self.now),
             Param::int(self.now),
         ])?;
@@ -42,11 +42,10 @@ impl<'a> Reservation<'a> {
             StoreError::plain("Controller project is not registered in the state database")
         })?;
         self.insert_run_row(conn, &resource_id, project_id, lineage, &documents)?;
-        // The run id as the runs row stored it (the same text a TEXT column stores for the
-        // bound value).
-        let stored_run_id = stored_text(conn, self.run_id)?.unwrap_or_default();
+        // The run id as a TEXT column stores the bound value.
+        let stored_run_id = stored_text(conn, self.defined("runId")?)?.unwrap_or_default();
         initialize_viewer_run(conn, &stored_run_id, self.now)?;
-        documents.source.insert(conn, self.run_id_param())?;
+        documents.source.insert(conn, self.run_id_param()?)?;
         self.insert_binding_and_queue(conn)?;
         let origin = self.defined("originSessionId")?;
         let actor_id = stored_text(conn, origin)?;
@@ -121,24 +120,21 @@ impl<'a> Reservation<'a> {
     ) -> Result<()> {
         let root_run_id = match &lineage.root_run_id {
             Some(root) => Param::text(root),
-            None => self.run_id_param(),
+            None => Param::Js(lineage.own_root),
         };
-        // The caller's `lineageKind` is bound as given (an array spreads), the default as text.
-        let lineage_kind = match (lineage.lineage_kind, self.given("lineageKind")?) {
-            (Js::Null, _) => Param::null(),
-            (_, Some(kind)) => Param::Js(kind),
-            (_, None) => Param::text("continuation"),
-        };
+        // `lineageKind` as the lineage resolved it: the caller's value bound as given (an
+        // array spreads), the default as text, `null` for a root run.
+        let lineage_kind = Param::Js(lineage.lineage_kind);
         let fingerprint = match &lineage.parent_terminal_fingerprint {
             Some(bytes) => Param::blob(bytes),
             None => Param::null(),
         };
         let values = bind_params(&[
-            self.run_id_param(),
+            self.run_id_param()?,
             Param::text(resource_id),
             Param::text(project_id),
-            // `options.parentRunId ?? null`
-            Param::Js(lineage.parent_run_id.or(Js::Null)),
+            // `options.parentRunId ?? null`, read for the statement.
+            Param::Js(self.defined("parentRunId")?.or(Js::Null)),
             root_run_id,
             lineage_kind,
             Param::int(lineage.restart_number),
@@ -165,14 +161,16 @@ impl<'a> Reservation<'a> {
     /// The binding (`executionMode ?? "interactive"`) and the queue row, whose affinity is the
     /// reserving runner; the queue's partial index allows one active run per origin session.
     pub(super) fn insert_binding_and_queue(&self, conn: &Db) -> Result<()> {
+        // `.run(options.runId, options.originSessionId, options.executionMode ?? …)`.
+        let run_id = self.run_id_param()?;
         let origin_session_id = Param::Js(self.defined("originSessionId")?);
         let execution_mode = match self.given("executionMode")? {
             Some(mode) => Param::Js(mode),
             None => Param::text("interactive"),
         };
         let values = bind_params(&[
-            self.run_id_param(),
-            origin_session_id.clone(),
+            run_id,
+            origin_session_id,
             execution_mode,
             Param::int(self.now),
         ])?;
@@ -182,10 +180,10 @@ impl<'a> Reservation<'a> {
         )?
         .execute(crate::sql::params_from_iter(&values))?;
         let values = bind_params(&[
-            self.run_id_param(),
+            self.run_id_param()?,
             Param::int(self.now),
             Param::Js(self.defined("runnerId")?),
-            origin_session_id,
+            Param::Js(self.defined("originSessionId")?),
             Param::int(self.now),
             Param::int(self.now),
         ])?;

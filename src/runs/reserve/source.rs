@@ -85,23 +85,15 @@ pub(super) fn is_mounted_workflow_source(value: Js<'_>) -> Result<bool> {
         && is_workflow_source(value.get("source")?)?)
 }
 
-/// `(source_type, source_ref, source_revision)` of a validated source (its texts as the
-/// caller's strings, bound as they are).
+/// `(source_type, source_ref, source_revision)` of a validated source, as `queuedSourceParts`
+/// reads it: `kind` again (`=== "builtin"`), then the two fields of that kind, bound as the
+/// caller's values are (a getter that changed since the check may give `undefined`, which
+/// fails the NOT NULL constraint).
 pub(super) fn source_parts<'a>(source: Js<'a>) -> Result<(&'static str, Js<'a>, Js<'a>)> {
-    let kind = match source.get("kind")? {
-        Js::String(text) | Js::IllFormed { text, .. } => text,
-        _ => "",
-    };
-    let text = |name: &str| -> Result<Js<'a>> {
-        Ok(match source.get(name)? {
-            text @ (Js::String(_) | Js::IllFormed { .. }) => text,
-            _ => Js::String(""),
-        })
-    };
-    Ok(if kind == "builtin" {
-        ("builtin", text("id")?, text("revision")?)
+    Ok(if source.get("kind")?.strict_eq_str("builtin") {
+        ("builtin", source.get("id")?, source.get("revision")?)
     } else {
-        ("file", text("path")?, text("hash")?)
+        ("file", source.get("path")?, source.get("hash")?)
     })
 }
 
@@ -144,6 +136,8 @@ impl QueuedSource<'_> {
         ])?;
         insert.execute(crate::sql::params_from_iter(&root))?;
         for mounted in &self.mounted {
+            // `queuedSourceParts(mounted.source)`, then `mounted.mountPath.join("/")`.
+            let (kind, reference, revision) = source_parts(mounted.get("source")?)?;
             let mount_path: Vec<&str> = mounted
                 .get("mountPath")?
                 .items()?
@@ -154,7 +148,6 @@ impl QueuedSource<'_> {
                     _ => None,
                 })
                 .collect();
-            let (kind, reference, revision) = source_parts(mounted.get("source")?)?;
             let joined = mount_path.join("/");
             let values = bind_params(&[
                 run_id.clone(),
