@@ -18,7 +18,7 @@ use std::ptr;
 
 use napi::sys;
 
-use super::value::{Cx, Js, Obj, Raw};
+use super::value::{Cx, Js, Obj, Raw, ReadString};
 use crate::error::{Result, StoreError};
 
 thread_local! {
@@ -62,6 +62,7 @@ impl Cx {
             env,
             strings: RefCell::new(Vec::new()),
             object_prototype: Cell::new(ptr::null_mut()),
+            read_strings: RefCell::new(Vec::new()),
         }
     }
 
@@ -97,6 +98,49 @@ impl Cx {
         Err(StoreError::plain(format!(
             "pi-workflows-native internal error: napi status {status}"
         )))
+    }
+
+    /// [`Cx::view`] of `value`, just read as `object[name]`: a string strictly equal to the
+    /// last one read there is the text already converted.
+    fn read_view(&self, object: Raw, name: &str, value: Raw) -> Js<'_> {
+        let mut kind = 0;
+        unsafe { sys::napi_typeof(self.env, value, &mut kind) };
+        if kind != sys::ValueType::napi_string {
+            return self.view(value);
+        }
+        let mut reads = self.read_strings.borrow_mut();
+        let entry = reads
+            .iter_mut()
+            .find(|entry| entry.object == object && &*entry.name == name);
+        if let Some(entry) = &entry {
+            let mut equal = false;
+            unsafe { sys::napi_strict_equals(self.env, entry.value, value, &mut equal) };
+            if equal {
+                // SAFETY: the text is kept in `self.strings` for the rest of the call.
+                return Js::String(unsafe { &*entry.text });
+            }
+        }
+        drop(reads);
+        let view = self.string_view(value);
+        if let Js::String(text) = view {
+            let mut reads = self.read_strings.borrow_mut();
+            match reads
+                .iter_mut()
+                .find(|entry| entry.object == object && &*entry.name == name)
+            {
+                Some(entry) => {
+                    entry.value = value;
+                    entry.text = text;
+                }
+                None => reads.push(ReadString {
+                    object,
+                    name: name.into(),
+                    value,
+                    text,
+                }),
+            }
+        }
+        view
     }
 
     /// The view of one value of the call.
@@ -334,7 +378,7 @@ impl<'a> Obj<'a> {
         let status =
             unsafe { sys::napi_get_named_property(self.cx.env, self.raw, key.as_ptr(), &mut out) };
         match self.cx.check(status) {
-            Ok(()) => Ok((self.cx.view(out), Some(out))),
+            Ok(()) => Ok((self.cx.read_view(self.raw, name, out), Some(out))),
             // V8 itself refused the read (a revoked Proxy): read again in the caller's realm,
             // so that its TypeError is that realm's (only a V8 error of the addon's realm,
             // while the JS layer runs in another, as under Jest, is read twice).

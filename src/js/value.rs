@@ -24,6 +24,19 @@ pub struct Cx {
     pub(super) strings: RefCell<Vec<Box<str>>>,
     /// `Object.prototype`, looked up once per call when first needed.
     pub(super) object_prototype: Cell<Raw>,
+    /// The last well-formed string read from each `(object, property)` of the call: a read
+    /// again that gives a strictly equal string (the reference reads some fields five times)
+    /// reuses its text instead of converting it once more.
+    pub(super) read_strings: RefCell<Vec<ReadString>>,
+}
+
+/// One entry of [`Cx::read_strings`].
+pub(super) struct ReadString {
+    pub(super) object: Raw,
+    pub(super) name: Box<str>,
+    pub(super) value: Raw,
+    /// Text kept in [`Cx::strings`] for the rest of the call.
+    pub(super) text: *const str,
 }
 
 /// One object of a live call (an array, a function, a byte view, a Proxy, …).
