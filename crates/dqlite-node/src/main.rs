@@ -50,8 +50,8 @@ struct Options {
 /// node names a new leader): 20 ms → 0.6 s, 50 → 1.6–2.3 s, 100 → 2.7–3.1 s,
 /// unset (libdqlite's default) → 5.1–6.2 s. Lower values elect faster but
 /// call needless elections when a node is starved of CPU: at 50 the
-/// failover suite on two busy cores saw a restarted node depose a healthy
-/// leader. 100 is dqlite-demo's timing.
+/// failover suite on two busy cores met an extra leadership change just
+/// after a restart. 100 is about dqlite-demo's timing.
 const DEFAULT_LATENCY_MS: u32 = 100;
 
 fn parse(args: &[String]) -> Result<Options, String> {
