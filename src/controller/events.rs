@@ -19,7 +19,7 @@ use super::rows::{bump_controller_resource, ResourceRef};
 use crate::error::Result;
 use crate::js::timestamp;
 use crate::js::{assign, bind_params, Bound, Js, Param};
-use crate::state::revisions::{insert_event_params, EventDraft};
+use crate::state::revisions::{insert_event_params, EventBase};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{Call, ObjectWriter, Reply};
 
@@ -62,15 +62,12 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
             .get_or_undefined("generation")?
             .or(Js::Null);
         let payload = json_arg(call, payload)?.text_or("{}")?;
-        let event = EventDraft {
+        let event = EventBase {
             resource_id: &row.resource_id,
             revision,
-            event_type: "",
             actor_type,
-            actor_id: None,
             payload,
             now,
-            lease_generation: None,
         };
         // The caller's values are bound as better-sqlite3 binds them: a number becomes its REAL
         // text, `null`/`undefined` fail the NOT NULL constraint, an object or array the count.

@@ -20,7 +20,7 @@ use crate::state::ids::random_uuid;
 use crate::state::json::canonical;
 use crate::state::leases::{self, Actor, Fence, Holder, HolderKind};
 use crate::state::revisions::{
-    bump_resource, bump_resource_revision, insert_event_params, resource_revision, EventDraft,
+    bump_resource, bump_resource_revision, insert_event_params, resource_revision, EventBase,
 };
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
@@ -748,20 +748,17 @@ fn cancel_stale<'a>(
         }
         let revision = bump_resource_revision(conn, &row.resource_id, now)?;
         let payload = json!({ "status": "cancelled", "code": "cancelled", "staleControl": true });
-        let event = EventDraft {
+        let event = EventBase {
             resource_id: &row.resource_id,
             revision,
-            event_type: "run.queue_cancelled",
             actor_type: "control",
-            actor_id: None,
             payload: &canonical(&payload),
             now,
-            lease_generation: None,
         };
         insert_event_params(
             conn,
             &event,
-            Param::text(event.event_type),
+            Param::text("run.queue_cancelled"),
             Param::Own(Bound::Text(control_id.into())),
             Param::int(generation),
         )?;

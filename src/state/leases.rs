@@ -15,7 +15,7 @@
 
 use crate::sql::{params_from_iter, Db, OptionalExtension};
 
-use super::revisions::{insert_event_params, EventDraft};
+use super::revisions::{insert_event_params, EventBase};
 use crate::error::{Result, StoreError};
 use crate::js::{bind_params, Bound, Js, Param};
 
@@ -477,15 +477,12 @@ pub fn insert_attributed_event(
     now: i64,
 ) -> Result<String> {
     let (actor_type, actor_id, lease_generation) = actor.attribution();
-    let event = EventDraft {
+    let event = EventBase {
         resource_id,
         revision,
-        event_type,
         actor_type,
-        actor_id: None,
         payload,
         now,
-        lease_generation: None,
     };
     insert_event_params(
         conn,

@@ -119,14 +119,28 @@ pub fn insert_event_binding(
     )
 }
 
+/// The columns of an event the store computes itself, for [`insert_event_params`].
+#[derive(Debug, Clone, Copy)]
+pub struct EventBase<'a> {
+    /// The resource the event belongs to.
+    pub resource_id: &'a str,
+    /// The resource revision after the change.
+    pub revision: i64,
+    /// One of `session|host|controller|channel|human|policy|control|system`.
+    pub actor_type: &'a str,
+    /// Canonical JSON text of the payload (`{}` when there is none).
+    pub payload: &'a str,
+    /// `recorded_at` (epoch ms).
+    pub now: i64,
+}
+
 /// [`insert_event`] with the type, actor id and lease generation given as [`Param`]s, the
 /// whole row bound in one pass by better-sqlite3's rules (an array a caller gave spreads over
 /// the columns after it; a value it cannot bind fails after the payload is stored), as the
-/// reference's `insertEvent` binds the values it was passed; the draft's own `event_type`,
-/// `actor_id` and `lease_generation` are not used.
+/// reference's `insertEvent` binds the values it was passed.
 pub fn insert_event_params(
     conn: &Db,
-    event: &EventDraft<'_>,
+    event: &EventBase<'_>,
     event_type: Param<'_>,
     actor_id: Param<'_>,
     lease_generation: Param<'_>,

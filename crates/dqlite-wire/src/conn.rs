@@ -310,26 +310,23 @@ impl Connection {
 
     /// COMMIT of a transaction begun with [`Connection::begin_detached`].
     pub fn commit_detached(&mut self) -> Result<()> {
-        if !self.in_tx {
-            return Err(Error::invalid_argument("no transaction is open"));
-        }
-        Transaction {
-            conn: self,
-            done: false,
-        }
-        .commit()
+        self.reattach()?.commit()
     }
 
     /// ROLLBACK of a transaction begun with [`Connection::begin_detached`].
     pub fn rollback_detached(&mut self) -> Result<()> {
+        self.reattach()?.rollback()
+    }
+
+    /// The guard of the detached transaction open on this connection.
+    fn reattach(&mut self) -> Result<Transaction<'_>> {
         if !self.in_tx {
             return Err(Error::invalid_argument("no transaction is open"));
         }
-        Transaction {
+        Ok(Transaction {
             conn: self,
             done: false,
-        }
-        .rollback()
+        })
     }
 
     fn begin_with(&mut self, sql: &str) -> Result<Transaction<'_>> {
