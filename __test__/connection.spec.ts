@@ -152,6 +152,27 @@ describe('state.connection behaves like better-sqlite3', () => {
     expect(nested.value).toEqual(['x', 'y', 'outer']);
   });
 
+  test('the same SQLite, built with the options that change what SQL means', () => {
+    expect(same((db) => db.prepare('SELECT sqlite_version()').pluck().get()).value).toBe(
+      reference.prepare('SELECT sqlite_version()').pluck().get(),
+    );
+    // REAL to TEXT: 3.50 wrote 2 ** 53 as '9.00719925474099e+15'.
+    expect(same((db) => db.prepare('SELECT CAST(? AS TEXT)').pluck().get(2 ** 53)).value).toBe('9007199254740992.0');
+    expect(same((db) => db.prepare('SELECT "no such column"')).error?.code).toBe('SQLITE_ERROR');
+    expect(same((db) => db.prepare("SELECT x'61' LIKE 'a'").pluck().get()).value).toBe(0);
+    expect(same((db) => db.prepare('SELECT sqrt(16) + ln(1) + floor(pi())').pluck().get()).value).toBe(7);
+    expect(same((db) => db.prepare('SELECT median(size) FROM items').pluck().get()).error).toBeUndefined();
+    same((db) => db.exec('CREATE TABLE IF NOT EXISTS queue (n INTEGER) STRICT; INSERT INTO queue VALUES (1), (2), (3);') && null);
+    expect(same((db) => db.prepare('DELETE FROM queue ORDER BY n LIMIT 2').run()).value).toEqual({
+      changes: 2,
+      lastInsertRowid: expect.any(Number),
+    });
+    expect(same((db) => db.prepare('UPDATE queue SET n = 9 LIMIT 1').run().changes).value).toBe(1);
+    for (const module of ['fts4(body)', 'geopoly()', 'fts5(body)', 'rtree(id, x0, x1)']) {
+      same((db) => db.exec(`CREATE VIRTUAL TABLE temp.v USING ${module}; DROP TABLE temp.v;`) && null);
+    }
+  });
+
   test('reads see the store and the store sees connection writes', () => {
     const conn = store.state.connection;
     const projects = conn.prepare('SELECT canonical_path FROM projects').pluck().all();

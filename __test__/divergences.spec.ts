@@ -598,7 +598,7 @@ describe('C09 lone surrogates are kept as JavaScript keeps them, in messages and
 });
 
 describe('C10 a large number bound to a TEXT column is written as better-sqlite3 writes it', () => {
-  test.failing("2 ** 53 as originSessionId reads back '9007199254740992.0'", () => {
+  test("2 ** 53 as originSessionId reads back '9007199254740992.0'", () => {
     store.setWorkflowRunOriginSession('r-q', 2 ** 53);
     expect(store.getWorkflowRun('r-q').originSessionId).toBe('9007199254740992.0');
   });
