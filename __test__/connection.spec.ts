@@ -173,6 +173,34 @@ describe('state.connection behaves like better-sqlite3', () => {
     }
   });
 
+  test('prepare takes one statement, and judges what follows it as better-sqlite3 does', () => {
+    const sources = [
+      'SELECT 1; SELECT 2',
+      'SELECT 1; SELECT * FROM no_such_table',
+      'SELECT 1; garbage(',
+      'SELECT 1; /',
+      'SELECT 1; -',
+      'SELECT 1; \u00a0',
+      '',
+      '  ;',
+      '-- a comment alone',
+      'SELECT 1;',
+      'SELECT 1; -- trailing',
+      'SELECT 1; /* a */ -- b\n ; \f\v',
+      'SELECT 1 /* unterminated',
+      'SELECT 1;\0 SELECT 2',
+    ];
+    for (const source of sources) same((db) => db.prepare(source).pluck().get() ?? null);
+    expect(same((db) => db.prepare('SELECT 1; SELECT 2')).error).toEqual({
+      name: 'RangeError',
+      message: 'The supplied SQL string contains more than one statement',
+    });
+    expect(same((db) => db.prepare(' ; -- nothing')).error).toEqual({
+      name: 'RangeError',
+      message: 'The supplied SQL string contains no statements',
+    });
+  });
+
   test('reads see the store and the store sees connection writes', () => {
     const conn = store.state.connection;
     const projects = conn.prepare('SELECT canonical_path FROM projects').pluck().all();

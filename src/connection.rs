@@ -40,11 +40,98 @@ fn described<T>(sql: &str, f: impl FnOnce(&Statement<'_>) -> Result<T>) -> Resul
 /// [`describe`] on either engine.
 pub fn describe_on(db: &Db, sql: &str) -> Result<Value> {
     match db {
-        Db::File(conn) => describe(conn, sql),
+        Db::File(conn) => {
+            one_statement(conn, sql)?;
+            describe(conn, sql)
+        }
         Db::Remote(_) => {
+            DESCRIBER.with(|conn| one_statement(conn, sql))?;
             // Compiled by the cluster too, so that an error there is this call's.
             db.prepare_cached(sql)?;
             DESCRIBER.with(|conn| describe(conn, sql))
+        }
+    }
+}
+
+/// better-sqlite3's `prepare` takes exactly one statement, and decides what follows it without
+/// compiling it: after the first statement only spaces, `;`, `\t`..`\r` and comments may come
+/// (an unterminated `/*` runs to the end), else "more than one statement" — even where the rest
+/// would not compile. rusqlite compiles the rest instead, so it reports that text's own error.
+/// A first statement that does not compile is left to the prepare that follows, which reports
+/// SQLite's error for it.
+fn one_statement(conn: &Connection, sql: &str) -> Result<()> {
+    let Some(tail) = first_statement_end(conn, sql) else {
+        return Ok(());
+    };
+    let Some(tail) = tail else {
+        return Err(StoreError::Range(
+            "The supplied SQL string contains no statements".into(),
+        ));
+    };
+    if only_separators(&sql.as_bytes()[tail..]) {
+        Ok(())
+    } else {
+        Err(StoreError::Range(
+            "The supplied SQL string contains more than one statement".into(),
+        ))
+    }
+}
+
+/// Where SQLite's compilation of `sql`'s first statement stops: `Some(None)` when there is no
+/// statement, `None` when it does not compile.
+fn first_statement_end(conn: &Connection, sql: &str) -> Option<Option<usize>> {
+    use rusqlite::ffi;
+    use std::ffi::{c_char, c_int};
+    let length = c_int::try_from(sql.len()).ok()?;
+    let mut statement = std::ptr::null_mut();
+    let mut tail: *const c_char = std::ptr::null();
+    // SAFETY: the handle is the open connection's, `sql` outlives the call, SQLite reads at most
+    // `length` bytes of it and leaves `tail` inside them; the statement is finalized at once.
+    let end = unsafe {
+        let rc = ffi::sqlite3_prepare_v3(
+            conn.handle(),
+            sql.as_ptr().cast(),
+            length,
+            0,
+            &mut statement,
+            &mut tail,
+        );
+        if rc != ffi::SQLITE_OK {
+            return None;
+        }
+        let offset = tail.offset_from(sql.as_ptr().cast::<c_char>()) as usize;
+        if statement.is_null() {
+            return Some(None);
+        }
+        ffi::sqlite3_finalize(statement);
+        offset
+    };
+    Some(Some(end))
+}
+
+/// better-sqlite3's scan of what follows the first statement, up to a NUL as in C.
+fn only_separators(rest: &[u8]) -> bool {
+    let mut rest = match rest.iter().position(|&byte| byte == 0) {
+        Some(nul) => &rest[..nul],
+        None => rest,
+    };
+    loop {
+        match rest {
+            [] => return true,
+            [b' ' | b';' | b'\t'..=b'\r', more @ ..] => rest = more,
+            [b'/', b'*', more @ ..] => {
+                rest = match more.windows(2).position(|pair| pair == b"*/") {
+                    Some(at) => &more[at + 2..],
+                    None => &[],
+                }
+            }
+            [b'-', b'-', more @ ..] => {
+                rest = match more.iter().position(|&byte| byte == b'\n') {
+                    Some(at) => &more[at + 1..],
+                    None => &[],
+                }
+            }
+            _ => return false,
         }
     }
 }
