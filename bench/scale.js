@@ -20,7 +20,10 @@
 //    (bench/scale-writes.js) made by the poller's own store, in its process. The last row, a
 //    native call that reads nothing (bench/scale-impl.js FLOOR), is timed the same way: its
 //    ratios are what merely running after other processes costs any call, the floor under the
-//    polls' ratios;
+//    polls' ratios. Each size has two columns: wall time, and the CPU time the poller's thread
+//    spent in the call (its thread CPU clock, through the addon's `threadCpuTimeNs`; the median
+//    of the same samples), which leaves out the time it was descheduled while the writers ran —
+//    what is left of "×same" there is work (cold caches, the catch-up), not waiting;
 // 3. with --reference (or PIW_REF set): the same polls on the TypeScript reference store loaded
 //    from $PIW_REF (outside this repository; without PIW_REF these rows are skipped with a note),
 //    with reference writers when N > 0, back to back on the same files; "native ×" is the
@@ -149,21 +152,52 @@ function median(values) {
   return sorted[Math.floor(sorted.length / 2)];
 }
 
-/** Median µs of `operation`, each time right after `write(i)` (untimed; may be async). */
+/**
+ * The CPU time the calling thread has used, in µs: the addon's thread clock
+ * (`CLOCK_THREAD_CPUTIME_ID`, nanoseconds, this thread only), or — on a build without it
+ * (PI_WORKFLOWS_NATIVE_PATH=older.node) or a platform without that clock — the process's
+ * (`process.cpuUsage()`: every thread, microseconds).
+ */
+const cpuClock = (() => {
+  const { binding } = require('../lib/native.js');
+  if (typeof binding.threadCpuTimeNs === 'function' && binding.threadCpuTimeNs() >= 0) {
+    return { kind: 'thread', now: () => binding.threadCpuTimeNs() / 1000 };
+  }
+  return {
+    kind: 'process',
+    now: () => {
+      const { user, system } = process.cpuUsage();
+      return user + system;
+    },
+  };
+})();
+
+/**
+ * Median µs of `operation`, each time right after `write(i)` (untimed; may be async): `wall`,
+ * the elapsed time, and `cpu`, the CPU time the thread spent in it (read just outside the wall
+ * clock's two readings, so it includes one read of each clock; the time the thread was
+ * descheduled is not in it). The medians of the same samples, taken apart.
+ */
 async function timed(write, operation, check) {
-  const samples = [];
+  const walls = [];
+  const cpus = [];
   const began = Date.now();
-  for (let i = 0; samples.length < ITERATIONS; i += 1) {
+  for (let i = 0; walls.length < ITERATIONS; i += 1) {
     await write(i);
+    const cpuStart = cpuClock.now();
     const start = process.hrtime.bigint();
     const result = operation(i);
     const elapsed = Number(process.hrtime.bigint() - start) / 1000;
+    const cpu = cpuClock.now() - cpuStart;
     if (check !== undefined && !check(result)) throw new Error(`unexpected result: ${JSON.stringify(result)?.slice(0, 300)}`);
     const overBudget = Date.now() - began > BUDGET_MS;
-    if (i >= 3 || overBudget) samples.push(elapsed);
-    if (overBudget && samples.length >= 3) break;
+    if (i >= 3 || overBudget) {
+      walls.push(elapsed);
+      cpus.push(cpu);
+    }
+    if (overBudget && walls.length >= 3) break;
   }
-  return median(samples);
+  return { wall: median(walls), cpu: median(cpus) };
 }
 
 /** Polls for a while (2 s, a poll every 20 ms), long enough for a background index build. */
@@ -311,7 +345,7 @@ async function measurePolls(source, size, impl, count, inProcess = false) {
     const label = inProcess ? `same ${count} writers' writes in-process` : `writers=${count}`;
     for (const [name, poll] of Object.entries(TIMED)) {
       results[name] = await timed(write, (i) => poll(store, i), pollCheck(name));
-      process.stderr.write(`  ${impl} ${size} ${label} ${name}: ${Math.round(results[name])} µs\n`);
+      process.stderr.write(`  ${impl} ${size} ${label} ${name}: ${Math.round(results[name].wall)} µs, CPU ${Math.round(results[name].cpu)} µs\n`);
     }
   } finally {
     store.close();
@@ -393,8 +427,8 @@ async function main() {
     for (const size of SIZES) own[size] = await measureOwn(file(size), size);
     const rows = Object.keys(own[first].results).map((name) => [
       name,
-      ...SIZES.map((size) => micros(own[size].results[name])),
-      ratio(own[last].results[name], own[first].results[name]),
+      ...SIZES.map((size) => micros(own[size].results[name].wall)),
+      ratio(own[last].results[name].wall, own[first].results[name].wall),
     ]);
     rows.push(['file size', ...SIZES.map((size) => megabytes(own[size].bytes)), '']);
     rows.push(['build (cumulative)', ...SIZES.map((size) => (meta[size] ? `${meta[size].seconds.toFixed(1)} s ${meta[size].builder}` : '–')), '']);
@@ -408,17 +442,19 @@ async function main() {
       native[size] = await measurePolls(file(size), size, 'native', WRITERS);
       same[size] = await measurePolls(file(size), size, 'native', WRITERS, true);
     }
+    const cell = (size, name, clock) => {
+      const value = native[size][name][clock];
+      return `${micros(value)} (${ratio(value, own[size]?.results[name]?.[clock])} own, ${ratio(value, same[size][name][clock])} same)`;
+    };
     const rows = Object.keys(TIMED).map((name) => [
       name,
-      ...SIZES.map(
-        (size) =>
-          `${micros(native[size][name])} (${ratio(native[size][name], own[size]?.results[name])} own, ${ratio(native[size][name], same[size][name])} same)`,
-      ),
-      ratio(native[last][name], native[first][name]),
+      ...SIZES.flatMap((size) => [cell(size, name, 'wall'), cell(size, name, 'cpu')]),
+      ratio(native[last][name].wall, native[first][name].wall),
+      ratio(native[last][name].cpu, native[first][name].cpu),
     ]);
     out += table(
-      `2. native, each poll after ${WRITERS} other processes' commits, µs/op (× the same poll after its own write; × the same poll after the same writes made by its own store)`,
-      ['poll', ...SIZES.map(runs), growth],
+      `2. native, each poll after ${WRITERS} other processes' commits, µs/op, wall and CPU time (${cpuClock.kind} clock) (× the same poll after its own write; × the same poll after the same writes made by its own store)`,
+      ['poll', ...SIZES.flatMap((size) => [`${runs(size)}, wall`, `${runs(size)}, CPU`]), `${growth}, wall`, `${growth}, CPU`],
       rows,
     );
     flush();
@@ -431,8 +467,8 @@ async function main() {
     const base = WRITERS > 0 ? native : Object.fromEntries(SIZES.map((size) => [size, own[size]?.results ?? {}]));
     const rows = Object.keys(TIMED).map((name) => [
       name,
-      ...SIZES.map((size) => `${micros(reference[size][name])} (native ${ratio(reference[size][name], base[size]?.[name])})`),
-      ratio(reference[last][name], reference[first][name]),
+      ...SIZES.map((size) => `${micros(reference[size][name].wall)} (native ${ratio(reference[size][name].wall, base[size]?.[name]?.wall)})`),
+      ratio(reference[last][name].wall, reference[first][name].wall),
     ]);
     const after = WRITERS > 0 ? `after ${WRITERS} other (reference) processes' commits` : 'after its own write';
     out += table(`3. reference (TypeScript, $PIW_REF), each poll ${after}, µs/op (native × faster: reference / native)`, ['poll', ...SIZES.map(runs), growth], rows);
@@ -475,8 +511,8 @@ async function main() {
     const labels = Object.keys(claims.native);
     const rows = impls.map((impl) => [
       `claimNextWorkflowRun, host, ${impl}`,
-      ...labels.map((label) => micros(claims[impl][label])),
-      ratio(claims[impl][labels[1]], claims[impl][labels[0]]),
+      ...labels.map((label) => micros(claims[impl][label].wall)),
+      ratio(claims[impl][labels[1]].wall, claims[impl][labels[0]].wall),
     ]);
     out += table(
       `5. a host's claim on ${CLAIM_BASE.toLocaleString('en-US')} terminal runs, after its own write, µs/op`,

@@ -478,6 +478,26 @@ pub fn record_mark(label: String) {
     trace::mark(&label);
 }
 
+/// Bench only: the CPU time of the calling thread so far, in nanoseconds
+/// (`CLOCK_THREAD_CPUTIME_ID`; `-1` where the platform has no such clock). bench:scale reads it
+/// around each timed call, so that a poll's cost can be read apart from the time its thread
+/// spent descheduled while other processes ran.
+#[napi]
+pub fn thread_cpu_time_ns() -> f64 {
+    #[cfg(unix)]
+    {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `now` is a valid timespec for the call to fill.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } == 0 {
+            return now.tv_sec as f64 * 1e9 + now.tv_nsec as f64;
+        }
+    }
+    -1.0
+}
+
 /// The store's public methods in call-index order, with what the JS layer converts around each
 /// (JSON: see [`methods::js_table`]); lib/methods.js compiles it at load.
 #[napi]
