@@ -846,3 +846,50 @@ describe("C24 a non-string claimToken is echoed in the claim as the caller's val
     expect(claim?.claimToken).toBe(claimToken);
   });
 });
+
+describe('readsDiff: the same answer, and the same traps run on the caller\'s objects in the same order', () => {
+  /** A Proxy of `target` that logs each trap as the fuzzer does (`get key`, `has key`). */
+  function recorded(target: object): { proxy: any; log: string[] } {
+    const log: string[] = [];
+    const proxy = new Proxy(target, {
+      get(t, key, receiver) {
+        log.push(`get ${String(key)}`);
+        return Reflect.get(t, key, receiver);
+      },
+      has(t, key) {
+        log.push(`has ${String(key)}`);
+        return Reflect.has(t, key);
+      },
+    });
+    return { proxy, log };
+  }
+
+  test('listWorkflowRuns: statuses.map reads the list\'s constructor (the species of its result)', () => {
+    const { proxy, log } = recorded(['queued', 'parked']);
+    expect(outcome(() => store.listWorkflowRuns({ statuses: proxy }).length)).toEqual({ returns: expect.any(Number) });
+    // The reference's reads (seed 20261101, listWorkflowRuns#0#0.statuses#proxy-array).
+    expect(log).toEqual([
+      'get length', 'get map', 'get length', 'get constructor', 'has 0', 'get 0', 'has 1', 'get 1',
+      'get Symbol(Symbol.iterator)', 'get length', 'get 0', 'get length', 'get 1', 'get length',
+    ]);
+  });
+
+  test('claimNext: exclude is walked by map for the SQL, then again by flatMap for its values', () => {
+    const { proxy, log } = recorded([{ controller: 'jobs', key: 'alpha' }]);
+    const claim = store.claimNext({ controllers: ['jobs'], ownerId: 'w', leaseMs: 1000, now: NOW, exclude: proxy });
+    expect(claim?.key).not.toBe('alpha');
+    // The reference's reads (seed 20261101, claimNext#0#0.exclude#proxy-array).
+    expect(log).toEqual([
+      'get map', 'get length', 'get constructor', 'has 0', 'get 0',
+      'get flatMap', 'get length', 'get constructor', 'has 0', 'get 0',
+    ]);
+  });
+
+  test('claimNext: a throwing item stops flatMap\'s walk where JavaScript stops it', () => {
+    const { proxy, log } = recorded([{ get controller() { return boom(); }, key: 'alpha' }, { controller: 'jobs', key: 'beta' }]);
+    expect(outcome(() => store.claimNext({ controllers: ['jobs'], ownerId: 'w', leaseMs: 1000, now: NOW, exclude: proxy }))).toEqual(
+      throws('Error', 'boom'),
+    );
+    expect(log.slice(log.indexOf('get flatMap'))).toEqual(['get flatMap', 'get length', 'get constructor', 'has 0', 'get 0']);
+  });
+});

@@ -54,25 +54,30 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
             "options.controllers.map is not a function".into(),
         ));
     };
-    // `options.exclude ?? []`, then `exclusions.flatMap((ref) => [ref.controller, ref.key])`.
-    let exclusions = match options.get("exclude")? {
-        Js::Undefined | Js::Null => Vec::new(),
-        // `.map` and `.flatMap` skip a sparse list's holes.
-        exclude => match exclude.method("exclusions", "map")?.items_with_holes()? {
-            Some(items) => items.into_iter().flatten().collect(),
+    // `options.exclude ?? []`; `exclusions.map(() => "AND NOT …")` for the SQL (one clause an
+    // item: a hole joins as ""), then `exclusions.flatMap((ref) => [ref.controller, ref.key])`,
+    // a second walk over the list. Both skip a sparse list's holes.
+    let mut excluded = Vec::new();
+    match options.get("exclude")? {
+        Js::Undefined | Js::Null => {}
+        exclude => {
+            let mapped = exclude.method("exclusions", "map")?.items_with_holes()?;
+            let flat_map = exclude.method("exclusions", "flatMap");
             // Another receiver of `map` (a typed array maps to a list of 0s) is refused at
             // `exclusions.flatMap`, which only arrays have.
-            None => {
-                exclude.method("exclusions", "flatMap")?;
+            if mapped.is_none() {
+                flat_map?;
                 return Err(StoreError::Type("exclusions.map is not a function".into()));
             }
-        },
-    };
-    let mut excluded = Vec::with_capacity(exclusions.len() * 2);
-    for exclusion in exclusions {
-        let (controller, key) = ResourceRef::of(exclusion).parts()?;
-        excluded.push(controller);
-        excluded.push(key);
+            flat_map?.walk_as_map(|item| {
+                if let Some(exclusion) = item {
+                    let (controller, key) = ResourceRef::of(exclusion).parts()?;
+                    excluded.push(controller);
+                    excluded.push(key);
+                }
+                Ok(())
+            })?;
+        }
     }
     let claim = store.write(|conn| {
         let Some(row) = next_due_row(store, conn, (options, &marks), &excluded, now)? else {

@@ -408,25 +408,49 @@ impl<'a> Js<'a> {
         }
     }
 
-    /// [`Js::items`] with the holes of a sparse array kept (`None`): what `.map` skips. A wire
-    /// array has none (the snapshot wrote each hole as `undefined`).
+    /// [`Js::items`] with the holes of a sparse array kept (`None`): what `.map` skips, read as
+    /// `.map` reads them ([`Js::walk_as_map`]). A wire array has none (the snapshot wrote each
+    /// hole as `undefined`).
     pub fn items_with_holes(self) -> Result<Option<Vec<Option<Js<'a>>>>> {
+        if let Js::Array(items) = self {
+            return Ok(Some(items.iter().map(|item| Some(Js::of(item))).collect()));
+        }
+        let mut out = Vec::new();
+        Ok(self
+            .walk_as_map(|item| {
+                out.push(item);
+                Ok(())
+            })?
+            .then_some(out))
+    }
+
+    /// `list.flatMap(f)`'s and `list.map(f)`'s walk over an array, as JavaScript runs it:
+    /// `length`, then `constructor` (the result array's species: its own getter or a Proxy's
+    /// trap runs; a species other than `Array` is not followed), then for each index
+    /// `index in list` and, when present, `list[index]` and `f` of it at once, so that an item
+    /// whose read in `f` throws stops the walk where JavaScript stops. `f` gets `None` for a
+    /// hole. `Ok(false)`, nothing read, when `Array.isArray(list)` is false.
+    pub fn walk_as_map(self, mut f: impl FnMut(Option<Js<'a>>) -> Result<()>) -> Result<bool> {
         match self {
+            Js::Array(items) => {
+                for item in items {
+                    f(Some(Js::of(item)))?;
+                }
+                Ok(true)
+            }
             Js::Live(object) if object.is_array()? => {
                 let length = object.get("length")?.as_number().unwrap_or(0.0) as u32;
-                let mut out = Vec::with_capacity(length as usize);
+                object.get("constructor")?;
                 for index in 0..length {
-                    out.push(if object.has_index(index)? {
+                    f(if object.has_index(index)? {
                         Some(object.get_index(index)?)
                     } else {
                         None
-                    });
+                    })?;
                 }
-                Ok(Some(out))
+                Ok(true)
             }
-            other => Ok(other
-                .items()?
-                .map(|items| items.into_iter().map(Some).collect())),
+            _ => Ok(false),
         }
     }
 
