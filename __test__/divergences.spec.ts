@@ -885,6 +885,41 @@ describe('readsDiff: the same answer, and the same traps run on the caller\'s ob
     ]);
   });
 
+  /** Each read `options[name]`, as the log of a recorded options object lists it. */
+  const gets = (names: string[]) => names.map((name) => `get ${name}`);
+
+  test('listWorkflowRuns reads limit three times: the test, the bound value, the LIMIT clause', () => {
+    const { proxy, log } = recorded({ statuses: ['queued', 'parked'], excludeRunIds: ['r-h'], limit: 5 });
+    expect(outcome(() => store.listWorkflowRuns(proxy).length)).toEqual({ returns: expect.any(Number) });
+    expect(log).toEqual(gets([...Array(4).fill('statuses'), ...Array(4).fill('excludeRunIds'), 'limit', 'limit', 'limit']));
+  });
+
+  test('listWorkflowRuns: a limit that appears only for the LIMIT clause leaves it a value short', () => {
+    let reads = 0;
+    const options = { get limit() { return reads++ ? 5 : undefined; } };
+    expect(outcome(() => store.listWorkflowRuns(options))).toEqual(throws('RangeError', TOO_FEW));
+  });
+
+  test('cancelStaleWorkflowRun reads runId where the reference does: five times', () => {
+    const { proxy, log } = recorded({ runId: 'r-q', controlId: 'ctl-1', claimToken: 'ct-s', now: NOW });
+    expect(outcome(() => store.cancelStaleWorkflowRun(proxy))).toEqual({ returns: true });
+    expect(log).toEqual(gets(['now', 'controlId', 'claimToken', ...Array(5).fill('runId')]));
+  });
+
+  test('parkWorkflowRunForAmbiguousEffect binds options.runId in each update, read each time', () => {
+    const { proxy, log } = recorded({ runId: 'r-r', claimToken: 'tok-r', now: NOW });
+    expect(outcome(() => store.parkWorkflowRunForAmbiguousEffect(proxy))).toEqual(
+      throws('Error', 'Workflow run r-r has inconsistent ambiguous-effect state'),
+    );
+    expect(log).toEqual(gets(['now', 'runId', 'runId', 'claimToken', 'runId', 'runId', 'runId', 'runId']));
+  });
+
+  test('parkWorkflowRunForSourceChange reads runId once more for the viewer deltas', () => {
+    const { proxy, log } = recorded({ runId: 'r-r', claimToken: 'tok-r', detail: 'source changed', now: NOW });
+    expect(outcome(() => store.parkWorkflowRunForSourceChange(proxy))).toEqual({ returns: true });
+    expect(log).toEqual(gets(['now', 'runId', 'runId', 'claimToken', 'detail', 'runId', 'runId', 'claimToken', 'runId']));
+  });
+
   test('claimNext: a throwing item stops flatMap\'s walk where JavaScript stops it', () => {
     const { proxy, log } = recorded([{ get controller() { return boom(); }, key: 'alpha' }, { controller: 'jobs', key: 'beta' }]);
     expect(outcome(() => store.claimNext({ controllers: ['jobs'], ownerId: 'w', leaseMs: 1000, now: NOW, exclude: proxy }))).toEqual(

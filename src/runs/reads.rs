@@ -362,8 +362,14 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
     if by_status && scope == 1 {
         clauses[0] = "+r.project_id = ?".into();
     }
-    let limit_value = options.get("limit")?;
-    let limit = (!limit_value.is_undefined()).then_some(limit_value);
+    // `if (options.limit !== undefined) params.push(options.limit)`, then `options.limit ===
+    // undefined ? "" : " LIMIT ?"`: three reads. A getter that changes between them leaves the
+    // statement a parameter short or over, refused by the binder as the reference's is.
+    let limit = match options.get("limit")?.is_undefined() {
+        true => None,
+        false => Some(options.get("limit")?),
+    };
+    let limit_clause = !options.get("limit")?.is_undefined();
     let mut clause = String::new();
     if !clauses.is_empty() {
         clause.push_str(&format!("WHERE {}", clauses.join(" AND ")));
@@ -395,7 +401,7 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         // Bound as the reference binds `.all(...params)`, limit last.
         let mut all = values.clone();
         all.extend(limit);
-        let count = all_parameters(&clauses) + usize::from(limit.is_some());
+        let count = all_parameters(&clauses) + usize::from(limit_clause);
         let params = crate::js::bind_all(&all, count)?;
         let bound_limit = limit.map(|_| &params[count - 1]);
         // The run index answers without exclusions, for statuses that are strings, and for no

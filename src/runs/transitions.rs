@@ -35,6 +35,33 @@ fn record_transition(
     actor: Actor<'_>,
     now: i64,
 ) -> Result<()> {
+    record_transition_viewed_as(conn, row, event, actor, now, &row.run_id)
+}
+
+/// [`record_transition`] whose viewer deltas go to `viewer_run_id`: the reference passes
+/// `options.runId`, read once more, to `recordViewerDeltas`. A caller's value that is not a
+/// string found the row by SQLite's conversion, so the row's id stands for it.
+fn record_transition_read(
+    conn: &Db,
+    row: &RunRow,
+    event: (&str, &Value),
+    actor: Actor<'_>,
+    now: i64,
+    options: Js<'_>,
+) -> Result<()> {
+    let run_id = options.get("runId")?;
+    let viewer_run_id = run_id.as_str().unwrap_or(&row.run_id);
+    record_transition_viewed_as(conn, row, event, actor, now, viewer_run_id)
+}
+
+fn record_transition_viewed_as(
+    conn: &Db,
+    row: &RunRow,
+    event: (&str, &Value),
+    actor: Actor<'_>,
+    now: i64,
+    viewer_run_id: &str,
+) -> Result<()> {
     let revision = bump_resource_revision(conn, &row.resource_id, now)?;
     let payload = canonical(event.1);
     leases::insert_attributed_event(
@@ -46,7 +73,7 @@ fn record_transition(
         &payload,
         now,
     )?;
-    record_viewer_deltas(conn, &row.run_id, SUMMARY_REPLAY, now)?;
+    record_viewer_deltas(conn, viewer_run_id, SUMMARY_REPLAY, now)?;
     Ok(())
 }
 
@@ -292,7 +319,14 @@ pub fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
             return Err(inconsistent_of(options, "claim changed during source recovery"));
         }
         let payload = json!({ "status": "parked", "code": "workflowSourceChanged" });
-        record_transition(conn, &row, ("run.source_changed", &payload), Actor::Holder(&lease), now)?;
+        record_transition_read(
+            conn,
+            &row,
+            ("run.source_changed", &payload),
+            Actor::Holder(&lease),
+            now,
+            options,
+        )?;
         Ok(true)
     })
 }
@@ -307,21 +341,29 @@ pub fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
         let Some(row) = claimed_row(conn, options, now)? else {
             return Ok(false);
         };
-        let run_id = row.run_id.as_str();
         let lease = row.lease();
         let error_hash = put_text(conn, AMBIGUOUS_EFFECT_DETAIL, now)?;
+        // The updates bind `options.runId` as they read it, each its own read.
         conn.prepare_cached(
             "UPDATE node_attempts SET status = 'waiting', updated_at = ?
              WHERE run_id = ? AND status IN ('pending', 'running')",
         )?
-        .execute(params![now, run_id])?;
+        .execute(params_from_iter(bind_params(&[
+            Param::int(now),
+            Param::Js(options.get("runId")?),
+        ])?))?;
         let run = conn
             .prepare_cached(
                 "UPDATE runs SET status = 'waiting', status_detail = ?, updated_at = ?,
                         finished_at = ?
                  WHERE run_id = ? AND status = 'running'",
             )?
-            .execute(params![AMBIGUOUS_EFFECT_DETAIL, now, now, run_id])?;
+            .execute(params_from_iter(bind_params(&[
+                Param::text(AMBIGUOUS_EFFECT_DETAIL),
+                Param::int(now),
+                Param::int(now),
+                Param::Js(options.get("runId")?),
+            ])?))?;
         let queue = conn
             .prepare_cached(
                 "UPDATE run_queue
@@ -329,24 +371,32 @@ pub fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
                      updated_at = ?
                  WHERE run_id = ? AND status IN ('starting', 'running', 'parked')",
             )?
-            .execute(params![&error_hash[..], now, run_id])?;
+            .execute(params_from_iter(bind_params(&[
+                Param::blob(&error_hash[..]),
+                Param::int(now),
+                Param::Js(options.get("runId")?),
+            ])?))?;
         if run != 1 || queue != 1 {
-            return Err(inconsistent(
-                run_id,
+            return Err(inconsistent_of(
+                options,
                 "has inconsistent ambiguous-effect state",
             ));
         }
         let token_hash = token_hash_js(options.get("claimToken")?)?;
         if !release_live_lease(conn, &row.resource_id, &token_hash, lease.generation, now)? {
-            return Err(inconsistent(run_id, "claim changed during effect recovery"));
+            return Err(inconsistent_of(
+                options,
+                "claim changed during effect recovery",
+            ));
         }
         let payload = json!({ "status": "waiting", "code": "effectAmbiguous" });
-        record_transition(
+        record_transition_read(
             conn,
             &row,
             ("run.effect_ambiguous", &payload),
             Actor::Holder(&lease),
             now,
+            options,
         )?;
         Ok(true)
     })
@@ -736,7 +786,17 @@ fn cancel_stale<'a>(
         if run != 1 {
             return Err(inconsistent_at(run_id_again()?, "has inconsistent durable state"));
         }
-        cancel_dependents(conn, run_id, control_id, &error_hash, now)?;
+        // `cancelWorkflowRunDependents(options.runId, …)` and, last, `recordViewerDeltas(…,
+        // options.runId, …)`: two more reads (a value that is not a string found the row by
+        // SQLite's conversion, so the row's id stands for it).
+        let dependents_of = run_id_again()?;
+        cancel_dependents(
+            conn,
+            dependents_of.as_str().unwrap_or(run_id),
+            control_id,
+            &error_hash,
+            now,
+        )?;
         let system = Holder {
             owner_id: Param::Own(Bound::Text(control_id.into())),
             ..system
@@ -744,7 +804,10 @@ fn cancel_stale<'a>(
         let fence = Fence::LiveSystemOwner;
         let generation_param = Param::int(generation);
         if !leases::release(conn, &row.resource_id, &system, generation_param, fence, now)? {
-            return Err(inconsistent(run_id, "control claim changed during cancellation"));
+            return Err(inconsistent_at(
+                run_id_again()?,
+                "control claim changed during cancellation",
+            ));
         }
         let revision = bump_resource_revision(conn, &row.resource_id, now)?;
         let payload = json!({ "status": "cancelled", "code": "cancelled", "staleControl": true });
@@ -762,7 +825,8 @@ fn cancel_stale<'a>(
             Param::Own(Bound::Text(control_id.into())),
             Param::int(generation),
         )?;
-        record_viewer_deltas(conn, run_id, SUMMARY_REPLAY, now)?;
+        let viewed = run_id_again()?;
+        record_viewer_deltas(conn, viewed.as_str().unwrap_or(run_id), SUMMARY_REPLAY, now)?;
         Ok(true)
     })
 }
