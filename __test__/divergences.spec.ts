@@ -920,6 +920,23 @@ describe('readsDiff: the same answer, and the same traps run on the caller\'s ob
     expect(log).toEqual(gets(['now', 'runId', 'runId', 'claimToken', 'detail', 'runId', 'runId', 'claimToken', 'runId']));
   });
 
+  test('recordEvent reads the record\'s controller, key, type and payload inside its transaction, in that order', () => {
+    // The fuzzer's second base (recordEvent#1#0#proxy-base): no claim, no payload.
+    const { proxy, log } = recorded({ controller: 'jobs', key: 'beta', type: 'plain' });
+    expect(outcome(() => store.recordEvent(proxy).type)).toEqual({ returns: 'plain' });
+    expect(log).toEqual(
+      gets(['now', 'controller', 'key', 'claim', 'type', 'claim', 'claim', 'payload', 'claim', 'claim', 'controller', 'key', 'type', 'payload']),
+    );
+  });
+
+  test('recordEvent: a getter that throws as the record is built rolls the event back', () => {
+    let reads = 0;
+    const before = betaState().events;
+    const options = { controller: 'jobs', key: 'beta', type: 'plain', get payload() { if (reads++) boom(); return { a: 1 }; } };
+    expect(outcome(() => store.recordEvent(options))).toEqual(throws('Error', 'boom'));
+    expect(betaState().events).toBe(before);
+  });
+
   test('claimNext: a throwing item stops flatMap\'s walk where JavaScript stops it', () => {
     const { proxy, log } = recorded([{ get controller() { return boom(); }, key: 'alpha' }, { controller: 'jobs', key: 'beta' }]);
     expect(outcome(() => store.claimNext({ controllers: ['jobs'], ownerId: 'w', leaseMs: 1000, now: NOW, exclude: proxy }))).toEqual(

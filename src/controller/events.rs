@@ -31,7 +31,7 @@ const DEFAULT_EVENT_LIMIT: i64 = 100;
 pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
     let options = Js::arg(call, 0);
     let now = timestamp(call, options.get("now")?)?;
-    let (event, revision) = store.write(|conn| {
+    let (event, revision, echo) = store.write(|conn| {
         let reference = ResourceRef::copied(options)?;
         let claimed = require_claim_row(conn, store.project_id(), reference)?;
         // Only `undefined` means no claim: a `null` one is checked (and fails to be read). The
@@ -92,11 +92,27 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
             payload: "{}",
         }
         .write(&mut event);
+        // The record's `controller`, `key`, `type` and `payload: options.payload ?? {}`: a live
+        // call reads them here, inside the transaction (a getter that throws rolls it back),
+        // and hands the caller's values back as they are; a wire call's are put in by the JS
+        // layer (`echo`, `echo_props`).
+        let mut echo = Vec::new();
+        if let Js::Live(object) = options {
+            for name in ["controller", "key", "type"] {
+                if let (_, Some(handle)) = object.get_with_handle(name)? {
+                    echo.push((name, handle));
+                }
+            }
+            if let Some(handle) = object.get_handle_or_empty_object("payload")? {
+                echo.push(("payload", handle));
+            }
+        }
         // A wire call's claim is changed by the JS layer after the call.
         let wire_claim = !claim.is_undefined() && !assigned;
-        Ok((event, wire_claim.then_some(revision)))
+        Ok((event, wire_claim.then_some(revision), echo))
     })?;
-    let reply = Reply::json_text(event);
+    let mut reply = Reply::json_text(event);
+    reply.echo = echo;
     Ok(match revision {
         Some(revision) => reply.set_claim("resourceVersion", revision),
         None => reply,
@@ -104,8 +120,9 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
 }
 
 /// A `ControllerEvent`, its payload already JSON text. The record `recordEvent` returns has
-/// no `controller`, `key` or `type` (`None`, written as `null`) and a `{}` payload: the JS
-/// layer puts the caller's own values there (`echo` and `echo_props` in src/methods.rs).
+/// no `controller`, `key` or `type` (`None`, written as `null`) and a `{}` payload: the
+/// caller's own values go there, handed back by a live call (`$echo`), put in by the JS layer
+/// for a wire call (`echo` and `echo_props` in src/methods.rs).
 struct ControllerEvent<'a> {
     seq: i64,
     recorded_at: i64,

@@ -390,6 +390,20 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// `object[name] ?? {}` handed back to the caller as it is: the value's handle, or a `{}`
+    /// of the JS layer's realm for a nullish one (as the reference's literal makes it); `None`
+    /// when the read has no handle ([`Obj::get_with_handle`]).
+    pub fn get_handle_or_empty_object(self, name: &str) -> Result<Option<Raw>> {
+        Ok(match self.get_with_handle(name)? {
+            (value, Some(handle)) if !value.is_nullish() => Some(handle),
+            (_, Some(_)) => match self.cx.helper("emptyObject", &[])? {
+                Js::Live(empty) => Some(empty.raw()),
+                _ => None,
+            },
+            (_, None) => None,
+        })
+    }
+
     /// `object[index]`.
     pub fn get_index(self, index: u32) -> Result<Js<'a>> {
         let mut out = ptr::null_mut();

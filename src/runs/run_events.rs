@@ -98,15 +98,8 @@ pub fn record_run_event(conn: &Db, call: &Call, options: Js<'_>) -> Result<Reply
     .write(&mut event);
     // `payload: options.payload ?? {}`, read again.
     if let Js::Live(object) = options {
-        match object.get_with_handle("payload")? {
-            (value, Some(handle)) if !value.is_nullish() => echo.push(("payload", handle)),
-            // A `{}` of the JS layer's realm, as the reference's literal makes it.
-            (_, Some(_)) => {
-                if let Js::Live(empty) = object.cx().helper("emptyObject", &[])? {
-                    echo.push(("payload", empty.raw()));
-                }
-            }
-            (_, None) => {}
+        if let Some(handle) = object.get_handle_or_empty_object("payload")? {
+            echo.push(("payload", handle));
         }
     }
     let mut reply = Reply::json_text(event);
