@@ -937,6 +937,26 @@ describe('readsDiff: the same answer, and the same traps run on the caller\'s ob
     expect(betaState().events).toBe(before);
   });
 
+  test('settleClaim looks the resource up again before it releases the lease', () => {
+    const { proxy, log } = recorded({ ...f.S.claim });
+    expect(outcome(() => store.settleClaim(proxy))).toEqual({ returns: true });
+    expect(log).toEqual(
+      gets(['controller', 'key', 'controller', 'key', 'ownerId', 'generation', 'token', 'queueVersion',
+        'controller', 'key', 'ownerId', 'token', 'generation', 'ownerId', 'generation']),
+    );
+  });
+
+  test('settleClaim: a key that names no resource on that lookup settles the queue and releases nothing', () => {
+    const claim = { ...f.S.claim };
+    const { key, resourceVersion } = claim;
+    let reads = 0;
+    Object.defineProperty(claim, 'key', { get: () => (reads++ < 2 ? key : 'nope'), enumerable: true });
+    expect(outcome(() => store.settleClaim(claim))).toEqual({ returns: true });
+    expect(claim.resourceVersion).toBe(resourceVersion);
+    const types = store.listEvents({ controller: claim.controller, key }).map((event: any) => event.type);
+    expect(types).not.toContain('lease.released');
+  });
+
   test('claimNext: a throwing item stops flatMap\'s walk where JavaScript stops it', () => {
     const { proxy, log } = recorded([{ get controller() { return boom(); }, key: 'alpha' }, { controller: 'jobs', key: 'beta' }]);
     expect(outcome(() => store.claimNext({ controllers: ['jobs'], ownerId: 'w', leaseMs: 1000, now: NOW, exclude: proxy }))).toEqual(

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 use super::rows::claim::{claim_row, release_lease, ClaimFence, ClaimRow, CLAIM_COLUMNS};
 use super::rows::queue_item::enqueue_controller_row;
 use super::rows::{
-    bump_controller_resource, lookup_controller_row, put_caller_text, text_lossy, ControllerRow,
-    ResourceRef, CONTROLLER_COLUMNS,
+    bump_controller_resource, controller_row, lookup_controller_row, put_caller_text, text_lossy,
+    ControllerRow, ResourceRef, CONTROLLER_COLUMNS,
 };
 use crate::error::{Result, StoreError};
 use crate::js::{
@@ -263,6 +263,11 @@ pub fn settle_claim(
                 }
             }
             Some(requeue) => requeue_row(call, conn, row, requeue, now)?,
+        }
+        // `releaseLease` looks the resource up again, `{controller: claim.controller, key:
+        // claim.key}`, and releases nothing when that finds none (a getter changed).
+        if controller_row(conn, store.project_id(), ResourceRef::copied(claim)?)?.is_none() {
+            return Ok((true, None));
         }
         // Neither queue change touches the revision read with the row.
         let released = release_lease(conn, &row.resource_id, row.resource_version, claim, now)?;
