@@ -929,6 +929,16 @@ describe('readsDiff: the same answer, and the same traps run on the caller\'s ob
     );
   });
 
+  test('recordEvent with a claim reads options.claim again for the resourceVersion assignment', () => {
+    // The fuzzer's first base (seed 20261102, recordEvent#0#0#proxy-base).
+    const { proxy, log } = recorded({ controller: 'jobs', key: 'alpha', claim: { ...f.S.claim }, type: 'custom', payload: { x: 1 }, now: NOW });
+    expect(outcome(() => store.recordEvent(proxy).type)).toEqual({ returns: 'custom' });
+    expect(log).toEqual(
+      gets(['now', 'controller', 'key', 'claim', 'claim', 'type', 'claim', 'claim', 'payload', 'claim', 'claim', 'claim',
+        'controller', 'key', 'type', 'payload']),
+    );
+  });
+
   test('recordEvent: a getter that throws as the record is built rolls the event back', () => {
     let reads = 0;
     const before = betaState().events;

@@ -78,8 +78,13 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
             Param::Js(owner_id),
             Param::Js(generation),
         )?;
-        // `if (options.claim !== undefined) options.claim.resourceVersion = revision`.
+        // `if (options.claim !== undefined) options.claim.resourceVersion = revision`: the test
+        // and the assignment each read `options.claim`.
         let claim = options.get("claim")?;
+        let claim = match claim.is_undefined() {
+            true => claim,
+            false => options.get("claim")?,
+        };
         let assigned = !claim.is_undefined() && assign(claim, "resourceVersion", revision as f64)?;
         let mut event = String::with_capacity(128);
         ControllerEvent {
