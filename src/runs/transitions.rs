@@ -54,6 +54,7 @@ fn record_transition_read(
     record_transition_viewed_as(conn, row, event, actor, now, viewer_run_id)
 }
 
+/// The revision bump, the attributed event and the viewer deltas of a transition.
 fn record_transition_viewed_as(
     conn: &Db,
     row: &RunRow,
