@@ -265,8 +265,19 @@ pub fn settle_claim(
             Some(requeue) => requeue_row(call, conn, row, requeue, now)?,
         }
         // `releaseLease` looks the resource up again, `{controller: claim.controller, key:
-        // claim.key}`, and releases nothing when that finds none (a getter changed).
-        if controller_row(conn, store.project_id(), ResourceRef::copied(claim)?)?.is_none() {
+        // claim.key}`, and releases nothing when that finds none (a getter changed). The names
+        // of the row in hand find that row: only other values are looked up.
+        let (controller, key) = ResourceRef::copied(claim)?.parts()?;
+        let same_names = controller.as_str() == Some(row.controller_name.as_str())
+            && key.as_str() == Some(row.resource_key.as_str());
+        if !same_names
+            && controller_row(
+                conn,
+                store.project_id(),
+                ResourceRef::Parts(controller, key),
+            )?
+            .is_none()
+        {
             return Ok((true, None));
         }
         // Neither queue change touches the revision read with the row.

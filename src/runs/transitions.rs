@@ -27,35 +27,9 @@ use crate::store::Store;
 use crate::wire::{Call, Reply};
 
 /// The `events` row and viewer deltas every transition ends with: bump, the event attributed
-/// to `actor`, then the explicit summary/replay deltas.
+/// to `actor`, then the explicit summary/replay deltas of `viewer_run_id` (the row's id, or
+/// the `options.runId` the reference reads again for them: [`run_id_read_again`]).
 fn record_transition(
-    conn: &Db,
-    row: &RunRow,
-    event: (&str, &Value),
-    actor: Actor<'_>,
-    now: i64,
-) -> Result<()> {
-    record_transition_viewed_as(conn, row, event, actor, now, &row.run_id)
-}
-
-/// [`record_transition`] whose viewer deltas go to `viewer_run_id`: the reference passes
-/// `options.runId`, read once more, to `recordViewerDeltas`. A caller's value that is not a
-/// string found the row by SQLite's conversion, so the row's id stands for it.
-fn record_transition_read(
-    conn: &Db,
-    row: &RunRow,
-    event: (&str, &Value),
-    actor: Actor<'_>,
-    now: i64,
-    options: Js<'_>,
-) -> Result<()> {
-    let run_id = options.get("runId")?;
-    let viewer_run_id = run_id.as_str().unwrap_or(&row.run_id);
-    record_transition_viewed_as(conn, row, event, actor, now, viewer_run_id)
-}
-
-/// The revision bump, the attributed event and the viewer deltas of a transition.
-fn record_transition_viewed_as(
     conn: &Db,
     row: &RunRow,
     event: (&str, &Value),
@@ -76,6 +50,13 @@ fn record_transition_viewed_as(
     )?;
     record_viewer_deltas(conn, viewer_run_id, SUMMARY_REPLAY, now)?;
     Ok(())
+}
+
+/// The run id the reference passes on where it reads `options.runId` again (its viewer deltas,
+/// its dependents): the caller's string; a value that is not one found the row by SQLite's
+/// conversion, so the row's id stands for it.
+fn run_id_read_again<'a>(value: Js<'a>, row_run_id: &'a str) -> &'a str {
+    value.as_str().unwrap_or(row_run_id)
 }
 
 pub fn release_by_call(store: &Store, call: &Call, status: &str) -> Result<bool> {
@@ -131,6 +112,7 @@ fn release_run_claim(
             (&event_type, &json!({ "status": status })),
             Actor::Holder(&lease),
             now,
+            &row.run_id,
         )?;
         Ok(true)
     })
@@ -173,6 +155,7 @@ pub fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
             ("run.paused", &json!({ "status": "parked" })),
             Actor::Control(None),
             now,
+            &row.run_id,
         )?;
         Ok(true)
     })
@@ -210,6 +193,7 @@ pub fn resume_paused(store: &Store, call: &Call) -> Result<bool> {
             ("run.resumed", &json!({ "status": "waiting" })),
             Actor::Control(None),
             now,
+            &row.run_id,
         )?;
         Ok(true)
     })
@@ -320,13 +304,14 @@ pub fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
             return Err(inconsistent_of(options, "claim changed during source recovery"));
         }
         let payload = json!({ "status": "parked", "code": "workflowSourceChanged" });
-        record_transition_read(
+        let viewed = options.get("runId")?;
+        record_transition(
             conn,
             &row,
             ("run.source_changed", &payload),
             Actor::Holder(&lease),
             now,
-            options,
+            run_id_read_again(viewed, &row.run_id),
         )?;
         Ok(true)
     })
@@ -391,13 +376,14 @@ pub fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
             ));
         }
         let payload = json!({ "status": "waiting", "code": "effectAmbiguous" });
-        record_transition_read(
+        let viewed = options.get("runId")?;
+        record_transition(
             conn,
             &row,
             ("run.effect_ambiguous", &payload),
             Actor::Holder(&lease),
             now,
-            options,
+            run_id_read_again(viewed, &row.run_id),
         )?;
         Ok(true)
     })
@@ -788,12 +774,11 @@ fn cancel_stale<'a>(
             return Err(inconsistent_at(run_id_again()?, "has inconsistent durable state"));
         }
         // `cancelWorkflowRunDependents(options.runId, …)` and, last, `recordViewerDeltas(…,
-        // options.runId, …)`: two more reads (a value that is not a string found the row by
-        // SQLite's conversion, so the row's id stands for it).
+        // options.runId, …)`: two more reads.
         let dependents_of = run_id_again()?;
         cancel_dependents(
             conn,
-            dependents_of.as_str().unwrap_or(run_id),
+            run_id_read_again(dependents_of, run_id),
             control_id,
             &error_hash,
             now,
@@ -827,7 +812,7 @@ fn cancel_stale<'a>(
             Param::int(generation),
         )?;
         let viewed = run_id_again()?;
-        record_viewer_deltas(conn, viewed.as_str().unwrap_or(run_id), SUMMARY_REPLAY, now)?;
+        record_viewer_deltas(conn, run_id_read_again(viewed, run_id), SUMMARY_REPLAY, now)?;
         Ok(true)
     })
 }
