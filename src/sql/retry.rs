@@ -20,14 +20,35 @@ use std::time::{Duration, Instant};
 use super::remote::codes;
 use crate::error::{Result, StoreError};
 
-/// How many times one call may run again after a lost transaction.
-const MAX_RERUNS: u32 = 8;
 /// How long a call that meets another host's write lock keeps trying: the file's busy timeout
 /// (5 s) and more, since right after a failover the new leader refuses writes with
 /// `SQLITE_BUSY` while it catches up (seen for over 5 s with three hosts on loopback).
 pub const BUSY_WAIT: Duration = Duration::from_secs(10);
-/// How long reruns of one call may go on.
-const RERUN_DEADLINE: Duration = Duration::from_secs(20);
+
+/// How a call's reruns are spaced and for how long they go on.
+#[derive(Clone, Copy)]
+struct Pacing {
+    /// The first pause after a lost transaction; it doubles up to `max_delay`.
+    first_delay: Duration,
+    max_delay: Duration,
+    /// How long reruns after lost transactions may go on. Bounded by time, not by a count:
+    /// while a leadership change settles, a node may take a connection as leader and then
+    /// refuse its transaction ("not leader", rolled back) for as long as an election takes —
+    /// a count of quick reruns gave up within 2 s of one (a CI failure of the failover suite).
+    deadline: Duration,
+    busy_wait: Duration,
+    first_busy_delay: Duration,
+    max_busy_delay: Duration,
+}
+
+const PACING: Pacing = Pacing {
+    first_delay: Duration::from_millis(20),
+    max_delay: Duration::from_millis(500),
+    deadline: Duration::from_secs(20),
+    busy_wait: BUSY_WAIT,
+    first_busy_delay: Duration::from_millis(1),
+    max_busy_delay: Duration::from_millis(50),
+};
 
 /// The methods that only read: after an unknown outcome (which a read cannot meet, but a
 /// method's read snapshot can) running them again is the same as running them once.
@@ -83,12 +104,19 @@ fn is_busy(error: &StoreError) -> bool {
 }
 
 /// Runs `call` (one method, `method`) and runs it again while its error says that is safe.
-pub fn with_reruns<T>(method: &str, mut call: impl FnMut() -> Result<T>) -> Result<T> {
-    let deadline = Instant::now() + RERUN_DEADLINE;
-    let mut delay = Duration::from_millis(20);
+pub fn with_reruns<T>(method: &str, call: impl FnMut() -> Result<T>) -> Result<T> {
+    with_reruns_paced(method, PACING, call)
+}
+
+fn with_reruns_paced<T>(
+    method: &str,
+    pacing: Pacing,
+    mut call: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    let deadline = Instant::now() + pacing.deadline;
+    let mut delay = pacing.first_delay;
     let mut busy_since: Option<Instant> = None;
-    let mut busy_delay = Duration::from_millis(1);
-    let mut reruns = 0;
+    let mut busy_delay = pacing.first_busy_delay;
     loop {
         let error = match call() {
             Ok(value) => return Ok(value),
@@ -97,11 +125,11 @@ pub fn with_reruns<T>(method: &str, mut call: impl FnMut() -> Result<T>) -> Resu
         if is_busy(&error) {
             // Counted from the first refusal: the call may have waited for a leader before.
             let since = *busy_since.get_or_insert_with(Instant::now);
-            if since.elapsed() + busy_delay > BUSY_WAIT {
+            if since.elapsed() + busy_delay > pacing.busy_wait {
                 return Err(error);
             }
             std::thread::sleep(busy_delay);
-            busy_delay = (busy_delay * 2).min(Duration::from_millis(50));
+            busy_delay = (busy_delay * 2).min(pacing.max_busy_delay);
             continue;
         }
         let again = match cluster_code(&error) {
@@ -109,12 +137,11 @@ pub fn with_reruns<T>(method: &str, mut call: impl FnMut() -> Result<T>) -> Resu
             Some(codes::OUTCOME_UNKNOWN) => retry_after_unknown(method),
             _ => false,
         };
-        if !again || reruns == MAX_RERUNS || Instant::now() + delay > deadline {
+        if !again || Instant::now() + delay > deadline {
             return Err(error);
         }
-        reruns += 1;
         std::thread::sleep(delay);
-        delay = (delay * 2).min(Duration::from_millis(500));
+        delay = (delay * 2).min(pacing.max_delay);
     }
 }
 
@@ -200,5 +227,37 @@ mod tests {
             }
         });
         assert_eq!(out.unwrap(), 4);
+    }
+
+    const FAST: Pacing = Pacing {
+        first_delay: Duration::from_micros(50),
+        max_delay: Duration::from_micros(200),
+        deadline: Duration::from_millis(300),
+        busy_wait: Duration::from_millis(300),
+        first_busy_delay: Duration::from_micros(50),
+        max_busy_delay: Duration::from_micros(200),
+    };
+
+    #[test]
+    fn rolled_back_calls_run_again_until_the_deadline_not_for_a_count() {
+        // A leader that keeps refusing ("not leader", rolled back) while an election settles:
+        // twenty refusals in a row, then it answers.
+        let mut runs = 0;
+        let out = with_reruns_paced(OPEN, FAST, || {
+            runs += 1;
+            if runs <= 20 {
+                Err(failure(codes::ROLLED_BACK))
+            } else {
+                Ok(runs)
+            }
+        });
+        assert_eq!(out.unwrap(), 21);
+        // Past the deadline the call gives up with the last error.
+        let started = Instant::now();
+        let out: Result<()> =
+            with_reruns_paced("putResource", FAST, || Err(failure(codes::ROLLED_BACK)));
+        assert_eq!(cluster_code(&out.unwrap_err()), Some(codes::ROLLED_BACK));
+        let waited = started.elapsed();
+        assert!(waited >= FAST.deadline - FAST.max_delay, "{waited:?}");
     }
 }
