@@ -947,6 +947,42 @@ describe('readsDiff: the same answer, and the same traps run on the caller\'s ob
     expect(betaState().events).toBe(before);
   });
 
+  test.each([
+    [undefined, 'Cannot set properties of undefined (setting \'resourceVersion\')'],
+    [null, 'Cannot set properties of null (setting \'resourceVersion\')'],
+    [5, 'Cannot create property \'resourceVersion\' on number \'5\''],
+  ])('recordEvent: a claim that reads %p for the resourceVersion assignment throws and rolls the event back', (last, message) => {
+    // The reference reads options.claim seven times; the seventh is the assignment's target.
+    let reads = 0;
+    const claim = { ...f.S.claim };
+    const options = { controller: 'jobs', key: 'alpha', type: 'plain', get claim() { reads += 1; return reads < 7 ? claim : last; } };
+    const events = () => store.listEvents({ controller: 'jobs', key: 'alpha' }).length;
+    const before = events();
+    expect(outcome(() => store.recordEvent(options))).toEqual(throws('TypeError', message));
+    expect(reads).toBe(7);
+    expect(events()).toBe(before);
+  });
+
+  test.each([
+    [undefined, 'Cannot set properties of undefined (setting \'resourceVersion\')'],
+    [null, 'Cannot set properties of null (setting \'resourceVersion\')'],
+  ])('updateStatus: a claim that reads %p for the resourceVersion assignment throws and rolls the status back', (last, message) => {
+    // The reference reads options.claim four times; the fourth is the assignment's target.
+    const claim = { ...f.S.claim };
+    let reads = 0;
+    const ref = { controller: 'jobs', key: 'alpha' };
+    const before = store.getResource(ref).metadata.resourceVersion;
+    const options = {
+      ref,
+      expectedResourceVersion: before,
+      status: { observedGeneration: 1, conditions: [] },
+      get claim() { reads += 1; return reads < 4 ? claim : last; },
+    };
+    expect(outcome(() => store.updateStatus(options))).toEqual(throws('TypeError', message));
+    expect(reads).toBe(4);
+    expect(store.getResource(ref).metadata.resourceVersion).toBe(before);
+  });
+
   test('settleClaim looks the resource up again before it releases the lease', () => {
     const { proxy, log } = recorded({ ...f.S.claim });
     expect(outcome(() => store.settleClaim(proxy))).toEqual({ returns: true });

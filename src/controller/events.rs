@@ -18,7 +18,7 @@ use super::rows::documented::joined_document_text;
 use super::rows::{bump_controller_resource, ResourceRef};
 use crate::error::Result;
 use crate::js::timestamp;
-use crate::js::{assign, bind_params, Bound, Js, Param};
+use crate::js::{assign_read_from, bind_params, Bound, Js, Param};
 use crate::state::revisions::{insert_event_params, EventBase};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{Call, ObjectWriter, Reply};
@@ -79,13 +79,13 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
             Param::Js(generation),
         )?;
         // `if (options.claim !== undefined) options.claim.resourceVersion = revision`: the test
-        // and the assignment each read `options.claim`.
-        let claim = options.get("claim")?;
-        let claim = match claim.is_undefined() {
-            true => claim,
-            false => options.get("claim")?,
+        // and the assignment each read `options.claim`, and the assignment runs on whatever the
+        // second read gives (`undefined` there throws the reference's TypeError: rolled back).
+        let claimed = !options.get("claim")?.is_undefined();
+        let assigned = claimed && {
+            let claim = options.get("claim")?;
+            assign_read_from(options, claim, "resourceVersion", revision as f64)?
         };
-        let assigned = !claim.is_undefined() && assign(claim, "resourceVersion", revision as f64)?;
         let mut event = String::with_capacity(128);
         ControllerEvent {
             // The events INSERT is the last row insert: `event_seq` is its rowid (AUTOINCREMENT).
@@ -113,7 +113,7 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
             }
         }
         // A wire call's claim is changed by the JS layer after the call.
-        let wire_claim = !claim.is_undefined() && !assigned;
+        let wire_claim = claimed && !assigned;
         Ok((event, wire_claim.then_some(revision), echo))
     })?;
     let mut reply = Reply::json_text(event);

@@ -16,7 +16,7 @@ use super::rows::{
     require_controller_row, require_resource, ControllerRow, ResourceRef,
 };
 use crate::error::{Result, StoreError};
-use crate::js::{assign, timestamp};
+use crate::js::{assign_read_from, timestamp};
 use crate::js::{bind_params, to_number, Js, Param};
 use crate::state::blobs::{put_json, JsonReads};
 use crate::state::ids::{random_uuid, resource_id_for};
@@ -380,7 +380,12 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
             now,
         )?;
         // `options.claim.resourceVersion = row.resourceVersion + 1`, inside the transaction.
-        let assigned = assign(options.get("claim")?, "resourceVersion", revision as f64)?;
+        let assigned = assign_read_from(
+            options,
+            options.get("claim")?,
+            "resourceVersion",
+            revision as f64,
+        )?;
         // `this.requireResource(options.ref)`: the ref read again. When it names the row
         // updated, the record is that row as it now stands (the status blob holds exactly the
         // text just stored); another resource is read as any lookup reads it.

@@ -160,11 +160,19 @@ fn invalid_time_value() -> StoreError {
 /// call and rolls its transaction back); `false` for a wire call, whose JS layer applies the
 /// change after the call (`Reply::set_claim`).
 pub fn assign(object: Js<'_>, key: &str, value: f64) -> Result<bool> {
-    match object {
-        Js::Live(target) => {
-            target
+    assign_read_from(object, object, key, value)
+}
+
+/// `owner.x[key] = value` where `target` is what the call read from its argument `owner` for
+/// `owner.x`: in a live call the assignment runs whatever `target` turned out to be (on
+/// `undefined`, `null` or a primitive the reference's strict-mode code throws its TypeError,
+/// inside the transaction); `false` for a wire call, as [`assign`].
+pub fn assign_read_from(owner: Js<'_>, target: Js<'_>, key: &str, value: f64) -> Result<bool> {
+    match owner {
+        Js::Live(owner) => {
+            owner
                 .cx()
-                .helper("assign", &[object, Js::String(key), Js::Number(value)])?;
+                .helper("assign", &[target, Js::String(key), Js::Number(value)])?;
             Ok(true)
         }
         _ => Ok(false),
