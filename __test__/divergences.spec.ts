@@ -15,6 +15,8 @@
 // assertion (the divergence itself), never on its set-up. A plain `test` in a cause's block is a
 // part of that case where the two already agree (the same error, before a rollback that differs),
 // kept so that the fix does not trade one difference for another.
+import vm from 'node:vm';
+
 import { Fixture, NOW, RUN, dispose, outcome, prepare, rows, throws } from './support/divergences';
 
 const { SqliteControllerStore } = require('../index.js');
@@ -1009,5 +1011,44 @@ describe('readsDiff: the same answer, and the same traps run on the caller\'s ob
       throws('Error', 'boom'),
     );
     expect(log.slice(log.indexOf('get flatMap'))).toEqual(['get flatMap', 'get length', 'get constructor', 'has 0', 'get 0']);
+  });
+
+  test('map and flatMap follow the list\'s species as ArraySpeciesCreate does', () => {
+    // Checked on the reference: a species constructor is called with map's length, flatMap's 0.
+    const made: number[] = [];
+    class Spy extends Array {
+      static get [Symbol.species](): any {
+        return function Made(length: number) {
+          made.push(length);
+          return [];
+        };
+      }
+    }
+    expect(outcome(() => store.listWorkflowRuns({ statuses: Spy.from(['queued', 'done']) }).length)).toEqual({ returns: expect.any(Number) });
+    expect(made).toEqual([2]);
+    made.length = 0;
+    const exclude = Spy.from([{ controller: 'a', key: 'b' }, { controller: 'c', key: 'd' }, { controller: 'e', key: 'f' }]);
+    store.claimNext({ controllers: ['nothing-here'], ownerId: 'w', leaseMs: 1000, now: NOW, exclude });
+    expect(made).toEqual([3, 0]);
+  });
+
+  test.each([
+    ['a constructor that is not an object', 5],
+    ['a species that is not a constructor', { [Symbol.species]: 5 }],
+  ])('map of a list with %s throws V8\'s TypeError', (_, constructor) => {
+    const statuses = Object.assign(['queued'], { constructor });
+    expect(outcome(() => store.listWorkflowRuns({ statuses }))).toEqual(
+      throws('TypeError', 'object.constructor[Symbol.species] is not a constructor'),
+    );
+  });
+
+  test('a list of another realm, or whose species is undefined or null, maps as a plain array', () => {
+    for (const statuses of [
+      vm.runInNewContext("['queued']"),
+      Object.assign(['queued'], { constructor: {} }),
+      Object.assign(['queued'], { constructor: { [Symbol.species]: null } }),
+    ]) {
+      expect(outcome(() => store.listWorkflowRuns({ statuses }).length)).toEqual({ returns: expect.any(Number) });
+    }
   });
 });

@@ -8,7 +8,38 @@
 const { createHash } = require('node:crypto');
 const { canonicalJson } = require('./canonical-json.js');
 
+/** IsConstructor(value), without reading or calling anything of it. */
+function isConstructor(value) {
+  if (typeof value !== 'function') return false;
+  try {
+    new (new Proxy(value, { construct: () => ({}) }))();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const ARRAY_SOURCE = Function.prototype.toString.call(Array);
+
 module.exports = {
+  // This realm's Array (the caller's: under Jest, the test's): a list whose `constructor` is it
+  // makes a plain array without calling in here (src/js/live.rs, `species_create`).
+  Array,
+  // ArraySpeciesCreate(list, length) once `list.constructor` was read as `C` (ECMA-262, steps
+  // 5 to 9), for a `C` other than undefined and this realm's Array: another realm's Array makes
+  // a plain array; of any other object `Symbol.species` is read; a constructor found there is
+  // called with the length, anything else but undefined and null is V8's TypeError.
+  speciesCreate(C, length) {
+    let species = C;
+    if (isConstructor(species) && Function.prototype.toString.call(species) === ARRAY_SOURCE) return [];
+    if (species !== null && (typeof species === 'object' || typeof species === 'function')) {
+      species = species[Symbol.species];
+      if (species === null) species = undefined;
+    }
+    if (species === undefined) return [];
+    if (!isConstructor(species)) throw new TypeError('object.constructor[Symbol.species] is not a constructor');
+    return new species(length);
+  },
   // Coercions and tests of the caller's objects, done here so that what they throw (a revoked
   // Proxy's TypeError, "Cannot convert object to primitive value") is an error of this realm,
   // the caller's, as it is in the reference, and not of the addon's.

@@ -14,7 +14,7 @@ use super::rows::{
 use crate::error::{Result, StoreError};
 use crate::js::{
     assign, assign_text, bind_params, bind_params_for, date_parse, timestamp, token_hash, Js,
-    LeaseSum, Param,
+    LeaseSum, Param, Walk,
 };
 use crate::state::ids::random_token;
 use crate::state::json::canonical;
@@ -69,7 +69,7 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
                 flat_map?;
                 return Err(StoreError::Type("exclusions.map is not a function".into()));
             }
-            flat_map?.walk_as_map(|item| {
+            flat_map?.walk_as(Walk::FlatMap, |item| {
                 if let Some(exclusion) = item {
                     let (controller, key) = ResourceRef::of(exclusion).parts()?;
                     excluded.push(controller);

@@ -62,6 +62,7 @@ impl Cx {
             env,
             strings: RefCell::new(Vec::new()),
             object_prototype: Cell::new(ptr::null_mut()),
+            array_constructor: Cell::new(ptr::null_mut()),
             read_strings: RefCell::new(Vec::new()),
         }
     }
@@ -233,6 +234,16 @@ impl Cx {
         out
     }
 
+    /// The JS layer's `Array` (the caller's realm: under Jest, the test's).
+    fn array_constructor(&self) -> Result<Raw> {
+        if self.array_constructor.get().is_null() {
+            let helpers = self.helpers()?;
+            self.array_constructor
+                .set(self.global_property(helpers, "Array"));
+        }
+        Ok(self.array_constructor.get())
+    }
+
     fn globals(&self) {
         if !self.object_prototype.get().is_null() {
             return;
@@ -308,8 +319,8 @@ impl Cx {
         out
     }
 
-    /// `helpers[name](...args)` of `lib/computed.js`: what it returns, or what it threw.
-    pub fn helper(&self, name: &str, args: &[Js<'_>]) -> Result<Js<'_>> {
+    /// The object of `lib/computed.js`'s helpers.
+    fn helpers(&self) -> Result<Raw> {
         let reference = HELPERS.with(Cell::get);
         if reference.is_null() {
             return Err(StoreError::plain(
@@ -318,6 +329,12 @@ impl Cx {
         }
         let mut helpers = ptr::null_mut();
         unsafe { sys::napi_get_reference_value(self.env, reference, &mut helpers) };
+        Ok(helpers)
+    }
+
+    /// `helpers[name](...args)` of `lib/computed.js`: what it returns, or what it threw.
+    pub fn helper(&self, name: &str, args: &[Js<'_>]) -> Result<Js<'_>> {
+        let helpers = self.helpers()?;
         let function = self.global_property(helpers, name);
         let argv: Vec<Raw> = args.iter().map(|arg| self.to_raw(*arg)).collect();
         let mut out = ptr::null_mut();
@@ -562,6 +579,31 @@ impl<'a> Obj<'a> {
     }
 
     /// `a === b` for two objects.
+    /// ArraySpeciesCreate(object, length) as `map` and `flatMap` run it before their first
+    /// item: `object.constructor` is read; `undefined` or the caller's realm's `Array` make a
+    /// plain array (nothing more is read), any other value goes to JavaScript
+    /// (`speciesCreate` in lib/computed.js: `Symbol.species` read, a species constructor called
+    /// with `length`, or V8's TypeError). The array made is not used: the domain code reads the
+    /// caller's list, and what a species constructor's object would do with the mapped items
+    /// (their `defineProperty`) is not reproduced.
+    pub fn species_create(self, length: u32) -> Result<()> {
+        match self.get("constructor")? {
+            Js::Undefined => Ok(()),
+            Js::Live(constructor) if constructor.is_raw(self.cx.array_constructor()?) => Ok(()),
+            other => self
+                .cx
+                .helper("speciesCreate", &[other, Js::Number(f64::from(length))])
+                .map(drop),
+        }
+    }
+
+    /// `self === raw`.
+    fn is_raw(self, raw: Raw) -> bool {
+        let mut same = false;
+        unsafe { sys::napi_strict_equals(self.cx.env, self.raw, raw, &mut same) };
+        same
+    }
+
     pub fn strict_eq(self, other: Obj<'_>) -> bool {
         let mut same = false;
         unsafe { sys::napi_strict_equals(self.cx.env, self.raw, other.raw, &mut same) };

@@ -14,6 +14,14 @@ use napi::sys;
 
 use crate::error::{Result, StoreError};
 
+/// Which array method [`Js::walk_as`] walks as: their result arrays differ in the length their
+/// species constructor is given.
+#[derive(Clone, Copy)]
+pub enum Walk {
+    Map,
+    FlatMap,
+}
+
 /// A napi value handle of the call.
 pub type Raw = sys::napi_value;
 
@@ -24,6 +32,8 @@ pub struct Cx {
     pub(super) strings: RefCell<Vec<Box<str>>>,
     /// `Object.prototype`, looked up once per call when first needed.
     pub(super) object_prototype: Cell<Raw>,
+    /// The JS layer's `Array` (the caller's realm), looked up once per call when first needed.
+    pub(super) array_constructor: Cell<Raw>,
     /// The last well-formed string read from each `(object, property)` of the call: a read
     /// again that gives a strictly equal string (the reference reads some fields five times)
     /// reuses its text instead of converting it once more.
@@ -409,7 +419,7 @@ impl<'a> Js<'a> {
     }
 
     /// [`Js::items`] with the holes of a sparse array kept (`None`): what `.map` skips, read as
-    /// `.map` reads them ([`Js::walk_as_map`]). A wire array has none (the snapshot wrote each
+    /// `.map` reads them ([`Js::walk_as`]). A wire array has none (the snapshot wrote each
     /// hole as `undefined`).
     pub fn items_with_holes(self) -> Result<Option<Vec<Option<Js<'a>>>>> {
         if let Js::Array(items) = self {
@@ -417,20 +427,24 @@ impl<'a> Js<'a> {
         }
         let mut out = Vec::new();
         Ok(self
-            .walk_as_map(|item| {
+            .walk_as(Walk::Map, |item| {
                 out.push(item);
                 Ok(())
             })?
             .then_some(out))
     }
 
-    /// `list.flatMap(f)`'s and `list.map(f)`'s walk over an array, as JavaScript runs it:
-    /// `length`, then `constructor` (the result array's species: its own getter or a Proxy's
-    /// trap runs; a species other than `Array` is not followed), then for each index
-    /// `index in list` and, when present, `list[index]` and `f` of it at once, so that an item
-    /// whose read in `f` throws stops the walk where JavaScript stops. `f` gets `None` for a
-    /// hole. `Ok(false)`, nothing read, when `Array.isArray(list)` is false.
-    pub fn walk_as_map(self, mut f: impl FnMut(Option<Js<'a>>) -> Result<()>) -> Result<bool> {
+    /// `list.map(f)`'s (`Walk::Map`) and `list.flatMap(f)`'s walk over an array, as
+    /// JavaScript runs it: `length`, then the result array's species (`constructor`, and what
+    /// ArraySpeciesCreate reads and calls after it: [`Obj::species_create`]), then for each
+    /// index `index in list` and, when present, `list[index]` and `f` of it at once, so that an
+    /// item whose read in `f` throws stops the walk where JavaScript stops. `f` gets `None` for
+    /// a hole. `Ok(false)`, nothing read, when `Array.isArray(list)` is false.
+    pub fn walk_as(
+        self,
+        walk: Walk,
+        mut f: impl FnMut(Option<Js<'a>>) -> Result<()>,
+    ) -> Result<bool> {
         match self {
             Js::Array(items) => {
                 for item in items {
@@ -440,7 +454,10 @@ impl<'a> Js<'a> {
             }
             Js::Live(object) if object.is_array()? => {
                 let length = object.get("length")?.as_number().unwrap_or(0.0) as u32;
-                object.get("constructor")?;
+                object.species_create(match walk {
+                    Walk::Map => length,
+                    Walk::FlatMap => 0,
+                })?;
                 for index in 0..length {
                     f(if object.has_index(index)? {
                         Some(object.get_index(index)?)
