@@ -539,7 +539,7 @@ fn open_cluster(options: &Value) -> Result<StateDb> {
         Mode::ReadWrite
     };
     let now = options["now"].as_i64().unwrap_or(0);
-    crate::sql::retry::with_reruns(crate::sql::retry::OPEN, || {
+    crate::sql::retry::with_reruns(crate::sql::retry::OPEN, config.reconnect_deadline, || {
         StateDb::open_cluster(url, config.clone(), mode, now)
     })
 }

@@ -337,12 +337,15 @@ pub static METHODS: &[Method] = &[
 
 /// Runs the public method at `index` of [`METHODS`].
 pub fn dispatch_at(store: &Store<'_>, index: u32, call: &Call) -> Result<Reply> {
-    match METHODS.get(index as usize) {
-        Some(method) if store.state.is_cluster() => {
-            crate::sql::retry::with_reruns(method.name, || (method.run)(store, call))
+    match (
+        METHODS.get(index as usize),
+        store.state.cluster_reconnect_deadline(),
+    ) {
+        (Some(method), Some(window)) => {
+            crate::sql::retry::with_reruns(method.name, window, || (method.run)(store, call))
         }
-        Some(method) => (method.run)(store, call),
-        None => Err(StoreError::plain(format!("Unknown store method: #{index}"))),
+        (Some(method), None) => (method.run)(store, call),
+        (None, _) => Err(StoreError::plain(format!("Unknown store method: #{index}"))),
     }
 }
 

@@ -7,11 +7,11 @@ const fs = require('node:fs');
 const { SqliteControllerStore } = require('../../index.js');
 const { reservation } = require('../../bench/fixtures.js');
 
-const [url, worker, stopFile] = process.argv.slice(2);
+const [url, worker, stopFile, clusterOptions] = process.argv.slice(2);
 const log = (entry) => process.stdout.write(`${JSON.stringify({ t: Date.now(), worker, ...entry })}\n`);
 const store = new SqliteControllerStore(url, {
   projectPath: '/piw-failover',
-  cluster: { reconnectDeadlineMs: 30_000, requestTimeoutMs: 5_000 },
+  cluster: JSON.parse(clusterOptions),
 });
 
 function attempt(op, fields, call) {

@@ -148,6 +148,12 @@ impl Remote {
         self.state.borrow().last_insert_rowid
     }
 
+    /// How long a call waits for a leader (`reconnectDeadlineMs`), and so how long its reruns
+    /// after lost transactions go on (`crate::sql::retry`).
+    pub fn reconnect_deadline(&self) -> std::time::Duration {
+        self.cluster.config().reconnect_deadline
+    }
+
     /// Drops the connection (the server rolls back what it had open).
     pub fn close(&self) {
         let mut state = self.state.borrow_mut();

@@ -3,7 +3,8 @@
 //! method router runs on a cluster.
 //!
 //! * `DQLITE_ROLLED_BACK` (the transaction was lost before its COMMIT: nothing of it applied):
-//!   every method runs again, from its first argument read, on the new leader.
+//!   every method runs again, from its first argument read, on the new leader, for up to the
+//!   cluster's `reconnectDeadlineMs` from its first run.
 //! * `DQLITE_OUTCOME_UNKNOWN` (a COMMIT was sent and its reply lost: it may have been applied):
 //!   only a method whose second run cannot differ from its first is run again
 //!   ([`retry_after_unknown`]): the reads, and the constructor's open. Every write surfaces the
@@ -25,17 +26,12 @@ use crate::error::{Result, StoreError};
 /// `SQLITE_BUSY` while it catches up (seen for over 5 s with three hosts on loopback).
 pub const BUSY_WAIT: Duration = Duration::from_secs(10);
 
-/// How a call's reruns are spaced and for how long they go on.
+/// How a call's reruns are spaced.
 #[derive(Clone, Copy)]
 struct Pacing {
     /// The first pause after a lost transaction; it doubles up to `max_delay`.
     first_delay: Duration,
     max_delay: Duration,
-    /// How long reruns after lost transactions may go on. Bounded by time, not by a count:
-    /// while a leadership change settles, a node may take a connection as leader and then
-    /// refuse its transaction ("not leader", rolled back) for as long as an election takes —
-    /// a count of quick reruns gave up within 2 s of one (a CI failure of the failover suite).
-    deadline: Duration,
     busy_wait: Duration,
     first_busy_delay: Duration,
     max_busy_delay: Duration,
@@ -44,7 +40,6 @@ struct Pacing {
 const PACING: Pacing = Pacing {
     first_delay: Duration::from_millis(20),
     max_delay: Duration::from_millis(500),
-    deadline: Duration::from_secs(20),
     busy_wait: BUSY_WAIT,
     first_busy_delay: Duration::from_millis(1),
     max_busy_delay: Duration::from_millis(50),
@@ -103,17 +98,27 @@ fn is_busy(error: &StoreError) -> bool {
         if code.starts_with("SQLITE_BUSY") || code.starts_with("SQLITE_LOCKED"))
 }
 
-/// Runs `call` (one method, `method`) and runs it again while its error says that is safe.
-pub fn with_reruns<T>(method: &str, call: impl FnMut() -> Result<T>) -> Result<T> {
-    with_reruns_paced(method, PACING, call)
+/// Runs `call` (one method, `method`) and runs it again while its error says that is safe,
+/// for up to `window` (the cluster's `reconnectDeadlineMs`: the patience a caller gave it).
+/// Bounded by time, not by a count: while a leadership change settles, a node may take a
+/// connection as leader and then refuse its transaction ("not leader", rolled back) for as long
+/// as an election takes; eight quick reruns gave up within 2 s (a CI failure of the failover
+/// suite).
+pub fn with_reruns<T>(
+    method: &str,
+    window: Duration,
+    call: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    with_reruns_paced(method, window, PACING, call)
 }
 
 fn with_reruns_paced<T>(
     method: &str,
+    window: Duration,
     pacing: Pacing,
     mut call: impl FnMut() -> Result<T>,
 ) -> Result<T> {
-    let deadline = Instant::now() + pacing.deadline;
+    let deadline = Instant::now() + window;
     let mut delay = pacing.first_delay;
     let mut busy_since: Option<Instant> = None;
     let mut busy_delay = pacing.first_busy_delay;
@@ -170,7 +175,7 @@ mod tests {
     #[test]
     fn a_rolled_back_call_runs_again_an_unknown_write_does_not() {
         let mut runs = 0;
-        let out = with_reruns("putResource", || {
+        let out = with_reruns("putResource", WINDOW, || {
             runs += 1;
             if runs < 3 {
                 Err(failure(codes::ROLLED_BACK))
@@ -180,7 +185,7 @@ mod tests {
         });
         assert_eq!(out.unwrap(), 3);
         let mut runs = 0;
-        let out: Result<()> = with_reruns("putResource", || {
+        let out: Result<()> = with_reruns("putResource", WINDOW, || {
             runs += 1;
             Err(failure(codes::OUTCOME_UNKNOWN))
         });
@@ -190,7 +195,7 @@ mod tests {
         );
         assert_eq!(runs, 1);
         let mut runs = 0;
-        let out = with_reruns("getWorkflowRun", || {
+        let out = with_reruns("getWorkflowRun", WINDOW, || {
             runs += 1;
             if runs < 2 {
                 Err(failure(codes::OUTCOME_UNKNOWN))
@@ -200,7 +205,7 @@ mod tests {
         });
         assert!(out.is_ok() && runs == 2);
         let mut runs = 0;
-        let out = with_reruns(OPEN, || {
+        let out = with_reruns(OPEN, WINDOW, || {
             runs += 1;
             if runs < 2 {
                 Err(failure(codes::OUTCOME_UNKNOWN))
@@ -210,13 +215,13 @@ mod tests {
         });
         assert!(out.is_ok() && runs == 2, "the open runs again");
         let mut runs = 0;
-        let out: Result<()> = with_reruns("getWorkflowRun", || {
+        let out: Result<()> = with_reruns("getWorkflowRun", WINDOW, || {
             runs += 1;
             Err(failure(codes::UNAVAILABLE))
         });
         assert!(out.is_err() && runs == 1);
         let mut runs = 0;
-        let out = with_reruns("claimNext", || {
+        let out = with_reruns("claimNext", WINDOW, || {
             runs += 1;
             match runs {
                 1..=3 => Err(StoreError::Sqlite {
@@ -229,10 +234,10 @@ mod tests {
         assert_eq!(out.unwrap(), 4);
     }
 
+    const WINDOW: Duration = Duration::from_millis(300);
     const FAST: Pacing = Pacing {
         first_delay: Duration::from_micros(50),
         max_delay: Duration::from_micros(200),
-        deadline: Duration::from_millis(300),
         busy_wait: Duration::from_millis(300),
         first_busy_delay: Duration::from_micros(50),
         max_busy_delay: Duration::from_micros(200),
@@ -243,7 +248,7 @@ mod tests {
         // A leader that keeps refusing ("not leader", rolled back) while an election settles:
         // twenty refusals in a row, then it answers.
         let mut runs = 0;
-        let out = with_reruns_paced(OPEN, FAST, || {
+        let out = with_reruns_paced(OPEN, WINDOW, FAST, || {
             runs += 1;
             if runs <= 20 {
                 Err(failure(codes::ROLLED_BACK))
@@ -252,12 +257,13 @@ mod tests {
             }
         });
         assert_eq!(out.unwrap(), 21);
-        // Past the deadline the call gives up with the last error.
+        // Past the window the call gives up with the last error.
         let started = Instant::now();
-        let out: Result<()> =
-            with_reruns_paced("putResource", FAST, || Err(failure(codes::ROLLED_BACK)));
+        let out: Result<()> = with_reruns_paced("putResource", WINDOW, FAST, || {
+            Err(failure(codes::ROLLED_BACK))
+        });
         assert_eq!(cluster_code(&out.unwrap_err()), Some(codes::ROLLED_BACK));
         let waited = started.elapsed();
-        assert!(waited >= FAST.deadline - FAST.max_delay, "{waited:?}");
+        assert!(waited >= WINDOW - FAST.max_delay, "{waited:?}");
     }
 }

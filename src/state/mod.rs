@@ -152,7 +152,15 @@ impl StateDb {
 
     /// Whether the state database is on a dqlite cluster rather than in a local file.
     pub fn is_cluster(&self) -> bool {
-        matches!(self.connection, Some(Db::Remote(_)))
+        self.cluster_reconnect_deadline().is_some()
+    }
+
+    /// The cluster's `reconnectDeadlineMs`; `None` for a file.
+    pub fn cluster_reconnect_deadline(&self) -> Option<std::time::Duration> {
+        match &self.connection {
+            Some(Db::Remote(remote)) => Some(remote.reconnect_deadline()),
+            _ => None,
+        }
     }
 
     /// Opens the connection without touching the file's contents.
