@@ -578,7 +578,6 @@ impl<'a> Obj<'a> {
         }
     }
 
-    /// `a === b` for two objects.
     /// ArraySpeciesCreate(object, length) as `map` and `flatMap` run it before their first
     /// item: `object.constructor` is read; `undefined` or the caller's realm's `Array` make a
     /// plain array (nothing more is read), any other value goes to JavaScript
@@ -604,6 +603,7 @@ impl<'a> Obj<'a> {
         same
     }
 
+    /// `a === b` for two objects.
     pub fn strict_eq(self, other: Obj<'_>) -> bool {
         let mut same = false;
         unsafe { sys::napi_strict_equals(self.cx.env, self.raw, other.raw, &mut same) };

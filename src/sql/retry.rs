@@ -244,7 +244,7 @@ mod tests {
     };
 
     #[test]
-    fn rolled_back_calls_run_again_until_the_deadline_not_for_a_count() {
+    fn rolled_back_calls_run_again_for_the_window_not_for_a_count() {
         // A leader that keeps refusing ("not leader", rolled back) while an election settles:
         // twenty refusals in a row, then it answers.
         let mut runs = 0;
