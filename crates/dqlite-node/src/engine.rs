@@ -21,6 +21,11 @@ extern "C" {
     fn dqlite_node_destroy(node: *mut RawNode);
     fn dqlite_node_set_bind_address(node: *mut RawNode, address: *const c_char) -> c_int;
     fn dqlite_node_set_network_latency_ms(node: *mut RawNode, ms: c_uint) -> c_int;
+    fn dqlite_node_set_snapshot_params(
+        node: *mut RawNode,
+        threshold: c_uint,
+        trailing: c_uint,
+    ) -> c_int;
     fn dqlite_node_start(node: *mut RawNode) -> c_int;
     fn dqlite_node_stop(node: *mut RawNode) -> c_int;
     fn dqlite_node_errmsg(node: *mut RawNode) -> *const c_char;
@@ -55,6 +60,17 @@ pub struct Settings {
     /// Average one-way latency; Raft's heartbeat and election timeouts
     /// scale with it.
     pub latency_ms: Option<u32>,
+    /// Raft snapshots: taken every `threshold` log entries, `trailing`
+    /// entries kept after each (libdqlite checks `trailing >= threshold`
+    /// and `trailing >= 4`).
+    pub snapshot: Option<Snapshots>,
+}
+
+/// When Raft snapshots the database, and how much log it keeps after one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Snapshots {
+    pub threshold: u32,
+    pub trailing: u32,
 }
 
 /// A created node; started by [`Engine::start`], stopped and destroyed on
@@ -96,6 +112,15 @@ impl Engine {
             let rc = unsafe { dqlite_node_set_network_latency_ms(engine.raw, ms) };
             if rc != 0 {
                 return Err(engine.failure("set the network latency", rc));
+            }
+        }
+        if let Some(snapshots) = settings.snapshot {
+            // SAFETY: as above.
+            let rc = unsafe {
+                dqlite_node_set_snapshot_params(engine.raw, snapshots.threshold, snapshots.trailing)
+            };
+            if rc != 0 {
+                return Err(engine.failure("set the snapshot parameters", rc));
             }
         }
         Ok(engine)

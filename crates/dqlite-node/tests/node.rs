@@ -103,3 +103,75 @@ fn bad_arguments_print_the_usage() {
         "{stderr}"
     );
 }
+
+#[test]
+fn snapshots_are_taken_every_n_entries_with_snapshot_every() {
+    let dir = std::env::temp_dir().join(format!("piw-node-snapshots-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let mut node = Command::new(program())
+        .args(["--address", &address, "--snapshot-every", "8", "--dir"])
+        .arg(&dir)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let cluster = dqlite_wire::Cluster::new([address.as_str()], "snapshots", Default::default());
+    let mut conn = cluster.connect().unwrap();
+    conn.exec_sql("CREATE TABLE t (n INTEGER)", &[]).unwrap();
+    for n in 0..40 {
+        conn.exec_sql(
+            "INSERT INTO t VALUES (?)",
+            &[dqlite_wire::value::Value::Integer(n)],
+        )
+        .unwrap();
+    }
+    let snapshots = || {
+        fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("snapshot-")
+            })
+            .count()
+    };
+    // Taken in the background after the entries are applied.
+    let deadline = std::time::Instant::now() + WAIT;
+    while snapshots() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(conn);
+    node.kill().unwrap();
+    node.wait().unwrap();
+    let taken = snapshots();
+    fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        taken > 0,
+        "no snapshot after 41 entries with --snapshot-every 8"
+    );
+}
+
+#[test]
+fn a_snapshot_interval_under_four_is_refused() {
+    let out = Command::new(program())
+        .args([
+            "--address",
+            "127.0.0.1:1",
+            "--dir",
+            "/nonexistent",
+            "--snapshot-every",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("--snapshot-every 3: 4 or more"), "{stderr}");
+}
