@@ -243,9 +243,22 @@ impl<'c> JsonReads<'c> {
 
 /// The blob prune where no local file is (a dqlite cluster): the same blobs go as with the
 /// file's prune (`state::prune`, whose reads need the file itself) — those whose hash no
-/// column with a foreign key to `blobs.blob_hash` holds — through one anti-join `DELETE`, in
-/// the caller's write transaction. Returns how many went.
+/// column with a foreign key to `blobs.blob_hash` holds — through one `DELETE`, in the
+/// caller's write transaction. Returns how many went.
+///
+/// The referenced hashes are one list subquery, which SQLite builds once (a scan of each
+/// referencing column) and probes per blob. No referencing column is indexed, so a
+/// `NOT EXISTS` per column ran a scan of its table for every blob: 13.8 s on a file of 7,808
+/// blobs and 14,000 events (35 ms this way) — on a dqlite leader, whose loop runs the
+/// statement, long enough to lose its leadership, roll the open back and do the same on the
+/// next leader. The hash columns are BLOBs of STRICT tables: `NOT IN` compares as `=` did;
+/// NULLs are left out of the list (one would make `NOT IN` NULL for every blob).
 pub fn prune_through_sql(conn: &Db) -> Result<usize> {
+    Ok(conn.prepare(&prune_sql(conn)?)?.execute([])?)
+}
+
+/// The `DELETE` of [`prune_through_sql`], for the schema `conn` holds.
+fn prune_sql(conn: &Db) -> Result<String> {
     let mut references: Vec<(String, String)> = Vec::new();
     {
         let mut statement = conn.prepare_cached(
@@ -261,26 +274,28 @@ pub fn prune_through_sql(conn: &Db) -> Result<usize> {
         }
     }
     let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
-    let unreferenced: Vec<String> = references
+    let referenced: Vec<String> = references
         .iter()
         .map(|(table, column)| {
+            let column = quote(column);
             format!(
-                "NOT EXISTS (SELECT 1 FROM {} WHERE {} = blobs.blob_hash)",
-                quote(table),
-                quote(column)
+                "SELECT {column} FROM {} WHERE {column} IS NOT NULL",
+                quote(table)
             )
         })
         .collect();
-    let sql = match unreferenced.is_empty() {
+    Ok(match referenced.is_empty() {
         true => "DELETE FROM blobs".to_owned(),
-        false => format!("DELETE FROM blobs WHERE {}", unreferenced.join(" AND ")),
-    };
-    Ok(conn.prepare(&sql)?.execute([])?)
+        false => format!(
+            "DELETE FROM blobs WHERE blob_hash NOT IN ({})",
+            referenced.join(" UNION ALL ")
+        ),
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{put_blob, put_json, put_text};
+    use super::{prune_sql, prune_through_sql, put_blob, put_json, put_text};
     use crate::sql::Db;
     use crate::state::schema::STATE_SCHEMA_SQL;
 
@@ -364,5 +379,52 @@ mod tests {
         // The refused put left the conflicting row as it was.
         assert_eq!((stored[0].2, stored[0].3.as_slice()), (5, &b"wrong"[..]));
         assert_eq!(stored[1].4, 1);
+    }
+
+    #[test]
+    fn the_sql_prune_deletes_the_unreferenced_blobs_and_keeps_the_referenced() {
+        let conn = blobs();
+        conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+        let kept = put_json(&conn, r#"{"kept":1}"#, 1).unwrap();
+        let gone = put_json(&conn, r#"{"gone":1}"#, 1).unwrap();
+        let also_kept = put_json(&conn, r#"{"kept":2}"#, 1).unwrap();
+        conn.prepare("INSERT INTO viewer_session_checkpoints VALUES ('r', 1, ?, 0)")
+            .unwrap()
+            .execute([kept.to_vec()])
+            .unwrap();
+        // A NULL in a nullable hash column references nothing and must not keep every blob.
+        for (queue, hash) in [("q1", None), ("q2", Some(also_kept.to_vec()))] {
+            conn.prepare("INSERT INTO controller_queue VALUES (?, 0, 1, 0, ?, 0, 0)")
+                .unwrap()
+                .execute(rusqlite::params![queue, hash])
+                .unwrap();
+        }
+        assert_eq!(prune_through_sql(&conn).unwrap(), 1);
+        let left: Vec<Vec<u8>> = rows(&conn).into_iter().map(|row| row.0).collect();
+        assert_eq!(left, vec![kept.to_vec(), also_kept.to_vec()]);
+        assert!(!left.contains(&gone.to_vec()));
+    }
+
+    #[test]
+    fn the_sql_prune_builds_the_referenced_hashes_once_not_per_blob() {
+        // A correlated subquery per referencing column scanned its table for every blob (no
+        // referencing column is indexed): quadratic, seconds on a dqlite leader.
+        let conn = blobs();
+        let sql = prune_sql(&conn).unwrap();
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map([], |row| row.get::<_, String>(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(
+            plan.iter().any(|step| step.starts_with("LIST SUBQUERY")),
+            "{plan:?}"
+        );
+        assert!(
+            !plan.iter().any(|step| step.contains("CORRELATED")),
+            "{plan:?}"
+        );
     }
 }
