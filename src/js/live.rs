@@ -258,17 +258,14 @@ impl Cx {
     /// Whether `error` is an `Error` of the addon's realm while the JS layer's helpers live in
     /// another realm (Jest's): V8's own errors are then remade in the helpers' realm.
     fn foreign_error(&self, error: Raw) -> bool {
-        let reference = HELPERS.with(Cell::get);
-        if reference.is_null() {
+        let Ok(helpers) = self.helpers() else {
             return false;
-        }
+        };
         self.globals();
         let env = self.env;
-        let mut helpers = ptr::null_mut();
         let mut prototype = ptr::null_mut();
         let mut same = false;
         unsafe {
-            sys::napi_get_reference_value(env, reference, &mut helpers);
             sys::napi_get_prototype(env, helpers, &mut prototype);
             sys::napi_strict_equals(env, prototype, self.object_prototype.get(), &mut same);
         }
@@ -605,9 +602,7 @@ impl<'a> Obj<'a> {
 
     /// `a === b` for two objects.
     pub fn strict_eq(self, other: Obj<'_>) -> bool {
-        let mut same = false;
-        unsafe { sys::napi_strict_equals(self.cx.env, self.raw, other.raw, &mut same) };
-        same
+        self.is_raw(other.raw)
     }
 
     /// `object.constructor.name`, as Node's messages read it (`None` when it is not a string

@@ -26,24 +26,12 @@ use crate::error::{Result, StoreError};
 /// `SQLITE_BUSY` while it catches up (seen for over 5 s with three hosts on loopback).
 pub const BUSY_WAIT: Duration = Duration::from_secs(10);
 
-/// How a call's reruns are spaced.
+/// How a call's reruns after lost transactions are spaced: the first pause, doubled up to
+/// the second (a test shortens them).
 #[derive(Clone, Copy)]
-struct Pacing {
-    /// The first pause after a lost transaction; it doubles up to `max_delay`.
-    first_delay: Duration,
-    max_delay: Duration,
-    busy_wait: Duration,
-    first_busy_delay: Duration,
-    max_busy_delay: Duration,
-}
+struct Pacing(Duration, Duration);
 
-const PACING: Pacing = Pacing {
-    first_delay: Duration::from_millis(20),
-    max_delay: Duration::from_millis(500),
-    busy_wait: BUSY_WAIT,
-    first_busy_delay: Duration::from_millis(1),
-    max_busy_delay: Duration::from_millis(50),
-};
+const PACING: Pacing = Pacing(Duration::from_millis(20), Duration::from_millis(500));
 
 /// The methods that only read: after an unknown outcome (which a read cannot meet, but a
 /// method's read snapshot can) running them again is the same as running them once.
@@ -119,9 +107,9 @@ fn with_reruns_paced<T>(
     mut call: impl FnMut() -> Result<T>,
 ) -> Result<T> {
     let deadline = Instant::now() + window;
-    let mut delay = pacing.first_delay;
+    let Pacing(mut delay, max_delay) = pacing;
     let mut busy_since: Option<Instant> = None;
-    let mut busy_delay = pacing.first_busy_delay;
+    let mut busy_delay = Duration::from_millis(1);
     loop {
         let error = match call() {
             Ok(value) => return Ok(value),
@@ -130,11 +118,11 @@ fn with_reruns_paced<T>(
         if is_busy(&error) {
             // Counted from the first refusal: the call may have waited for a leader before.
             let since = *busy_since.get_or_insert_with(Instant::now);
-            if since.elapsed() + busy_delay > pacing.busy_wait {
+            if since.elapsed() + busy_delay > BUSY_WAIT {
                 return Err(error);
             }
             std::thread::sleep(busy_delay);
-            busy_delay = (busy_delay * 2).min(pacing.max_busy_delay);
+            busy_delay = (busy_delay * 2).min(Duration::from_millis(50));
             continue;
         }
         let again = match cluster_code(&error) {
@@ -146,7 +134,7 @@ fn with_reruns_paced<T>(
             return Err(error);
         }
         std::thread::sleep(delay);
-        delay = (delay * 2).min(pacing.max_delay);
+        delay = (delay * 2).min(max_delay);
     }
 }
 
@@ -235,13 +223,7 @@ mod tests {
     }
 
     const WINDOW: Duration = Duration::from_millis(300);
-    const FAST: Pacing = Pacing {
-        first_delay: Duration::from_micros(50),
-        max_delay: Duration::from_micros(200),
-        busy_wait: Duration::from_millis(300),
-        first_busy_delay: Duration::from_micros(50),
-        max_busy_delay: Duration::from_micros(200),
-    };
+    const FAST: Pacing = Pacing(Duration::from_micros(50), Duration::from_micros(200));
 
     #[test]
     fn rolled_back_calls_run_again_for_the_window_not_for_a_count() {
@@ -264,6 +246,6 @@ mod tests {
         });
         assert_eq!(cluster_code(&out.unwrap_err()), Some(codes::ROLLED_BACK));
         let waited = started.elapsed();
-        assert!(waited >= WINDOW - FAST.max_delay, "{waited:?}");
+        assert!(waited >= WINDOW - FAST.1, "{waited:?}");
     }
 }

@@ -67,7 +67,7 @@ pub struct Settings {
 }
 
 /// When Raft snapshots the database, and how much log it keeps after one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Snapshots {
     pub threshold: u32,
     pub trailing: u32,
