@@ -276,9 +276,9 @@ async function measureOwn(source, size) {
   return { results, bytes };
 }
 
-/** Forks `count` writers on `file`; resolves to { writeAll(i), close() }. */
-async function startWriters(file, count, impl, size) {
-  const roles = writerRoles(count);
+/** Forks one writer on each of `files` (the same file, or each its own); resolves to { writeAll(i), close() }. */
+async function startWriters(files, impl, size) {
+  const roles = writerRoles(files.length);
   const next = (child) =>
     new Promise((resolve, reject) => {
       const onMessage = (message) => {
@@ -294,7 +294,7 @@ async function startWriters(file, count, impl, size) {
   // four reference stores opening at once on 100,000 runs outwait each other's busy timeout.
   const children = [];
   for (const [k, role] of roles.entries()) {
-    const child = fork(path.join(__dirname, 'scale-writer.js'), [file, role, impl, String(k + 1), String(size)], { stdio: 'inherit' });
+    const child = fork(path.join(__dirname, 'scale-writer.js'), [files[k], role, impl, String(k + 1), String(size)], { stdio: 'inherit' });
     children.push(child);
     await next(child);
   }
@@ -319,30 +319,42 @@ async function startWriters(file, count, impl, size) {
 }
 
 /**
- * Tables 2 and 3: the polls of `impl`, after `count` writers' commits (own write when 0). With
- * `inProcess`, the same writes are made by the poller's own store instead of other processes
- * (table 2's "×same" baseline: the same changes, no other writer).
+ * Tables 2 and 3: the polls of `impl`, each after `count` writers' writes (own write when 0), by
+ * `mode`, which says who writes them:
+ * - `others`: `count` other processes, on the poller's file;
+ * - `same`: the poller's own store (table 2's "×same": the same changes, no other process);
+ * - `apart`: the poller's own store, while the `count` other processes make the same writes on
+ *   files of their own (table 2's "×apart": the same changes and the same other processes
+ *   running between two polls; only who wrote the poller's file differs from `others`).
  */
-async function measurePolls(source, size, impl, count, inProcess = false) {
+async function measurePolls(source, size, impl, count, mode = 'others') {
   const Store = await loadStore(impl);
   const { folder, file } = copyOf(source);
-  const writers = count > 0 && !inProcess ? await startWriters(file, count, impl, size) : undefined;
+  const apart = mode === 'apart' ? Array.from({ length: count }, () => copyOf(source)) : [];
+  const writerFiles = mode === 'apart' ? apart.map((copy) => copy.file) : Array(count).fill(file);
+  const writers = count > 0 && mode !== 'same' ? await startWriters(writerFiles, impl, size) : undefined;
   const store = new Store(file, { projectPath: PROJECT });
   const results = {};
   try {
     const terminal = terminalOf(size);
-    const ownWriters = inProcess ? writerRoles(count).map((role, k) => writerFor(store, role, k + 1, size)) : [];
+    const ownWriters = mode === 'others' ? [] : writerRoles(count).map((role, k) => writerFor(store, role, k + 1, size));
     let sequence = 0; // as each writer process counts its writes across the rows
+    const writeOwn = () => {
+      for (const ownWrite of ownWriters) ownWrite(sequence);
+      sequence += 1;
+    };
     const write =
-      writers !== undefined
-        ? (i) => writers.writeAll(i)
-        : inProcess
-          ? () => {
-              for (const ownWrite of ownWriters) ownWrite(sequence);
-              sequence += 1;
-            }
-          : (i) => store.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.touch', payload: { i } });
-    const label = inProcess ? `same ${count} writers' writes in-process` : `writers=${count}`;
+      count === 0
+        ? (i) => store.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.touch', payload: { i } })
+        : mode === 'others'
+          ? (i) => writers.writeAll(i)
+          : mode === 'same'
+            ? writeOwn
+            : (i) => {
+                writeOwn();
+                return writers.writeAll(i);
+              };
+    const label = { others: `writers=${count}`, same: `same ${count} writers' writes in-process`, apart: `same writes in-process, ${count} writers on files apart` }[mode];
     for (const [name, poll] of Object.entries(TIMED)) {
       results[name] = await timed(write, (i) => poll(store, i), pollCheck(name));
       process.stderr.write(`  ${impl} ${size} ${label} ${name}: ${Math.round(results[name].wall)} µs, CPU ${Math.round(results[name].cpu)} µs\n`);
@@ -350,7 +362,7 @@ async function measurePolls(source, size, impl, count, inProcess = false) {
   } finally {
     store.close();
     await writers?.close();
-    fs.rmSync(folder, { recursive: true, force: true });
+    for (const copy of [{ folder }, ...apart]) fs.rmSync(copy.folder, { recursive: true, force: true });
   }
   return results;
 }
@@ -438,13 +450,16 @@ async function main() {
   const native = {};
   if (WRITERS > 0 && ONLY.has('writers')) {
     const same = {};
+    const apart = {};
     for (const size of SIZES) {
       native[size] = await measurePolls(file(size), size, 'native', WRITERS);
-      same[size] = await measurePolls(file(size), size, 'native', WRITERS, true);
+      same[size] = await measurePolls(file(size), size, 'native', WRITERS, 'same');
+      apart[size] = await measurePolls(file(size), size, 'native', WRITERS, 'apart');
     }
     const cell = (size, name, clock) => {
       const value = native[size][name][clock];
-      return `${micros(value)} (${ratio(value, own[size]?.results[name]?.[clock])} own, ${ratio(value, same[size][name][clock])} same)`;
+      const over = (base) => ratio(value, base?.[name]?.[clock]);
+      return `${micros(value)} (${over(own[size]?.results)} own, ${over(same[size])} same, ${over(apart[size])} apart)`;
     };
     const rows = Object.keys(TIMED).map((name) => [
       name,
@@ -453,7 +468,7 @@ async function main() {
       ratio(native[last][name].cpu, native[first][name].cpu),
     ]);
     out += table(
-      `2. native, each poll after ${WRITERS} other processes' commits, µs/op, wall and CPU time (${cpuClock.kind} clock) (× the same poll after its own write; × the same poll after the same writes made by its own store)`,
+      `2. native, each poll after ${WRITERS} other processes' commits, µs/op, wall and CPU time (${cpuClock.kind} clock) (× the same poll after its own write; × the same poll after the same writes made by its own store; × that, with the other processes writing the same on files apart)`,
       ['poll', ...SIZES.flatMap((size) => [`${runs(size)}, wall`, `${runs(size)}, CPU`]), `${growth}, wall`, `${growth}, CPU`],
       rows,
     );
