@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::ffi;
 
@@ -74,7 +74,7 @@ pub struct Changes {
     /// Where the WAL stood when the transaction committed (set by the commit hook).
     base: Option<WalPosition>,
     /// This connection's commits, oldest first.
-    own: VecDeque<Entry>,
+    own: VecDeque<Arc<Entry>>,
 }
 
 impl Changes {
@@ -112,10 +112,13 @@ impl Changes {
     }
 
     /// This connection's entry for commit `commit`.
-    pub fn own(&self, commit: u32) -> Option<&Entry> {
+    pub fn own(&self, commit: u32) -> Option<Arc<Entry>> {
         let first = self.own.front()?.commit;
         let at = commit.wrapping_sub(first) as usize;
-        self.own.get(at).filter(|entry| entry.commit == commit)
+        self.own
+            .get(at)
+            .filter(|entry| entry.commit == commit)
+            .cloned()
     }
 }
 
@@ -358,14 +361,14 @@ unsafe extern "C" fn on_wal_commit(
             let after_salt = position::of_shared_memory(db)
                 .filter(|now| now.commit == commit && now.frames == frames)
                 .map(|now| now.salt);
-            let entry = Entry {
+            let entry = Arc::new(Entry {
                 commit,
                 base,
                 after_frames: frames,
                 after_salt,
                 images: images.filter(|_| !unreported),
                 keys: (!unreported).then_some(keys),
-            };
+            });
             if changes.own.len() == OWN_ENTRIES {
                 changes.own.pop_front();
             }

@@ -440,7 +440,7 @@ impl Mirror {
 
     /// Takes the rows a writer read for its commit (`None`: the run is gone); `false` when
     /// an image does not decode (the caller then builds).
-    pub(super) fn apply_images(&mut self, images: &BTreeMap<i64, Option<Box<[u8]>>>) -> bool {
+    pub(super) fn apply_images(&mut self, images: &BTreeMap<i64, &Option<Box<[u8]>>>) -> bool {
         for (&rowid, image) in images {
             let fresh = match image {
                 None => None,
