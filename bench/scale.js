@@ -17,7 +17,10 @@
 //    their own runs —, and from N = 5 on the last a viewer that only reads) have each written and
 //    acknowledged: every timed poll comes after at least one foreign commit since the previous
 //    one; "×own" is that cost over table 1's, "×same" over the same poll after the same writes
-//    (bench/scale-writes.js) made by the poller's own store, in its process. The last row, a
+//    (bench/scale-writes.js) made by the poller's own store, in its process, with no other
+//    process running, and "×apart" over that poll while the N other processes make the same
+//    writes on copies of the file of their own (so only who wrote the poller's file differs).
+//    The three are measured interleaved, sample by sample, each on a file of its own. The last row, a
 //    native call that reads nothing (bench/scale-impl.js FLOOR), is timed the same way: its
 //    ratios are what merely running after other processes costs any call, the floor under the
 //    polls' ratios. Each size has two columns: wall time, and the CPU time the poller's thread
@@ -179,25 +182,35 @@ const cpuClock = (() => {
  * descheduled is not in it). The medians of the same samples, taken apart.
  */
 async function timed(write, operation, check) {
-  const walls = [];
-  const cpus = [];
+  return (await timedTogether({ only: { write, operation } }, check)).only;
+}
+
+/**
+ * `timed` for several setups ({name: {write, operation}}) at once, interleaved: sample i of
+ * each, one after the other, before sample i + 1 of any, so that what the machine does in the
+ * meantime weighs on all of them alike. Medians by setup name.
+ */
+async function timedTogether(setups, check) {
+  const samples = Object.fromEntries(Object.keys(setups).map((name) => [name, { walls: [], cpus: [] }]));
   const began = Date.now();
-  for (let i = 0; walls.length < ITERATIONS; i += 1) {
-    await write(i);
-    const cpuStart = cpuClock.now();
-    const start = process.hrtime.bigint();
-    const result = operation(i);
-    const elapsed = Number(process.hrtime.bigint() - start) / 1000;
-    const cpu = cpuClock.now() - cpuStart;
-    if (check !== undefined && !check(result)) throw new Error(`unexpected result: ${JSON.stringify(result)?.slice(0, 300)}`);
+  for (let i = 0; samples[Object.keys(setups)[0]].walls.length < ITERATIONS; i += 1) {
     const overBudget = Date.now() - began > BUDGET_MS;
-    if (i >= 3 || overBudget) {
-      walls.push(elapsed);
-      cpus.push(cpu);
+    for (const [name, { write, operation }] of Object.entries(setups)) {
+      await write(i);
+      const cpuStart = cpuClock.now();
+      const start = process.hrtime.bigint();
+      const result = operation(i);
+      const elapsed = Number(process.hrtime.bigint() - start) / 1000;
+      const cpu = cpuClock.now() - cpuStart;
+      if (check !== undefined && !check(result)) throw new Error(`unexpected result: ${JSON.stringify(result)?.slice(0, 300)}`);
+      if (i >= 3 || overBudget) {
+        samples[name].walls.push(elapsed);
+        samples[name].cpus.push(cpu);
+      }
     }
-    if (overBudget && walls.length >= 3) break;
+    if (overBudget && samples[Object.keys(setups)[0]].walls.length >= 3) break;
   }
-  return { wall: median(walls), cpu: median(cpus) };
+  return Object.fromEntries(Object.entries(samples).map(([name, { walls, cpus }]) => [name, { wall: median(walls), cpu: median(cpus) }]));
 }
 
 /** Polls for a while (2 s, a poll every 20 ms), long enough for a background index build. */
@@ -319,50 +332,65 @@ async function startWriters(files, impl, size) {
 }
 
 /**
- * Tables 2 and 3: the polls of `impl`, each after `count` writers' writes (own write when 0), by
- * `mode`, which says who writes them:
+ * Who writes between two polls of tables 2 and 3 (`count` writers' writes; the poll's own write
+ * when `count` is 0), by mode:
  * - `others`: `count` other processes, on the poller's file;
  * - `same`: the poller's own store (table 2's "×same": the same changes, no other process);
  * - `apart`: the poller's own store, while the `count` other processes make the same writes on
  *   files of their own (table 2's "×apart": the same changes and the same other processes
  *   running between two polls; only who wrote the poller's file differs from `others`).
+ * Resolves to { store, write(i), close() } on a fresh copy of `source`.
  */
-async function measurePolls(source, size, impl, count, mode = 'others') {
+async function pollSetup(source, size, impl, count, mode) {
   const Store = await loadStore(impl);
-  const { folder, file } = copyOf(source);
-  const apart = mode === 'apart' ? Array.from({ length: count }, () => copyOf(source)) : [];
-  const writerFiles = mode === 'apart' ? apart.map((copy) => copy.file) : Array(count).fill(file);
+  const copies = [copyOf(source)];
+  const file = copies[0].file;
+  if (mode === 'apart') for (let k = 0; k < count; k += 1) copies.push(copyOf(source));
+  const writerFiles = mode === 'apart' ? copies.slice(1).map((copy) => copy.file) : Array(count).fill(file);
   const writers = count > 0 && mode !== 'same' ? await startWriters(writerFiles, impl, size) : undefined;
   const store = new Store(file, { projectPath: PROJECT });
-  const results = {};
+  const terminal = terminalOf(size);
+  const ownWriters = mode === 'others' ? [] : writerRoles(count).map((role, k) => writerFor(store, role, k + 1, size));
+  let sequence = 0; // as each writer process counts its writes across the rows
+  const writeOwn = () => {
+    for (const ownWrite of ownWriters) ownWrite(sequence);
+    sequence += 1;
+  };
+  const writeFor = {
+    others: (i) => writers.writeAll(i),
+    same: writeOwn,
+    apart: (i) => {
+      writeOwn();
+      return writers.writeAll(i);
+    },
+  };
+  return {
+    store,
+    write: count === 0 ? (i) => store.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.touch', payload: { i } }) : writeFor[mode],
+    async close() {
+      store.close();
+      await writers?.close();
+      for (const copy of copies) fs.rmSync(copy.folder, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Tables 2 and 3: the polls of `impl` in each of `modes` (see pollSetup), interleaved; results by mode, then poll. */
+async function measurePolls(source, size, impl, count, modes = ['others']) {
+  const setups = {};
+  const results = Object.fromEntries(modes.map((mode) => [mode, {}]));
   try {
-    const terminal = terminalOf(size);
-    const ownWriters = mode === 'others' ? [] : writerRoles(count).map((role, k) => writerFor(store, role, k + 1, size));
-    let sequence = 0; // as each writer process counts its writes across the rows
-    const writeOwn = () => {
-      for (const ownWrite of ownWriters) ownWrite(sequence);
-      sequence += 1;
-    };
-    const write =
-      count === 0
-        ? (i) => store.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.touch', payload: { i } })
-        : mode === 'others'
-          ? (i) => writers.writeAll(i)
-          : mode === 'same'
-            ? writeOwn
-            : (i) => {
-                writeOwn();
-                return writers.writeAll(i);
-              };
-    const label = { others: `writers=${count}`, same: `same ${count} writers' writes in-process`, apart: `same writes in-process, ${count} writers on files apart` }[mode];
+    for (const mode of modes) setups[mode] = await pollSetup(source, size, impl, count, mode);
     for (const [name, poll] of Object.entries(TIMED)) {
-      results[name] = await timed(write, (i) => poll(store, i), pollCheck(name));
-      process.stderr.write(`  ${impl} ${size} ${label} ${name}: ${Math.round(results[name].wall)} µs, CPU ${Math.round(results[name].cpu)} µs\n`);
+      const together = Object.fromEntries(Object.entries(setups).map(([mode, setup]) => [mode, { write: setup.write, operation: (i) => poll(setup.store, i) }]));
+      const measured = await timedTogether(together, pollCheck(name));
+      for (const mode of modes) {
+        results[mode][name] = measured[mode];
+        process.stderr.write(`  ${impl} ${size} ${mode} ${count} ${name}: ${Math.round(measured[mode].wall)} µs, CPU ${Math.round(measured[mode].cpu)} µs\n`);
+      }
     }
   } finally {
-    store.close();
-    await writers?.close();
-    for (const copy of [{ folder }, ...apart]) fs.rmSync(copy.folder, { recursive: true, force: true });
+    for (const setup of Object.values(setups)) await setup.close();
   }
   return results;
 }
@@ -452,9 +480,7 @@ async function main() {
     const same = {};
     const apart = {};
     for (const size of SIZES) {
-      native[size] = await measurePolls(file(size), size, 'native', WRITERS);
-      same[size] = await measurePolls(file(size), size, 'native', WRITERS, 'same');
-      apart[size] = await measurePolls(file(size), size, 'native', WRITERS, 'apart');
+      ({ others: native[size], same: same[size], apart: apart[size] } = await measurePolls(file(size), size, 'native', WRITERS, ['others', 'same', 'apart']));
     }
     const cell = (size, name, clock) => {
       const value = native[size][name][clock];
@@ -478,7 +504,7 @@ async function main() {
   if (REFERENCE && !process.env.PIW_REF) {
     out += '3. reference: skipped — set PIW_REF to the folder of the TypeScript reference (outside this repository)\n\n';
   } else if (REFERENCE && ONLY.has('reference')) {
-    for (const size of SIZES) reference[size] = await measurePolls(file(size), size, 'ts', WRITERS);
+    for (const size of SIZES) reference[size] = (await measurePolls(file(size), size, 'ts', WRITERS)).others;
     const base = WRITERS > 0 ? native : Object.fromEntries(SIZES.map((size) => [size, own[size]?.results ?? {}]));
     const rows = Object.keys(TIMED).map((name) => [
       name,
