@@ -333,10 +333,10 @@ fn catch_up(
     let mut ahead: Option<(u32, Vec<Option<journal::Slot>>)> = None;
     // This connection's own entries are shared with its hooks, not copied: with their images,
     // copying them was a fifth of a poll after its own commits.
-    let mut entries: Vec<Arc<journal::Entry>> = Vec::with_capacity(count as usize);
+    let mut entries: Vec<Held> = Vec::with_capacity(count as usize);
     for offset in 1..=count {
         let commit = start.commit.wrapping_add(offset);
-        let own = hooks.changes().own(commit);
+        let own = hooks.changes().own(commit).map(Held::Own);
         let entry = own.or_else(|| {
             let (first, slots) = ahead.get_or_insert_with(|| {
                 (
@@ -345,9 +345,9 @@ fn catch_up(
                 )
             });
             match slots.get_mut(commit.wrapping_sub(*first) as usize)?.take() {
-                Some(journal::Slot::Written(entry)) => Some(Arc::new(entry)),
+                Some(journal::Slot::Written(entry)) => Some(Held::Read(entry)),
                 // Not written yet when read ahead (or torn): its own read, waiting if need be.
-                _ => hooks.journal().settled(commit, deadline).map(Arc::new),
+                _ => hooks.journal().settled(commit, deadline).map(Held::Read),
             }
         });
         let Some(entry) = entry else {
@@ -386,6 +386,24 @@ fn catch_up(
     }
     mirror.apply(conn, &keys)?;
     Ok(true)
+}
+
+/// An entry a catch-up applies: this connection's own, shared with its hooks, or one read from
+/// the journal.
+enum Held {
+    Own(Arc<journal::Entry>),
+    Read(journal::Entry),
+}
+
+impl std::ops::Deref for Held {
+    type Target = journal::Entry;
+
+    fn deref(&self) -> &journal::Entry {
+        match self {
+            Held::Own(entry) => entry,
+            Held::Read(entry) => entry,
+        }
+    }
 }
 
 /// Whether a WAL at `next` can be the one after a commit that ended at `frames` under `salt`
