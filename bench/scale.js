@@ -18,9 +18,10 @@
 //    acknowledged: every timed poll comes after at least one foreign commit since the previous
 //    one; "×own" is that cost over table 1's, "×same" over the same poll after the same writes
 //    (bench/scale-writes.js) made by the poller's own store, in its process, with no other
-//    process running, and "×apart" over that poll while the N other processes make the same
-//    writes on copies of the file of their own (so only who wrote the poller's file differs).
-//    The three are measured interleaved, sample by sample, each on a file of its own. The last row, a
+//    process running between its polls, and "×apart" over that poll while the N other processes
+//    make the same writes on copies of the file of their own (so only who wrote the poller's
+//    file differs). The three are measured interleaved, sample by sample, each on a file of its
+//    own. The last row, a
 //    native call that reads nothing (bench/scale-impl.js FLOOR), is timed the same way: its
 //    ratios are what merely running after other processes costs any call, the floor under the
 //    polls' ratios. Each size has two columns: wall time, and the CPU time the poller's thread
@@ -335,7 +336,8 @@ async function startWriters(files, impl, size) {
  * Who writes between two polls of tables 2 and 3 (`count` writers' writes; the poll's own write
  * when `count` is 0), by mode:
  * - `others`: `count` other processes, on the poller's file;
- * - `same`: the poller's own store (table 2's "×same": the same changes, no other process);
+ * - `same`: the poller's own store (table 2's "×same": the same changes, no other process
+ *   running between two polls);
  * - `apart`: the poller's own store, while the `count` other processes make the same writes on
  *   files of their own (table 2's "×apart": the same changes and the same other processes
  *   running between two polls; only who wrote the poller's file differs from `others`).
