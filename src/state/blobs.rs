@@ -249,10 +249,9 @@ impl<'c> JsonReads<'c> {
 /// The referenced hashes are one list subquery, which SQLite builds once (a scan of each
 /// referencing column) and probes per blob. The referencing columns have no indexes, so a
 /// `NOT EXISTS` per column ran a scan of its table for every blob (on SQLite 3.40, the nodes',
-/// as on 3.53): 13.8 s on a file of 7,808
-/// blobs and 14,000 events (35 ms this way) — on a dqlite leader, whose loop runs the
-/// statement, long enough to lose its leadership, roll the open back and do the same on the
-/// next leader. The hash columns are BLOBs of STRICT tables: `NOT IN` compares as `=` did;
+/// as on 3.53): 13.8 s on a file of 7,808 blobs and 14,000 events (35 ms this way) — on a
+/// dqlite leader, whose loop runs the statement, long enough to lose its leadership, roll the
+/// open back and do the same on the next leader. The hash columns are BLOBs of STRICT tables: `NOT IN` compares as `=` did;
 /// NULLs are left out of the list (one would make `NOT IN` NULL for every blob).
 pub fn prune_through_sql(conn: &Db) -> Result<usize> {
     Ok(conn.prepare(&prune_sql(conn)?)?.execute([])?)

@@ -334,9 +334,10 @@ fn catch_up(
     // This connection's own entries are shared with its hooks, not copied: with their images,
     // copying them was a fifth of a poll after its own commits.
     let mut entries: Vec<Held> = Vec::with_capacity(count as usize);
+    let changes = hooks.changes();
     for offset in 1..=count {
         let commit = start.commit.wrapping_add(offset);
-        let own = hooks.changes().own(commit).map(Held::Own);
+        let own = changes.own(commit).map(Held::Own);
         let entry = own.or_else(|| {
             let (first, slots) = ahead.get_or_insert_with(|| {
                 (
@@ -363,6 +364,8 @@ fn catch_up(
         previous_salt = entry.after_salt;
         entries.push(entry);
     }
+    // Released before the SQL below: its statements run this connection's hooks.
+    drop(changes);
     if !follows(&end, previous_frames, previous_salt) {
         return Ok(false);
     }
