@@ -43,6 +43,23 @@ function clusterOptions(given) {
   return out;
 }
 
+/**
+ * Says once per file, as a Node warning, why its run index is off: the file at the journal's
+ * name is not this package's or not private (docs/troubleshooting.md, "PIW_RUNLOG_REFUSED").
+ * The store works on: its polls read through SQL, as the reference's do.
+ */
+const warnedRunlogs = new Set();
+function warnOfRefusedRunlog(reason) {
+  if (reason === null || reason === undefined || warnedRunlogs.has(reason)) return;
+  warnedRunlogs.add(reason);
+  process.emitWarning(`pi-workflows-native: the run index is off: ${reason}`, {
+    code: 'PIW_RUNLOG_REFUSED',
+    detail:
+      'The store reads every run poll through SQL instead (correct, slower). If you did not put that file there, ' +
+      'find out who did; then remove it (it holds nothing the state file lacks) and reopen the store.',
+  });
+}
+
 class StateDatabase {
   constructor(options = {}) {
     if (isClusterAddress(options.filePath)) {
@@ -111,6 +128,7 @@ class StateDatabase {
       connection: { value: new Connection(native, filePath, mode === 'read-only'), enumerable: true },
       [NATIVE]: { value: native },
     });
+    warnOfRefusedRunlog(native.runlogRefusal);
   }
 
   /** Closes the connection; then throws a failure of the open's blob prune no call reported yet. */

@@ -175,6 +175,16 @@ impl NativeState {
         reentered(self.shared()) || lock(self.shared()).is_open()
     }
 
+    /// Why the run index of this connection is not used: the file at its journal's name
+    /// (`<state file>-runlog`) is not this package's or not private. `null` when it is used.
+    #[napi(getter)]
+    pub fn runlog_refusal(&self) -> Option<String> {
+        if reentered(self.shared()) {
+            return None;
+        }
+        lock(self.shared()).runlog_refusal()
+    }
+
     /// Whether a transaction is open on the connection (`connection.inTransaction`). The open's
     /// blob prune runs on a connection of its own, so the answer does not wait for it, and a
     /// prune failure is left for the next call to report (a getter never throws, as in

@@ -150,6 +150,12 @@ impl StateDb {
         }
     }
 
+    /// Why the run index is not used, when the file at its journal's name was refused (see
+    /// `run_index::RunIndex::install`).
+    pub fn runlog_refusal(&self) -> Option<String> {
+        self.run_index.refusal()
+    }
+
     /// Whether the state database is on a dqlite cluster rather than in a local file.
     pub fn is_cluster(&self) -> bool {
         self.cluster_reconnect_deadline().is_some()

@@ -2,20 +2,25 @@
 //! of its own, while the polls read through SQL. The result names the snapshot it describes;
 //! the next poll takes it and catches up from there through the journal.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
+use super::identity::StateFile;
 use super::mirror::Mirror;
 use super::position::{self, WalPosition};
 use crate::error::Result;
 
-/// A finished build: the index at `position` (of schema `schema`).
+/// A finished build: the index at `position` (of schema `schema`) of the file `file`.
 pub struct Built {
     pub mirror: Mirror,
     pub position: WalPosition,
     pub schema: i64,
+    /// The file the build read (`None`: it could not be identified), which the taker compares
+    /// with its own: the builder opens the file by its name, which may lead elsewhere now.
+    pub file: Option<StateFile>,
 }
 
 #[derive(Default)]
@@ -49,7 +54,7 @@ impl Builder {
     /// Starts a build on the connection `open` makes, unless one is running or waiting to be
     /// taken. A build that fails (the file cannot be opened, the read fails) leaves nothing:
     /// the polls read through SQL and the next one starts another.
-    pub fn start(&self, open: impl FnOnce() -> Option<Connection> + Send + 'static) {
+    pub fn start(&self, path: PathBuf, open: fn(&Path) -> Option<Connection>) {
         {
             let mut state = self.shared.lock();
             if !matches!(*state, State::Idle) {
@@ -61,7 +66,7 @@ impl Builder {
         let spawned = std::thread::Builder::new()
             .name("piw-run-index".into())
             .spawn(move || {
-                let built = open().and_then(|conn| build(&conn, shared.clone()).ok());
+                let built = open(&path).and_then(|conn| build(&conn, &path, shared.clone()).ok());
                 *shared.lock() = match built {
                     Some(built) if !shared.cancelled.load(Ordering::Relaxed) => {
                         State::Done(Box::new(built))
@@ -99,7 +104,7 @@ impl Drop for Builder {
 }
 
 /// Reads the whole index in one read transaction of `conn`.
-fn build(conn: &Connection, shared: Arc<Shared>) -> Result<Built> {
+fn build(conn: &Connection, path: &Path, shared: Arc<Shared>) -> Result<Built> {
     // Stops a build nobody will take (checked every 10,000 VM steps).
     unsafe extern "C" fn cancelled(flag: *mut std::ffi::c_void) -> std::ffi::c_int {
         std::ffi::c_int::from((*(flag as *const AtomicBool)).load(Ordering::Relaxed))
@@ -121,6 +126,7 @@ fn build(conn: &Connection, shared: Arc<Shared>) -> Result<Built> {
             mirror,
             position,
             schema,
+            file: StateFile::of(conn, path),
         })
     })();
     let _ = conn.execute_batch("COMMIT");

@@ -71,7 +71,11 @@ pub struct Changes {
     /// The rows of the runs `keys` name, read just before the commit (`RunIndex::capture`);
     /// any change after that drops them.
     images: Option<Images>,
-    /// Where the WAL stood when the transaction committed (set by the commit hook).
+    /// Where the WAL stood at the transaction's first change, with the write lock held and no
+    /// frame of it written yet: where its commit starts from, even when SQLite restarted the
+    /// log while spilling pages before the commit.
+    first_base: Option<WalPosition>,
+    /// Where the transaction's commit starts from (set by the commit hook).
     base: Option<WalPosition>,
     /// This connection's commits, oldest first.
     own: VecDeque<Arc<Entry>>,
@@ -235,6 +239,11 @@ unsafe extern "C" fn on_preupdate(
     if CStr::from_ptr(database).to_bytes() != b"main" {
         return;
     }
+    let hooks = &*(context as *const Hooks);
+    let mut changes = hooks.changes();
+    if changes.first_base.is_none() {
+        changes.first_base = position::of_shared_memory(db);
+    }
     let Some(kind) = mirrored(CStr::from_ptr(table).to_bytes()) else {
         return;
     };
@@ -242,8 +251,6 @@ unsafe extern "C" fn on_preupdate(
     if matches!(kind, Mirrored::Blobs) && operation == ffi::SQLITE_INSERT {
         return;
     }
-    let hooks = &*(context as *const Hooks);
-    let mut changes = hooks.changes();
     changes.images = None;
     if changes.unreported {
         return;
@@ -298,11 +305,12 @@ unsafe extern "C" fn on_preupdate(
     }
 }
 
-/// The transaction is about to commit, holding the WAL write lock: where the WAL stands now is
-/// where its commit starts from.
+/// The transaction is about to commit, holding the WAL write lock: it starts from where the
+/// WAL stood at its first change (or, without one, where it stands now).
 unsafe extern "C" fn on_commit(context: *mut c_void) -> c_int {
     let hooks = &*(context as *const Hooks);
-    let base = position::of_shared_memory(hooks.db);
+    let first_base = hooks.changes().first_base.take();
+    let base = first_base.or_else(|| position::of_shared_memory(hooks.db));
     if let Some(base) = &base {
         hooks.journal.announce(base);
     }
@@ -317,6 +325,7 @@ unsafe extern "C" fn on_rollback(context: *mut c_void) {
     changes.written_runs.clear();
     changes.images = None;
     changes.unreported = false;
+    changes.first_base = None;
     // A commit that failed after its commit hook: its slot's mark goes.
     if let Some(base) = changes.base.take() {
         hooks.journal.withdraw(base.commit.wrapping_add(1));

@@ -19,21 +19,20 @@
 //! Nothing here is part of the database: the journal can be deleted at any time (readers then
 //! rebuild once), and a file without one is read as before.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::identity::StateFile;
+use super::journal_file::{self, HEADER};
 use super::position::WalPosition;
 
 /// Bytes of one commit's slot.
-const SLOT: usize = 1024;
+pub const SLOT: usize = 1024;
 /// Slots in the file: how many commits a reader may fall behind before it must rebuild.
 pub const SLOTS: u64 = 4096;
-/// The file's first bytes: its format.
-const MAGIC: &[u8; 16] = b"piw-runlog v2\0\0\0";
-const HEADER: u64 = 64;
 /// Where a slot's keys begin.
 const KEYS_AT: usize = 64;
 
@@ -86,29 +85,63 @@ pub enum Slot {
     InFlight,
 }
 
-/// The journal of one state file, opened when first needed.
+/// The journal of one state file, opened when first needed (see `journal_file` for which file
+/// that may be).
 pub struct Journal {
     path: PathBuf,
-    /// Tells this file's journal from one of an earlier file under the same name.
-    file_id: u64,
-    file: Mutex<Option<File>>,
+    /// The state file this connection has open; `None`: it could not be identified, and no
+    /// journal is used.
+    state: Option<StateFile>,
     writable: bool,
+    handle: Mutex<Handle>,
     /// The read-ahead's buffer, kept between catch-ups: a fresh zeroed one per poll was a
     /// fifth of a catch-up's instructions.
     read_buffer: Mutex<Vec<u8>>,
 }
 
+/// What a slot is bound to: the state file its commit was made on, and the journal it is in
+/// (its identity keys the checksum). A slot bound to anything else reads as missing.
+#[derive(Debug, Clone, Copy)]
+struct Binding {
+    file: u64,
+    journal: u64,
+}
+
+enum Handle {
+    /// Not open (yet, or again after another process replaced it).
+    Closed,
+    Open(journal_file::Trusted),
+    /// The file at the journal's name is not ours or not private: never touched again.
+    Refused(String),
+}
+
 impl Journal {
-    /// The journal of the state file `state_file`; `writable` for a read-write connection.
-    pub fn new(state_file: &Path, writable: bool) -> Journal {
+    /// The journal of the state file at `state_file`, which the connection has open as
+    /// `state`; `writable` for a read-write connection (it makes and replaces the journal).
+    pub fn new(state_file: &Path, state: Option<StateFile>, writable: bool) -> Journal {
         let mut path = state_file.as_os_str().to_owned();
         path.push("-runlog");
         Journal {
             path: PathBuf::from(path),
-            file_id: file_id(state_file),
-            file: Mutex::new(None),
+            state,
             writable,
+            handle: Mutex::new(Handle::Closed),
             read_buffer: Mutex::default(),
+        }
+    }
+
+    /// Opens the journal now (a writer makes it when there is none); why it is refused, if it
+    /// is: the file at its name is not ours or not private.
+    pub fn open_now(&self) -> Option<String> {
+        let _ = self.with_file(|_, _| Ok(()));
+        self.refusal()
+    }
+
+    /// Why the file at the journal's name was refused, if it was.
+    pub fn refusal(&self) -> Option<String> {
+        match &*self.lock() {
+            Handle::Refused(reason) => Some(reason.clone()),
+            _ => None,
         }
     }
 
@@ -118,8 +151,9 @@ impl Journal {
         if !self.writable {
             return;
         }
-        let slot = encode(entry, self.file_id);
-        let _ = self.with_file(|file| write_at(file, &slot, offset(entry.commit)));
+        let _ = self.with_named_file(|file, binding| {
+            write_at(file, &encode(entry, binding), offset(entry.commit))
+        });
     }
 
     /// Marks the slot of the commit that starts from `base` in flight (its writer holds the
@@ -129,24 +163,27 @@ impl Journal {
             return;
         }
         let commit = base.commit.wrapping_add(1);
-        let slot = encode_slot(commit, base, 0, None, IN_FLIGHT, &[], self.file_id);
-        let _ = self.with_file(|file| write_at(file, &slot, offset(commit)));
+        let _ = self.with_named_file(|file, binding| {
+            let slot = encode_slot(commit, base, 0, None, IN_FLIGHT, &[], binding);
+            write_at(file, &slot, offset(commit))
+        });
     }
 
     /// The commit `commit` announced did not happen (its transaction rolled back): clears the
     /// mark, unless the slot already holds something else.
     pub fn withdraw(&self, commit: u32) {
         if self.writable && self.read(commit) == Some(Slot::InFlight) {
-            let _ = self.with_file(|file| write_at(file, &[0u8; SLOT], offset(commit)));
+            let _ = self.with_file(|file, _| write_at(file, &[0u8; SLOT], offset(commit)));
         }
     }
 
     /// What the slot of commit `commit` holds for it, if anything whole.
     pub fn read(&self, commit: u32) -> Option<Slot> {
         let mut slot = [0u8; SLOT];
-        self.with_file(|file| read_at(file, &mut slot, offset(commit)))
+        let binding = self
+            .with_file(|file, binding| read_at(file, &mut slot, offset(commit)).map(|()| binding))
             .ok()?;
-        decode(&slot, commit, self.file_id)
+        decode(&slot, commit, binding)
     }
 
     /// What the slots of commits `first`, `first + 1`, … hold for them, `count` of them (at
@@ -160,13 +197,14 @@ impl Journal {
         }
         let bytes = &mut buffer[..length];
         let head = (count as u64).min(SLOTS - u64::from(first) % SLOTS) as usize * SLOT;
-        let read = self.with_file(|file| {
+        let read = self.with_file(|file, binding| {
             read_at(file, &mut bytes[..head], offset(first))?;
-            read_at(file, &mut bytes[head..], HEADER)
+            read_at(file, &mut bytes[head..], HEADER)?;
+            Ok(binding)
         });
-        if read.is_err() {
+        let Ok(binding) = read else {
             return vec![None; count as usize];
-        }
+        };
         bytes
             .chunks_exact(SLOT)
             .zip(0..count)
@@ -174,7 +212,7 @@ impl Journal {
                 decode(
                     slot.try_into().expect("a slot"),
                     first.wrapping_add(at),
-                    self.file_id,
+                    binding,
                 )
             })
             .collect()
@@ -200,59 +238,75 @@ impl Journal {
         }
     }
 
-    /// Deletes the journal file (see `RunIndex::closed`).
+    /// A catch-up found a gap: if another process replaced the journal since it was opened,
+    /// the next use opens the one now at its name.
+    pub fn recheck(&self) {
+        let mut handle = self.lock();
+        if matches!(&*handle, Handle::Open(open) if !journal_file::still_named(&open.file)) {
+            *handle = Handle::Closed;
+        }
+    }
+
+    /// Deletes the journal file if it is still this connection's (see `RunIndex::closed`).
     pub fn remove(&self) {
-        if self.writable {
-            *self.file.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-
-    fn with_file<T>(&self, operation: impl FnOnce(&File) -> io::Result<T>) -> io::Result<T> {
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        if file.is_none() {
-            *file = Some(self.open()?);
-        }
-        operation(file.as_ref().expect("opened above"))
-    }
-
-    fn open(&self) -> io::Result<File> {
         if !self.writable {
-            return File::open(&self.path);
+            return;
         }
-        let mut options = OpenOptions::new();
-        options.read(true).write(true).create(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
+        let mut handle = self.lock();
+        if let Handle::Open(open) = &*handle {
+            journal_file::remove(&self.path, &open.file);
         }
-        let file = options.open(&self.path)?;
-        let mut magic = [0u8; 16];
-        if read_at(&file, &mut magic, 0).is_err() || &magic != MAGIC {
-            // New (or not ours): the slots are sparse zeroes, which read as missing.
-            file.set_len(HEADER + SLOTS * SLOT as u64)?;
-            write_at(&file, MAGIC, 0)?;
+        if !matches!(&*handle, Handle::Refused(_)) {
+            *handle = Handle::Closed;
         }
-        Ok(file)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Handle> {
+        self.handle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `operation` on the journal's file and what its slots are bound to, opening it
+    /// first if need be.
+    fn with_file<T>(
+        &self,
+        operation: impl FnOnce(&File, Binding) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let mut handle = self.lock();
+        if matches!(&*handle, Handle::Closed) {
+            let Some(state) = &self.state else {
+                return Err(io::ErrorKind::NotFound.into());
+            };
+            match journal_file::open(&self.path, state, self.writable) {
+                journal_file::Opened::Trusted(trusted) => *handle = Handle::Open(trusted),
+                journal_file::Opened::Unusable => return Err(io::ErrorKind::NotFound.into()),
+                journal_file::Opened::Refused(reason) => *handle = Handle::Refused(reason),
+            }
+        }
+        match (&*handle, &self.state) {
+            (Handle::Open(open), Some(state)) => operation(
+                &open.file,
+                Binding {
+                    file: state.id,
+                    journal: open.identity,
+                },
+            ),
+            _ => Err(io::ErrorKind::PermissionDenied.into()),
+        }
+    }
+
+    /// As `with_file`, for a write: a journal another process replaced is not written, the
+    /// one at its name is opened instead.
+    fn with_named_file<T>(
+        &self,
+        operation: impl FnOnce(&File, Binding) -> io::Result<T>,
+    ) -> io::Result<T> {
+        self.recheck();
+        self.with_file(operation)
     }
 }
 
 fn offset(commit: u32) -> u64 {
     HEADER + (u64::from(commit) % SLOTS) * SLOT as u64
-}
-
-/// The device and inode of the state file (0 where the platform has none to read).
-fn file_id(state_file: &Path) -> u64 {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        if let Ok(metadata) = std::fs::metadata(state_file) {
-            return fnv(&[&metadata.dev().to_le_bytes(), &metadata.ino().to_le_bytes()]);
-        }
-    }
-    let _ = state_file;
-    0
 }
 
 /// FNV-1a over `parts`: the file id, and the hash the index keeps lease owners and affinities
@@ -268,11 +322,13 @@ pub(super) fn fnv(parts: &[&[u8]]) -> u64 {
     hash
 }
 
-/// A slot's checksum over its header and its keys, eight bytes at a time (FNV's byte at a time
-/// was most of decoding a slot). It tells a torn or stale slot, not an adversary's.
-fn checksum(header: &[u8], keys: &[u8]) -> u64 {
+/// A slot's checksum over its header and its keys, keyed with the journal's identity, eight
+/// bytes at a time (FNV's byte at a time was most of decoding a slot). It tells a torn slot, or
+/// one of another journal, not an adversary's: no one else can write a journal that is used.
+fn checksum(identity: u64, header: &[u8], keys: &[u8]) -> u64 {
     const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut hash = 0x243f_6a88_85a3_08d3 ^ (keys.len() as u64);
+    let mut hash =
+        (0x243f_6a88_85a3_08d3 ^ (keys.len() as u64) ^ identity).wrapping_mul(MULTIPLIER);
     for part in [header, keys] {
         let mut words = part.chunks_exact(8);
         for word in &mut words {
@@ -299,7 +355,7 @@ const GONE: u16 = u16::MAX;
 /// The slot's bytes: a header (commit, positions, flags, file id, key bytes, checksum), then
 /// the keys (a tag byte each: 1 rowid, 2 run id, 3 resource id, 4 definition added, 6 blob
 /// changed; 5 tags an image).
-fn encode(entry: &Entry, file_id: u64) -> [u8; SLOT] {
+fn encode(entry: &Entry, binding: Binding) -> [u8; SLOT] {
     if let (Some(_), Some(images)) = (&entry.keys, &entry.images) {
         let mut bytes = Vec::new();
         for (rowid, image) in images {
@@ -322,7 +378,7 @@ fn encode(entry: &Entry, file_id: u64) -> [u8; SLOT] {
                 entry.after_salt,
                 IMAGES,
                 &bytes,
-                file_id,
+                binding,
             );
         }
     }
@@ -359,7 +415,7 @@ fn encode(entry: &Entry, file_id: u64) -> [u8; SLOT] {
         entry.after_salt,
         flags,
         &keys,
-        file_id,
+        binding,
     )
 }
 
@@ -370,7 +426,7 @@ fn encode_slot(
     after_salt: Option<[u32; 2]>,
     mut flags: u32,
     keys: &[u8],
-    file_id: u64,
+    binding: Binding,
 ) -> [u8; SLOT] {
     let mut slot = [0u8; SLOT];
     if after_salt.is_some() {
@@ -391,22 +447,24 @@ fn encode_slot(
     for (at, word) in words.iter().enumerate() {
         slot[at * 4..at * 4 + 4].copy_from_slice(&word.to_le_bytes());
     }
-    slot[40..48].copy_from_slice(&file_id.to_le_bytes());
+    slot[40..48].copy_from_slice(&binding.file.to_le_bytes());
     slot[KEYS_AT..KEYS_AT + keys.len()].copy_from_slice(keys);
-    let checksum = checksum(&slot[..48], keys);
+    let checksum = checksum(binding.journal, &slot[..48], keys);
     slot[48..56].copy_from_slice(&checksum.to_le_bytes());
     slot
 }
 
 /// What a slot holds for commit `commit`, if it is whole and for that commit.
-fn decode(slot: &[u8; SLOT], commit: u32, file_id: u64) -> Option<Slot> {
+fn decode(slot: &[u8; SLOT], commit: u32, binding: Binding) -> Option<Slot> {
     let word = |at: usize| u32::from_le_bytes(slot[at * 4..at * 4 + 4].try_into().unwrap());
     let length = word(8) as usize;
-    if length > SLOT - KEYS_AT || slot[40..48] != file_id.to_le_bytes() {
+    if length > SLOT - KEYS_AT || slot[40..48] != binding.file.to_le_bytes() {
         return None;
     }
     let keys = &slot[KEYS_AT..KEYS_AT + length];
-    if word(0) != commit || slot[48..56] != checksum(&slot[..48], keys).to_le_bytes() {
+    if word(0) != commit
+        || slot[48..56] != checksum(binding.journal, &slot[..48], keys).to_le_bytes()
+    {
         return None;
     }
     let flags = word(5);
@@ -489,17 +547,17 @@ fn decode_keys(mut bytes: &[u8]) -> Option<Vec<Key>> {
 }
 
 #[cfg(unix)]
-fn write_at(file: &File, bytes: &[u8], at: u64) -> io::Result<()> {
+pub(super) fn write_at(file: &File, bytes: &[u8], at: u64) -> io::Result<()> {
     std::os::unix::fs::FileExt::write_all_at(file, bytes, at)
 }
 
 #[cfg(unix)]
-fn read_at(file: &File, bytes: &mut [u8], at: u64) -> io::Result<()> {
+pub(super) fn read_at(file: &File, bytes: &mut [u8], at: u64) -> io::Result<()> {
     std::os::unix::fs::FileExt::read_exact_at(file, bytes, at)
 }
 
 #[cfg(windows)]
-fn write_at(file: &File, mut bytes: &[u8], mut at: u64) -> io::Result<()> {
+pub(super) fn write_at(file: &File, mut bytes: &[u8], mut at: u64) -> io::Result<()> {
     while !bytes.is_empty() {
         let written = std::os::windows::fs::FileExt::seek_write(file, bytes, at)?;
         bytes = &bytes[written..];
@@ -509,7 +567,7 @@ fn write_at(file: &File, mut bytes: &[u8], mut at: u64) -> io::Result<()> {
 }
 
 #[cfg(windows)]
-fn read_at(file: &File, mut bytes: &mut [u8], mut at: u64) -> io::Result<()> {
+pub(super) fn read_at(file: &File, mut bytes: &mut [u8], mut at: u64) -> io::Result<()> {
     while !bytes.is_empty() {
         let read = std::os::windows::fs::FileExt::seek_read(file, bytes, at)?;
         if read == 0 {
@@ -541,12 +599,31 @@ mod tests {
         }
     }
 
+    const BOUND: Binding = Binding {
+        file: 99,
+        journal: 7,
+    };
+
+    /// A state file of this process: its identity as a connection would find it.
+    fn state_file(path: &Path, id: u64) -> StateFile {
+        std::fs::write(path, b"").unwrap();
+        #[cfg(unix)]
+        let uid = unsafe { libc::geteuid() };
+        #[cfg(not(unix))]
+        let uid = 0;
+        StateFile {
+            id,
+            uid,
+            mode: 0o600,
+        }
+    }
+
     #[test]
     fn a_slot_with_any_byte_changed_reads_as_missing() {
         let keys = vec![Key::Run(42), Key::RunId(Box::from(&b"run-7"[..]))];
-        let written = encode(&entry(12, Some(keys.clone())), 99);
+        let written = encode(&entry(12, Some(keys.clone())), BOUND);
         assert_eq!(
-            decode(&written, 12, 99),
+            decode(&written, 12, BOUND),
             Some(Slot::Written(entry(12, Some(keys))))
         );
         let used = KEYS_AT + 1 + 8 + 1 + 4 + 5;
@@ -555,24 +632,32 @@ mod tests {
             for flip in [0x01, 0x80, 0xff] {
                 let mut torn = written;
                 torn[at] ^= flip;
-                assert_eq!(decode(&torn, 12, 99), None, "byte {at} ^ {flip:#x}");
+                assert_eq!(decode(&torn, 12, BOUND), None, "byte {at} ^ {flip:#x}");
             }
         }
         // Two words swapped (a checksum that only adds them up would not see it).
         let mut swapped = written;
         swapped.copy_within(4..8, 0);
         swapped[4..8].copy_from_slice(&written[0..4]);
-        assert_eq!(decode(&swapped, 12, 99), None);
+        assert_eq!(decode(&swapped, 12, BOUND), None);
+        // The same bytes in another journal (another identity), or for another file.
+        let other_journal = Binding {
+            journal: 8,
+            ..BOUND
+        };
+        let other_file = Binding { file: 98, ..BOUND };
+        assert_eq!(decode(&written, 12, other_journal), None);
+        assert_eq!(decode(&written, 12, other_file), None);
     }
 
     #[test]
     fn entries_read_back_whole_and_only_for_their_own_commit_and_file() {
         let scratch = Scratch::new("runlog");
-        let state = scratch.file("state.sqlite");
-        std::fs::write(&state, b"").unwrap();
-        let writer = Journal::new(&state, true);
-        let reader = Journal::new(&state, false);
+        let path = scratch.file("state.sqlite");
+        let state = state_file(&path, 1);
+        let reader = Journal::new(&path, Some(state), false);
         assert_eq!(reader.read(1), None, "no journal yet");
+        let writer = Journal::new(&path, Some(state), true);
         let keys = vec![
             Key::Run(-5),
             Key::RunId(Box::from(&b"run-1"[..])),
@@ -582,7 +667,7 @@ mod tests {
         ];
         writer.append(&entry(12, Some(keys.clone())));
         writer.append(&entry(13, None));
-        let reader = Journal::new(&state, false);
+        let reader = Journal::new(&path, Some(state), false);
         assert_eq!(reader.read(12), Some(Slot::Written(entry(12, Some(keys)))));
         assert_eq!(reader.read(13), Some(Slot::Written(entry(13, None))));
         // The same slot, another commit: missing, not the other commit's entry.
@@ -592,25 +677,32 @@ mod tests {
         writer.append(&entry(14, Some(many)));
         assert_eq!(reader.read(14), Some(Slot::Written(entry(14, None))));
         // A torn slot reads as missing.
-        let file = OpenOptions::new().write(true).open(&reader.path).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&reader.path)
+            .unwrap();
         write_at(&file, &[0xff], offset(12) + KEYS_AT as u64).unwrap();
         assert_eq!(reader.read(12), None);
-        // Another file under the same name (another inode): its entries are not this one's.
-        std::fs::remove_file(&state).unwrap();
-        std::fs::write(&state, b"other").unwrap();
-        let later = Journal::new(&state, false);
-        if later.file_id != reader.file_id {
-            assert_eq!(later.read(13), None);
-        }
+        // Another file under the same name: a reader does not use the journal of the first.
+        let other = StateFile { id: 2, ..state };
+        assert_eq!(Journal::new(&path, Some(other), false).read(13), None);
+        // Its writer replaces it; the first file's connections see theirs go.
+        let replacing = Journal::new(&path, Some(other), true);
+        assert_eq!(replacing.open_now(), None);
+        assert_eq!(replacing.read(13), None);
+        assert_eq!(writer.read(13), Some(Slot::Written(entry(13, None))));
+        writer.recheck();
+        assert_eq!(writer.read(13), None, "the first file's journal is gone");
+        assert_eq!(Journal::new(&path, None, true).open_now(), None);
     }
 
     #[test]
     fn a_commit_in_flight_is_waited_for_and_never_read_as_an_entry() {
         let scratch = Scratch::new("runlog-in-flight");
-        let state = scratch.file("state.sqlite");
-        std::fs::write(&state, b"").unwrap();
-        let writer = Journal::new(&state, true);
-        let reader = Journal::new(&state, false);
+        let path = scratch.file("state.sqlite");
+        let state = Some(state_file(&path, 3));
+        let writer = Journal::new(&path, state, true);
+        let reader = Journal::new(&path, state, false);
         let written = entry(21, Some(vec![Key::Run(3)]));
         writer.announce(&written.base);
         assert_eq!(reader.read(21), Some(Slot::InFlight));

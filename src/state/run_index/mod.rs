@@ -28,7 +28,9 @@
 
 mod builder;
 mod hooks;
+mod identity;
 mod journal;
+mod journal_file;
 mod mirror;
 mod position;
 mod records;
@@ -45,6 +47,7 @@ use super::temp_schema;
 use crate::error::Result;
 use builder::Builder;
 use hooks::Hooks;
+use identity::StateFile;
 use journal::{Journal, Key};
 use mirror::{At, Mirror};
 pub use mirror::{Current, ListRevision};
@@ -80,10 +83,15 @@ pub struct RunIndex {
     builder: Builder,
     /// The state file, for the builder's connection.
     file_path: PathBuf,
+    /// The file the connection has open; `None` when it could not be identified: then no
+    /// build made on another connection is taken.
+    state_file: Option<StateFile>,
     /// Opens the builder's read-only connection to it.
     open_reader: OpenReader,
     /// How many times the index was built (in the poll or in the background and taken).
     builds: AtomicUsize,
+    /// Why the journal was refused when the connection opened (the hooks are not installed).
+    refusal: Mutex<Option<String>>,
 }
 
 impl RunIndex {
@@ -91,6 +99,10 @@ impl RunIndex {
     /// environment: every poll then reads through SQL, which tests compare the index with).
     /// The index must be dropped after the connection is closed: the hooks point at it.
     /// Background builds read through a connection `open_reader` opens.
+    ///
+    /// A file at the journal's name that is not this package's or not private (see
+    /// `journal_file`) is left alone and the index is not installed: every poll reads through
+    /// SQL, and [`RunIndex::refusal`] says why.
     pub fn install(
         conn: &Connection,
         recording: bool,
@@ -98,19 +110,39 @@ impl RunIndex {
         writable: bool,
         open_reader: OpenReader,
     ) -> RunIndex {
-        let hooks = (!recording && !switched_off()).then(|| {
-            let journal = Journal::new(file_path, writable);
-            // SAFETY: the handle is live; the box outlives the connection (see above).
-            unsafe { hooks::install(conn.handle(), journal) }
-        });
+        let state_file = StateFile::of(conn, file_path);
+        let mut refusal = None;
+        let hooks = (!recording && !switched_off())
+            .then(|| {
+                let journal = Journal::new(file_path, state_file, writable);
+                refusal = journal.open_now();
+                // SAFETY: the handle is live; the box outlives the connection (see above).
+                refusal
+                    .is_none()
+                    .then(|| unsafe { hooks::install(conn.handle(), journal) })
+            })
+            .flatten();
         RunIndex {
             hooks,
             mirror: Mutex::default(),
             builder: Builder::default(),
             file_path: file_path.to_path_buf(),
+            state_file,
             open_reader,
             builds: AtomicUsize::new(0),
+            refusal: Mutex::new(refusal),
         }
+    }
+
+    /// Why the index is not used, if the file at the journal's name was refused (when the
+    /// connection opened, or later).
+    pub fn refusal(&self) -> Option<String> {
+        let refused = self
+            .refusal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        refused.or_else(|| self.hooks.as_ref()?.journal().refusal())
     }
 
     /// An index that is never used: a state database without a local file (a dqlite cluster),
@@ -121,8 +153,10 @@ impl RunIndex {
             mirror: Mutex::default(),
             builder: Builder::default(),
             file_path: file_path.to_path_buf(),
+            state_file: None,
             open_reader: |_| None,
             builds: AtomicUsize::new(0),
+            refusal: Mutex::default(),
         }
     }
 
@@ -153,7 +187,7 @@ impl RunIndex {
         let Some(hooks) = &self.hooks else {
             return Ok(None);
         };
-        if !own_transaction {
+        if !own_transaction || hooks.journal().refusal().is_some() {
             return Ok(None);
         }
         // The first read takes the snapshot (a deferred BEGIN has not yet).
@@ -176,9 +210,14 @@ impl RunIndex {
                 position: built.position,
                 schema: built.schema,
             };
-            // A build newer than this poll's snapshot (its read began after this one) is
-            // dropped: it cannot be brought back to this snapshot; a later poll builds again.
-            if at.schema == schema && position.commit.wrapping_sub(at.position.commit) < 1 << 31 {
+            // A build of another file (the name leads to another one now) is dropped, and so is
+            // one newer than this poll's snapshot (its read began after this one): it cannot be
+            // brought back to this snapshot; a later poll builds again.
+            let same_file = self.state_file.is_some() && built.file == self.state_file;
+            if same_file
+                && at.schema == schema
+                && position.commit.wrapping_sub(at.position.commit) < 1 << 31
+            {
                 *mirror = built.mirror;
                 mirror.verified_schema = Some(verified_schema);
                 mirror.at = Some(at);
@@ -191,9 +230,13 @@ impl RunIndex {
         };
         if !caught_up {
             mirror.at = None;
+            hooks.journal().recheck();
             if !self.builds_in_the_poll(conn, &mirror)? {
-                let (file_path, open) = (self.file_path.clone(), self.open_reader);
-                self.builder.start(move || open(&file_path));
+                // Built on a connection of its own, which opens the file by its name: only
+                // while the name still leads to this connection's file.
+                if self.state_file.is_some() && identity::unmoved(conn) {
+                    self.builder.start(self.file_path.clone(), self.open_reader);
+                }
                 return Ok(None);
             }
             mirror.rebuild(conn)?;
@@ -288,7 +331,9 @@ pub struct Journaled {
 impl Journaled {
     pub fn new(conn: Connection, file_path: &Path) -> Journaled {
         // SAFETY: the box is dropped after the connection (field order).
-        let hooks = unsafe { hooks::install(conn.handle(), Journal::new(file_path, true)) };
+        let journal = Journal::new(file_path, StateFile::of(&conn, file_path), true);
+        let _ = journal.open_now();
+        let hooks = unsafe { hooks::install(conn.handle(), journal) };
         unsafe { hooks::install_wal_hook(&hooks) };
         Journaled {
             conn,
@@ -320,14 +365,15 @@ fn catch_up(
     let (start, end) = (from.position, to.position);
     let count = end.commit.wrapping_sub(start.commit);
     if count == 0 {
-        // Nothing committed; a checkpoint may have restarted the log.
-        return Ok(end.frames == start.frames && end.salt == start.salt || end.frames == 0);
+        // Nothing committed: the log must stand where it stood (a checkpoint that restarted it
+        // in between is a gap, see `follows`).
+        return Ok(follows(&end, start.frames, start.salt));
     }
     if count > journal::SLOTS as u32 {
         return Ok(false);
     }
     let mut previous_frames = start.frames;
-    let mut previous_salt = Some(start.salt);
+    let mut previous_salt = start.salt;
     let deadline = Instant::now() + IN_FLIGHT_WAIT;
     // The journal's slots from the first commit that is not this connection's own, in one read.
     let mut ahead: Option<(u32, Vec<Option<journal::Slot>>)> = None;
@@ -361,7 +407,9 @@ fn catch_up(
             return Ok(false);
         }
         previous_frames = entry.after_frames;
-        previous_salt = entry.after_salt;
+        // A salt its writer could not read back is the one it started from; had the commit
+        // restarted the log, the next position's salt differs and the chain breaks.
+        previous_salt = entry.after_salt.unwrap_or(entry.base.salt);
         entries.push(entry);
     }
     // Released before the SQL below: its statements run this connection's hooks.
@@ -409,11 +457,15 @@ impl std::ops::Deref for Held {
     }
 }
 
-/// Whether a WAL at `next` can be the one after a commit that ended at `frames` under `salt`
-/// (unknown when the writer could not read it back): the same frame and salt, or a log a
-/// checkpoint restarted since.
-fn follows(next: &WalPosition, frames: u32, salt: Option<[u32; 2]>) -> bool {
-    next.frames == 0 || next.frames == frames && salt.is_none_or(|salt| salt == next.salt)
+/// Whether a WAL at `next` is the one a commit left at `frames` under `salt`: the same frame
+/// and the same salt, exactly. A position is believed only when it is the one before: SQLite
+/// draws a WAL's salt at random when it starts the log and again whenever it restarts it, so
+/// an entry of an earlier log — another session of the file's, one before a restart, one of
+/// a copy — does not name this one's positions (docs/run-index.md, "What a reader believes").
+/// A log restarted by a checkpoint between two commits (`wal_checkpoint(RESTART)` or
+/// `TRUNCATE`, which this package never runs) is a gap for that reason too.
+fn follows(next: &WalPosition, frames: u32, salt: [u32; 2]) -> bool {
+    next.frames == frames && next.salt == salt
 }
 
 /// `PIW_RUN_INDEX=off`, read once per process.

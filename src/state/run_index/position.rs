@@ -34,13 +34,6 @@ impl WalPosition {
     }
 }
 
-/// Where a WAL stands that no commit has been written to since its wal-index was made.
-const UNWRITTEN: WalPosition = WalPosition {
-    commit: 0,
-    frames: 0,
-    salt: [0, 0],
-};
-
 /// The position of the read transaction open on `conn` (`None` outside WAL mode, outside a
 /// transaction, or when it cannot be told).
 pub fn of_snapshot(conn: &Connection) -> Option<WalPosition> {
@@ -58,7 +51,8 @@ pub fn of_snapshot(conn: &Connection) -> Option<WalPosition> {
 
 /// SQLite gives no snapshot of a WAL nothing was ever written to (every fresh open of a file
 /// no one has written since). Such a read saw the file without a WAL; if the shared memory
-/// still says no commit was made, that is where it stands.
+/// still says no commit was made, that is where it stands (with the salt it says: a
+/// checkpoint may have restarted the empty log).
 fn of_unwritten_wal(conn: &Connection) -> Option<WalPosition> {
     let mode: String = conn
         .prepare_cached("PRAGMA main.journal_mode")
@@ -69,7 +63,7 @@ fn of_unwritten_wal(conn: &Connection) -> Option<WalPosition> {
     }
     // SAFETY: the handle is live, on its own thread, between statements.
     let shared = unsafe { of_shared_memory(conn.handle()) }?;
-    (shared.commit == 0 && shared.frames == 0).then_some(UNWRITTEN)
+    (shared.commit == 0 && shared.frames == 0).then_some(shared)
 }
 
 /// The position in the wal-index's shared memory. Exact only while the caller holds the WAL
