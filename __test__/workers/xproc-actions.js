@@ -51,6 +51,24 @@ function polls(store) {
   };
 }
 
+/**
+ * Every poll of `store` through SQL on its own connection, then as the index answers them:
+ * `{ sql, index }`. Inside a transaction of the caller's the index is never used, so the first
+ * pass reads through SQL at the same snapshot (nothing else writes between two steps of the
+ * specs that use this).
+ */
+function indexAndSql(store) {
+  const connection = store.state.connection;
+  connection.exec('BEGIN');
+  let sql;
+  try {
+    sql = polls(store);
+  } finally {
+    connection.exec('ROLLBACK');
+  }
+  return { sql, index: polls(store) };
+}
+
 /** Picks by weight: `[[value, weight], …]`. */
 function weighted(rng, choices) {
   const total = choices.reduce((sum, [, weight]) => sum + weight, 0);
@@ -623,4 +641,4 @@ function insertRun(db, rng, ctx) {
   return `run ${runId} (${project === null ? 'no project' : 'project'}, ${status}/${runStatus}, ${mode})`;
 }
 
-module.exports = { ACTIVE, TERMINAL, iso, attempt, polls, weighted, nativeAction, sqlAction };
+module.exports = { ACTIVE, TERMINAL, iso, attempt, polls, indexAndSql, weighted, nativeAction, sqlAction };
