@@ -18,7 +18,8 @@ export class Forked {
   ) {
     const env = { ...process.env, ...extra };
     if (extra.PIW_RUN_INDEX === undefined) delete env.PIW_RUN_INDEX;
-    this.child = fork(WORKER, [], { env, serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    // Warnings are collected by the worker (`warnings`), not printed.
+    this.child = fork(WORKER, [], { env, execArgv: ['--no-warnings'], serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     this.child.on('message', (message: any) => {
       const waiting = this.pending.get(message.id);
       if (waiting === undefined) return;
@@ -51,9 +52,9 @@ export class Forked {
     return this.gone;
   }
 
-  /** Closes the connection, then waits for the process to end. */
+  /** Closes the connection, then waits for the process to end (at once if it died). */
   async close(): Promise<void> {
-    await this.call('close');
+    if (this.exited === undefined) await this.call('close');
     await this.gone;
   }
 }

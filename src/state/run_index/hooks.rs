@@ -394,10 +394,32 @@ unsafe extern "C" fn on_wal_commit(
         })
     };
     if let Some(entry) = &entry {
+        abort_if_told_to();
         hooks.journal().append(entry);
     }
     if frames >= AUTOCHECKPOINT_FRAMES {
         ffi::sqlite3_wal_checkpoint(db, database);
     }
     ffi::SQLITE_OK
+}
+
+/// `PIW_TEST_ABORT_BEFORE_JOURNAL=n`: the process dies (SIGABRT, nothing cleaned up) at its
+/// n-th commit, after the commit is durable and before its journal entry is written — the
+/// moment a writer killed with -9 leaves its commit without an entry. Only the crash tests set
+/// it (`__test__/run-index-model.spec.ts`).
+fn abort_if_told_to() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static AT: OnceLock<Option<u64>> = OnceLock::new();
+    static COMMITS: AtomicU64 = AtomicU64::new(0);
+    let at = AT.get_or_init(|| {
+        std::env::var("PIW_TEST_ABORT_BEFORE_JOURNAL")
+            .ok()
+            .and_then(|value| value.parse().ok())
+    });
+    if let Some(at) = at {
+        if COMMITS.fetch_add(1, Ordering::Relaxed) + 1 == *at {
+            std::process::abort();
+        }
+    }
 }

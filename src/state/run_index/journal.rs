@@ -7,8 +7,10 @@
 //! the journal does not hold — another application's, the TypeScript store's — is a gap a
 //! reader sees, never a change it misses. Each commit owns slot `commit % SLOTS`; an entry is
 //! written with one positioned write after its commit is durable, and carries a checksum, so a
-//! torn or stale slot reads as missing. Entries also name the WAL position they start from and
-//! end at, which the reader checks against the one before (see `run_index::catch_up`).
+//! torn slot, or one of another journal or file, reads as missing. Entries also name the WAL
+//! position (frame and salt) they start from and end at, which the reader checks, exactly,
+//! against the one before (see `run_index::catch_up` and docs/run-index.md, "What a reader
+//! believes"): an entry of an earlier session of the file does not chain.
 //!
 //! A commit is visible to other connections a moment before its writer's WAL hook writes its
 //! entry. So that a reader polling in that moment does not take it for a gap (and rebuild), the
@@ -17,7 +19,8 @@
 //! entry: one left by a failed or killed writer only makes the reader wait, then see a gap.
 //!
 //! Nothing here is part of the database: the journal can be deleted at any time (readers then
-//! rebuild once), and a file without one is read as before.
+//! rebuild once), and a file without one is read as before. Which file may serve as the
+//! journal is `journal_file`'s to say.
 
 use std::fs::File;
 use std::io;
