@@ -1,6 +1,10 @@
 //! `piw-dqlite-node` in a real three-node cluster on loopback: it forms
 //! the cluster, comes back after a restart as the same member, hands
-//! leadership over on SIGTERM, and refuses an identity it does not have.
+//! leadership over on SIGTERM, refuses an identity it does
+//! not have, forms a cluster only when told to, and refuses to join with a
+//! data directory of another cluster.
+
+mod lone;
 
 use std::fs;
 use std::path::PathBuf;
@@ -8,6 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use dqlite_wire::harness::{NodeProgram, TestCluster};
+use lone::Lone;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -115,7 +120,14 @@ fn snapshots_are_taken_every_n_entries_with_snapshot_every() {
         .port();
     let address = format!("127.0.0.1:{port}");
     let mut node = Command::new(program())
-        .args(["--address", &address, "--snapshot-every", "8", "--dir"])
+        .args([
+            "--bootstrap",
+            "--address",
+            &address,
+            "--snapshot-every",
+            "8",
+        ])
+        .arg("--dir")
         .arg(&dir)
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -174,4 +186,95 @@ fn a_snapshot_interval_under_four_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("--snapshot-every 3: 4 or more"), "{stderr}");
+}
+
+#[test]
+fn a_new_node_is_refused_without_bootstrap_or_join_and_then_joins() {
+    let mut cluster = TestCluster::start_with(NodeProgram::Piw(program()), 3, WAIT).unwrap();
+    let mut node = Lone::new("told");
+    node.start(&[]);
+    assert_eq!(node.wait_exit(WAIT), Some(1), "{}", node.log());
+    let log = node.log();
+    assert!(
+        log.contains("pass --bootstrap to form a new cluster") && log.contains("or --join"),
+        "{log}"
+    );
+    assert!(!node.dir.exists(), "a refused start creates nothing");
+
+    node.start(&["--join", cluster.address(0)]);
+    assert!(
+        lone::log_shows(&node.log_path, "joined the cluster as voter", WAIT),
+        "{}",
+        node.log()
+    );
+    cluster.wait_for_voters(4, WAIT).unwrap();
+    let members = ids(&mut cluster);
+    let joined = members.iter().find(|(_, a, _)| *a == node.address).unwrap();
+    assert!(joined.0 != 1 && joined.2 == 0, "{members:?}");
+}
+
+#[test]
+fn a_node_that_formed_its_own_cluster_is_refused_by_join_with_the_fix() {
+    let mut cluster = TestCluster::start_with(NodeProgram::Piw(program()), 3, WAIT).unwrap();
+    let formed = ids(&mut cluster);
+    // The stray node: a cluster of its own, then stopped.
+    let mut stray = Lone::new("stray");
+    stray.start(&["--bootstrap"]);
+    let serving = format!("node 1 serving at {}", stray.address);
+    assert!(
+        lone::log_shows(&stray.log_path, &serving, WAIT),
+        "{}",
+        stray.log()
+    );
+    assert_eq!(stray.terminate(WAIT), Some(0), "{}", stray.log());
+
+    // Restarted with --join and its old directory: refused, never a member.
+    stray.start(&["--join", cluster.address(0)]);
+    assert_eq!(stray.wait_exit(WAIT), Some(1), "{}", stray.log());
+    let log = stray.log();
+    let dir = stray.dir.display().to_string();
+    assert!(
+        log.contains(&format!(
+            "{dir} holds a node of another cluster, [1@{}]",
+            stray.address
+        )) && log.contains("start the node with a new, empty --dir"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("member of the cluster") && !log.contains("joined the cluster"),
+        "{log}"
+    );
+    assert_eq!(ids(&mut cluster), formed);
+
+    // What the refusal says to do: a new, empty directory joins.
+    let mut fresh = Lone::at(&stray.address, "stray-new");
+    fresh.start(&["--join", cluster.address(0)]);
+    assert!(
+        lone::log_shows(&fresh.log_path, "joined the cluster as voter", WAIT),
+        "{}",
+        fresh.log()
+    );
+    cluster.wait_for_voters(4, WAIT).unwrap();
+    let members = ids(&mut cluster);
+    assert!(
+        members
+            .iter()
+            .any(|(id, a, _)| *a == stray.address && *id != 1),
+        "{members:?}"
+    );
+}
+
+#[test]
+fn bootstrap_and_join_exclude_each_other() {
+    let out = Command::new(program())
+        .args(["--address", "127.0.0.1:1", "--dir", "/nonexistent"])
+        .args(["--bootstrap", "--join", "127.0.0.1:2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr.contains("--bootstrap and --join exclude each other"),
+        "{stderr}"
+    );
 }
