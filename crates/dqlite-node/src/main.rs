@@ -5,11 +5,12 @@
 //! when told (`--bootstrap`), joining the cluster by itself (added and made
 //! a voter by the leader, again after a restart if that did not finish;
 //! refused, with the fix, when the data directory holds another cluster),
-//! and a clean stop on SIGTERM that first
+//! leadership changes in its log, and a clean stop on SIGTERM that first
 //! hands leadership to another voter. Logs go to stderr, one line per event.
 
 mod engine;
 mod identity;
+mod leadership;
 mod membership;
 mod refusal;
 mod signals;
@@ -74,6 +75,10 @@ const DEFAULT_LATENCY_MS: u32 = 100;
 /// that falls further behind gets a snapshot (the database) instead of the
 /// entries.
 const DEFAULT_SNAPSHOT_EVERY: u32 = 512;
+
+/// How often the node asks itself who leads, for its log: a change is
+/// logged within this much of the election (an election takes seconds).
+const LEADERSHIP_POLL: Duration = Duration::from_millis(200);
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut address = None;
@@ -194,6 +199,7 @@ fn run(o: Options) -> Result<(), String> {
         me.address,
         o.dir.display()
     ));
+    leadership::watch(me.address.clone(), LEADERSHIP_POLL, log);
     if !o.join.is_empty() {
         let deadline = Instant::now() + o.join_timeout;
         // Joining runs beside the node: a restarted member is served at

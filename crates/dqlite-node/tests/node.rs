@@ -1,6 +1,6 @@
 //! `piw-dqlite-node` in a real three-node cluster on loopback: it forms
 //! the cluster, comes back after a restart as the same member, hands
-//! leadership over on SIGTERM, refuses an identity it does
+//! leadership over on SIGTERM, logs who leads, refuses an identity it does
 //! not have, forms a cluster only when told to, and refuses to join with a
 //! data directory of another cluster.
 
@@ -12,6 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use dqlite_wire::harness::{NodeProgram, TestCluster};
+use dqlite_wire::{Connection, Timeouts};
 use lone::Lone;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -47,13 +48,48 @@ fn restarts_as_the_same_member_and_hands_leadership_over_on_sigterm() {
     assert_eq!(cluster.terminate(leader, WAIT).unwrap(), Some(0));
     let log = fs::read_to_string(cluster.log_path(leader)).unwrap();
     assert!(log.contains("leadership handed to"), "{log}");
+    assert!(log.contains("leadership gained: this node"), "{log}");
     let next = cluster.wait_for_leader(WAIT).unwrap();
     assert_ne!(next, leader);
+    // The new leader and the other follower log the change.
+    let gained = format!(
+        "leadership gained: this node ({}) leads",
+        cluster.address(next)
+    );
+    assert!(lone::log_shows(cluster.log_path(next), &gained, WAIT));
+    let third = (0..3).find(|&i| i != leader && i != next).unwrap();
+    let seen = format!("the leader is now {}", cluster.address(next));
+    assert!(lone::log_shows(cluster.log_path(third), &seen, WAIT));
 
     // Back with its data directory: the same id, the same three voters.
     cluster.restart(leader).unwrap();
     cluster.wait_for_voters(3, WAIT).unwrap();
     assert_eq!(ids(&mut cluster), formed);
+
+    // A leader that hands leadership over while it runs logs the loss and
+    // the new leader's address.
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(1),
+        request: WAIT,
+    };
+    let current = cluster.wait_for_leader(WAIT).unwrap();
+    let mut conn = Connection::connect(cluster.address(current), timeouts).unwrap();
+    conn.transfer(0).unwrap();
+    drop(conn);
+    let deadline = std::time::Instant::now() + WAIT;
+    let next = loop {
+        let now = cluster.wait_for_leader(WAIT).unwrap();
+        if now != current || std::time::Instant::now() >= deadline {
+            break now;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_ne!(next, current);
+    let lost = format!(
+        "leadership lost: the leader is now {}",
+        cluster.address(next)
+    );
+    assert!(lone::log_shows(cluster.log_path(current), &lost, WAIT));
 
     // A follower killed (SIGKILL) and restarted with --join again is found
     // to be a member already: not added a second time.
@@ -220,9 +256,9 @@ fn a_node_that_formed_its_own_cluster_is_refused_by_join_with_the_fix() {
     // The stray node: a cluster of its own, then stopped.
     let mut stray = Lone::new("stray");
     stray.start(&["--bootstrap"]);
-    let serving = format!("node 1 serving at {}", stray.address);
+    let gained = format!("leadership gained: this node ({}) leads", stray.address);
     assert!(
-        lone::log_shows(&stray.log_path, &serving, WAIT),
+        lone::log_shows(&stray.log_path, &gained, WAIT),
         "{}",
         stray.log()
     );
