@@ -25,6 +25,8 @@
 
 use std::fmt;
 use std::sync::Mutex;
+use std::thread;
+use std::time::Duration;
 
 use crate::conn::{Connection, Timeouts};
 use crate::error::{Error, ErrorKind, Outcome, Result};
@@ -120,6 +122,28 @@ pub fn members_at(address: &str, timeouts: Timeouts) -> Option<Vec<NodeInfo>> {
     (!nodes.is_empty()).then_some(nodes)
 }
 
+/// The configuration of every seed but `leader` that answers, asked all at once: a seed that
+/// does not answer costs the open one connect timeout, not one each. A healthy node answers
+/// in milliseconds, so each is given at most 2 s; one slower is not checked (a missed check,
+/// never a false refusal).
+fn ask_all(seeds: &[String], leader: &str, timeouts: Timeouts) -> Vec<(String, Vec<NodeInfo>)> {
+    let timeouts = Timeouts {
+        request: timeouts.request.min(Duration::from_secs(2)),
+        ..timeouts
+    };
+    thread::scope(|scope| {
+        let asked: Vec<_> = seeds
+            .iter()
+            .filter(|s| s.as_str() != leader)
+            .map(|s| scope.spawn(move || Some((s.clone(), members_at(s, timeouts)?))))
+            .collect();
+        asked
+            .into_iter()
+            .filter_map(|h| h.join().ok().flatten())
+            .collect()
+    })
+}
+
 /// The cluster a [`Cluster`](crate::Cluster) is on: the configuration its last leader
 /// reported, none before the first connect.
 #[derive(Debug, Default)]
@@ -155,10 +179,8 @@ impl Pin {
             }
             Some(_) => {}
             None => {
-                let others: Vec<(String, Vec<NodeInfo>)> = seeds
-                    .iter()
-                    .filter(|s| s.as_str() != leader)
-                    .filter_map(|s| Some((s.clone(), members_at(s, timeouts)?)))
+                let others: Vec<(String, Vec<NodeInfo>)> = ask_all(seeds, leader, timeouts)
+                    .into_iter()
                     .filter(|(_, theirs)| !same_cluster(nodes, theirs))
                     .collect();
                 if !others.is_empty() {
@@ -250,9 +272,10 @@ mod tests {
     fn the_pin_follows_its_cluster_and_refuses_another() {
         let pin = Pin::default();
         let t = Timeouts::default();
-        // No other seed to ask: the first leader is admitted.
-        pin.admit("a:1", &[n(1, "a:1")], &["a:1".into()], t)
-            .unwrap();
+        // The other seed refuses connections (port 1 on loopback): it cannot be asked, and the
+        // first leader is admitted.
+        let seeds = ["a:1".into(), "127.0.0.1:1".into()];
+        pin.admit("a:1", &[n(1, "a:1")], &seeds, t).unwrap();
         pin.admit("a:1", &[n(1, "a:1"), n(7, "b:1")], &[], t)
             .unwrap();
         pin.admit("b:1", &[n(7, "b:1"), n(9, "c:1")], &[], t)
