@@ -77,7 +77,9 @@ pub fn choose(
     if let Some(me) = load(dir)? {
         if me.address != address {
             return Err(format!(
-                "{} holds node {} at {}; start it with --address {} (a node's address cannot change)",
+                "{} is the data directory of node {} at {}: to restart that node, start it with \
+                 --address {} (a node's address cannot change); a node at {address} needs a data \
+                 directory of its own (two nodes never share one)",
                 dir.display(),
                 me.id,
                 me.address,
@@ -158,7 +160,11 @@ mod tests {
             joiner
         );
         let e = choose(&dir, "b:1", Start::Restart, never).unwrap_err();
-        assert!(e.contains("start it with --address a:1"), "{e}");
+        assert!(
+            e.contains("start it with --address a:1")
+                && e.contains("a node at b:1 needs a data directory of its own"),
+            "{e}"
+        );
         fs::remove_dir_all(&dir).unwrap();
         assert_eq!(choose(&dir, "a:1", Start::Bootstrap, never).unwrap().id, 1);
         fs::remove_dir_all(&dir).unwrap();

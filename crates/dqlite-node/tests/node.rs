@@ -125,7 +125,8 @@ fn a_data_directory_keeps_its_address() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("start it with --address 127.0.0.1:1"),
+        stderr.contains("start it with --address 127.0.0.1:1")
+            && stderr.contains("a node at 127.0.0.1:2 needs a data directory of its own"),
         "{stderr}"
     );
     fs::remove_dir_all(&dir).unwrap();
