@@ -643,9 +643,14 @@ export declare class SqliteControllerStore implements ControllerStore {
    *
    * @param filePath Defaults to {@link workflowStatePath}(); ignored when `options.state` is given.
    *   A `dqlite://host1:9001,host2:9001/name` address opens the database `name` of a dqlite
-   *   cluster instead of a file. A write whose acknowledgement the cluster lost in a failover
-   *   throws an `Error` with `code: 'DQLITE_OUTCOME_UNKNOWN'` (it may or may not have been
-   *   applied); `'DQLITE_UNAVAILABLE'` when no leader answered in time (nothing applied).
+   *   cluster instead of a file (`dqlite://` is required: a path of the form
+   *   `host:port,…/name` is refused rather than made a local folder). A write whose
+   *   acknowledgement the cluster lost in a failover throws an `Error` with
+   *   `code: 'DQLITE_OUTCOME_UNKNOWN'` (it may or may not have been applied);
+   *   `'DQLITE_UNAVAILABLE'` when no leader answered in time (nothing applied);
+   *   `'DQLITE_CLUSTER_MISMATCH'` when the addresses belong to different clusters, or a
+   *   reconnection reached another cluster than the one opened (nothing sent to it); the
+   *   others and what to do: docs/troubleshooting.md, "Cluster".
    */
   constructor(
     filePath?: string,
@@ -663,7 +668,8 @@ export declare class SqliteControllerStore implements ControllerStore {
       global?: boolean;
       /**
        * For a `dqlite://host1:9001,host2:9001/name` address in place of `filePath`: timeouts of
-       * the cluster connection. This package's addition.
+       * the cluster connection. This package's addition. Hosts that share a queue pass the same
+       * `projectPath`.
        */
       cluster?: ClusterOptions;
       /**

@@ -230,3 +230,31 @@ describe('a path that starts with "~"', () => {
     expect(entries(path.join(dir, '~'))).toContain('state.sqlite');
   });
 });
+
+describe('a cluster address without "dqlite://"', () => {
+  const given = '127.0.0.1:9301,127.0.0.1:9302/pi-workflows';
+
+  test('read-write: refused instead of creating ./127.0.0.1:9301,…/, with the address to pass', () => {
+    const outcome = openInChild(given, { cwd: dir });
+    expect(outcome).toMatchObject({
+      name: 'Error',
+      message: `Pi Workflows state path "${given}" looks like a dqlite cluster address without "dqlite://", which would create ${path.join(dir, given)}`,
+      props: {},
+    });
+    expect(outcome.hint).toBe(`For a dqlite cluster, pass "dqlite://${given}". For a local state file of that name, create its folder first.`);
+    expect(entries(dir)).toEqual([]);
+  });
+
+  test('read-only: the reference’s does-not-exist error, with the same hint', () => {
+    const outcome = openInChild('10.0.0.1:9001/pi-workflows', { cwd: dir, readOnly: true });
+    expect(outcome.message).toBe(`Pi Workflows state database does not exist: ${path.join(dir, '10.0.0.1:9001', 'pi-workflows')}`);
+    expect(outcome.hint).toContain('pass "dqlite://10.0.0.1:9001/pi-workflows"');
+    expect(entries(dir)).toEqual([]);
+  });
+
+  test('a folder of that name in the current folder is opened like any other', () => {
+    fs.mkdirSync(path.join(dir, '127.0.0.1:9301,127.0.0.1:9302'));
+    expect(openInChild(given, { cwd: dir })).toEqual({ opened: true });
+    expect(entries(path.join(dir, '127.0.0.1:9301,127.0.0.1:9302'))).toContain('pi-workflows');
+  });
+});

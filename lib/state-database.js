@@ -87,10 +87,12 @@ class StateDatabase {
     const existed = fs.existsSync(filePath);
     if (!readWrite && !existed) {
       const error = new Error(`Pi Workflows state database does not exist: ${filePath}`);
-      throw tildeIn(options.filePath) ? withHint(error, tildeHint(options.filePath)) : error;
+      if (tildeIn(options.filePath)) throw withHint(error, tildeHint(options.filePath));
+      throw clusterAddressIn(options.filePath) ? withHint(error, clusterAddressHint(options.filePath)) : error;
     }
     if (!existed && readWrite) {
       refuseUnexpandedTilde(options.filePath, filePath);
+      refuseClusterAddressWithoutScheme(options.filePath, filePath);
       if (options.checkLegacyState ?? options.filePath === undefined) {
         withFilePath(filePath, () => assertNoLegacyState(filePath, options.homeDir ?? os.homedir()));
       }
@@ -269,6 +271,37 @@ function refuseUnexpandedTilde(given, filePath) {
   throw withHint(
     new Error(`Pi Workflows state path ${JSON.stringify(given)} starts with "~", which would create ${filePath}`),
     tildeHint(given),
+  );
+}
+
+/** `host:port[,host:port…]/name`: a dqlite cluster address that lost its `dqlite://`. */
+const CLUSTER_ADDRESS = /^(?:[\w.-]+|\[[\da-fA-F:.]+\]):\d{1,5}(?:,(?:[\w.-]+|\[[\da-fA-F:.]+\]):\d{1,5})*\/[^/\\]+$/;
+
+/** Whether a state path as the caller gave it looks like a cluster address without its scheme. */
+function clusterAddressIn(given) {
+  return typeof given === 'string' && CLUSTER_ADDRESS.test(given);
+}
+
+function clusterAddressHint(given) {
+  return (
+    `For a dqlite cluster, pass ${JSON.stringify(`dqlite://${given}`)}. ` +
+    'For a local state file of that name, create its folder first.'
+  );
+}
+
+/**
+ * A read-write open of `host:port,…/name` (a cluster address without `dqlite://`) whose first
+ * folder does not exist: the reference creates a folder named after the addresses and a state
+ * file in it, which no one means; here, an error that says what to pass.
+ */
+function refuseClusterAddressWithoutScheme(given, filePath) {
+  if (!clusterAddressIn(given) || fs.existsSync(path.resolve(given.slice(0, given.indexOf('/'))))) return;
+  throw withHint(
+    new Error(
+      `Pi Workflows state path ${JSON.stringify(given)} looks like a dqlite cluster address without "dqlite://", ` +
+        `which would create ${filePath}`,
+    ),
+    clusterAddressHint(given),
   );
 }
 

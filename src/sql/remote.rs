@@ -39,6 +39,9 @@ pub mod codes {
     /// A COMMIT (or a write outside a transaction) was sent and its reply lost: it may or may
     /// not have been applied.
     pub const OUTCOME_UNKNOWN: &str = "DQLITE_OUTCOME_UNKNOWN";
+    /// The URL's nodes belong to different clusters, or a reconnection reached another cluster
+    /// than the one the store opened (`dqlite_wire::identity`); nothing was sent to it.
+    pub const CLUSTER_MISMATCH: &str = "DQLITE_CLUSTER_MISMATCH";
 }
 
 /// A failure of the cluster (not of the SQL): its code (see [`codes`]) and message.
@@ -481,6 +484,17 @@ fn error(e: dqlite_wire::Error) -> rusqlite::Error {
             return sqlite_error(*code as i32, message);
         }
     }
+    if let ErrorKind::ClusterMismatch(_) = e.kind() {
+        return failure(
+            codes::CLUSTER_MISMATCH,
+            format!(
+                "Pi Workflows cluster: {e}. A store uses one cluster: list only its nodes' \
+                 addresses (go-dqlite's shell lists them: dqlite -s ADDRESS DATABASE, then \
+                 .cluster); a node that formed a cluster of its own joins with a new, empty data \
+                 directory and --join"
+            ),
+        );
+    }
     if let ErrorKind::InvalidArgument(message) = e.kind() {
         return failure(
             codes::UNSUPPORTED_VALUE,
@@ -559,6 +573,35 @@ mod tests {
             value_ref(&Value::Iso8601("2026-01-01".into())),
             ValueRef::Text(b"2026-01-01")
         );
+    }
+
+    #[test]
+    fn a_cluster_mismatch_has_its_own_code_and_names_both_clusters() {
+        let node = |id, address: &str| dqlite_wire::NodeInfo {
+            id,
+            address: address.into(),
+            role: 0,
+        };
+        let mismatch = dqlite_wire::identity::Mismatch {
+            kept: ("10.0.0.1:9001".into(), vec![node(1, "10.0.0.1:9001")]),
+            others: vec![("10.0.0.2:9001".into(), vec![node(1, "10.0.0.2:9001")])],
+            reconnection: false,
+        };
+        let e = error(dqlite_wire::Error::new(
+            ErrorKind::ClusterMismatch(Box::new(mismatch)),
+            Outcome::NotApplied,
+        ));
+        match crate::error::StoreError::from(e) {
+            crate::error::StoreError::Js { code, message, .. } => {
+                assert_eq!(code.as_deref(), Some(codes::CLUSTER_MISMATCH));
+                assert!(
+                    message.contains("10.0.0.1:9001 is in the cluster of [1@10.0.0.1:9001]")
+                        && message.contains("10.0.0.2:9001 is in the cluster of [1@10.0.0.2:9001]"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

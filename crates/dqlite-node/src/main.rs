@@ -1,14 +1,18 @@
 //! `piw-dqlite-node`: one dqlite node for a pi-workflows-native cluster.
 //!
 //! The engine is libdqlite itself; this program gives it what a service
-//! needs: an identity kept in its data directory, joining the cluster by
-//! itself (added and made a voter by the leader, again after a restart if
-//! that did not finish), and a clean stop on SIGTERM that first hands
-//! leadership to another voter. Logs go to stderr, one line per event.
+//! needs: an identity kept in its data directory, a new cluster formed only
+//! when told (`--bootstrap`), joining the cluster by itself (added and made
+//! a voter by the leader, again after a restart if that did not finish;
+//! refused, with the fix, when the data directory holds another cluster),
+//! leadership changes in its log, and a clean stop on SIGTERM that first
+//! hands leadership to another voter. Logs go to stderr, one line per event.
 
 mod engine;
 mod identity;
+mod leadership;
 mod membership;
+mod refusal;
 mod signals;
 
 use std::path::PathBuf;
@@ -16,15 +20,17 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use engine::{Engine, Settings};
-use identity::Identity;
+use identity::Start;
 
 const USAGE: &str = "\
 usage: piw-dqlite-node --address HOST:PORT --dir DIR [options]
 
   --address HOST:PORT   the address other nodes and clients use (kept in DIR)
   --dir DIR             data directory (created if missing; keep it across restarts)
-  --join ADDR[,ADDR]    nodes of the cluster to join; without it a new node
-                        bootstraps a new cluster of its own
+  --bootstrap           form a new cluster with this node as its first member
+                        (once, on one node; a restart needs neither flag)
+  --join ADDR[,ADDR]    nodes of the cluster to join (a new node needs
+                        --bootstrap or --join; a restart keeps its cluster)
   --role ROLE           voter (default), standby or spare
   --bind ADDR           listen here instead of --address (e.g. 0.0.0.0:9001)
   --latency-ms N        average one-way network latency; Raft's heartbeat and
@@ -43,6 +49,7 @@ usage: piw-dqlite-node --address HOST:PORT --dir DIR [options]
 struct Options {
     address: String,
     dir: PathBuf,
+    bootstrap: bool,
     join: Vec<String>,
     role: u64,
     bind: Option<String>,
@@ -69,9 +76,14 @@ const DEFAULT_LATENCY_MS: u32 = 100;
 /// entries.
 const DEFAULT_SNAPSHOT_EVERY: u32 = 512;
 
+/// How often the node asks itself who leads, for its log: a change is
+/// logged within this much of the election (an election takes seconds).
+const LEADERSHIP_POLL: Duration = Duration::from_millis(200);
+
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut address = None;
     let mut dir = None;
+    let mut bootstrap = false;
     let mut join = Vec::new();
     let mut role = membership::VOTER;
     let mut bind = None;
@@ -88,6 +100,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         match flag.as_str() {
             "--address" => address = Some(value()?),
             "--dir" => dir = Some(PathBuf::from(value()?)),
+            "--bootstrap" => bootstrap = true,
             "--join" => join.extend(
                 value()?
                     .split(',')
@@ -126,9 +139,17 @@ fn parse(args: &[String]) -> Result<Options, String> {
             other => return Err(format!("unknown argument {other}")),
         }
     }
+    if bootstrap && !join.is_empty() {
+        return Err(
+            "--bootstrap and --join exclude each other: --bootstrap forms a new cluster, \
+             --join joins an existing one"
+                .into(),
+        );
+    }
     Ok(Options {
         address: address.ok_or("--address is required")?,
         dir: dir.ok_or("--dir is required")?,
+        bootstrap,
         join,
         role,
         bind,
@@ -142,37 +163,23 @@ fn log(line: &str) {
     eprintln!("piw-dqlite-node: {line}");
 }
 
-/// This node's identity: the stored one, or a new one (id 1 bootstraps a
-/// new cluster; a joiner takes a generated id).
-fn identity(o: &Options) -> Result<Identity, String> {
-    if let Some(me) = identity::load(&o.dir)? {
-        if me.address != o.address {
-            return Err(format!(
-                "{} holds node {} at {}; start it with --address {} (a node's address cannot change)",
-                o.dir.display(),
-                me.id,
-                me.address,
-                me.address
-            ));
-        }
-        return Ok(me);
-    }
-    let id = if o.join.is_empty() {
-        1
-    } else {
-        engine::generate_id(&o.address)?
-    };
-    let me = Identity {
-        id,
-        address: o.address.clone(),
-    };
-    identity::store(&o.dir, &me)?;
-    Ok(me)
-}
-
 fn run(o: Options) -> Result<(), String> {
-    std::fs::create_dir_all(&o.dir).map_err(|e| format!("{}: {e}", o.dir.display()))?;
-    let me = identity(&o)?;
+    let start = match (o.bootstrap, o.join.is_empty()) {
+        (true, _) => Start::Bootstrap,
+        (false, false) => Start::Join,
+        (false, true) => Start::Restart,
+    };
+    let restarting = identity::load(&o.dir)?.is_some();
+    let me = identity::choose(&o.dir, &o.address, start, || {
+        engine::generate_id(&o.address)
+    })?;
+    if restarting && o.bootstrap {
+        log(&format!(
+            "--bootstrap: {} already holds node {}, which restarts as it was (nothing to bootstrap)",
+            o.dir.display(),
+            me.id
+        ));
+    }
     let termination = signals::block_termination().map_err(|e| format!("blocking signals: {e}"))?;
     let mut engine = Engine::create(&Settings {
         id: me.id,
@@ -192,13 +199,14 @@ fn run(o: Options) -> Result<(), String> {
         me.address,
         o.dir.display()
     ));
+    leadership::watch(me.address.clone(), LEADERSHIP_POLL, log);
     if !o.join.is_empty() {
         let deadline = Instant::now() + o.join_timeout;
         // Joining runs beside the node: a restarted member is served at
         // once, and a stop signal is not held up by a slow leader.
-        let (seeds, who, role) = (o.join.clone(), me.clone(), o.role);
+        let (seeds, who, dir, role) = (o.join.clone(), me.clone(), o.dir.clone(), o.role);
         std::thread::spawn(
-            move || match membership::join(&seeds, &who, role, deadline) {
+            move || match membership::join(&seeds, &who, &dir, role, deadline) {
                 Ok(changes) if changes.is_empty() => log(&format!(
                     "member of the cluster as {}",
                     membership::role_name(role)

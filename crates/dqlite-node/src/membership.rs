@@ -1,13 +1,17 @@
 //! This node's place in the cluster: joining it (added, then given its
 //! role, by the leader) and handing leadership over before a planned stop.
-//! Both go through the cluster's leader with the addon's wire client.
+//! Both go through the cluster's leader with the addon's wire client; what
+//! makes a join impossible is `crate::refusal`'s.
 
+use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use dqlite_wire::{Backoff, Cluster, Config, Connection, NodeInfo, Timeouts};
+use dqlite_wire::identity;
+use dqlite_wire::{Backoff, Cluster, Config, Connection, ErrorKind, NodeInfo, Timeouts};
 
 use crate::identity::Identity;
+use crate::refusal;
 
 /// Roles, as the protocol numbers them.
 pub const VOTER: u64 = 0;
@@ -33,11 +37,12 @@ fn timeouts() -> Timeouts {
 /// Make this node a member with `role`, through the leader found from
 /// `seeds`: added when the configuration lacks it, assigned when its role
 /// differs, nothing when it is already there (a restart). Retries with
-/// backoff until `deadline`; fails at once when another node holds this
-/// node's address.
+/// backoff until `deadline`; fails at once, saying what to do, when the
+/// node cannot be that member ([`refusal`]).
 pub fn join(
     seeds: &[String],
     me: &Identity,
+    dir: &Path,
     role: u64,
     deadline: Instant,
 ) -> Result<Vec<String>, String> {
@@ -56,7 +61,7 @@ pub fn join(
     let mut done = Vec::new();
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
     loop {
-        let last = match step(&cluster, me, role) {
+        let last = match step(&cluster, me, dir, seeds, role) {
             Ok(Step::Member) => return Ok(done),
             Ok(Step::Changed(what)) => {
                 done.push(what);
@@ -83,21 +88,28 @@ enum Failure {
     Fatal(String),
 }
 
-fn step(cluster: &Cluster, me: &Identity, role: u64) -> Result<Step, Failure> {
+fn step(
+    cluster: &Cluster,
+    me: &Identity,
+    dir: &Path,
+    seeds: &[String],
+    role: u64,
+) -> Result<Step, Failure> {
     let retry = |e: dqlite_wire::Error| Failure::Retry(e.to_string());
-    let mut leader = cluster.connect_admin_once().map_err(retry)?;
+    let mut leader = cluster.connect_admin_once().map_err(|e| match e.kind() {
+        ErrorKind::ClusterMismatch(m) => Failure::Fatal(refusal::mismatch(m, me, dir)),
+        _ => retry(e),
+    })?;
     let nodes = leader.cluster().map_err(retry)?;
-    if let Some(other) = nodes
-        .iter()
-        .find(|n| n.address == me.address && n.id != me.id)
-    {
-        return Err(Failure::Fatal(format!(
-            "the cluster already has node {} at {}: this data directory is not that node's \
-             (remove it from the cluster, or start with its data directory)",
-            other.id, me.address
-        )));
+    let own = identity::members_at(&me.address, timeouts());
+    if let Some(why) = refusal::check(me, dir, seeds, leader.address(), &nodes, own.as_deref()) {
+        return Err(Failure::Fatal(why));
     }
-    match nodes.iter().find(|n| n.id == me.id) {
+    // A member is its id at its address: every cluster's first node is id 1.
+    match nodes
+        .iter()
+        .find(|n| n.id == me.id && n.address == me.address)
+    {
         None => {
             leader.add_node(me.id, &me.address).map_err(retry)?;
             Ok(Step::Changed(format!("added by {}", leader.address())))

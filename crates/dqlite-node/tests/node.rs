@@ -1,6 +1,10 @@
 //! `piw-dqlite-node` in a real three-node cluster on loopback: it forms
 //! the cluster, comes back after a restart as the same member, hands
-//! leadership over on SIGTERM, and refuses an identity it does not have.
+//! leadership over on SIGTERM, logs who leads, refuses an identity it does
+//! not have, forms a cluster only when told to, and refuses to join with a
+//! data directory of another cluster.
+
+mod lone;
 
 use std::fs;
 use std::path::PathBuf;
@@ -8,6 +12,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use dqlite_wire::harness::{NodeProgram, TestCluster};
+use dqlite_wire::{Connection, Timeouts};
+use lone::Lone;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -42,13 +48,48 @@ fn restarts_as_the_same_member_and_hands_leadership_over_on_sigterm() {
     assert_eq!(cluster.terminate(leader, WAIT).unwrap(), Some(0));
     let log = fs::read_to_string(cluster.log_path(leader)).unwrap();
     assert!(log.contains("leadership handed to"), "{log}");
+    assert!(log.contains("leadership gained: this node"), "{log}");
     let next = cluster.wait_for_leader(WAIT).unwrap();
     assert_ne!(next, leader);
+    // The new leader and the other follower log the change.
+    let gained = format!(
+        "leadership gained: this node ({}) leads",
+        cluster.address(next)
+    );
+    assert!(lone::log_shows(cluster.log_path(next), &gained, WAIT));
+    let third = (0..3).find(|&i| i != leader && i != next).unwrap();
+    let seen = format!("the leader is now {}", cluster.address(next));
+    assert!(lone::log_shows(cluster.log_path(third), &seen, WAIT));
 
     // Back with its data directory: the same id, the same three voters.
     cluster.restart(leader).unwrap();
     cluster.wait_for_voters(3, WAIT).unwrap();
     assert_eq!(ids(&mut cluster), formed);
+
+    // A leader that hands leadership over while it runs logs the loss and
+    // the new leader's address.
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(1),
+        request: WAIT,
+    };
+    let current = cluster.wait_for_leader(WAIT).unwrap();
+    let mut conn = Connection::connect(cluster.address(current), timeouts).unwrap();
+    conn.transfer(0).unwrap();
+    drop(conn);
+    let deadline = std::time::Instant::now() + WAIT;
+    let next = loop {
+        let now = cluster.wait_for_leader(WAIT).unwrap();
+        if now != current || std::time::Instant::now() >= deadline {
+            break now;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_ne!(next, current);
+    let lost = format!(
+        "leadership lost: the leader is now {}",
+        cluster.address(next)
+    );
+    assert!(lone::log_shows(cluster.log_path(current), &lost, WAIT));
 
     // A follower killed (SIGKILL) and restarted with --join again is found
     // to be a member already: not added a second time.
@@ -84,7 +125,8 @@ fn a_data_directory_keeps_its_address() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("start it with --address 127.0.0.1:1"),
+        stderr.contains("start it with --address 127.0.0.1:1")
+            && stderr.contains("a node at 127.0.0.1:2 needs a data directory of its own"),
         "{stderr}"
     );
     fs::remove_dir_all(&dir).unwrap();
@@ -115,7 +157,14 @@ fn snapshots_are_taken_every_n_entries_with_snapshot_every() {
         .port();
     let address = format!("127.0.0.1:{port}");
     let mut node = Command::new(program())
-        .args(["--address", &address, "--snapshot-every", "8", "--dir"])
+        .args([
+            "--bootstrap",
+            "--address",
+            &address,
+            "--snapshot-every",
+            "8",
+        ])
+        .arg("--dir")
         .arg(&dir)
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -174,4 +223,95 @@ fn a_snapshot_interval_under_four_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("--snapshot-every 3: 4 or more"), "{stderr}");
+}
+
+#[test]
+fn a_new_node_is_refused_without_bootstrap_or_join_and_then_joins() {
+    let mut cluster = TestCluster::start_with(NodeProgram::Piw(program()), 3, WAIT).unwrap();
+    let mut node = Lone::new("told");
+    node.start(&[]);
+    assert_eq!(node.wait_exit(WAIT), Some(1), "{}", node.log());
+    let log = node.log();
+    assert!(
+        log.contains("pass --bootstrap to form a new cluster") && log.contains("or --join"),
+        "{log}"
+    );
+    assert!(!node.dir.exists(), "a refused start creates nothing");
+
+    node.start(&["--join", cluster.address(0)]);
+    assert!(
+        lone::log_shows(&node.log_path, "joined the cluster as voter", WAIT),
+        "{}",
+        node.log()
+    );
+    cluster.wait_for_voters(4, WAIT).unwrap();
+    let members = ids(&mut cluster);
+    let joined = members.iter().find(|(_, a, _)| *a == node.address).unwrap();
+    assert!(joined.0 != 1 && joined.2 == 0, "{members:?}");
+}
+
+#[test]
+fn a_node_that_formed_its_own_cluster_is_refused_by_join_with_the_fix() {
+    let mut cluster = TestCluster::start_with(NodeProgram::Piw(program()), 3, WAIT).unwrap();
+    let formed = ids(&mut cluster);
+    // The stray node: a cluster of its own, then stopped.
+    let mut stray = Lone::new("stray");
+    stray.start(&["--bootstrap"]);
+    let gained = format!("leadership gained: this node ({}) leads", stray.address);
+    assert!(
+        lone::log_shows(&stray.log_path, &gained, WAIT),
+        "{}",
+        stray.log()
+    );
+    assert_eq!(stray.terminate(WAIT), Some(0), "{}", stray.log());
+
+    // Restarted with --join and its old directory: refused, never a member.
+    stray.start(&["--join", cluster.address(0)]);
+    assert_eq!(stray.wait_exit(WAIT), Some(1), "{}", stray.log());
+    let log = stray.log();
+    let dir = stray.dir.display().to_string();
+    assert!(
+        log.contains(&format!(
+            "{dir} holds a node of another cluster, [1@{}]",
+            stray.address
+        )) && log.contains("start the node with a new, empty --dir"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("member of the cluster") && !log.contains("joined the cluster"),
+        "{log}"
+    );
+    assert_eq!(ids(&mut cluster), formed);
+
+    // What the refusal says to do: a new, empty directory joins.
+    let mut fresh = Lone::at(&stray.address, "stray-new");
+    fresh.start(&["--join", cluster.address(0)]);
+    assert!(
+        lone::log_shows(&fresh.log_path, "joined the cluster as voter", WAIT),
+        "{}",
+        fresh.log()
+    );
+    cluster.wait_for_voters(4, WAIT).unwrap();
+    let members = ids(&mut cluster);
+    assert!(
+        members
+            .iter()
+            .any(|(id, a, _)| *a == stray.address && *id != 1),
+        "{members:?}"
+    );
+}
+
+#[test]
+fn bootstrap_and_join_exclude_each_other() {
+    let out = Command::new(program())
+        .args(["--address", "127.0.0.1:1", "--dir", "/nonexistent"])
+        .args(["--bootstrap", "--join", "127.0.0.1:2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr.contains("--bootstrap and --join exclude each other"),
+        "{stderr}"
+    );
 }

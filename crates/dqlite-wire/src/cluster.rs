@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::conn::{Connection, ExecResult, QueryResult, Timeouts, Transaction};
 use crate::error::{Error, ErrorKind, Outcome, Result};
+use crate::identity::Pin;
 use crate::message::NodeInfo;
 use crate::value::Value;
 
@@ -138,6 +139,8 @@ pub struct Cluster {
     database: String,
     config: Config,
     known: Mutex<Known>,
+    /// The cluster reached first: a leader of another one is refused (`crate::identity`).
+    pin: Pin,
 }
 
 enum Probe {
@@ -157,6 +160,7 @@ impl Cluster {
             database: database.to_owned(),
             config,
             known: Mutex::new(Known::default()),
+            pin: Pin::default(),
         }
     }
 
@@ -216,7 +220,14 @@ impl Cluster {
             attempts += 1;
             let last = match self.connect_once() {
                 Ok(conn) => return Ok(conn),
-                Err(e) if matches!(e.kind(), ErrorKind::InvalidArgument(_)) => return Err(e),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::InvalidArgument(_) | ErrorKind::ClusterMismatch(_)
+                    ) =>
+                {
+                    return Err(e)
+                }
                 Err(e) => e,
             };
             if !backoff.sleep_until_deadline(deadline) {
@@ -286,12 +297,14 @@ impl Cluster {
     }
 
     fn connected(&self, mut conn: Connection) -> Result<Connection> {
-        // Learn the other nodes, so the cluster stays reachable when every
-        // seed is down; a failure here only costs that knowledge.
+        // Learn the members: the pin checks that they are the cluster this
+        // client is on, and they keep it reachable when every seed is down.
         let nodes: Vec<NodeInfo> = conn.cluster().unwrap_or_default();
         if conn.is_broken() {
             return Err(Error::new(ErrorKind::Broken, Outcome::NotApplied));
         }
+        self.pin
+            .admit(conn.address(), &nodes, &self.seeds, self.config.timeouts)?;
         let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
         known.leader = Some(conn.address().to_owned());
         for n in nodes {

@@ -86,6 +86,9 @@ pub enum ErrorKind {
     },
     /// The connection failed earlier and must be replaced.
     Broken,
+    /// The nodes reached belong to different clusters (see [`crate::identity`]); nothing was
+    /// sent to the one refused.
+    ClusterMismatch(Box<crate::identity::Mismatch>),
 }
 
 /// An error with the [`Outcome`] of the request that caused it.
@@ -229,6 +232,7 @@ impl fmt::Display for Error {
                 }
             }
             ErrorKind::Broken => write!(f, "connection is broken by an earlier error")?,
+            ErrorKind::ClusterMismatch(m) => write!(f, "{m}")?,
         }
         match self.outcome {
             Outcome::NotApplied | Outcome::Failed => Ok(()),

@@ -47,7 +47,9 @@ impl NodeProgram {
         }
     }
 
-    /// The command that runs node `node`, joining `join` when given.
+    /// The command that runs node `node`, joining `join` when given. A
+    /// first `piw-dqlite-node` without `join` is told to `--bootstrap`
+    /// (it refuses to form a cluster otherwise); a restart needs neither.
     fn command(&self, node: &Node, join: Option<&str>) -> Command {
         let mut cmd = match self {
             NodeProgram::Demo => {
@@ -64,6 +66,8 @@ impl NodeProgram {
         cmd.arg(&node.dir);
         if let Some(join) = join {
             cmd.args(["--join", join]);
+        } else if matches!(self, NodeProgram::Piw(_)) && !node.started {
+            cmd.arg("--bootstrap");
         }
         cmd
     }
@@ -148,6 +152,8 @@ struct Node {
     dir: PathBuf,
     log: PathBuf,
     child: Option<Child>,
+    /// Started before (its data directory holds its identity).
+    started: bool,
 }
 
 /// A running local cluster.
@@ -206,11 +212,13 @@ impl TestCluster {
                 log: cluster.root.join(format!("node{}.log", i + 1)),
                 dir,
                 child: None,
+                started: false,
             });
         }
         let deadline = Instant::now() + timeout;
-        // The first node bootstraps; the others join it one by one (both
-        // programs make joiners voters themselves).
+        // The first node bootstraps (`--bootstrap` for piw-dqlite-node); the
+        // others join it one by one (both programs make joiners voters
+        // themselves).
         for i in 0..n {
             cluster.spawn(i)?;
             if i == 0 {
@@ -259,6 +267,7 @@ impl TestCluster {
             .spawn()
             .map_err(|e| format!("spawn {:?}: {e}", cmd.get_program()))?;
         self.nodes[i].child = Some(child);
+        self.nodes[i].started = true;
         Ok(())
     }
 

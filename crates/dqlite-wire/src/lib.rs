@@ -11,6 +11,8 @@
 //! * [`cluster`] — leader discovery, reconnection with backoff, retrying
 //!   sessions;
 //! * [`error`] — typed errors and the [`Outcome`] of the failed request;
+//! * [`identity`] — which cluster a node belongs to, and the pin that keeps a
+//!   [`Cluster`] on one;
 //! * [`harness`] — a local test cluster on loopback (`piw-dqlite-node` or
 //!   `dqlite-demo` nodes).
 
@@ -18,6 +20,7 @@ pub mod cluster;
 pub mod conn;
 pub mod error;
 pub mod harness;
+pub mod identity;
 pub mod message;
 pub mod value;
 pub mod wire;
