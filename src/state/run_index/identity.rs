@@ -37,7 +37,7 @@ impl StateFile {
                 return None;
             }
             Some(StateFile {
-                id: super::journal::fnv(&[
+                id: super::file_io::fnv(&[
                     &metadata.dev().to_le_bytes(),
                     &metadata.ino().to_le_bytes(),
                 ]),

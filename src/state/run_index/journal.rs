@@ -28,14 +28,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::file_io::{read_at, write_at};
 use super::identity::StateFile;
 use super::journal_file::{self, HEADER};
 use super::position::WalPosition;
 
 /// Bytes of one commit's slot.
-pub const SLOT: usize = 1024;
+const SLOT: usize = 1024;
 /// Slots in the file: how many commits a reader may fall behind before it must rebuild.
 pub const SLOTS: u64 = 4096;
+/// The journal file's length: its header and every slot.
+const FILE_BYTES: u64 = HEADER + SLOTS * SLOT as u64;
 /// Where a slot's keys begin.
 const KEYS_AT: usize = 64;
 
@@ -279,7 +282,7 @@ impl Journal {
             let Some(state) = &self.state else {
                 return Err(io::ErrorKind::NotFound.into());
             };
-            match journal_file::open(&self.path, state, self.writable) {
+            match journal_file::open(&self.path, state, self.writable, FILE_BYTES) {
                 journal_file::Opened::Trusted(trusted) => *handle = Handle::Open(trusted),
                 journal_file::Opened::Unusable => return Err(io::ErrorKind::NotFound.into()),
                 journal_file::Opened::Refused(reason) => *handle = Handle::Refused(reason),
@@ -310,19 +313,6 @@ impl Journal {
 
 fn offset(commit: u32) -> u64 {
     HEADER + (u64::from(commit) % SLOTS) * SLOT as u64
-}
-
-/// FNV-1a over `parts`: the file id, and the hash the index keeps lease owners and affinities
-/// as.
-pub(super) fn fnv(parts: &[&[u8]]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for byte in *part {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    hash
 }
 
 /// A slot's checksum over its header and its keys, keyed with the journal's identity, eight
@@ -547,39 +537,6 @@ fn decode_keys(mut bytes: &[u8]) -> Option<Vec<Key>> {
         keys.push(key);
     }
     Some(keys)
-}
-
-#[cfg(unix)]
-pub(super) fn write_at(file: &File, bytes: &[u8], at: u64) -> io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, bytes, at)
-}
-
-#[cfg(unix)]
-pub(super) fn read_at(file: &File, bytes: &mut [u8], at: u64) -> io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, bytes, at)
-}
-
-#[cfg(windows)]
-pub(super) fn write_at(file: &File, mut bytes: &[u8], mut at: u64) -> io::Result<()> {
-    while !bytes.is_empty() {
-        let written = std::os::windows::fs::FileExt::seek_write(file, bytes, at)?;
-        bytes = &bytes[written..];
-        at += written as u64;
-    }
-    Ok(())
-}
-
-#[cfg(windows)]
-pub(super) fn read_at(file: &File, mut bytes: &mut [u8], mut at: u64) -> io::Result<()> {
-    while !bytes.is_empty() {
-        let read = std::os::windows::fs::FileExt::seek_read(file, bytes, at)?;
-        if read == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        bytes = &mut bytes[read..];
-        at += read as u64;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::file_io::{fnv, read_at, write_at};
 use super::identity::StateFile;
 
 /// The header's first bytes: the format. Every format of this package starts with `PREFIX`.
@@ -43,9 +44,9 @@ pub enum Opened {
     Refused(String),
 }
 
-/// Opens the journal at `path` for `state`; a writer (`writable`) makes one when there is none
-/// or replaces a stale one.
-pub fn open(path: &Path, state: &StateFile, writable: bool) -> Opened {
+/// Opens the journal at `path` for `state`; a writer (`writable`) makes one (of `length`
+/// bytes) when there is none or replaces a stale one.
+pub fn open(path: &Path, state: &StateFile, writable: bool, length: u64) -> Opened {
     // A replacement another process renamed in between is opened again, a few times at most.
     for _ in 0..4 {
         let file = match open_existing(path, writable) {
@@ -54,7 +55,7 @@ pub fn open(path: &Path, state: &StateFile, writable: bool) -> Opened {
                 if !writable {
                     return Opened::Unusable;
                 }
-                match make(path, state, Placing::IfAbsent) {
+                match make(path, state, length, Placing::IfAbsent) {
                     Ok(Some(trusted)) => return Opened::Trusted(trusted),
                     Ok(None) => continue,
                     Err(_) => return Opened::Unusable,
@@ -73,7 +74,7 @@ pub fn open(path: &Path, state: &StateFile, writable: bool) -> Opened {
                 if !writable {
                     return Opened::Unusable;
                 }
-                return match make(path, state, Placing::Replacing) {
+                return match make(path, state, length, Placing::Replacing) {
                     Ok(Some(trusted)) => Opened::Trusted(trusted),
                     _ => Opened::Unusable,
                 };
@@ -126,7 +127,7 @@ fn header(state: &StateFile, identity: u64) -> [u8; HEADER as usize] {
     bytes[..16].copy_from_slice(MAGIC);
     bytes[16..24].copy_from_slice(&identity.to_le_bytes());
     bytes[24..32].copy_from_slice(&state.id.to_le_bytes());
-    let checksum = super::journal::fnv(&[&bytes[..32]]);
+    let checksum = fnv(&[&bytes[..32]]);
     bytes[32..40].copy_from_slice(&checksum.to_le_bytes());
     bytes
 }
@@ -143,9 +144,9 @@ enum Header {
 
 fn read_header(file: &File) -> Header {
     let mut bytes = [0u8; HEADER as usize];
-    if super::journal::read_at(file, &mut bytes, 0).is_err() {
+    if read_at(file, &mut bytes, 0).is_err() {
         let mut prefix = [0u8; PREFIX.len()];
-        return match super::journal::read_at(file, &mut prefix, 0) {
+        return match read_at(file, &mut prefix, 0) {
             Ok(()) if prefix == PREFIX => Header::OursStale,
             _ => Header::Foreign,
         };
@@ -154,7 +155,7 @@ fn read_header(file: &File) -> Header {
         return Header::Foreign;
     }
     let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"));
-    if &bytes[..16] != MAGIC || word(32) != super::journal::fnv(&[&bytes[..32]]) {
+    if &bytes[..16] != MAGIC || word(32) != fnv(&[&bytes[..32]]) {
         return Header::OursStale;
     }
     Header::Ours {
@@ -242,7 +243,12 @@ enum Placing {
 
 /// Makes a new journal for `state` under a name of its own, then places it at `path`. `None`
 /// when another process placed one first (open that one instead).
-fn make(path: &Path, state: &StateFile, placing: Placing) -> io::Result<Option<Trusted>> {
+fn make(
+    path: &Path,
+    state: &StateFile,
+    length: u64,
+    placing: Placing,
+) -> io::Result<Option<Trusted>> {
     let identity = random_u64()?;
     let mut temporary = path.as_os_str().to_owned();
     temporary.push(format!(".{identity:016x}.tmp"));
@@ -257,8 +263,8 @@ fn make(path: &Path, state: &StateFile, placing: Placing) -> io::Result<Option<T
     }
     let file = options.open(&temporary)?;
     let placed = (|| {
-        file.set_len(HEADER + super::journal::SLOTS * super::journal::SLOT as u64)?;
-        super::journal::write_at(&file, &header(state, identity), 0)?;
+        file.set_len(length)?;
+        write_at(&file, &header(state, identity), 0)?;
         match placing {
             Placing::IfAbsent => match std::fs::hard_link(&temporary, path) {
                 Ok(()) => {
@@ -312,6 +318,11 @@ mod tests {
             mode: 0o600,
         };
         (scratch.file("state.sqlite-runlog"), state)
+    }
+
+    /// A journal of the journal module's size.
+    fn open(path: &Path, state: &StateFile, writable: bool) -> Opened {
+        super::open(path, state, writable, HEADER + 4096 * 1024)
     }
 
     fn refusal(opened: Opened) -> String {

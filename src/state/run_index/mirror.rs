@@ -16,7 +16,8 @@ use rusqlite::types::{FromSql, FromSqlError, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 use rustc_hash::FxHashMap;
 
-use super::journal::{fnv, Key};
+use super::file_io::fnv;
+use super::journal::Key;
 use super::position::WalPosition;
 use super::records::{RecordCache, Shape};
 use crate::error::Result;

@@ -27,6 +27,7 @@
 //!   statements are recorded for the bench (the recorder owns the connection's hooks).
 
 mod builder;
+mod file_io;
 mod hooks;
 mod identity;
 mod journal;
