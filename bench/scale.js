@@ -37,7 +37,9 @@
 //    open and the first poll added: index, page cache);
 // 5. a host's claimNextWorkflowRun on PIW_SCALE_CLAIM_BASE (10,000) terminal runs with 0 and with
 //    5,000 queued runs it may not take (2,500 other sessions' interactive runs, 2,500 headless
-//    runs with another runner's affinity), after its own write.
+//    runs with another runner's affinity), after its own write;
+// 6. the polls right after one commit by another application (bench/scale-foreign.js): the SQL
+//    poll, then each of six polls after the commit — how many pay for the index's rebuild.
 // The growth column is largest size / smallest size; a poll that reads only what it returns
 // stays near 1×.
 //
@@ -46,7 +48,7 @@
 // seconds, with at least 3 samples — for 1,000,000 runs), PIW_SCALE_ROOT (default /dev/shm when it
 // has room, else the temp folder), PIW_SCALE_REBUILD=1, PIW_SCALE_CACHE=<folder> (files another
 // build made), PIW_SCALE_BUILDER=fast|api, PIW_SCALE_CLAIM_BASE, PIW_SCALE_ONLY=own,writers,
-// reference,first,claim (tables to run), PIW_REF. Flags: --writers N, --reference.
+// reference,first,claim,foreign (tables to run), PIW_REF. Flags: --writers N, --reference.
 // Run against another build with PI_WORKFLOWS_NATIVE_PATH=/path/to/file.node.
 
 const crypto = require('node:crypto');
@@ -60,6 +62,7 @@ const { reservation } = require('./fixtures');
 const { addRunThroughApi, buildFast } = require('./scale-build');
 const { loadStore, POLLS, FLOOR, PROJECT } = require('./scale-impl');
 const { writerFor, writerRoles } = require('./scale-writes');
+const { POLLS_AFTER, pollsAfterForeignCommit } = require('./scale-foreign');
 
 /** The polls, and the floor under their ratios (see scale-impl.js). */
 const TIMED = { ...POLLS, ...FLOOR };
@@ -73,7 +76,7 @@ const REFERENCE = flag('reference') || Boolean(process.env.PIW_REF);
 const ITERATIONS = Number(process.env.PIW_SCALE_ITERATIONS ?? 40);
 const BUDGET_MS = Number(process.env.PIW_SCALE_BUDGET_S ?? 60) * 1000;
 const CLAIM_BASE = Number(process.env.PIW_SCALE_CLAIM_BASE ?? 10_000);
-const ONLY = new Set((process.env.PIW_SCALE_ONLY ?? 'own,writers,reference,first,claim').split(','));
+const ONLY = new Set((process.env.PIW_SCALE_ONLY ?? 'own,writers,reference,first,claim,foreign').split(','));
 
 /** /dev/shm when it has room for the largest file (about 3 kB a run) and two copies of it. */
 function root() {
@@ -443,6 +446,19 @@ async function measureClaim(files, impl) {
   return results;
 }
 
+/** Table 6: the polls after one foreign commit (bench/scale-foreign.js). */
+async function measureForeign(source) {
+  const { folder, file } = copyOf(source);
+  const store = new SqliteControllerStore(file, { projectPath: PROJECT });
+  try {
+    await settled(() => store.workflowRunListRevision());
+    return await pollsAfterForeignCommit(store, file);
+  } finally {
+    store.close();
+    fs.rmSync(folder, { recursive: true, force: true });
+  }
+}
+
 const micros = (value) => (value === undefined ? '–' : value < 100 ? value.toFixed(1) : Math.round(value).toLocaleString('en-US'));
 const megabytes = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
 const ratio = (a, b) => (a === undefined || b === undefined ? '–' : `${(a / b).toFixed(a / b < 10 ? 2 : 1)}×`);
@@ -561,6 +577,19 @@ async function main() {
     out += table(
       `5. a host's claim on ${CLAIM_BASE.toLocaleString('en-US')} terminal runs, after its own write, µs/op`,
       ['call', ...labels, '5,000 / 0'],
+      rows,
+    );
+    flush();
+  }
+  if (ONLY.has('foreign')) {
+    const rows = [];
+    for (const size of SIZES) {
+      const { sql, after } = await measureForeign(file(size));
+      rows.push([runs(size), micros(sql), ...after.map(micros)]);
+    }
+    out += table(
+      '6. native, listWorkflowRuns({limit: 100}) after one commit by another application (better-sqlite3, another process), µs: the SQL poll, then each of the polls after the commit, 50 ms apart',
+      ['file', 'SQL poll', ...Array.from({ length: POLLS_AFTER }, (_, n) => `poll ${n + 1}`)],
       rows,
     );
     flush();

@@ -206,6 +206,7 @@ impl RunIndex {
             return Ok(None);
         };
         let now = At { position, schema };
+        self.builder.wait_for_running();
         if let Some(built) = self.builder.take() {
             let at = At {
                 position: built.position,
@@ -214,7 +215,8 @@ impl RunIndex {
             // A build of another file (the name leads to another one now) is dropped, and so is
             // one newer than this poll's snapshot (its read began after this one): it cannot be
             // brought back to this snapshot; a later poll builds again.
-            let same_file = self.state_file.is_some() && built.file == self.state_file;
+            let id = |file: Option<StateFile>| file.map(|file| file.id);
+            let same_file = self.state_file.is_some() && id(built.file) == id(self.state_file);
             if same_file
                 && at.schema == schema
                 && position.commit.wrapping_sub(at.position.commit) < 1 << 31

@@ -812,3 +812,33 @@ fn a_native_writers_run_rows_are_taken_from_its_entries() {
     );
     drop(writer);
 }
+
+#[cfg(unix)]
+#[test]
+fn after_a_foreign_commit_the_second_poll_answers_from_the_rebuilt_index() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new("run-index-second-poll");
+    let (file, reader) = built_large_file(&scratch, super::SYNC_BUILD_RUNS as u64 + 500);
+    let Indexed { conn, index } = &reader;
+    // The state file's mode changes after the connection opened (the JS layer's chmod 0600
+    // of a new or copied file): still the same file.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    for round in 0..3 {
+        let foreign = Connection::open(&file).unwrap();
+        foreign
+            .execute_batch("UPDATE run_queue SET updated_at = updated_at + 1 WHERE rowid = 1")
+            .unwrap();
+        drop(foreign);
+        let builds = index.builds();
+        assert!(
+            !poll(conn, index),
+            "round {round}: the first poll reads through SQL"
+        );
+        assert!(
+            poll(conn, index),
+            "round {round}: the second poll waits for the build"
+        );
+        assert_eq!(index.builds(), builds + 1);
+        check(conn, index, round);
+    }
+}
