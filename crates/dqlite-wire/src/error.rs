@@ -86,6 +86,30 @@ pub enum ErrorKind {
     },
     /// The connection failed earlier and must be replaced.
     Broken,
+    /// A malformed address (a `dqlite://` URL or `host:port`), refused
+    /// before any I/O: `address` as given, `reason` what is wrong with it.
+    BadAddress { address: String, reason: String },
+    /// A well-formed host name that the system's resolver does not know.
+    Unresolved { address: String, error: io::Error },
+    /// The address answered with something that is not dqlite (another
+    /// service on that port): `detail` says what came back.
+    NotDqlite { address: String, detail: String },
+    /// Every address refused the connection (nothing listens there), on a
+    /// cluster never reached before: a configuration error, not a restart.
+    Refused { addresses: Vec<String> },
+    /// The reply brought more rows or bytes than the configured limit; the
+    /// connection was dropped with what had arrived.
+    ReplyTooLarge { limit: ReplyLimit },
+    /// The node a reply was awaited from stopped answering and another node
+    /// leads now; the request was abandoned.
+    LeaderMoved { from: String, to: String },
+}
+
+/// Which limit a reply went past (see [`crate::ReplyLimits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyLimit {
+    Rows(u64),
+    Bytes(u64),
 }
 
 /// An error with the [`Outcome`] of the request that caused it.
@@ -106,6 +130,14 @@ impl Error {
 
     pub(crate) fn invalid_argument(msg: impl Into<String>) -> Error {
         Error::new(ErrorKind::InvalidArgument(msg.into()), Outcome::NotApplied)
+    }
+
+    pub(crate) fn bad_address(address: &str, reason: impl Into<String>) -> Error {
+        let kind = ErrorKind::BadAddress {
+            address: address.to_owned(),
+            reason: reason.into(),
+        };
+        Error::new(kind, Outcome::NotApplied)
     }
 
     /// The error a failure response stands for, with `Failed` until the
@@ -152,7 +184,7 @@ impl Error {
     pub fn needs_reconnect(&self) -> bool {
         match &self.kind {
             ErrorKind::Sql { code, .. } => *code == SQLITE_NOTFOUND,
-            ErrorKind::InvalidArgument(_) => false,
+            ErrorKind::InvalidArgument(_) | ErrorKind::BadAddress { .. } => false,
             _ => true,
         }
     }
@@ -229,6 +261,29 @@ impl fmt::Display for Error {
                 }
             }
             ErrorKind::Broken => write!(f, "connection is broken by an earlier error")?,
+            ErrorKind::BadAddress { address, reason } => {
+                write!(f, "bad dqlite address \"{address}\": {reason}")?
+            }
+            ErrorKind::Unresolved { address, error } => {
+                write!(f, "the host of {address} cannot be resolved: {error}")?
+            }
+            ErrorKind::NotDqlite { address, detail } => write!(
+                f,
+                "{address} does not answer the dqlite handshake ({detail}): is it a dqlite node's port?"
+            )?,
+            ErrorKind::Refused { addresses } => write!(
+                f,
+                "no node accepted a connection ({} refused): is the dqlite node running, and is the port right?",
+                addresses.join(", ")
+            )?,
+            ErrorKind::ReplyTooLarge { limit } => match limit {
+                ReplyLimit::Rows(n) => write!(f, "the reply brought more than {n} rows")?,
+                ReplyLimit::Bytes(n) => write!(f, "the reply brought more than {n} bytes")?,
+            },
+            ErrorKind::LeaderMoved { from, to } => write!(
+                f,
+                "{from} stopped answering and {to} leads now; the request was abandoned"
+            )?,
         }
         match self.outcome {
             Outcome::NotApplied | Outcome::Failed => Ok(()),
@@ -241,7 +296,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
-            ErrorKind::Io(e) => Some(e),
+            ErrorKind::Io(e) | ErrorKind::Unresolved { error: e, .. } => Some(e),
             ErrorKind::NoLeader { last: Some(e), .. } => Some(e.as_ref()),
             _ => None,
         }
