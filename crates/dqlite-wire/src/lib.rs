@@ -16,7 +16,7 @@
 //!   sessions; [`watch`] — noticing a leader that stopped answering;
 //! * [`error`] — typed errors and the [`Outcome`] of the failed request;
 //! * [`harness`] — a local test cluster on loopback (`piw-dqlite-node` or
-//!   `dqlite-demo` nodes).
+//!   `dqlite-demo` nodes); [`fake`] — scripted misbehaving nodes for tests.
 
 pub mod address;
 pub mod budget;
@@ -24,6 +24,7 @@ pub mod cluster;
 pub mod conn;
 mod deadline;
 pub mod error;
+pub mod fake;
 pub mod harness;
 pub mod message;
 pub mod value;
