@@ -25,6 +25,8 @@ pub mod trace;
 pub mod wire;
 
 #[cfg(test)]
+mod cluster_fault_tests;
+#[cfg(test)]
 mod fault_sweep_tests;
 #[cfg(test)]
 mod fuzz_tests;
@@ -93,7 +95,7 @@ fn guarded(state: &SharedState, operation: impl FnOnce(&StateDb) -> Result<Strin
     }
     let guard = lock(state);
     let _held = Held::mark(state);
-    let outcome = catch_unwind(AssertUnwindSafe(|| operation(&guard)));
+    let outcome = catch_unwind(AssertUnwindSafe(|| guard.as_one_call(|| operation(&guard))));
     match outcome {
         Ok(Ok(reply)) => reply,
         Ok(Err(error)) => encode_error(&error),
@@ -511,7 +513,9 @@ fn parse_json(text: &str) -> Result<Value> {
 }
 
 /// Opens the state database on the dqlite cluster of `options.cluster` (`{url, mode, now,
-/// connectTimeoutMs, requestTimeoutMs, reconnectDeadlineMs}`; the JS layer checked the types).
+/// connectTimeoutMs, requestTimeoutMs, reconnectDeadlineMs, maxReplyRows, maxReplyBytes}`; the
+/// JS layer checked the types). The whole open, its reruns included, ends by
+/// `reconnectDeadlineMs` from now.
 fn open_cluster(options: &Value) -> Result<StateDb> {
     let cluster = &options["cluster"];
     let url = cluster["url"]
@@ -533,14 +537,21 @@ fn open_cluster(options: &Value) -> Result<StateDb> {
     if let Some(deadline) = ms("reconnectDeadlineMs") {
         config.reconnect_deadline = deadline;
     }
+    if let Some(rows) = cluster["maxReplyRows"].as_u64() {
+        config.reply_limits.rows = rows;
+    }
+    if let Some(bytes) = cluster["maxReplyBytes"].as_u64() {
+        config.reply_limits.bytes = bytes;
+    }
     let mode = if options["mode"].as_str() == Some("read-only") {
         Mode::ReadOnly
     } else {
         Mode::ReadWrite
     };
     let now = options["now"].as_i64().unwrap_or(0);
+    let deadline = std::time::Instant::now() + config.reconnect_deadline;
     crate::sql::retry::with_reruns(crate::sql::retry::OPEN, config.reconnect_deadline, || {
-        StateDb::open_cluster(url, config.clone(), mode, now)
+        StateDb::open_cluster(url, config.clone(), mode, now, deadline)
     })
 }
 
