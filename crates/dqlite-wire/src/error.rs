@@ -32,6 +32,13 @@ pub const SQLITE_IOERR_NOT_LEADER_LEGACY: u64 = SQLITE_IOERR | (32 << 8);
 pub const SQLITE_IOERR_LEADERSHIP_LOST_LEGACY: u64 = SQLITE_IOERR | (33 << 8);
 /// SQLITE_BUSY: another writer, or a checkpoint in progress.
 pub const SQLITE_BUSY: u64 = 5;
+/// What dqlite 1.11 answers when its leader refuses a statement while it
+/// hands leadership over: raft's `RAFT_NOTLEADER` (7) passed through as the
+/// failure code, which reads as `SQLITE_NOMEM`, with the connection's stale
+/// message ("no more rows available"). The statement never ran. A real
+/// SQLITE_NOMEM of the node is handled alike: it ran nothing either (SQLite
+/// rolls back what an out-of-memory error interrupts).
+pub const SQLITE_NOMEM_OR_RAFT_NOTLEADER: u64 = 7;
 /// SQLITE_INTERRUPT.
 pub const SQLITE_INTERRUPT: u64 = 9;
 /// SQLITE_NOTFOUND: dqlite's answer for an unknown database or statement id,
@@ -144,9 +151,9 @@ impl Error {
     /// connection that sent the request decides its outcome.
     pub fn from_failure(code: u64, message: String) -> Error {
         let kind = match code {
-            SQLITE_IOERR_NOT_LEADER | SQLITE_IOERR_NOT_LEADER_LEGACY => {
-                ErrorKind::NotLeader { code, message }
-            }
+            SQLITE_IOERR_NOT_LEADER
+            | SQLITE_IOERR_NOT_LEADER_LEGACY
+            | SQLITE_NOMEM_OR_RAFT_NOTLEADER => ErrorKind::NotLeader { code, message },
             SQLITE_IOERR_LEADERSHIP_LOST | SQLITE_IOERR_LEADERSHIP_LOST_LEGACY => {
                 ErrorKind::LeadershipLost { code, message }
             }
@@ -314,6 +321,9 @@ mod tests {
         assert!(e.is_leadership_error() && e.needs_reconnect());
         assert_eq!(e.code(), Some(10250));
         assert_eq!(e.primary_code(), Some(10));
+        // dqlite 1.11's refusal during a leadership transfer.
+        let e = Error::from_failure(7, "no more rows available".into());
+        assert!(e.is_leadership_error() && e.needs_reconnect());
         let e = Error::from_failure(SQLITE_IOERR_LEADERSHIP_LOST, "disk I/O error".into());
         assert!(matches!(e.kind(), ErrorKind::LeadershipLost { .. }));
         assert_eq!(e.code(), Some(10506));
