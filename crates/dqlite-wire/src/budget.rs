@@ -38,10 +38,12 @@ impl ReplyLimits {
 }
 
 impl Default for ReplyLimits {
-    /// 250,000 rows and 32 MiB: the store's largest replies (a listing of
-    /// every run of a project) take about 1.5 KiB a run, so 32 MiB is a
-    /// listing of some 20,000 runs, while a server that never ends a result
-    /// costs the client at most about twice the cap in memory.
+    /// 250,000 rows and 32 MiB. The store's largest replies are its listings
+    /// (`listWorkflowRuns` of a project: 1.9 KiB a run as counted here, so
+    /// 32 MiB lists some 17,000 runs); every other reply is a few KiB (a
+    /// store's whole open: 53 KiB). A server that never ends a result then
+    /// costs the client at most twice the cap (the rows so far, and one
+    /// frame that fits what is left).
     fn default() -> Self {
         ReplyLimits {
             rows: 250_000,
