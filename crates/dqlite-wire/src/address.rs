@@ -4,10 +4,13 @@
 //! never retried and never reaches the system's name resolver: only a host
 //! that is a syntactically valid DNS name is ever resolved (an IP literal
 //! needs no resolver). Every resolution goes through [`resolve`], which
-//! counts its calls per thread for the tests ([`resolver_calls`]).
+//! counts its calls per thread for the tests ([`resolver_calls`]) and waits
+//! for the resolver no longer than the caller's deadline.
 
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::sync::mpsc;
+use std::time::Instant;
 
 use crate::error::{Error, ErrorKind, Outcome, Result};
 
@@ -170,8 +173,10 @@ pub fn resolver_calls() -> u64 {
 
 /// The socket addresses of `text` (`host:port`): an IP literal directly, a
 /// valid DNS name through the system's resolver, anything else refused
-/// with [`ErrorKind::BadAddress`] before any lookup.
-pub fn resolve(text: &str) -> Result<Vec<SocketAddr>> {
+/// with [`ErrorKind::BadAddress`] before any lookup. The system's resolver
+/// takes no timeout, so it runs on a thread of its own, waited for until
+/// `deadline` ([`ErrorKind::Timeout`] then; the thread ends with the lookup).
+pub fn resolve(text: &str, deadline: Instant) -> Result<Vec<SocketAddr>> {
     let node = parse_node(text).map_err(|reason| Error::bad_address(text, reason))?;
     let name = match node.host {
         Host::Ip(ip) => return Ok(vec![SocketAddr::new(ip, node.port)]),
@@ -187,10 +192,23 @@ pub fn resolve(text: &str) -> Result<Vec<SocketAddr>> {
             Outcome::NotApplied,
         )
     };
-    let found: Vec<SocketAddr> = (name.as_str(), node.port)
-        .to_socket_addrs()
-        .map_err(unresolved)?
-        .collect();
+    let (tx, rx) = mpsc::channel();
+    let port = node.port;
+    std::thread::spawn(move || {
+        let found = (name.as_str(), port).to_socket_addrs();
+        let _ = tx.send(found.map(Iterator::collect::<Vec<SocketAddr>>));
+    });
+    let wait = deadline.saturating_duration_since(Instant::now());
+    let found = match rx.recv_timeout(wait) {
+        Ok(found) => found.map_err(unresolved)?,
+        Err(_) => {
+            let kind = ErrorKind::Timeout {
+                op: "resolve",
+                after: wait,
+            };
+            return Err(Error::new(kind, Outcome::NotApplied));
+        }
+    };
     if found.is_empty() {
         return Err(unresolved(std::io::Error::other("no address found")));
     }
@@ -266,17 +284,21 @@ mod tests {
         assert!(e.to_string().contains("\"dqlite://127.0.0.1:/x\""), "{e}");
     }
 
+    fn soon() -> Instant {
+        Instant::now() + std::time::Duration::from_secs(5)
+    }
+
     #[test]
     fn a_malformed_host_never_reaches_the_resolver() {
         let before = resolver_calls();
         for bad in ["127.0.0.1:1:2", "bad_host:1", "h:", "999.1.1.1:5", "x y:1"] {
-            let e = resolve(bad).unwrap_err();
+            let e = resolve(bad, soon()).unwrap_err();
             assert!(
                 matches!(e.kind(), ErrorKind::BadAddress { .. }),
                 "{bad}: {e}"
             );
         }
-        assert_eq!(resolve("127.0.0.1:9").unwrap().len(), 1);
+        assert_eq!(resolve("127.0.0.1:9", soon()).unwrap().len(), 1);
         assert_eq!(resolver_calls(), before);
     }
 }

@@ -120,7 +120,7 @@ impl Connection {
         timeouts: Timeouts,
         deadline: Instant,
     ) -> Result<Connection> {
-        let addrs: Vec<SocketAddr> = address::resolve(address)?;
+        let addrs: Vec<SocketAddr> = address::resolve(address, deadline)?;
         let mut last = None;
         let mut stream = None;
         for addr in addrs {
