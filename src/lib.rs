@@ -326,12 +326,14 @@ pub struct NativeStore {
 #[napi]
 impl NativeStore {
     /// Binds a store to `state`; registers (read-write) or looks up (read-only) the project.
-    /// Throws an encoded error (`!{…}`) as the message on failure.
+    /// `within_open`: the state was opened by the same constructor, whose deadline on a cluster
+    /// the registration shares. Throws an encoded error (`!{…}`) as the message on failure.
     #[napi(factory, catch_unwind)]
     pub fn open(
         state: &NativeState,
         project_path: Option<String>,
         now: f64,
+        within_open: Option<bool>,
     ) -> napi::Result<NativeStore> {
         let shared = state.shared().clone();
         if reentered(&shared) {
@@ -339,7 +341,15 @@ impl NativeStore {
         }
         let project = match project_path {
             None => Ok(None),
-            Some(path) => store::resolve_project(&lock(&shared), &path, now as i64),
+            Some(path) => {
+                let state = lock(&shared);
+                let register = || store::resolve_project(&state, &path, now as i64);
+                if within_open == Some(true) {
+                    state.within_open(register)
+                } else {
+                    state.as_one_call(register)
+                }
+            }
         };
         match project {
             Ok(project_id) => Ok(NativeStore {

@@ -81,6 +81,8 @@ pub struct Remote {
     state: RefCell<State>,
     /// The deadline of the call in progress, if one set it ([`Remote::call_scope`]).
     call_deadline: Cell<Option<Instant>>,
+    /// The deadline the open was given (see [`Remote::open_deadline`]).
+    open_deadline: Instant,
     /// A read-only state: every leader connection gets `PRAGMA query_only = ON`, as a
     /// read-only file's connection has.
     query_only: bool,
@@ -148,6 +150,7 @@ impl Remote {
             cluster,
             state: RefCell::new(State::default()),
             call_deadline: Cell::new(None),
+            open_deadline: deadline,
             query_only: read_only,
         };
         {
@@ -167,6 +170,12 @@ impl Remote {
             remote: self,
             outer,
         }
+    }
+
+    /// The deadline the open was given: what a constructor does after the open (registering
+    /// its project) shares it.
+    pub fn open_deadline(&self) -> Instant {
+        self.open_deadline
     }
 
     /// When a statement started now must be done.

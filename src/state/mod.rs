@@ -144,6 +144,18 @@ impl StateDb {
         Ok(state)
     }
 
+    /// Runs `call` as the rest of the open (a constructor's project registration): on a cluster
+    /// by the open's own deadline, so that the whole constructor ends by `reconnectDeadlineMs`.
+    pub fn within_open<T>(&self, call: impl FnOnce() -> T) -> T {
+        match &self.connection {
+            Some(Db::Remote(remote)) => {
+                let _call = remote.call_scope(remote.open_deadline());
+                call()
+            }
+            _ => call(),
+        }
+    }
+
     /// Runs `call` (one call of the JS layer) so that on a cluster nothing in it waits or reads
     /// past `reconnectDeadlineMs` from now: every wait for a leader and every reply of its
     /// statements share that deadline, so a synchronous call never holds the event loop longer.
