@@ -536,6 +536,9 @@ fn open_cluster(options: &Value) -> Result<StateDb> {
         // A leader found within a quarter second of its election: the rounds are a few
         // connections on the nodes' port, cheap even every 250 ms.
         backoff_max: std::time::Duration::from_millis(250),
+        // A store's nodes run already: addresses that cannot work are a configuration error,
+        // reported at once.
+        fail_fast: true,
         ..dqlite_wire::Config::default()
     };
     if let Some(timeout) = ms("connectTimeoutMs") {

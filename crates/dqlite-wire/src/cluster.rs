@@ -7,9 +7,10 @@
 //! the database open. A round that finds no leader is repeated after an
 //! exponential backoff with jitter until the reconnect deadline passes; the
 //! deadline holds inside a round as well (each dial, handshake and reply is
-//! bounded by it). On a cluster never reached, a round whose addresses are
-//! plainly wrong (another service, a host that does not resolve, every one
-//! refusing) fails at once instead: retrying cannot mend a configuration.
+//! bounded by it). With [`Config::fail_fast`], on a cluster never reached, a
+//! round whose addresses are plainly wrong (another service, a host that does
+//! not resolve, every one refusing) fails at once instead: retrying cannot
+//! mend a configuration.
 //! Connections it returns watch their leader while a reply is late
 //! ([`Watch`]).
 //!
@@ -50,6 +51,13 @@ pub struct Config {
     /// another one leads now, and then how often (zero: never; see
     /// [`Watch`]).
     pub liveness_interval: Duration,
+    /// Until a leader was reached once, end a connect after the first round
+    /// that shows the addresses to be wrong: another service answers
+    /// ([`ErrorKind::NotDqlite`]), a name does not resolve, or every address
+    /// refuses ([`ErrorKind::Refused`]). Off by default: a caller that has
+    /// just started its nodes waits for them; the store turns it on, since
+    /// its nodes run already and a wrong address is the likelier cause.
+    pub fail_fast: bool,
 }
 
 impl Default for Config {
@@ -62,6 +70,7 @@ impl Default for Config {
             client_id: 0,
             reply_limits: ReplyLimits::default(),
             liveness_interval: Duration::from_secs(1),
+            fail_fast: false,
         }
     }
 }
@@ -288,10 +297,11 @@ impl Cluster {
     }
 
     /// Like [`Cluster::connect`] with an explicit deadline, which holds
-    /// inside a round too: no dial, handshake or reply outlasts it. Until a
-    /// leader was reached once, a round that shows the addresses to be wrong
-    /// ends the connect at once (see [`ErrorKind::NotDqlite`],
-    /// [`ErrorKind::Unresolved`], [`ErrorKind::Refused`]).
+    /// inside a round too: no dial, handshake or reply outlasts it. With
+    /// [`Config::fail_fast`], until a leader was reached once, a round that
+    /// shows the addresses to be wrong ends the connect at once (see
+    /// [`ErrorKind::NotDqlite`], [`ErrorKind::Unresolved`],
+    /// [`ErrorKind::Refused`]).
     pub fn connect_until(&self, deadline: Instant) -> Result<Connection> {
         let started = Instant::now();
         let mut backoff = Backoff::new(self.config.backoff_initial, self.config.backoff_max);
@@ -305,7 +315,7 @@ impl Cluster {
             if let Some(e) = missed.invalid_argument() {
                 return Err(e);
             }
-            if !self.reached.load(Ordering::Relaxed) {
+            if self.config.fail_fast && !self.reached.load(Ordering::Relaxed) {
                 if let Some(e) = missed.misconfigured() {
                     return Err(e);
                 }
@@ -576,6 +586,7 @@ mod tests {
         // Port 1 on loopback refuses at once.
         let config = Config {
             reconnect_deadline: Duration::from_secs(10),
+            fail_fast: true,
             ..Config::default()
         };
         let c = Cluster::new(["127.0.0.1:1", "127.0.0.1:2"], "db", config);
@@ -597,12 +608,30 @@ mod tests {
     }
 
     #[test]
+    fn without_fail_fast_refusals_are_waited_for() {
+        // The library's default: nodes that are still starting refuse too.
+        let config = Config {
+            reconnect_deadline: Duration::from_millis(300),
+            backoff_initial: Duration::from_millis(20),
+            backoff_max: Duration::from_millis(50),
+            ..Config::default()
+        };
+        let c = Cluster::new(["127.0.0.1:1"], "db", config);
+        let e = c.connect().unwrap_err();
+        assert!(
+            matches!(e.kind(), ErrorKind::NoLeader { attempts, .. } if *attempts >= 2),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_cluster_reached_before_retries_refusals_until_the_deadline() {
         // Its nodes restarting refuse as well: worth waiting for.
         let config = Config {
             reconnect_deadline: Duration::from_millis(300),
             backoff_initial: Duration::from_millis(20),
             backoff_max: Duration::from_millis(50),
+            fail_fast: true,
             ..Config::default()
         };
         let c = Cluster::new(["127.0.0.1:1"], "db", config);

@@ -21,6 +21,7 @@ fn config(connect_ms: u64, request_ms: u64, deadline_ms: u64) -> Config {
         reconnect_deadline: Duration::from_millis(deadline_ms),
         backoff_initial: Duration::from_millis(20),
         backoff_max: Duration::from_millis(100),
+        fail_fast: true,
         ..Config::default()
     }
 }
