@@ -2,7 +2,8 @@
 # The cluster suites (npm run test:cluster), each against real three-node dqlite clusters on
 # loopback that the harness starts and removes (crates/dqlite-wire/src/harness.rs):
 #   1. piw-dqlite-node itself: forming, restarts, SIGTERM hand-over, refused identities;
-#   2. the wire client and 3. the store (trace replay, failover) on piw-dqlite-node nodes;
+#   2. the wire client and 3. the store (trace replay, failover, a frozen leader and a paused
+#      lease holder) on piw-dqlite-node nodes;
 #   4. the wire client again on go-dqlite's dqlite-demo nodes: another implementation of the
 #      node side, so that the client is not only right about our own program.
 set -euo pipefail
