@@ -16,8 +16,7 @@
 //! every batch of a result included: `timeouts.request` from when it is sent,
 //! or the caller's own deadline ([`Connection::set_deadline`]) when that comes
 //! first. A reply is also held to [`ReplyLimits`]. The first reply of a
-//! connection must look like dqlite's, else the address is reported as
-//! [`ErrorKind::NotDqlite`] rather than read as a huge or garbled message.
+//! connection must look like dqlite's ([`crate::handshake`]).
 
 use std::io;
 use std::net::{SocketAddr, TcpStream};
@@ -28,7 +27,8 @@ use crate::address;
 use crate::budget::{Budget, ReplyLimits};
 use crate::deadline::{self, Idle, Stop};
 use crate::error::{Error, ErrorKind, Outcome, Result};
-use crate::message::{response, NodeInfo, Request, Response, RowsBatch};
+use crate::handshake;
+use crate::message::{NodeInfo, Request, Response, RowsBatch};
 use crate::value::Value;
 use crate::watch::Watch;
 use crate::wire::{Header, MAX_BODY_BYTES, PROTOCOL_VERSION, WORD};
@@ -42,10 +42,6 @@ pub struct Timeouts {
     /// Writing a request and reading its whole reply (every rows batch).
     pub request: Duration,
 }
-
-/// The largest first reply of a connection that can be dqlite's (a leader's
-/// address, a failure message): a bigger one is another protocol's bytes.
-const HANDSHAKE_REPLY_BYTES: usize = 64 << 10;
 
 impl Default for Timeouts {
     fn default() -> Self {
@@ -548,34 +544,17 @@ impl Connection {
     /// the outcome.
     fn read_response(&mut self, reply: &mut Reply) -> Result<Response> {
         let res = self.read_frame(reply).and_then(|(header, body)| {
-            if !self.answered {
-                return self.first_reply(&header, &body);
+            if self.answered {
+                return Response::decode_within(&header, &body, &mut reply.budget);
             }
-            Response::decode_within(&header, &body, &mut reply.budget)
+            let first = handshake::decode(&self.address, &header, &body)?;
+            self.answered = true;
+            Ok(first)
         });
         if res.is_err() {
             self.broken = true;
         }
         res
-    }
-
-    /// The connection's first reply, which tells whether the peer speaks
-    /// dqlite at all.
-    fn first_reply(&mut self, header: &Header, body: &[u8]) -> Result<Response> {
-        let mut budget = Budget::new(ReplyLimits::UNLIMITED);
-        match Response::decode_within(header, body, &mut budget) {
-            Ok(response) => {
-                self.answered = true;
-                Ok(response)
-            }
-            Err(e) => Err(Error::new(
-                ErrorKind::NotDqlite {
-                    address: self.address.clone(),
-                    detail: format!("its first reply is not a dqlite message: {e}"),
-                },
-                Outcome::NotApplied,
-            )),
-        }
     }
 
     fn read_frame(&mut self, reply: &mut Reply) -> Result<(Header, Vec<u8>)> {
@@ -594,7 +573,7 @@ impl Connection {
             .map_err(|s| s.into_error(waited))?;
         let header = Header::decode(word);
         if !self.answered {
-            self.check_first_header(word, &header)?;
+            handshake::check_header(&self.address, word, &header)?;
         }
         if header.body_len() > MAX_BODY_BYTES {
             return Err(Error::protocol(format!(
@@ -607,24 +586,6 @@ impl Connection {
         self.read_until(&mut body, deadline)
             .map_err(|s| s.into_error(waited))?;
         Ok((header, body))
-    }
-
-    /// The first header of a connection: a known response type and a small
-    /// body, or the bytes of another protocol.
-    fn check_first_header(&self, word: [u8; WORD], header: &Header) -> Result<()> {
-        if header.kind <= response::EMPTY && header.body_len() <= HANDSHAKE_REPLY_BYTES {
-            return Ok(());
-        }
-        Err(Error::new(
-            ErrorKind::NotDqlite {
-                address: self.address.clone(),
-                detail: format!(
-                    "it replied {}, which is not a dqlite message",
-                    printable(&word)
-                ),
-            },
-            Outcome::NotApplied,
-        ))
     }
 
     /// Fill `buf` by `deadline`; meanwhile, when a watch is set, ask the other
@@ -710,18 +671,6 @@ impl Stop {
             Stop::Check(e) => e,
         }
     }
-}
-
-/// Bytes of another protocol as text, for a message: `"HTTP/1.1"`.
-fn printable(bytes: &[u8]) -> String {
-    let text: String = bytes
-        .iter()
-        .map(|&b| match b {
-            b' '..=b'~' => (b as char).to_string(),
-            _ => format!("\\x{b:02x}"),
-        })
-        .collect();
-    format!("\"{text}\"")
 }
 
 fn io_error(e: io::Error, op: &'static str, timeout: Duration, outcome: Outcome) -> Error {

@@ -11,7 +11,8 @@
 //!   I/O;
 //! * [`conn`] — one connection: handshake, statements, streams, transactions,
 //!   each request bounded by one deadline (`deadline`) and its reply by
-//!   [`budget`]'s limits;
+//!   [`budget`]'s limits, its first reply checked to be dqlite's
+//!   (`handshake`);
 //! * [`cluster`] — leader discovery, reconnection with backoff, retrying
 //!   sessions; [`watch`] — noticing a leader that stopped answering;
 //! * [`error`] — typed errors and the [`Outcome`] of the failed request;
@@ -25,6 +26,7 @@ pub mod conn;
 mod deadline;
 pub mod error;
 pub mod fake;
+mod handshake;
 pub mod harness;
 pub mod message;
 pub mod value;
