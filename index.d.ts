@@ -407,15 +407,26 @@ export type StateDatabaseMode = 'read-write' | 'read-only';
  * nodes must be reached over a trusted network (docs/cluster.md).
  */
 export type ClusterOptions = {
-  /** TCP connect timeout per node address, in ms. Defaults to 2,000. */
+  /**
+   * How long connecting to a node and its first answer (who leads) may take, per node address,
+   * in ms. Defaults to 2,000.
+   */
   connectTimeoutMs?: number;
-  /** How long to wait for each reply of the leader, in ms. Defaults to 10,000. */
+  /** How long a request to the leader may take, its whole reply included, in ms. Defaults to 10,000. */
   requestTimeoutMs?: number;
   /**
-   * How long a call keeps looking for a leader (after a failover) before it fails with
-   * `code: 'DQLITE_UNAVAILABLE'`, in ms. Defaults to 15,000.
+   * How long a call (the constructor included) may take in all, looking for a leader after a
+   * failover included, before it fails with `code: 'DQLITE_UNAVAILABLE'`, in ms. Defaults to
+   * 15,000.
    */
   reconnectDeadlineMs?: number;
+  /** The most rows one reply may bring (else `code: 'DQLITE_REPLY_TOO_LARGE'`). Defaults to 250,000. */
+  maxReplyRows?: number;
+  /**
+   * The most bytes one reply may bring, counted as its rows take them in memory (else `code:
+   * 'DQLITE_REPLY_TOO_LARGE'`). Defaults to 33,554,432 (32 MiB).
+   */
+  maxReplyBytes?: number;
 };
 
 /** Options of the {@link StateDatabase} constructor. */

@@ -205,7 +205,7 @@ class SqliteControllerStore {
           : canonicalProjectPath(options.projectPath === undefined ? process.cwd() : options.projectPath);
       const nativeState = nativeStateOf(state);
       this.#native = withFilePath(state.filePath, () =>
-        created(() => binding.NativeStore.open(nativeState, projectPath, Date.now())),
+        created(() => binding.NativeStore.open(nativeState, projectPath, Date.now(), this.#ownsState)),
       );
       this.#asyncQueue = asyncQueueOf(nativeState);
     } catch (error) {

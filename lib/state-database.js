@@ -23,9 +23,9 @@ function isClusterAddress(filePath) {
   return typeof filePath === 'string' && filePath.startsWith('dqlite://');
 }
 
-const CLUSTER_OPTIONS = ['connectTimeoutMs', 'requestTimeoutMs', 'reconnectDeadlineMs'];
+const CLUSTER_OPTIONS = ['connectTimeoutMs', 'requestTimeoutMs', 'reconnectDeadlineMs', 'maxReplyRows', 'maxReplyBytes'];
 
-/** `options.cluster` checked: positive integer milliseconds, nothing else. */
+/** `options.cluster` checked: positive integers (milliseconds, or the reply limits), nothing else. */
 function clusterOptions(given) {
   if (given === undefined) return {};
   if (given === null || typeof given !== 'object') throw new TypeError('options.cluster must be an object');
@@ -36,7 +36,8 @@ function clusterOptions(given) {
     }
     if (value === undefined) continue;
     if (!Number.isSafeInteger(value) || value <= 0) {
-      throw new TypeError(`options.cluster.${name} must be a positive integer (milliseconds)`);
+      const unit = name.endsWith('Ms') ? 'milliseconds' : name === 'maxReplyRows' ? 'rows' : 'bytes';
+      throw new TypeError(`options.cluster.${name} must be a positive integer (${unit})`);
     }
     out[name] = value;
   }

@@ -25,6 +25,8 @@ pub mod trace;
 pub mod wire;
 
 #[cfg(test)]
+mod cluster_fault_tests;
+#[cfg(test)]
 mod fault_sweep_tests;
 #[cfg(test)]
 mod fuzz_tests;
@@ -93,7 +95,7 @@ fn guarded(state: &SharedState, operation: impl FnOnce(&StateDb) -> Result<Strin
     }
     let guard = lock(state);
     let _held = Held::mark(state);
-    let outcome = catch_unwind(AssertUnwindSafe(|| operation(&guard)));
+    let outcome = catch_unwind(AssertUnwindSafe(|| guard.as_one_call(|| operation(&guard))));
     match outcome {
         Ok(Ok(reply)) => reply,
         Ok(Err(error)) => encode_error(&error),
@@ -334,12 +336,14 @@ pub struct NativeStore {
 #[napi]
 impl NativeStore {
     /// Binds a store to `state`; registers (read-write) or looks up (read-only) the project.
-    /// Throws an encoded error (`!{…}`) as the message on failure.
+    /// `within_open`: the state was opened by the same constructor, whose deadline on a cluster
+    /// the registration shares. Throws an encoded error (`!{…}`) as the message on failure.
     #[napi(factory, catch_unwind)]
     pub fn open(
         state: &NativeState,
         project_path: Option<String>,
         now: f64,
+        within_open: Option<bool>,
     ) -> napi::Result<NativeStore> {
         let shared = state.shared().clone();
         if reentered(&shared) {
@@ -347,7 +351,15 @@ impl NativeStore {
         }
         let project = match project_path {
             None => Ok(None),
-            Some(path) => store::resolve_project(&lock(&shared), &path, now as i64),
+            Some(path) => {
+                let state = lock(&shared);
+                let register = || store::resolve_project(&state, &path, now as i64);
+                if within_open == Some(true) {
+                    state.within_open(register)
+                } else {
+                    state.as_one_call(register)
+                }
+            }
         };
         match project {
             Ok(project_id) => Ok(NativeStore {
@@ -521,7 +533,9 @@ fn parse_json(text: &str) -> Result<Value> {
 }
 
 /// Opens the state database on the dqlite cluster of `options.cluster` (`{url, mode, now,
-/// connectTimeoutMs, requestTimeoutMs, reconnectDeadlineMs}`; the JS layer checked the types).
+/// connectTimeoutMs, requestTimeoutMs, reconnectDeadlineMs, maxReplyRows, maxReplyBytes}`; the
+/// JS layer checked the types). The whole open, its reruns included, ends by
+/// `reconnectDeadlineMs` from now.
 fn open_cluster(options: &Value) -> Result<StateDb> {
     let cluster = &options["cluster"];
     let url = cluster["url"]
@@ -532,6 +546,9 @@ fn open_cluster(options: &Value) -> Result<StateDb> {
         // A leader found within a quarter second of its election: the rounds are a few
         // connections on the nodes' port, cheap even every 250 ms.
         backoff_max: std::time::Duration::from_millis(250),
+        // A store's nodes run already: addresses that cannot work are a configuration error,
+        // reported at once.
+        fail_fast: true,
         ..dqlite_wire::Config::default()
     };
     if let Some(timeout) = ms("connectTimeoutMs") {
@@ -543,14 +560,21 @@ fn open_cluster(options: &Value) -> Result<StateDb> {
     if let Some(deadline) = ms("reconnectDeadlineMs") {
         config.reconnect_deadline = deadline;
     }
+    if let Some(rows) = cluster["maxReplyRows"].as_u64() {
+        config.reply_limits.rows = rows;
+    }
+    if let Some(bytes) = cluster["maxReplyBytes"].as_u64() {
+        config.reply_limits.bytes = bytes;
+    }
     let mode = if options["mode"].as_str() == Some("read-only") {
         Mode::ReadOnly
     } else {
         Mode::ReadWrite
     };
     let now = options["now"].as_i64().unwrap_or(0);
+    let deadline = std::time::Instant::now() + config.reconnect_deadline;
     crate::sql::retry::with_reruns(crate::sql::retry::OPEN, config.reconnect_deadline, || {
-        StateDb::open_cluster(url, config.clone(), mode, now)
+        StateDb::open_cluster(url, config.clone(), mode, now, deadline)
     })
 }
 

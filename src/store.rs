@@ -83,18 +83,23 @@ pub fn resolve_project(state: &StateDb, canonical_path: &str, now: i64) -> Resul
 
 /// Runs `read` in one read transaction (one snapshot for its statements) unless the caller's
 /// own transaction is open. A record read with several statements takes the file lock
-/// once instead of once per statement.
+/// once instead of once per statement. A failed read reports its own error: the transaction
+/// is rolled back if it is still open (a cluster's is gone with a lost connection, SQLite
+/// rolls back some failures itself), and that rollback's own failure is not the caller's.
 pub fn in_read_transaction<T>(conn: &Db, read: impl FnOnce() -> Result<T>) -> Result<T> {
     if !conn.is_autocommit() {
         return read();
     }
     conn.prepare_cached("BEGIN")?.execute([])?;
     let outcome = read();
-    let end = if outcome.is_ok() {
-        "COMMIT"
-    } else {
-        "ROLLBACK"
-    };
-    conn.prepare_cached(end)?.execute([])?;
+    if outcome.is_err() {
+        if !conn.is_autocommit() {
+            let _ = conn
+                .prepare_cached("ROLLBACK")
+                .and_then(|mut end| end.execute([]));
+        }
+        return outcome;
+    }
+    conn.prepare_cached("COMMIT")?.execute([])?;
     outcome
 }

@@ -4,23 +4,19 @@
 // superseded holder's fenced write never lands after a newer holder's), and every client
 // answered again within 10 s of each kill (or 2 s of the election, when Raft took longer).
 
-import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import readline from 'node:readline';
 
 import { TestCluster } from '../support/cluster';
+import { Entry, HOSTS, doubleHolders, errorCounts, missing, putResources, recoveries, startHost, unexpectedErrors } from './hosts';
 
 const { SqliteControllerStore } = require('../../index.js');
-
-type Entry = { t: number; worker: string; op: string; [field: string]: unknown };
 
 const KILLS = 3;
 /** The hosts' cluster options (handed to failover-worker.js). */
 const WORKER_CLUSTER = { reconnectDeadlineMs: 30_000, requestTimeoutMs: 5_000 };
 const RECOVERY_MS = 10_000;
-const RESOURCES = 4;
 
 let cluster: TestCluster;
 
@@ -34,26 +30,16 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function startWorker(url: string, worker: string, stopFile: string, entries: Entry[]): Promise<number | null> {
-  const child: ChildProcess = spawn(process.execPath, [path.join(__dirname, 'failover-worker.js'), url, worker, stopFile, JSON.stringify(WORKER_CLUSTER)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  readline.createInterface({ input: child.stdout! }).on('line', (line) => entries.push(JSON.parse(line) as Entry));
-  return new Promise((resolve) => child.once('exit', resolve));
-}
-
 test('three hosts through three leader kills: nothing acknowledged lost, no double holder, back within 10 s', async () => {
   const url = cluster.url(`failover-${Date.now().toString(36)}`);
   const setup = new SqliteControllerStore(url, { projectPath: '/piw-failover' });
-  for (let i = 0; i < RESOURCES; i += 1) {
-    setup.putResource({ controller: 'failover', key: `r${i}`, spec: { i }, initialStatus: {} });
-  }
+  putResources(setup);
   setup.close();
 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'piw-failover-'));
   const stopFile = path.join(dir, 'stop');
   const entries: Entry[] = [];
-  const workers = ['host-a', 'host-b', 'host-c'].map((worker) => startWorker(url, worker, stopFile, entries));
+  const workers = HOSTS.map((worker) => startHost(url, worker, stopFile, WORKER_CLUSTER, entries));
   const kills: number[] = [];
   const elections: number[] = [];
   try {
@@ -79,64 +65,28 @@ test('three hosts through three leader kills: nothing acknowledged lost, no doub
   const acked = (op: string) => entries.filter((entry) => entry.op === op);
   const errors = acked('error');
   // Every client answered again within 10 s of each kill.
-  const recovery = kills.map((kill) =>
-    ['host-a', 'host-b', 'host-c'].map((worker) => {
-      const next = entries.find((entry) => entry.worker === worker && entry.op !== 'error' && entry.t > kill);
-      return next === undefined ? Infinity : next.t - kill;
-    }),
-  );
+  const recovery = recoveries(entries, kills);
   // Every acknowledged call is there: read by a store as patient as the hosts. (Its open took
   // 2-27 s, and failed, while the cluster's open prune was quadratic: each leader lost its
   // leadership running it. About 1 s now: checkOpenMs.)
   const checkStarted = Date.now();
   const check = new SqliteControllerStore(url, { projectPath: '/piw-failover', cluster: WORKER_CLUSTER });
   const checkOpenMs = Date.now() - checkStarted;
-  const missing: string[] = [];
-  for (const entry of acked('reserved')) {
-    if (check.getWorkflowRun(entry.runId as string) === undefined) missing.push(`reserved ${entry.runId}`);
-  }
-  for (const entry of acked('completed')) {
-    if (check.getWorkflowRun(entry.runId as string)?.status !== 'done') missing.push(`completed ${entry.runId}`);
-  }
-  const resources = new Map<string, number>();
-  for (let i = 0; i < RESOURCES; i += 1) {
-    resources.set(`r${i}`, check.getResource({ controller: 'failover', key: `r${i}` }).metadata.resourceVersion);
-  }
+  const lost = missing(check, entries);
   check.close();
-  // No double holder: two acknowledged claims never got the same lease generation, and in commit
-  // order (resource versions) the fenced writes of a resource never go back to an older holder.
-  const doubleHolders: string[] = [];
-  const claims = new Map<string, string>();
-  for (const entry of acked('claimed')) {
-    const at = `${entry.key}#${entry.generation}`;
-    if (claims.has(at)) doubleHolders.push(`${at}: ${claims.get(at)} and ${entry.worker}`);
-    claims.set(at, entry.worker);
-  }
-  for (const key of resources.keys()) {
-    const writes = acked('written')
-      .filter((entry) => entry.key === key)
-      .sort((a, b) => (a.version as number) - (b.version as number));
-    for (let i = 1; i < writes.length; i += 1) {
-      if ((writes[i].generation as number) < (writes[i - 1].generation as number)) {
-        doubleHolders.push(`${key}: generation ${writes[i].generation} wrote after ${writes[i - 1].generation}`);
-      }
-    }
-  }
   const figures = {
     acknowledged: entries.length - errors.length,
     runsCompleted: acked('completed').length,
     fencedWrites: acked('written').length,
-    errors: Object.fromEntries(
-      [...new Set(errors.map((entry) => String(entry.code)))].map((code) => [code, errors.filter((e) => String(e.code) === code).length]),
-    ),
+    errors: errorCounts(entries),
     recoveryMs: recovery,
     electionMs: elections,
     checkOpenMs,
   };
   console.log(`failover figures: ${JSON.stringify(figures)}`);
   for (const entry of errors.slice(0, 20)) console.log(`error: ${JSON.stringify(entry)} (kills at ${JSON.stringify(kills)})`);
-  expect(missing).toEqual([]);
-  expect(doubleHolders).toEqual([]);
+  expect(lost).toEqual([]);
+  expect(doubleHolders(entries)).toEqual([]);
   expect(acked('completed').length).toBeGreaterThan(30);
   // Within 10 s of each kill; when the nodes' Raft itself took longer to elect (a split
   // vote runs a second randomised election timeout), within 2 s of the election.
@@ -145,6 +95,5 @@ test('three hosts through three leader kills: nothing acknowledged lost, no doub
   });
   // The only errors a failover may cause: an unknown outcome of a write, or the fenced write of
   // a holder a newer one superseded (its lease expired while the cluster elected).
-  const superseded = (entry: Entry) => entry.what === 'fenced' && entry.message === 'Controller claim is stale';
-  expect(errors.filter((entry) => entry.code !== 'DQLITE_OUTCOME_UNKNOWN' && !superseded(entry))).toEqual([]);
+  expect(unexpectedErrors(entries)).toEqual([]);
 }, 180_000);

@@ -12,13 +12,18 @@
 //! Errors are `rusqlite::Error`s like the file's: a SQL error keeps SQLite's extended code and
 //! message (`SqliteFailure`), so the store reports the same `SqliteError`s; a failure of the
 //! cluster itself travels as a [`Failure`] inside `UserFunctionError`, which `StoreError`
-//! turns into an `Error` with the outcome's `code`.
+//! turns into an `Error` with its `code` (one of [`codes`], chosen in [`error`]).
+//!
+//! Deadlines: each statement's wait for a leader and every request of it (the whole reply) end
+//! by `reconnectDeadlineMs` from the statement's start, and within a call (a store method, the
+//! constructor's open) by the call's own deadline ([`Remote::call_scope`]), so that no
+//! synchronous call holds the event loop longer, whatever a server does.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use dqlite_wire::{Backoff, Cluster, Config, Connection, ErrorKind, Outcome, Value};
+use dqlite_wire::{Backoff, Cluster, Config, Connection, ErrorKind, Outcome, ReplyLimit, Value};
 use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
 
 use super::row::Row;
@@ -42,6 +47,18 @@ pub mod codes {
     /// The URL's nodes belong to different clusters, or a reconnection reached another cluster
     /// than the one the store opened (`dqlite_wire::identity`); nothing was sent to it.
     pub const CLUSTER_MISMATCH: &str = "DQLITE_CLUSTER_MISMATCH";
+    /// The `dqlite://` address is malformed (no nodes, no database name, a bad port or host, a
+    /// character a database name cannot have); nothing was sent or looked up.
+    pub const BAD_ADDRESS: &str = "DQLITE_BAD_ADDRESS";
+    /// A node's host name does not resolve; it was looked up once.
+    pub const UNRESOLVED: &str = "DQLITE_UNRESOLVED";
+    /// An address answers, but not as a dqlite node (another service on that port).
+    pub const NOT_DQLITE: &str = "DQLITE_NOT_DQLITE";
+    /// Every address refused the connection on a store's first connect: nothing listens there.
+    pub const REFUSED: &str = "DQLITE_REFUSED";
+    /// A reply brought more rows or bytes than `maxReplyRows` / `maxReplyBytes`; its connection
+    /// was closed (a transaction open on it with it).
+    pub const REPLY_TOO_LARGE: &str = "DQLITE_REPLY_TOO_LARGE";
 }
 
 /// A failure of the cluster (not of the SQL): its code (see [`codes`]) and message.
@@ -65,6 +82,10 @@ impl std::error::Error for Failure {}
 pub struct Remote {
     cluster: Cluster,
     state: RefCell<State>,
+    /// The deadline of the call in progress, if one set it ([`Remote::call_scope`]).
+    call_deadline: Cell<Option<Instant>>,
+    /// The deadline the open was given (see [`Remote::open_deadline`]).
+    open_deadline: Instant,
     /// A read-only state: every leader connection gets `PRAGMA query_only = ON`, as a
     /// read-only file's connection has.
     query_only: bool,
@@ -119,16 +140,51 @@ fn control_of(sql: &str) -> Control {
 }
 
 impl Remote {
-    /// Connects to the leader of the cluster `url` names (`dqlite://h1:p,h2:p/db`).
-    pub fn open(url: &str, config: Config, read_only: bool) -> rusqlite::Result<Remote> {
+    /// Connects to the leader of the cluster `url` names (`dqlite://h1:p,h2:p/db`), by
+    /// `deadline`; a malformed `url` fails before any I/O.
+    pub fn open(
+        url: &str,
+        config: Config,
+        read_only: bool,
+        deadline: Instant,
+    ) -> rusqlite::Result<Remote> {
         let cluster = Cluster::from_url(url, config).map_err(error)?;
         let remote = Remote {
             cluster,
             state: RefCell::new(State::default()),
+            call_deadline: Cell::new(None),
+            open_deadline: deadline,
             query_only: read_only,
         };
-        remote.run(|_| Ok(()))?;
+        {
+            let _call = remote.call_scope(deadline);
+            remote.run(|_| Ok(()))?;
+        }
         Ok(remote)
+    }
+
+    /// Until the returned guard is dropped, nothing waits or reads past `deadline` (or an
+    /// earlier deadline already in force): one call's statements share it.
+    pub fn call_scope(&self, deadline: Instant) -> CallScope<'_> {
+        let outer = self.call_deadline.get();
+        self.call_deadline
+            .set(Some(outer.map_or(deadline, |d| d.min(deadline))));
+        CallScope {
+            remote: self,
+            outer,
+        }
+    }
+
+    /// The deadline the open was given: what a constructor does after the open (registering
+    /// its project) shares it.
+    pub fn open_deadline(&self) -> Instant {
+        self.open_deadline
+    }
+
+    /// When a statement started now must be done.
+    fn deadline(&self) -> Instant {
+        let own = Instant::now() + self.cluster.config().reconnect_deadline;
+        self.call_deadline.get().map_or(own, |call| call.min(own))
     }
 
     /// The address of the leader this store last talked to.
@@ -173,7 +229,7 @@ impl Remote {
         mut op: impl FnMut(&mut State) -> dqlite_wire::Result<T>,
     ) -> rusqlite::Result<T> {
         let config = self.cluster.config();
-        let deadline = Instant::now() + config.reconnect_deadline;
+        let deadline = self.deadline();
         let mut backoff = Backoff::new(config.backoff_initial, config.backoff_max);
         let mut state = self.state.borrow_mut();
         loop {
@@ -202,6 +258,7 @@ impl Remote {
                 state.conn = Some(conn);
                 state.connects += 1;
             }
+            conn(&mut state).set_deadline(Some(deadline));
             match op(&mut state) {
                 Ok(value) => return Ok(value),
                 Err(e) => {
@@ -303,9 +360,11 @@ impl Remote {
                         "cannot rollback - no transaction is active",
                     ));
                 }
+                let deadline = self.deadline();
                 let mut state = self.state.borrow_mut();
                 state.transaction = None;
                 if let Some(conn) = state.conn.as_mut() {
+                    conn.set_deadline(Some(deadline));
                     // A lost reply breaks the connection, and the server rolls back when it
                     // closes: either way nothing of the transaction remains.
                     if conn.rollback_detached().is_err() {
@@ -316,6 +375,18 @@ impl Remote {
                 Ok(0)
             }
         }
+    }
+}
+
+/// The scope of one call's deadline (see [`Remote::call_scope`]).
+pub struct CallScope<'r> {
+    remote: &'r Remote,
+    outer: Option<Instant>,
+}
+
+impl Drop for CallScope<'_> {
+    fn drop(&mut self) {
+        self.remote.call_deadline.set(self.outer);
     }
 }
 
@@ -484,27 +555,47 @@ fn error(e: dqlite_wire::Error) -> rusqlite::Error {
             return sqlite_error(*code as i32, message);
         }
     }
-    if let ErrorKind::ClusterMismatch(_) = e.kind() {
-        return failure(
-            codes::CLUSTER_MISMATCH,
-            format!(
-                "Pi Workflows cluster: {e}. A store uses one cluster: list only its nodes' \
-                 addresses (go-dqlite's shell lists them: dqlite -s ADDRESS DATABASE, then \
-                 .cluster); a node that formed a cluster of its own joins with a new, empty data \
-                 directory and --join"
-            ),
-        );
-    }
-    if let ErrorKind::InvalidArgument(message) = e.kind() {
-        return failure(
-            codes::UNSUPPORTED_VALUE,
-            format!("Pi Workflows cluster: {message} (dqlite cannot store it)"),
-        );
-    }
-    let code = match e.outcome() {
-        Outcome::Unknown => codes::OUTCOME_UNKNOWN,
-        Outcome::RolledBack => codes::ROLLED_BACK,
-        Outcome::NotApplied | Outcome::Failed => codes::UNAVAILABLE,
+    let code = match e.kind() {
+        ErrorKind::ClusterMismatch(_) => {
+            return failure(
+                codes::CLUSTER_MISMATCH,
+                format!(
+                    "Pi Workflows cluster: {e}. A store uses one cluster: list only its nodes' \
+                     addresses (go-dqlite's shell lists them: dqlite -s ADDRESS DATABASE, then \
+                     .cluster); a node that formed a cluster of its own joins with a new, empty \
+                     data directory and --join"
+                ),
+            );
+        }
+        ErrorKind::InvalidArgument(message) => {
+            return failure(
+                codes::UNSUPPORTED_VALUE,
+                format!("Pi Workflows cluster: {message} (dqlite cannot store it)"),
+            );
+        }
+        ErrorKind::ReplyTooLarge { limit } => {
+            let (what, option) = match limit {
+                ReplyLimit::Rows(n) => (format!("{n} rows"), "maxReplyRows"),
+                ReplyLimit::Bytes(n) => (format!("{n} bytes"), "maxReplyBytes"),
+            };
+            return failure(
+                codes::REPLY_TOO_LARGE,
+                format!(
+                    "Pi Workflows cluster: a reply brought more than {what} (the cluster option \
+                     {option}); the rest was not read and its connection was closed, rolling \
+                     back any transaction open on it"
+                ),
+            );
+        }
+        ErrorKind::BadAddress { .. } => codes::BAD_ADDRESS,
+        ErrorKind::Unresolved { .. } => codes::UNRESOLVED,
+        ErrorKind::NotDqlite { .. } => codes::NOT_DQLITE,
+        ErrorKind::Refused { .. } => codes::REFUSED,
+        _ => match e.outcome() {
+            Outcome::Unknown => codes::OUTCOME_UNKNOWN,
+            Outcome::RolledBack => codes::ROLLED_BACK,
+            Outcome::NotApplied | Outcome::Failed => codes::UNAVAILABLE,
+        },
     };
     failure(code, format!("Pi Workflows cluster: {e}"))
 }

@@ -108,14 +108,17 @@ impl StateDb {
     /// Opens the state database on a dqlite cluster (`dqlite://host:port,…/name`): the same
     /// schema text and `schema_meta` row as a file, created in one transaction when the
     /// database is empty, then verified as a file's is. No VFS shim, run index, journal or blob
-    /// prune: those are the local file's (the run polls read through SQL).
+    /// prune: those are the local file's (the run polls read through SQL). All of it is done
+    /// or failed by `deadline`.
     pub fn open_cluster(
         url: &str,
         config: dqlite_wire::Config,
         mode: Mode,
         now: i64,
+        deadline: std::time::Instant,
     ) -> Result<StateDb> {
-        let remote = crate::sql::remote::Remote::open(url, config, mode == Mode::ReadOnly)?;
+        let remote =
+            crate::sql::remote::Remote::open(url, config, mode == Mode::ReadOnly, deadline)?;
         let state = StateDb {
             file_path: PathBuf::from(url),
             mode,
@@ -125,16 +128,46 @@ impl StateDb {
             prune: Mutex::new(None),
             prune_pending: AtomicBool::new(false),
         };
-        if mode == Mode::ReadWrite {
-            state.prepare_schema(true, now)?;
-        }
-        verify::verify_schema(state.conn()?)?;
-        if mode == Mode::ReadWrite {
-            // As a file's read-write open prunes (synchronously here: it is one statement on
-            // the leader).
-            state.write(blobs::prune_through_sql)?;
+        {
+            let remote = state.conn()?.remote().expect("a cluster connection");
+            let _call = remote.call_scope(deadline);
+            if mode == Mode::ReadWrite {
+                state.prepare_schema(true, now)?;
+            }
+            verify::verify_schema(state.conn()?)?;
+            if mode == Mode::ReadWrite {
+                // As a file's read-write open prunes (synchronously here: it is one statement
+                // on the leader).
+                state.write(blobs::prune_through_sql)?;
+            }
         }
         Ok(state)
+    }
+
+    /// Runs `call` as the rest of the open (a constructor's project registration): on a cluster
+    /// by the open's own deadline, so that the whole constructor ends by `reconnectDeadlineMs`.
+    pub fn within_open<T>(&self, call: impl FnOnce() -> T) -> T {
+        match &self.connection {
+            Some(Db::Remote(remote)) => {
+                let _call = remote.call_scope(remote.open_deadline());
+                call()
+            }
+            _ => call(),
+        }
+    }
+
+    /// Runs `call` (one call of the JS layer) so that on a cluster nothing in it waits or reads
+    /// past `reconnectDeadlineMs` from now: every wait for a leader and every reply of its
+    /// statements share that deadline, so a synchronous call never holds the event loop longer.
+    pub fn as_one_call<T>(&self, call: impl FnOnce() -> T) -> T {
+        match &self.connection {
+            Some(Db::Remote(remote)) => {
+                let _call =
+                    remote.call_scope(std::time::Instant::now() + remote.reconnect_deadline());
+                call()
+            }
+            _ => call(),
+        }
     }
 
     /// The run index at the snapshot of the read transaction open on `conn`

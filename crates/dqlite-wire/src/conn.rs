@@ -11,23 +11,35 @@
 //! Each error's [`Outcome`] is decided here, where it is known whether the
 //! request was completely written, whether it may write, and whether it ran
 //! inside a transaction begun with [`Connection::begin`].
+//!
+//! Every request has one deadline for writing it and reading its whole reply,
+//! every batch of a result included: `timeouts.request` from when it is sent,
+//! or the caller's own deadline ([`Connection::set_deadline`]) when that comes
+//! first. A reply is also held to [`ReplyLimits`]. The first reply of a
+//! connection must look like dqlite's ([`crate::handshake`]).
 
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
 use std::vec;
 
+use crate::address;
+use crate::budget::{Budget, ReplyLimits};
+use crate::deadline::{self, Idle, Stop};
 use crate::error::{Error, ErrorKind, Outcome, Result};
+use crate::handshake;
 use crate::message::{NodeInfo, Request, Response, RowsBatch};
 use crate::value::Value;
+use crate::watch::Watch;
 use crate::wire::{Header, MAX_BODY_BYTES, PROTOCOL_VERSION, WORD};
 
 /// Socket timeouts of a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
-    /// TCP connect, per resolved address.
+    /// TCP connect, per resolved address; through [`crate::Cluster`], also
+    /// the handshake (the protocol version and who the leader is).
     pub connect: Duration,
-    /// Writing a request, and waiting for each reply (or each rows batch).
+    /// Writing a request and reading its whole reply (every rows batch).
     pub request: Duration,
 }
 
@@ -79,6 +91,12 @@ pub struct Connection {
     stream: TcpStream,
     address: String,
     timeouts: Timeouts,
+    /// No request goes past this instant (see [`Connection::set_deadline`]).
+    deadline: Option<Instant>,
+    limits: ReplyLimits,
+    watch: Option<Watch>,
+    /// A reply has come: the peer speaks dqlite.
+    answered: bool,
     db: Option<u32>,
     broken: bool,
     in_tx: bool,
@@ -87,14 +105,22 @@ pub struct Connection {
 impl Connection {
     /// Dial `address` (host:port) and send the protocol version.
     pub fn connect(address: &str, timeouts: Timeouts) -> Result<Connection> {
-        let addrs: Vec<SocketAddr> = address
-            .to_socket_addrs()
-            .map_err(|e| Error::new(ErrorKind::Io(e), Outcome::NotApplied))?
-            .collect();
+        Connection::connect_until(address, timeouts, Instant::now() + timeouts.connect)
+    }
+
+    /// [`Connection::connect`], given up at `deadline` if that comes first.
+    /// A malformed address fails before any I/O, and only a valid host name
+    /// is resolved ([`address::resolve`]).
+    pub fn connect_until(
+        address: &str,
+        timeouts: Timeouts,
+        deadline: Instant,
+    ) -> Result<Connection> {
+        let addrs: Vec<SocketAddr> = address::resolve(address, deadline)?;
         let mut last = None;
         let mut stream = None;
         for addr in addrs {
-            match TcpStream::connect_timeout(&addr, timeouts.connect) {
+            match deadline::connect(&addr, timeouts.connect, deadline) {
                 Ok(s) => {
                     stream = Some(s);
                     break;
@@ -113,11 +139,15 @@ impl Connection {
             stream,
             address: address.to_owned(),
             timeouts,
+            deadline: None,
+            limits: ReplyLimits::UNLIMITED,
+            watch: None,
+            answered: false,
             db: None,
             broken: false,
             in_tx: false,
         };
-        conn.write_all(&PROTOCOL_VERSION.to_le_bytes())?;
+        conn.write_all(&PROTOCOL_VERSION.to_le_bytes(), deadline)?;
         Ok(conn)
     }
 
@@ -142,6 +172,30 @@ impl Connection {
 
     pub fn set_timeouts(&mut self, timeouts: Timeouts) {
         self.timeouts = timeouts;
+    }
+
+    /// Bound every request from now on by `deadline` as well as by
+    /// `timeouts.request` (`None`: by the timeout only). A caller with a
+    /// deadline of its own sets it here, so that no reply, however slowly it
+    /// comes, holds it longer.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
+    /// The most one reply may bring from now on (unlimited by default).
+    pub fn set_limits(&mut self, limits: ReplyLimits) {
+        self.limits = limits;
+    }
+
+    /// Ask the other nodes who leads while a reply is late (see [`Watch`]).
+    pub(crate) fn set_watch(&mut self, watch: Option<Watch>) {
+        self.watch = watch;
+    }
+
+    /// When a request sent now must be answered.
+    fn request_deadline(&self) -> Instant {
+        let by_timeout = Instant::now() + self.timeouts.request;
+        self.deadline.map_or(by_timeout, |d| d.min(by_timeout))
     }
 
     /// The leader as this node knows it, `None` when it knows none.
@@ -363,7 +417,11 @@ impl Connection {
     }
 
     fn start_rows(&mut self, req: &Request<'_>) -> Result<Rows<'_>> {
-        let batch = match self.call(req, Effect::Read)? {
+        let mut reply = Reply {
+            deadline: self.request_deadline(),
+            budget: Budget::new(self.limits),
+        };
+        let batch = match self.call_with(req, Effect::Read, &mut reply)? {
             Response::Rows(batch) => batch,
             other => return Err(self.unexpected(other, "rows")),
         };
@@ -374,6 +432,7 @@ impl Connection {
         } = batch;
         Ok(Rows {
             conn: self,
+            reply,
             columns,
             pending: rows.into_iter(),
             more,
@@ -384,6 +443,20 @@ impl Connection {
     /// Send one request and read its reply, deciding the outcome of any
     /// failure. A failure response is returned as an error.
     fn call(&mut self, req: &Request<'_>, effect: Effect) -> Result<Response> {
+        let mut reply = Reply {
+            deadline: self.request_deadline(),
+            budget: Budget::new(self.limits),
+        };
+        self.call_with(req, effect, &mut reply)
+    }
+
+    /// [`Connection::call`] within `reply`'s deadline and limits.
+    fn call_with(
+        &mut self,
+        req: &Request<'_>,
+        effect: Effect,
+        reply: &mut Reply,
+    ) -> Result<Response> {
         // A transaction does not survive its connection: once the socket is
         // unusable the server rolls it back.
         let unsent = if self.in_tx {
@@ -397,11 +470,11 @@ impl Connection {
         let frame = req.encode()?;
         // A request that was not completely written was not executed: the
         // server only acts on whole messages.
-        self.write_all(&frame).map_err(|e| e.with_outcome(unsent))?;
-        let response = self.read_response().map_err(|e| {
-            let outcome = self.lost_reply_outcome(effect);
-            e.with_outcome(outcome)
-        })?;
+        self.write_all(&frame, reply.deadline)
+            .map_err(|e| e.with_outcome(unsent))?;
+        let response = self
+            .read_response(reply)
+            .map_err(|e| self.lost_reply(e, effect))?;
         match response {
             Response::Failure { code, message } => {
                 let err = Error::from_failure(code, message);
@@ -415,6 +488,17 @@ impl Connection {
             }
             other => Ok(other),
         }
+    }
+
+    /// A reply that did not come whole: its outcome is a lost reply's, except
+    /// past the reply limits, where the request is known to have run and
+    /// fail (its outcome stays `Failed`: sending it again fails again).
+    fn lost_reply(&self, e: Error, effect: Effect) -> Error {
+        if matches!(e.kind(), ErrorKind::ReplyTooLarge { .. }) {
+            return e;
+        }
+        let outcome = self.lost_reply_outcome(effect);
+        e.with_outcome(outcome)
     }
 
     fn lost_reply_outcome(&self, effect: Effect) -> Outcome {
@@ -443,51 +527,93 @@ impl Connection {
         Error::protocol(format!("expected a {want} response, got {}", got.name()))
     }
 
-    fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
-        let timeout = self.timeouts.request;
-        let res = self
-            .stream
-            .set_write_timeout(Some(timeout))
-            .and_then(|()| self.stream.write_all(bytes))
-            .and_then(|()| self.stream.flush());
-        res.map_err(|e| {
+    fn write_all(&mut self, bytes: &[u8], deadline: Instant) -> Result<()> {
+        let started = Instant::now();
+        deadline::write_all(&mut self.stream, bytes, deadline).map_err(|e| {
             self.broken = true;
-            io_error(e, "write", timeout, Outcome::NotApplied)
+            io_error(
+                e,
+                "write",
+                deadline.saturating_duration_since(started),
+                Outcome::NotApplied,
+            )
         })
     }
 
     /// Read one message. Any failure breaks the connection; the caller sets
     /// the outcome.
-    fn read_response(&mut self) -> Result<Response> {
-        let timeout = self.timeouts.request;
-        let res = self.read_frame(timeout);
+    fn read_response(&mut self, reply: &mut Reply) -> Result<Response> {
+        let res = self.read_frame(reply).and_then(|(header, body)| {
+            if self.answered {
+                return Response::decode_within(&header, &body, &mut reply.budget);
+            }
+            let first = handshake::decode(&self.address, &header, &body)?;
+            self.answered = true;
+            Ok(first)
+        });
         if res.is_err() {
             self.broken = true;
         }
-        let (header, body) = res?;
-        Response::decode(&header, &body).inspect_err(|_| self.broken = true)
+        res
     }
 
-    fn read_frame(&mut self, timeout: Duration) -> Result<(Header, Vec<u8>)> {
-        let io = |e| io_error(e, "read", timeout, Outcome::NotApplied);
-        self.stream.set_read_timeout(Some(timeout)).map_err(io)?;
+    fn read_frame(&mut self, reply: &mut Reply) -> Result<(Header, Vec<u8>)> {
+        let deadline = reply.deadline;
+        let started = Instant::now();
+        let waited = |e| {
+            io_error(
+                e,
+                "read",
+                deadline.saturating_duration_since(started),
+                Outcome::NotApplied,
+            )
+        };
         let mut word = [0u8; WORD];
-        self.stream.read_exact(&mut word).map_err(io)?;
+        self.read_until(&mut word, deadline)
+            .map_err(|s| s.into_error(waited))?;
         let header = Header::decode(word);
+        if !self.answered {
+            handshake::check_header(&self.address, word, &header)?;
+        }
         if header.body_len() > MAX_BODY_BYTES {
             return Err(Error::protocol(format!(
                 "response body of {} bytes exceeds the {MAX_BODY_BYTES}-byte limit",
                 header.body_len()
             )));
         }
+        reply.budget.admit_frame(header.body_len())?;
         let mut body = vec![0u8; header.body_len()];
-        self.stream.read_exact(&mut body).map_err(io)?;
+        self.read_until(&mut body, deadline)
+            .map_err(|s| s.into_error(waited))?;
         Ok((header, body))
     }
 
-    /// Read the next batch of a result stream.
-    fn next_batch(&mut self) -> Result<RowsBatch> {
-        match self.read_response() {
+    /// Fill `buf` by `deadline`; meanwhile, when a watch is set, ask the other
+    /// nodes at its interval whether another one leads now.
+    fn read_until(&mut self, buf: &mut [u8], deadline: Instant) -> std::result::Result<(), Stop> {
+        let Connection {
+            stream,
+            address,
+            watch,
+            ..
+        } = self;
+        match watch {
+            None => deadline::read_exact(stream, buf, deadline, None),
+            Some(watch) => {
+                let mut check = || watch.check(address, deadline);
+                let idle = Idle {
+                    every: watch.every(),
+                    check: &mut check,
+                };
+                deadline::read_exact(stream, buf, deadline, Some(idle))
+            }
+        }
+    }
+
+    /// Read the next batch of a result stream, within its reply's deadline
+    /// and limits.
+    fn next_batch(&mut self, reply: &mut Reply) -> Result<RowsBatch> {
+        match self.read_response(reply) {
             Ok(Response::Rows(batch)) => Ok(batch),
             Ok(Response::Failure { code, message }) => {
                 let err = Error::from_failure(code, message);
@@ -496,22 +622,27 @@ impl Connection {
                 Err(err.with_outcome(outcome))
             }
             Ok(other) => Err(self.unexpected(other, "rows")),
-            Err(e) => {
-                let outcome = self.lost_reply_outcome(Effect::Read);
-                Err(e.with_outcome(outcome))
-            }
+            Err(e) => Err(self.lost_reply(e, Effect::Read)),
         }
     }
 
     /// Send Interrupt and skip whatever the server still streams until its
-    /// Empty reply. Returns the number of rows skipped.
+    /// Empty reply (by the deadline of a new request). Returns the number of
+    /// rows skipped.
     fn interrupt_stream(&mut self) -> Result<u64> {
         let db = self.db()?;
         let frame = Request::Interrupt { db }.encode()?;
-        self.write_all(&frame)?;
+        let deadline = self.request_deadline();
+        self.write_all(&frame, deadline)?;
         let mut skipped = 0u64;
         loop {
-            match self.read_response() {
+            // Skipped batches are dropped at once: each is held to the limits
+            // on its own.
+            let mut reply = Reply {
+                deadline,
+                budget: Budget::new(self.limits),
+            };
+            match self.read_response(&mut reply) {
                 Ok(Response::Empty) => return Ok(skipped),
                 Ok(Response::Rows(batch)) => skipped += batch.rows.len() as u64,
                 // A failure ends the statement too; the next reply is Empty.
@@ -522,6 +653,22 @@ impl Connection {
                     return Err(e.with_outcome(outcome));
                 }
             }
+        }
+    }
+}
+
+/// The deadline and what is left of the limits of one request's reply.
+#[derive(Debug)]
+struct Reply {
+    deadline: Instant,
+    budget: Budget,
+}
+
+impl Stop {
+    fn into_error(self, io: impl FnOnce(io::Error) -> Error) -> Error {
+        match self {
+            Stop::Io(e) => io(e),
+            Stop::Check(e) => e,
         }
     }
 }
@@ -540,6 +687,7 @@ fn io_error(e: io::Error, op: &'static str, timeout: Duration, outcome: Outcome)
 #[derive(Debug)]
 pub struct Rows<'c> {
     conn: &'c mut Connection,
+    reply: Reply,
     columns: Vec<String>,
     pending: vec::IntoIter<Vec<Value>>,
     more: bool,
@@ -568,7 +716,7 @@ impl Rows<'_> {
             }
             // The stream is over whatever happens next.
             self.more = false;
-            let batch = self.conn.next_batch()?;
+            let batch = self.conn.next_batch(&mut self.reply)?;
             self.batches += 1;
             self.more = batch.more;
             self.pending = batch.rows.into_iter();

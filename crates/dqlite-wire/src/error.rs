@@ -32,6 +32,13 @@ pub const SQLITE_IOERR_NOT_LEADER_LEGACY: u64 = SQLITE_IOERR | (32 << 8);
 pub const SQLITE_IOERR_LEADERSHIP_LOST_LEGACY: u64 = SQLITE_IOERR | (33 << 8);
 /// SQLITE_BUSY: another writer, or a checkpoint in progress.
 pub const SQLITE_BUSY: u64 = 5;
+/// What dqlite 1.11 answers when its leader refuses a statement while it
+/// hands leadership over: raft's `RAFT_NOTLEADER` (7) passed through as the
+/// failure code, which reads as `SQLITE_NOMEM`, with the connection's stale
+/// message ("no more rows available"). The statement never ran. A real
+/// SQLITE_NOMEM of the node is handled alike: it ran nothing either (SQLite
+/// rolls back what an out-of-memory error interrupts).
+pub const SQLITE_NOMEM_OR_RAFT_NOTLEADER: u64 = 7;
 /// SQLITE_INTERRUPT.
 pub const SQLITE_INTERRUPT: u64 = 9;
 /// SQLITE_NOTFOUND: dqlite's answer for an unknown database or statement id,
@@ -89,6 +96,30 @@ pub enum ErrorKind {
     /// The nodes reached belong to different clusters (see [`crate::identity`]); nothing was
     /// sent to the one refused.
     ClusterMismatch(Box<crate::identity::Mismatch>),
+    /// A malformed address (a `dqlite://` URL or `host:port`), refused
+    /// before any I/O: `address` as given, `reason` what is wrong with it.
+    BadAddress { address: String, reason: String },
+    /// A well-formed host name that the system's resolver does not know.
+    Unresolved { address: String, error: io::Error },
+    /// The address answered with something that is not dqlite (another
+    /// service on that port): `detail` says what came back.
+    NotDqlite { address: String, detail: String },
+    /// Every address refused the connection (nothing listens there), on a
+    /// cluster never reached before: a configuration error, not a restart.
+    Refused { addresses: Vec<String> },
+    /// The reply brought more rows or bytes than the configured limit; the
+    /// connection was dropped with what had arrived.
+    ReplyTooLarge { limit: ReplyLimit },
+    /// The node a reply was awaited from stopped answering and another node
+    /// leads now; the request was abandoned.
+    LeaderMoved { from: String, to: String },
+}
+
+/// Which limit a reply went past (see [`crate::ReplyLimits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyLimit {
+    Rows(u64),
+    Bytes(u64),
 }
 
 /// An error with the [`Outcome`] of the request that caused it.
@@ -111,13 +142,21 @@ impl Error {
         Error::new(ErrorKind::InvalidArgument(msg.into()), Outcome::NotApplied)
     }
 
+    pub(crate) fn bad_address(address: &str, reason: impl Into<String>) -> Error {
+        let kind = ErrorKind::BadAddress {
+            address: address.to_owned(),
+            reason: reason.into(),
+        };
+        Error::new(kind, Outcome::NotApplied)
+    }
+
     /// The error a failure response stands for, with `Failed` until the
     /// connection that sent the request decides its outcome.
     pub fn from_failure(code: u64, message: String) -> Error {
         let kind = match code {
-            SQLITE_IOERR_NOT_LEADER | SQLITE_IOERR_NOT_LEADER_LEGACY => {
-                ErrorKind::NotLeader { code, message }
-            }
+            SQLITE_IOERR_NOT_LEADER
+            | SQLITE_IOERR_NOT_LEADER_LEGACY
+            | SQLITE_NOMEM_OR_RAFT_NOTLEADER => ErrorKind::NotLeader { code, message },
             SQLITE_IOERR_LEADERSHIP_LOST | SQLITE_IOERR_LEADERSHIP_LOST_LEGACY => {
                 ErrorKind::LeadershipLost { code, message }
             }
@@ -155,7 +194,7 @@ impl Error {
     pub fn needs_reconnect(&self) -> bool {
         match &self.kind {
             ErrorKind::Sql { code, .. } => *code == SQLITE_NOTFOUND,
-            ErrorKind::InvalidArgument(_) => false,
+            ErrorKind::InvalidArgument(_) | ErrorKind::BadAddress { .. } => false,
             _ => true,
         }
     }
@@ -233,6 +272,29 @@ impl fmt::Display for Error {
             }
             ErrorKind::Broken => write!(f, "connection is broken by an earlier error")?,
             ErrorKind::ClusterMismatch(m) => write!(f, "{m}")?,
+            ErrorKind::BadAddress { address, reason } => {
+                write!(f, "bad dqlite address \"{address}\": {reason}")?
+            }
+            ErrorKind::Unresolved { address, error } => {
+                write!(f, "the host of {address} cannot be resolved: {error}")?
+            }
+            ErrorKind::NotDqlite { address, detail } => write!(
+                f,
+                "{address} does not answer the dqlite handshake ({detail}): is it a dqlite node's port?"
+            )?,
+            ErrorKind::Refused { addresses } => write!(
+                f,
+                "no node accepted a connection ({} refused): is the dqlite node running, and is the port right?",
+                addresses.join(", ")
+            )?,
+            ErrorKind::ReplyTooLarge { limit } => match limit {
+                ReplyLimit::Rows(n) => write!(f, "the reply brought more than {n} rows")?,
+                ReplyLimit::Bytes(n) => write!(f, "the reply brought more than {n} bytes")?,
+            },
+            ErrorKind::LeaderMoved { from, to } => write!(
+                f,
+                "{from} stopped answering and {to} leads now; the request was abandoned"
+            )?,
         }
         match self.outcome {
             Outcome::NotApplied | Outcome::Failed => Ok(()),
@@ -245,7 +307,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
-            ErrorKind::Io(e) => Some(e),
+            ErrorKind::Io(e) | ErrorKind::Unresolved { error: e, .. } => Some(e),
             ErrorKind::NoLeader { last: Some(e), .. } => Some(e.as_ref()),
             _ => None,
         }
@@ -263,6 +325,9 @@ mod tests {
         assert!(e.is_leadership_error() && e.needs_reconnect());
         assert_eq!(e.code(), Some(10250));
         assert_eq!(e.primary_code(), Some(10));
+        // dqlite 1.11's refusal during a leadership transfer.
+        let e = Error::from_failure(7, "no more rows available".into());
+        assert!(e.is_leadership_error() && e.needs_reconnect());
         let e = Error::from_failure(SQLITE_IOERR_LEADERSHIP_LOST, "disk I/O error".into());
         assert!(matches!(e.kind(), ErrorKind::LeadershipLost { .. }));
         assert_eq!(e.code(), Some(10506));

@@ -7,7 +7,9 @@
 //! root, with `apt-get`). Nodes start on free 127.0.0.1 ports with data
 //! directories under a fresh temporary directory, and the start waits until
 //! every node is a voter and agrees on the leader. Nodes can be SIGKILLed,
-//! stopped with SIGTERM and restarted with their data directory kept.
+//! stopped with SIGTERM and restarted with their data directory kept, and
+//! frozen with SIGSTOP (then left out of "who leads?": a frozen node cannot
+//! answer) and resumed with SIGCONT.
 //! Dropping the cluster SIGKILLs every node and removes the directory.
 //! Every wait is bounded and fails with the node logs in its message.
 
@@ -154,6 +156,8 @@ struct Node {
     child: Option<Child>,
     /// Started before (its data directory holds its identity).
     started: bool,
+    /// SIGSTOPped and not resumed yet.
+    frozen: bool,
 }
 
 /// A running local cluster.
@@ -213,6 +217,7 @@ impl TestCluster {
                 dir,
                 child: None,
                 started: false,
+                frozen: false,
             });
         }
         let deadline = Instant::now() + timeout;
@@ -285,10 +290,17 @@ impl TestCluster {
         conn.leader().ok().flatten().map(|l| l.address)
     }
 
-    /// The index of the node every running node agrees is the leader.
+    /// Whether node `i` is frozen (SIGSTOPped).
+    pub fn is_frozen(&self, i: usize) -> bool {
+        self.nodes[i].frozen
+    }
+
+    /// The index of the node every running node that is not frozen agrees
+    /// is the leader.
     pub fn leader(&self) -> Option<usize> {
         let mut seen = None;
-        for i in (0..self.nodes.len()).filter(|&i| self.is_running(i)) {
+        let answering = (0..self.nodes.len()).filter(|&i| self.is_running(i) && !self.is_frozen(i));
+        for i in answering {
             let l = self.leader_seen_by(i)?;
             if seen.get_or_insert_with(|| l.clone()) != &l {
                 return None;
@@ -298,7 +310,7 @@ impl TestCluster {
         self.nodes
             .iter()
             .position(|n| n.db == l)
-            .filter(|&i| self.is_running(i))
+            .filter(|&i| self.is_running(i) && !self.is_frozen(i))
     }
 
     fn formed(&self, voters: usize) -> bool {
@@ -364,6 +376,82 @@ impl TestCluster {
             let _ = child.kill();
             let _ = child.wait();
         }
+        self.nodes[i].frozen = false;
+    }
+
+    /// Freeze node `i` with SIGSTOP: its sockets stay open and nothing
+    /// answers on them, as with a long pause of its process.
+    pub fn freeze(&mut self, i: usize) -> Result<(), String> {
+        let child = self.nodes[i]
+            .child
+            .as_ref()
+            .ok_or_else(|| format!("node {} is not running", i + 1))?;
+        send_signal("STOP", child.id());
+        self.nodes[i].frozen = true;
+        Ok(())
+    }
+
+    /// Resume node `i` with SIGCONT.
+    pub fn thaw(&mut self, i: usize) -> Result<(), String> {
+        let child = self.nodes[i]
+            .child
+            .as_ref()
+            .ok_or_else(|| format!("node {} is not running", i + 1))?;
+        send_signal("CONT", child.id());
+        self.nodes[i].frozen = false;
+        Ok(())
+    }
+
+    /// Wait (bounded) until every running node, node `i` included, agrees
+    /// on a leader other than node `i`: `i` is a follower again.
+    pub fn wait_follows(&mut self, i: usize, timeout: Duration) -> Result<usize, String> {
+        let deadline = Instant::now() + timeout;
+        let what = format!("node {} to follow", i + 1);
+        self.wait_until(deadline, &what, |c| c.leader().is_some_and(|l| l != i))?;
+        self.leader().ok_or_else(|| "leader vanished".to_owned())
+    }
+
+    /// Hand leadership to node `i` (a voter), and wait (bounded) until every
+    /// running node agrees it leads. Raft hands it over only once `i` has
+    /// every entry the leader has; a transfer that times out meanwhile (the
+    /// leader keeps appending) is asked for again until `timeout`.
+    pub fn transfer(&mut self, i: usize, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let leader =
+                self.wait_for_leader(deadline.saturating_duration_since(Instant::now()))?;
+            if leader == i {
+                return Ok(());
+            }
+            let asked = self.ask_transfer(leader, i, deadline);
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "timed out handing leadership to node {}: {asked:?}\n{}",
+                    i + 1,
+                    self.logs()
+                ));
+            }
+            if asked.is_err() {
+                thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+
+    fn ask_transfer(&self, leader: usize, i: usize, deadline: Instant) -> Result<(), String> {
+        let mut conn = Connection::connect(&self.nodes[leader].db, probe_timeouts())
+            .map_err(|e| e.to_string())?;
+        let nodes = conn.cluster().map_err(|e| e.to_string())?;
+        let id = nodes
+            .iter()
+            .find(|n| n.address == self.nodes[i].db)
+            .map(|n| n.id)
+            .ok_or_else(|| format!("node {} is not a member", i + 1))?;
+        conn.set_timeouts(Timeouts {
+            request: deadline.saturating_duration_since(Instant::now()),
+            ..probe_timeouts()
+        });
+        conn.transfer(id)
+            .map_err(|e| format!("transfer to node {}: {e}", i + 1))
     }
 
     /// Stop node `i` with SIGTERM (a planned stop) and wait up to
@@ -448,7 +536,12 @@ impl Drop for TestCluster {
 
 /// SIGTERM through `kill(1)`: the crate stays std only.
 fn send_sigterm(pid: u32) {
+    send_signal("TERM", pid);
+}
+
+/// Signal `pid` (`TERM`, `STOP`, `CONT`) through `kill(1)`.
+fn send_signal(signal: &str, pid: u32) {
     let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
+        .args([&format!("-{signal}"), &pid.to_string()])
         .status();
 }

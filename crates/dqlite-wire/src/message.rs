@@ -6,6 +6,7 @@
 //! program (`crates/dqlite-node`) sends to join a cluster or leave its
 //! leadership. Dump is not here.
 
+use crate::budget::{Budget, ReplyLimits};
 use crate::error::{Error, Result};
 use crate::value::Value;
 use crate::wire::{Decoder, Encoder, Header, ROWS_DONE, ROWS_PART};
@@ -244,6 +245,16 @@ impl Response {
     /// Decode a body of the given header's type. Fields a newer schema
     /// revision appends are ignored.
     pub fn decode(header: &Header, body: &[u8]) -> Result<Response> {
+        Response::decode_within(header, body, &mut Budget::new(ReplyLimits::UNLIMITED))
+    }
+
+    /// [`Response::decode`], counting what it decodes against `budget`: each
+    /// row as it is decoded (a batch past the limits is not decoded whole),
+    /// any other reply by its body.
+    pub fn decode_within(header: &Header, body: &[u8], budget: &mut Budget) -> Result<Response> {
+        if header.kind != response::ROWS {
+            budget.charge_bytes(body.len() as u64)?;
+        }
         let mut d = Decoder::new(body);
         Ok(match header.kind {
             response::FAILURE => Response::Failure {
@@ -288,7 +299,7 @@ impl Response {
                 last_insert_id: d.i64()?,
                 rows_affected: d.u64()?,
             },
-            response::ROWS => Response::Rows(decode_rows(&mut d)?),
+            response::ROWS => Response::Rows(decode_rows(&mut d, budget)?),
             response::EMPTY => Response::Empty,
             other => return Err(Error::protocol(format!("unknown response type {other}"))),
         })
@@ -310,7 +321,7 @@ impl Response {
     }
 }
 
-fn decode_rows(d: &mut Decoder<'_>) -> Result<RowsBatch> {
+fn decode_rows(d: &mut Decoder<'_>, budget: &mut Budget) -> Result<RowsBatch> {
     let n = d.u64()?;
     // Each column name takes at least one word.
     if n == 0 || n > (d.remaining() / 8) as u64 {
@@ -336,7 +347,11 @@ fn decode_rows(d: &mut Decoder<'_>) -> Result<RowsBatch> {
                     more: true,
                 });
             }
-            Some(_) => rows.push(d.row(columns.len())?),
+            Some(_) => {
+                let row = d.row(columns.len())?;
+                budget.charge_row(&row)?;
+                rows.push(row);
+            }
             None => return Err(Error::protocol("rows response without an end marker")),
         }
     }

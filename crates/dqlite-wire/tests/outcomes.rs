@@ -155,6 +155,18 @@ fn not_leader_is_safe_and_leadership_lost_on_a_write_is_unknown() {
     assert!(c.is_broken(), "a connection to a non-leader is dropped");
     h.join().unwrap();
 
+    // dqlite 1.11 refusing a statement while it hands leadership over.
+    let (addr, h) = fake_node(vec![Step::Reply(
+        response::FAILURE,
+        failure_body(7, "no more rows available"),
+    )]);
+    let mut c = open(&addr);
+    let err = c.exec_sql("INSERT INTO t VALUES (1)", &[]).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::NotLeader { code: 7, .. }));
+    assert_eq!(err.outcome(), Outcome::NotApplied);
+    assert!(c.is_broken());
+    h.join().unwrap();
+
     let (addr, h) = fake_node(vec![Step::Reply(
         response::FAILURE,
         failure_body(10506, "disk I/O error"),

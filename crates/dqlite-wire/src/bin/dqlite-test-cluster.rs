@@ -7,6 +7,11 @@
 //!
 //! * `leader` → the leader's node index (0-based) or an error;
 //! * `kill N` → SIGKILL node N; `restart N` → start it with its data kept;
+//! * `freeze N` → SIGSTOP node N (`leader` then asks only the others);
+//!   `thaw N` → SIGCONT it;
+//! * `follows N` → wait (bounded) until node N agrees with the others on a
+//!   leader other than itself; its index;
+//! * `transfer N` → hand leadership to node N and wait until it leads;
 //! * `voters N` → wait (bounded) until N nodes are voters;
 //! * `stop`, or the end of stdin (the parent went away) → stop every node,
 //!   remove the data and exit.
@@ -54,6 +59,10 @@ fn main() {
             ("restart", Some(i)) if i < n && !cluster.is_running(i) => {
                 cluster.restart(i).map(|()| String::new())
             }
+            ("freeze", Some(i)) if i < n => cluster.freeze(i).map(|()| String::new()),
+            ("thaw", Some(i)) if i < n => cluster.thaw(i).map(|()| String::new()),
+            ("follows", Some(i)) if i < n => cluster.wait_follows(i, WAIT).map(|l| l.to_string()),
+            ("transfer", Some(i)) if i < n => cluster.transfer(i, WAIT).map(|()| String::new()),
             ("voters", Some(v)) => cluster.wait_for_voters(v, WAIT).map(|()| String::new()),
             ("stop", _) => break,
             _ => Err(format!("unknown command: {line}")),
