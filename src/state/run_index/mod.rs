@@ -92,7 +92,7 @@ pub struct RunIndex {
     /// How many times the index was built (in the poll or in the background and taken).
     builds: AtomicUsize,
     /// Why the journal was refused when the connection opened (the hooks are not installed).
-    refusal: Mutex<Option<String>>,
+    refusal: Option<String>,
 }
 
 impl RunIndex {
@@ -131,19 +131,14 @@ impl RunIndex {
             state_file,
             open_reader,
             builds: AtomicUsize::new(0),
-            refusal: Mutex::new(refusal),
+            refusal,
         }
     }
 
     /// Why the index is not used, if the file at the journal's name was refused (when the
     /// connection opened, or later).
     pub fn refusal(&self) -> Option<String> {
-        let refused = self
-            .refusal
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        refused.or_else(|| self.hooks.as_ref()?.journal().refusal())
+        (self.refusal.clone()).or_else(|| self.hooks.as_ref()?.journal().refusal())
     }
 
     /// An index that is never used: a state database without a local file (a dqlite cluster),
@@ -157,7 +152,7 @@ impl RunIndex {
             state_file: None,
             open_reader: |_| None,
             builds: AtomicUsize::new(0),
-            refusal: Mutex::default(),
+            refusal: None,
         }
     }
 
