@@ -68,6 +68,8 @@ pub struct Remote {
     /// A read-only state: every leader connection gets `PRAGMA query_only = ON`, as a
     /// read-only file's connection has.
     query_only: bool,
+    /// This host's offset from the leader, measured on every leader connection.
+    clock: std::sync::Arc<super::cluster_clock::ClusterClock>,
 }
 
 #[derive(Default)]
@@ -126,9 +128,15 @@ impl Remote {
             cluster,
             state: RefCell::new(State::default()),
             query_only: read_only,
+            clock: Default::default(),
         };
         remote.run(|_| Ok(()))?;
         Ok(remote)
+    }
+
+    /// This host's offset from the leader's clock (`super::cluster_clock`).
+    pub fn clock(&self) -> &std::sync::Arc<super::cluster_clock::ClusterClock> {
+        &self.clock
     }
 
     /// The address of the leader this store last talked to.
@@ -198,6 +206,13 @@ impl Remote {
                         }
                         return Err(error(e));
                     }
+                }
+                // A new leader has its own clock.
+                if let Err(e) = self.clock.measure(&mut conn) {
+                    if e.needs_reconnect() && backoff.sleep_until_deadline(deadline) {
+                        continue;
+                    }
+                    return Err(error(e));
                 }
                 state.conn = Some(conn);
                 state.connects += 1;
