@@ -429,6 +429,25 @@ export type ClusterOptions = {
   maxReplyBytes?: number;
 };
 
+/**
+ * This host's offset from the clock of a dqlite cluster's leader, as last measured (on the
+ * open and on every reconnection). Every call that passes no `now` adds `offsetMs` to
+ * `Date.now()`, so that one clock orders every host's leases (docs/cluster.md, "Clocks").
+ * This package's addition.
+ */
+export type ClusterClockReading = {
+  /** What the store adds to `Date.now()`: the leader's clock minus this host's, in ms. */
+  offsetMs: number;
+  /** The offset measured; `offsetMs` is 0 when this is within half the round trip (in step). */
+  measuredOffsetMs: number;
+  /** The round trip of the measurement kept (the shortest of three), in ms. */
+  roundTripMs: number;
+  /** The leader measured (`host:port`). */
+  leader: string;
+  /** How many leader connections were measured so far (1 after the open). */
+  measurements: number;
+};
+
 /** Options of the {@link StateDatabase} constructor. */
 export type OpenStateDatabaseOptions = {
   /**
@@ -596,6 +615,12 @@ export declare class StateDatabase {
   readonly mode: StateDatabaseMode;
   /** The store's own connection; see {@link StateConnection}. */
   readonly connection: StateConnection;
+  /**
+   * On a dqlite cluster, this host's offset from the leader's clock, which every call that
+   * passes no `now` adds to `Date.now()` (a lease's `expiresAt` is on the cluster's clock:
+   * compare it with `Date.now() + offsetMs`); `null` for a file. This package's addition.
+   */
+  readonly clusterClock: ClusterClockReading | null;
   constructor(options?: OpenStateDatabaseOptions);
   /**
    * Closes the connection, and with it every store built on this state database. When the

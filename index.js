@@ -2,7 +2,8 @@
 // pi-workflows-native: the thin JS layer over the Rust core.
 //
 // It does only what JavaScript must do to stay exact: parse timestamps with JavaScript's own
-// Date, canonicalise caller JSON, read Date.now() on every call (so fake timers work), build
+// Date, canonicalise caller JSON, read Date.now() on every call (so fake timers work; on a
+// cluster plus the host's offset from the leader's clock, lib/cluster-clock.js), build
 // results and errors in the caller's realm, and apply in-place changes to the caller's claim.
 
 const fs = require('node:fs');
@@ -14,7 +15,7 @@ const { METHODS } = require('./lib/methods.js');
 const { encodeArguments, encodeError } = require('./lib/wire.js');
 const { binding, created } = require('./lib/native.js');
 const { workflowStatePath } = require('./lib/paths.js');
-const { StateDatabase, nativeStateOf, withFilePath } = require('./lib/state-database.js');
+const { StateDatabase, clusterClockOf, currentTime, nativeStateOf, withFilePath } = require('./lib/state-database.js');
 const stacks = require('./lib/stacks.js');
 
 function canonicalProjectPath(value) {
@@ -30,11 +31,15 @@ function thrown(error) {
   return { $error: encodeError(error) };
 }
 
-/** `new Date(value ?? now)` as epoch ms, null when invalid (the core throws "Invalid timestamp"), or what it threw. */
-function timeValue(value) {
+/**
+ * `new Date(value ?? now)` as epoch ms, null when invalid (the core throws "Invalid timestamp"), or
+ * what it threw; `offset` moves the current time onto a cluster's clock (lib/cluster-clock.js).
+ */
+function timeValue(value, offset = 0) {
   try {
     const time = (value === undefined ? new Date() : new Date(value)).getTime();
-    return Number.isFinite(time) ? time : null;
+    if (!Number.isFinite(time)) return null;
+    return value === undefined ? time + offset : time;
   } catch (error) {
     return thrown(error);
   }
@@ -99,12 +104,13 @@ function valueAt(args, { index, property }) {
  * A `store.async` call's arguments as the core reads them (lib/wire.js), read now; the caller's
  * objects are never modified.
  */
-function wireArguments(spec, args) {
+function wireArguments(spec, args, offset) {
   // Most calls convert nothing: the arguments are sent as they are, without a copy.
   if (spec.plain) return encodeArguments(args);
   const wire = Array.from(args);
   const copied = new Set();
-  for (const at of spec.time) replaceAt(wire, copied, at, timeValue);
+  const time = offset === 0 ? timeValue : (value) => timeValue(value, offset);
+  for (const at of spec.time) replaceAt(wire, copied, at, time);
   for (const at of spec.date) replaceAt(wire, copied, at, dateValue);
   for (const at of spec.json) replaceAt(wire, copied, at, jsonEnvelope);
   if (spec.lease !== undefined) replaceLease(wire, copied, spec.lease);
@@ -172,6 +178,8 @@ class SqliteControllerStore {
   #asyncQueue;
   #async;
   #asyncCallSites;
+  /** On a cluster, its clock (lib/cluster-clock.js); `undefined` for a file. */
+  #clock;
   /** Set by the awaitable close: later `store.async` calls reject. */
   #closing;
 
@@ -204,8 +212,9 @@ class SqliteControllerStore {
           ? null
           : canonicalProjectPath(options.projectPath === undefined ? process.cwd() : options.projectPath);
       const nativeState = nativeStateOf(state);
+      this.#clock = clusterClockOf(state);
       this.#native = withFilePath(state.filePath, () =>
-        created(() => binding.NativeStore.open(nativeState, projectPath, Date.now(), this.#ownsState)),
+        created(() => binding.NativeStore.open(nativeState, projectPath, currentTime(state), this.#ownsState)),
       );
       this.#asyncQueue = asyncQueueOf(nativeState);
     } catch (error) {
@@ -274,7 +283,7 @@ class SqliteControllerStore {
 
   /** Runs one core method (`spec`: its entry in lib/methods.js); shared by every public method. */
   static #invoke(store, spec, args) {
-    const clock = Date.now();
+    const clock = store.#clock === undefined ? Date.now() : store.#clock.now();
     // The core reads the caller's values itself, as the reference's code reads them.
     return readReply(spec, args, store.#native.callLive(spec.index, args, clock));
   }
@@ -282,14 +291,15 @@ class SqliteControllerStore {
   /** `#invoke` on a worker thread, queued behind this database's earlier asynchronous calls. */
   static #invokeAsync(store, spec, args, publicFunction) {
     if (store.#closing !== undefined) return Promise.reject(stacks.fromCaller(closedError(), publicFunction));
+    const offset = store.#clock === undefined ? 0 : store.#clock.offset();
     let wire;
     try {
       // Read now: the call runs later, on another thread.
-      wire = wireArguments(spec, args);
+      wire = wireArguments(spec, args, offset);
     } catch (error) {
       return Promise.reject(stacks.fromCaller(error, publicFunction));
     }
-    const clock = Date.now();
+    const clock = Date.now() + offset;
     const site = store.#asyncCallSites ? stacks.callSite(publicFunction) : undefined;
     const queue = store.#asyncQueue;
     const previous = queue.tail;

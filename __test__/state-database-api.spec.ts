@@ -46,6 +46,24 @@ describe('StateDatabase', () => {
     }
   });
 
+  test('a file has no cluster clock: its times are Date.now() itself', () => {
+    const state = new StateDatabase({ filePath: file() });
+    try {
+      expect(state.clusterClock).toBeNull();
+      const store = new SqliteControllerStore(file(), { state, projectPath: folder });
+      jest.useFakeTimers({ now: Date.parse('2030-01-02T03:04:05.006Z'), doNotFake: ['nextTick', 'setImmediate'] });
+      try {
+        store.putResource(resource('r'));
+        store.enqueue({ controller: 'jobs', key: 'r' });
+        expect(store.claimNext({ controllers: ['jobs'], ownerId: 'me', leaseMs: 1_000 }).expiresAt).toBe('2030-01-02T03:04:06.006Z');
+      } finally {
+        jest.useRealTimers();
+      }
+    } finally {
+      state.close();
+    }
+  });
+
   test('pruning removes exactly the blobs nothing refers to', () => {
     const state = new StateDatabase({ filePath: file() });
     try {

@@ -9,12 +9,15 @@ const os = require('node:os');
 const path = require('node:path');
 
 const { canonicalJson, normalizeJson } = require('./canonical-json.js');
+const { ClusterClock } = require('./cluster-clock.js');
 const { Connection } = require('./connection.js');
 const { binding, checked, parsed, created } = require('./native.js');
 const { SqliteError } = require('./errors.js');
 const { workflowStatePath, assertNoLegacyState, RESET_INSTRUCTION } = require('./paths.js');
 
 const NATIVE = Symbol('pi-workflows-native.state');
+/** A cluster state's ClusterClock (lib/cluster-clock.js); a file's has none. */
+const CLOCK = Symbol('pi-workflows-native.clock');
 // The core's spelling of the two media types `blobs.media_type` holds.
 const [MEDIA_JSON, MEDIA_TEXT] = binding.NativeState.mediaTypes();
 
@@ -77,6 +80,7 @@ class StateDatabase {
         mode: { value: mode, enumerable: true },
         connection: { value: new Connection(native, url, mode === 'read-only'), enumerable: true },
         [NATIVE]: { value: native },
+        [CLOCK]: { value: new ClusterClock(native) },
       });
       return;
     }
@@ -155,15 +159,23 @@ class StateDatabase {
     }
   }
 
-  putJson(value, now = Date.now()) {
+  /**
+   * On a dqlite cluster, this host's offset from the leader's clock, which every call that
+   * passes no `now` adds to `Date.now()` (docs/cluster.md, "Clocks"); `null` for a file.
+   */
+  get clusterClock() {
+    return this[CLOCK]?.reading() ?? null;
+  }
+
+  putJson(value, now = currentTime(this)) {
     return this.putBlob(Buffer.from(canonicalJson(value), 'utf8'), MEDIA_JSON, now);
   }
 
-  putText(value, now = Date.now()) {
+  putText(value, now = currentTime(this)) {
     return this.putBlob(Buffer.from(value, 'utf8'), MEDIA_TEXT, now);
   }
 
-  putBlob(content, mediaType, now = Date.now()) {
+  putBlob(content, mediaType, now = currentTime(this)) {
     this.connection._assertOpen();
     return Buffer.from(parsed(this[NATIVE].putBlob(content, mediaType, now)), 'hex');
   }
@@ -432,6 +444,17 @@ function withFilePath(filePath, open) {
   }
 }
 
+/** A cluster state's ClusterClock, `undefined` for a file's. */
+function clusterClockOf(state) {
+  return state[CLOCK];
+}
+
+/** The time of a call that passes no `now`: `Date.now()`, on a cluster moved onto its leader's clock. */
+function currentTime(state) {
+  const clock = state[CLOCK];
+  return clock === undefined ? Date.now() : clock.now();
+}
+
 /** The native connection of a StateDatabase (for the stores built on it). */
 function nativeStateOf(state) {
   const native = state instanceof StateDatabase ? state[NATIVE] : undefined;
@@ -441,4 +464,4 @@ function nativeStateOf(state) {
   return native;
 }
 
-module.exports = { StateDatabase, nativeStateOf, workflowStatePath, withFilePath };
+module.exports = { StateDatabase, clusterClockOf, currentTime, nativeStateOf, workflowStatePath, withFilePath };

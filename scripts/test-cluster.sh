@@ -4,8 +4,8 @@
 #   1. piw-dqlite-node itself: forming, restarts, SIGTERM hand-over, refused identities, no
 #      bootstrap unless told, no join with another cluster's data (one cluster at a time);
 #   2. the wire client (one cluster per client: tests/split.rs) and 3. the store (trace replay,
-#      failover, split clusters, the tutorial, a frozen leader and a paused lease holder) on
-#      piw-dqlite-node nodes;
+#      failover, split clusters, hosts with wrong clocks (libfaketime), the tutorial, a frozen
+#      leader and a paused lease holder) on piw-dqlite-node nodes;
 #   4. the wire client again on go-dqlite's dqlite-demo nodes: another implementation of the
 #      node side, so that the client is not only right about our own program.
 set -euo pipefail

@@ -132,6 +132,8 @@ fn json_reply(value: Value) -> Result<String> {
 #[napi]
 pub struct NativeState {
     state: Option<SharedState>,
+    /// On a cluster, this host's offset from the leader's clock (read without the state's lock).
+    clock: Option<Arc<sql::cluster_clock::ClusterClock>>,
 }
 
 #[napi]
@@ -144,6 +146,11 @@ impl NativeState {
             None => parse_open_options(&options_json).and_then(StateDb::open),
         }) {
             Ok(state) => Ok(NativeState {
+                clock: state
+                    .conn()
+                    .ok()
+                    .and_then(|db| db.remote())
+                    .map(|remote| remote.clock().clone()),
                 state: Some(Arc::new(Mutex::new(state))),
             }),
             Err(error) => Err(napi::Error::from_reason(encode_error(&error))),
@@ -168,6 +175,41 @@ impl NativeState {
             Ok(()) => String::new(),
             Err(error) => encode_error(&error),
         }
+    }
+
+    /// On a cluster, the ms to add to the caller's clock for a call that passes no `now`: this
+    /// host's offset from the leader's clock (src/sql/cluster_clock.rs); 0 for a file.
+    #[napi]
+    pub fn clock_offset(&self) -> f64 {
+        self.clock
+            .as_ref()
+            .map_or(0.0, |clock| clock.offset_ms() as f64)
+    }
+
+    /// How many leader connections had their clock measured (0 for a file): when it changes,
+    /// the JS layer reads [`NativeState::cluster_clock`] again.
+    #[napi]
+    pub fn clock_measurements(&self) -> f64 {
+        self.clock
+            .as_ref()
+            .map_or(0.0, |clock| clock.measurements() as f64)
+    }
+
+    /// The latest measurement as JSON (`{offsetMs, measuredOffsetMs, roundTripMs, leader,
+    /// measurements}`); `null` for a file.
+    #[napi]
+    pub fn cluster_clock(&self) -> Option<String> {
+        let reading = self.clock.as_ref()?.reading()?;
+        Some(
+            json!({
+                "offsetMs": reading.offset_ms,
+                "measuredOffsetMs": reading.measured_offset_ms,
+                "roundTripMs": reading.round_trip_ms,
+                "leader": reading.leader,
+                "measurements": reading.measurements,
+            })
+            .to_string(),
+        )
     }
 
     /// Whether the connection is still open (`connection.open`).

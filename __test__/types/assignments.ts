@@ -139,8 +139,10 @@ export const storeInstance: OurStore = new (value<typeof Ours.SqliteControllerSt
 // ---- StateDatabase: the reference's, except `connection` ----------------------------------
 type OurState = Ours.StateDatabase;
 type RefState = Ref.StateDatabase;
-same<Same<keyof OurState, keyof RefState>>();
-same<Same<Omit<OurState, 'connection'>, Omit<Public<RefState>, 'connection'>>>();
+// `clusterClock` is this package's addition (docs/cluster.md, "Clocks").
+same<Same<Exclude<keyof OurState, 'clusterClock'>, keyof RefState>>();
+same<Same<Omit<OurState, 'connection' | 'clusterClock'>, Omit<Public<RefState>, 'connection'>>>();
+same<Same<OurState['clusterClock'], Ours.ClusterClockReading | null>>();
 same<Same<OurStore['state'], OurState>>();
 // `connection` is a subset of better-sqlite3's Database over the store's own SQLite connection
 // (README, "Differences from the reference"). It declares nothing better-sqlite3 does not have,

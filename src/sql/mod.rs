@@ -12,6 +12,7 @@
 //! What only a local file can do stays there, reached through [`Db::file`]: the WAL-append VFS,
 //! the run index's hooks and capture, the prune's helper connections, `state.connection`.
 
+pub mod cluster_clock;
 pub mod remote;
 pub mod retry;
 mod row;

@@ -89,6 +89,8 @@ pub struct Remote {
     /// A read-only state: every leader connection gets `PRAGMA query_only = ON`, as a
     /// read-only file's connection has.
     query_only: bool,
+    /// This host's offset from the leader, measured on every leader connection.
+    clock: std::sync::Arc<super::cluster_clock::ClusterClock>,
 }
 
 #[derive(Default)]
@@ -155,6 +157,7 @@ impl Remote {
             call_deadline: Cell::new(None),
             open_deadline: deadline,
             query_only: read_only,
+            clock: Default::default(),
         };
         {
             let _call = remote.call_scope(deadline);
@@ -185,6 +188,11 @@ impl Remote {
     fn deadline(&self) -> Instant {
         let own = Instant::now() + self.cluster.config().reconnect_deadline;
         self.call_deadline.get().map_or(own, |call| call.min(own))
+    }
+
+    /// This host's offset from the leader's clock (`super::cluster_clock`).
+    pub fn clock(&self) -> &std::sync::Arc<super::cluster_clock::ClusterClock> {
+        &self.clock
     }
 
     /// The address of the leader this store last talked to.
@@ -254,6 +262,13 @@ impl Remote {
                         }
                         return Err(error(e));
                     }
+                }
+                // A new leader has its own clock.
+                if let Err(e) = self.clock.measure(&mut conn) {
+                    if e.needs_reconnect() && backoff.sleep_until_deadline(deadline) {
+                        continue;
+                    }
+                    return Err(error(e));
                 }
                 state.conn = Some(conn);
                 state.connects += 1;

@@ -119,6 +119,8 @@ impl StateDb {
     ) -> Result<StateDb> {
         let remote =
             crate::sql::remote::Remote::open(url, config, mode == Mode::ReadOnly, deadline)?;
+        // The open's `now` (the schema's creation time) is the cluster's, as a call's.
+        let now = now.saturating_add(remote.clock().offset_ms());
         let state = StateDb {
             file_path: PathBuf::from(url),
             mode,
