@@ -106,8 +106,8 @@ function fetchNode({ version, integrity }) {
 }
 
 /**
- * better-sqlite3's binary for `node`, from the cache or built into it (about a minute and a half
- * of compiling, mostly SQLite; the builds for several Nodes run at once).
+ * better-sqlite3's binary for `node`, from the cache or built into it: minutes of compiling,
+ * mostly SQLite's amalgamation, so the builds for all Nodes run at once.
  */
 async function betterSqlite3For(node) {
   const { version } = require(path.join(BETTER_SQLITE3, 'package.json'));
