@@ -29,17 +29,17 @@
 // Defect 1 of issue 21 (`UPDATE runs SET rowid = …` through the index's own connection left
 // a ghost) has its own test, with rowid changes of `runs` on the own connection every sixth
 // step.
-import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 
+import { Worker } from './support/worker';
+
 const { SqliteControllerStore } = require('../index.js');
 const { random } = require('./reliability/common.js');
 const { polls, nativeAction, sqlAction, attempt, iso, weighted } = require('./workers/xproc-actions.js');
 
-const WORKER = path.join(__dirname, 'workers', 'xproc-worker.js');
 const SEEDS = process.env.PIW_XPROC_SEED === undefined ? [20261201, 7, 31337] : [Number(process.env.PIW_XPROC_SEED)];
 const STEPS = Number(process.env.PIW_XPROC_STEPS ?? 160);
 const T0 = Date.parse('2026-12-01T00:00:00.000Z');
@@ -70,46 +70,6 @@ const COVERAGE = [
   ['own', 'blob'],
   ['raw', 'blob'],
 ];
-
-/** A forked process answering one message at a time (see `workers/xproc-worker.js`). */
-class Worker {
-  readonly child: ChildProcess;
-  private next = 0;
-  private readonly pending = new Map<number, { resolve: (value: any) => void; reject: (error: Error) => void }>();
-  private exited: string | undefined;
-
-  constructor(
-    readonly name: string,
-    env: NodeJS.ProcessEnv,
-  ) {
-    this.child = fork(WORKER, [], { env, serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    this.child.on('message', (message: any) => {
-      const waiting = this.pending.get(message.id);
-      if (waiting === undefined) return;
-      this.pending.delete(message.id);
-      if (message.error !== undefined) waiting.reject(new Error(`${this.name}: ${message.error.message}\n${message.error.stack}`));
-      else waiting.resolve(message.value);
-    });
-    this.child.on('exit', (code, signal) => {
-      this.exited = `${this.name} exited (${code ?? signal})`;
-      for (const waiting of this.pending.values()) waiting.reject(new Error(this.exited));
-      this.pending.clear();
-    });
-  }
-
-  call(op: string, payload: Record<string, unknown> = {}): Promise<any> {
-    if (this.exited !== undefined) return Promise.reject(new Error(this.exited));
-    const id = (this.next += 1);
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.child.send({ id, op, ...payload });
-    });
-  }
-
-  kill(): void {
-    if (this.exited === undefined) this.child.kill('SIGKILL');
-  }
-}
 
 /** Every worker ever started, killed in afterAll whatever happened. */
 const started: Worker[] = [];

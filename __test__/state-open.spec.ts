@@ -10,12 +10,13 @@ import path from 'node:path';
 
 import Database from 'better-sqlite3';
 
+import { beginStateFile } from './support/reference-state';
+
 const { SqliteControllerStore, StateDatabase } = require('../index.js');
 
 const INCOMPATIBLE =
   'Pi Workflows durable state is incompatible. Move or remove the old workflow state, then create a new state.sqlite database.';
 const ROOT = path.resolve(__dirname, '..');
-const SCHEMA_DIGEST = '0469f429aad9046cacf63bf9df4ef8c98277ba633103a2478d9fc40226666327';
 
 let dir: string;
 
@@ -244,15 +245,7 @@ describe('files that are not ours are refused untouched', () => {
     // The reference creates a state file in place: WAL mode, then the schema in one exclusive
     // transaction; until it commits, the header reads as empty.
     const file = path.join(dir, 'state.sqlite');
-    const creator = new Database(file, { timeout: 5000 });
-    creator.pragma('journal_mode = WAL');
-    creator.exec('BEGIN EXCLUSIVE');
-    creator.exec(fs.readFileSync(path.join(ROOT, 'src', 'state', 'schema.sql'), 'utf8'));
-    creator.pragma('application_id = 1346983750');
-    creator.pragma('user_version = 1');
-    creator
-      .prepare('INSERT INTO schema_meta VALUES (1, ?, 1, ?, ?, 1, 1)')
-      .run('pi-workflows-state', Buffer.from(SCHEMA_DIGEST, 'hex'), '0.14.0');
+    const creator = beginStateFile(Database, file, 1);
     const script = `
       const { SqliteControllerStore } = require(${JSON.stringify(ROOT)});
       console.log('opening');

@@ -1,11 +1,12 @@
 // `npm ci` is quiet on every Node the project supports for development (package.json
 // `devEngines`): no locked package refuses those Nodes (EBADENGINE), and every locked package
 // with an install script is approved in `allowScripts` (npm 11 warns about the others and skips
-// their scripts).
+// their scripts). And the Node lines `engines` and `devEngines` name are the ones CI tests.
 import fs from 'node:fs';
 import path from 'node:path';
 
 const semver = require('semver');
+const { NODES } = require('../scripts/test-node-versions.js');
 
 const ROOT = path.join(__dirname, '..');
 const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
@@ -43,4 +44,13 @@ test('every locked package with an install script is approved in allowScripts', 
   expect(withScripts).toEqual(['better-sqlite3']);
   expect(Object.keys(manifest.allowScripts).sort()).toEqual(withScripts.sort());
   expect(Object.values(manifest.allowScripts).every((allowed) => allowed === true)).toBe(true);
+});
+
+test('engines and devEngines name the Node lines CI tests: 20 by npm test, the others by test:node-versions', () => {
+  // .ci/run runs `npm test` on the machine's Node 20, then the suite again on each release
+  // scripts/test-node-versions.js pins.
+  expect(manifest.engines.node).toBe(manifest.devEngines.runtime.version);
+  const lines = lowestOfEachLine(manifest.engines.node).map((version) => semver.major(version));
+  expect(lines).toEqual([20, ...NODES.map(({ version }: { version: string }) => semver.major(version))]);
+  for (const { version } of NODES) expect([version, semver.satisfies(version, manifest.engines.node)]).toEqual([version, true]);
 });

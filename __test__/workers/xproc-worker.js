@@ -8,9 +8,11 @@
 // - `{ op: 'native', file, projects, name, seed }`: a Pi process. Stores on one state file
 //   (`SqliteControllerStore`): `a` and `b` scoped to the two projects, `all` global, on one
 //   connection. Started with `PIW_RUN_INDEX=off` it is the oracle: every poll reads through SQL.
-// - `{ op: 'raw', file, name, seed }`: another application on its own better-sqlite3
-//   connection. No store is opened in this process (two SQLite libraries in one process break
-//   each other's POSIX locks, see `runs-lifecycle-fixture.ts`).
+// - `{ op: 'raw', file, name, seed, module? }`: another application on its own better-sqlite3
+//   connection (`module`: the path of another better-sqlite3 to load than the dev dependency,
+//   better-sqlite3 13 in `better-sqlite3-13.spec.ts`). No store is opened in this process (two
+//   SQLite libraries in one process break each other's POSIX locks, see
+//   `runs-lifecycle-fixture.ts`).
 //
 // Then:
 // - `act { now }`: one random step (one to three `nativeAction`s on store `a`, or one
@@ -21,7 +23,7 @@
 //   without committing it here: an online backup of the file, a store of the same scope
 //   opened on the copy, the claim there (answers the copy's list revision too).
 // - `eval { store, method, args }`: one store call; `exec { sql, params, reader }`: one
-//   statement on the store's own connection.
+//   statement on the store's own connection (raw: on the process's connection).
 // - `close`.
 
 const fs = require('node:fs');
@@ -55,7 +57,7 @@ function openNative(message) {
 }
 
 function openRaw(message) {
-  const Database = require('better-sqlite3');
+  const Database = require(message.module ?? 'better-sqlite3');
   db = new Database(message.file);
   db.pragma('busy_timeout = 5000');
   db.pragma('foreign_keys = ON');
@@ -88,8 +90,8 @@ async function handle(message) {
       }
     }
     case 'exec':
-      // One statement on the store's own connection: `all` for a reader, else `run`.
-      return stores.a.state.connection.prepare(message.sql)[message.reader ? 'all' : 'run'](...(message.params ?? []));
+      // One statement on the store's own connection (or the raw one): `all` for a reader, else `run`.
+      return (mode === 'raw' ? db : stores.a.state.connection).prepare(message.sql)[message.reader ? 'all' : 'run'](...(message.params ?? []));
     case 'polls':
       return { a: polls(stores.a), b: polls(stores.b), all: polls(stores.all) };
     case 'claimOnCopy': {
