@@ -55,6 +55,8 @@ struct Shared {
     address: String,
     behaviour: Behaviour,
     named: Mutex<Named>,
+    /// The members a cluster request lists (ids from 1, in this order); empty: itself alone.
+    members: Mutex<Vec<String>>,
     stop: AtomicBool,
     started: Instant,
 }
@@ -82,6 +84,7 @@ impl FakeNode {
             address: listener.local_addr().expect("local address").to_string(),
             behaviour,
             named: Mutex::new(Named::Itself),
+            members: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             started: Instant::now(),
         });
@@ -105,6 +108,19 @@ impl FakeNode {
     pub fn set_leader(&self, leader: Option<&str>) {
         let named = leader.map_or(Named::Itself, |l| Named::Other(l.to_owned()));
         *self.shared.named.lock().unwrap_or_else(|p| p.into_inner()) = named;
+    }
+
+    /// Fake nodes of one cluster: each lists all of them as members (a client keeps to one
+    /// cluster, `crate::identity`).
+    pub fn one_cluster(nodes: &[&FakeNode]) {
+        let addresses: Vec<String> = nodes.iter().map(|n| n.address().to_owned()).collect();
+        for node in nodes {
+            *node
+                .shared
+                .members
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = addresses.clone();
+        }
     }
 }
 
@@ -264,11 +280,20 @@ fn reply(kind: u8, body: &[u8], shared: &Shared) -> Vec<u8> {
             e.u32_pair(0, 0);
         }),
         request::CLUSTER => frame(response::SERVERS, |e| {
-            e.u64(1)
-                .u64(1)
-                .text(&shared.address)
-                .expect("an address")
-                .u64(0);
+            let listed = shared
+                .members
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let members = if listed.is_empty() {
+                vec![shared.address.clone()]
+            } else {
+                listed
+            };
+            e.u64(members.len() as u64);
+            for (id, address) in (1u64..).zip(&members) {
+                e.u64(id).text(address).expect("an address").u64(0);
+            }
         }),
         request::PREPARE => {
             let mut d = Decoder::new(body);

@@ -269,6 +269,7 @@ fn malformed_addresses_fail_at_once_without_the_resolver() {
 fn a_request_to_a_frozen_leader_is_abandoned_once_another_leads() {
     let frozen = FakeNode::start(Behaviour::FreezeAtSql);
     let other = FakeNode::start(Behaviour::Leader);
+    FakeNode::one_cluster(&[&frozen, &other]);
     other.set_leader(Some(frozen.address()));
     let mut config = config(300, 10_000, 10_000);
     config.liveness_interval = Duration::from_millis(100);
@@ -301,6 +302,7 @@ fn a_request_to_a_frozen_leader_is_abandoned_once_another_leads() {
 fn a_slow_leader_that_the_others_still_name_is_waited_for() {
     let frozen = FakeNode::start(Behaviour::FreezeAtSql);
     let follower = FakeNode::start(Behaviour::Leader);
+    FakeNode::one_cluster(&[&frozen, &follower]);
     follower.set_leader(Some(frozen.address()));
     let mut config = config(300, 700, 10_000);
     config.liveness_interval = Duration::from_millis(100);
