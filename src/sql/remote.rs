@@ -255,9 +255,17 @@ impl Remote {
                     ));
                 }
                 let mut conn = self.cluster.connect_until(deadline).map_err(error)?;
+                // What a new connection runs first is part of the call: by its deadline, and
+                // run again only where a retry can change the answer.
+                conn.set_deadline(Some(deadline));
+                let retried = |e: &dqlite_wire::Error, backoff: &mut Backoff| {
+                    e.needs_reconnect()
+                        && e.outcome() == Outcome::NotApplied
+                        && backoff.sleep_until_deadline(deadline)
+                };
                 if self.query_only {
                     if let Err(e) = conn.exec_sql("PRAGMA query_only = ON", &[]) {
-                        if e.needs_reconnect() && backoff.sleep_until_deadline(deadline) {
+                        if retried(&e, &mut backoff) {
                             continue;
                         }
                         return Err(error(e));
@@ -265,7 +273,7 @@ impl Remote {
                 }
                 // A new leader has its own clock.
                 if let Err(e) = self.clock.measure(&mut conn) {
-                    if e.needs_reconnect() && backoff.sleep_until_deadline(deadline) {
+                    if retried(&e, &mut backoff) {
                         continue;
                     }
                     return Err(error(e));

@@ -34,8 +34,9 @@ pub enum Behaviour {
     /// an integer and a 200-byte text).
     EndlessRows,
     /// A leader that answers the handshake (who leads, registration, the
-    /// database's opening, the members), then freezes at the first statement:
-    /// no reply, and the socket stays open, as with a stopped process.
+    /// database's opening, the members, a read of its clock), then freezes at
+    /// the first statement: no reply, and the socket stays open, as with a
+    /// stopped process.
     FreezeAtSql,
     /// A leader that sends every reply one byte at a time, this far apart.
     Drip(Duration),
@@ -196,6 +197,17 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
                 | request::EXEC_SQL
                 | request::QUERY_SQL
         );
+        if header.kind == request::QUERY_SQL
+            && shared.behaviour != Behaviour::EndlessRows
+            && reads_the_clock(&body)
+        {
+            // A store reads the leader's clock on every new connection; every node here
+            // answers that, so that each fault shows at the store's own statements.
+            if !send(&mut stream, &clock_reading(), shared) {
+                return;
+            }
+            continue;
+        }
         if sql && shared.behaviour == Behaviour::FreezeAtSql {
             while !shared.stopped() {
                 thread::sleep(POLL);
@@ -327,6 +339,28 @@ fn placeholders(sql: &str) -> u64 {
         }
     }
     n
+}
+
+/// Whether a `QUERY_SQL` body asks for the node's clock (`julianday('now')`).
+fn reads_the_clock(body: &[u8]) -> bool {
+    let mut d = Decoder::new(body);
+    let sql = d.u64().and_then(|_| d.text()).unwrap_or_default();
+    sql.contains("julianday('now')")
+}
+
+/// One row: this machine's clock in epoch ms.
+fn clock_reading() -> Vec<u8> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as i64);
+    frame(response::ROWS, |e| {
+        e.u64(1)
+            .text("now")
+            .expect("a name")
+            .row(&[Value::Integer(now)])
+            .expect("a row")
+            .u64(ROWS_DONE);
+    })
 }
 
 /// Stream batches of rows until the client goes away or the node stops.
