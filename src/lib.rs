@@ -146,8 +146,10 @@ impl NativeState {
             None => parse_open_options(&options_json).and_then(StateDb::open),
         }) {
             Ok(state) => Ok(NativeState {
+                // Without waiting for a file's open prune (nor taking its report: the first
+                // call owes it to the caller).
                 clock: state
-                    .conn()
+                    .conn_before_prune()
                     .ok()
                     .and_then(|db| db.remote())
                     .map(|remote| remote.clock().clone()),
