@@ -287,9 +287,14 @@ pub fn live_claim_row_of(
     claim_token: Js<'_>,
     now: i64,
 ) -> Result<Option<RunRow>> {
-    let Some(row) = run_row_of(conn, run_id)? else {
-        return Ok(None);
-    };
+    match run_row_of(conn, run_id)? {
+        Some(row) => live_claim_of(row, claim_token, now),
+        None => Ok(None),
+    }
+}
+
+/// [`live_claim_row_of`] for a row already read in this transaction.
+pub fn live_claim_of(row: RunRow, claim_token: Js<'_>, now: i64) -> Result<Option<RunRow>> {
     let live = leases::holds_live(
         row.owner_id.as_deref(),
         row.token_hash.as_deref(),

@@ -6,8 +6,8 @@ use crate::sql::{params, params_from_iter, Db};
 use serde_json::{json, Value};
 
 use super::claims::{
-    has_pending_interaction, inconsistent, live_claim_row_of, options_now, release_live_lease,
-    run_holder,
+    has_pending_interaction, inconsistent, live_claim_of, live_claim_row_of, options_now,
+    release_live_lease, run_holder,
 };
 use super::row::{run_row_of, RunRow};
 use crate::controller::rows::put_caller_text;
@@ -80,10 +80,12 @@ fn release_run_claim(
     now: i64,
 ) -> Result<bool> {
     store.write(|conn| {
-        if run_row_of(conn, run_id)?.is_none() {
+        // `verifyWorkflowRunClaim` reads the row `workflowRunRow` has just read, by the same
+        // bound value, in the same transaction: the one read answers both.
+        let Some(row) = run_row_of(conn, run_id)? else {
             return Ok(false);
-        }
-        let Some(row) = live_claim_row_of(conn, run_id, claim_token, now)? else {
+        };
+        let Some(row) = live_claim_of(row, claim_token, now)? else {
             return Ok(false);
         };
         let token_hash = token_hash_js(claim_token)?;
@@ -234,12 +236,19 @@ fn sliced_detail<'a>(call: &'a Call, options: Js<'a>, cut: &'a mut String) -> Re
 /// transaction with the reference's reads of the caller's fields (the run id twice); `None`
 /// when the run is missing or the claim is not live.
 fn claimed_row(conn: &Db, options: Js<'_>, now: i64) -> Result<Option<RunRow>> {
-    if run_row_of(conn, options.get("runId")?)?.is_none() {
+    let first = options.get("runId")?;
+    let Some(row) = run_row_of(conn, first)? else {
         return Ok(None);
-    }
+    };
     let run_id = options.get("runId")?;
     let claim_token = options.get("claimToken")?;
-    live_claim_row_of(conn, run_id, claim_token, now)
+    // The same string read twice finds the same row: only another value is looked up again.
+    match (first, run_id) {
+        (Js::String(first), Js::String(again)) if first == again => {
+            live_claim_of(row, claim_token, now)
+        }
+        _ => live_claim_row_of(conn, run_id, claim_token, now),
+    }
 }
 
 /// `Workflow run ${options.runId} <what>`, the run id read for the message.
