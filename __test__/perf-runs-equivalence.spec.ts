@@ -92,6 +92,59 @@ describe('viewer revisions', () => {
   });
 });
 
+describe('rows inserted on condition that their blob is stored', () => {
+  // Event payloads that repeat and viewer patches are not put when the blob is there,
+  // identical: the row is inserted on that condition, and the blob put only when it was not.
+  const RUNNING = '{"status":"running"}';
+  const PATCH_3 = '[{"op":"replace","path":"/presentationRevision","value":3}]';
+  const blob = (text: string) => rows('SELECT rowid, created_at, content FROM blobs WHERE content = ?', Buffer.from(text));
+  const hashOf = (text: string) => require('node:crypto').createHash('sha256').update(text).digest();
+
+  it('fails as the put does when a blob under the same hash differs', () => {
+    for (const [runId, text] of [['run-forged-payload', RUNNING], ['run-forged-patch', PATCH_3]]) {
+      reserve(runId);
+      store.claimWorkflowRun(claim(runId, T0 + 1));
+      // Stored before (another run) but forged since: the put's comparison must still run.
+      if (blob(text).length === 0) store.state.connection.prepare('INSERT INTO blobs VALUES (?, ?, ?, ?, ?)').run(hashOf(text), 'application/json', 1, Buffer.from('x'), T0);
+      else store.state.connection.prepare('UPDATE blobs SET content = ?, byte_length = 1 WHERE blob_hash = ?').run(Buffer.from('x'), hashOf(text));
+      const before = rows('SELECT count(*) AS events FROM events');
+      const call = () => (text === RUNNING ? store.markWorkflowRunRunning(claim(runId, T0 + 2)) : store.renewWorkflowRunClaim(claim(runId, T0 + 2)));
+      expect(call).toThrow('Content-addressed blob conflict');
+      expect(rows('SELECT count(*) AS events FROM events')).toEqual(before);
+      store.state.connection.prepare('DELETE FROM blobs WHERE blob_hash = ?').run(hashOf(text));
+    }
+  });
+
+  it('puts a blob that is missing again, where the put would have, and reuses one that is there', () => {
+    reserve('run-a');
+    store.claimWorkflowRun(claim('run-a', T0 + 1));
+    expect(blob(RUNNING)).toEqual([]);
+    store.markWorkflowRunRunning(claim('run-a', T0 + 2));
+    const [first] = blob(RUNNING);
+    expect(first.created_at).toBe(T0 + 2);
+    reserve('run-b');
+    store.claimWorkflowRun(claim('run-b', T0 + 3));
+    store.markWorkflowRunRunning(claim('run-b', T0 + 4));
+    expect(blob(RUNNING)).toEqual([first]);
+    // Gone (foreign keys off, as another writer could), it is put again at the next use.
+    store.state.connection.exec('PRAGMA foreign_keys = OFF');
+    store.state.connection.prepare('DELETE FROM blobs WHERE rowid = ?').run(first.rowid);
+    store.state.connection.exec('PRAGMA foreign_keys = ON');
+    reserve('run-c');
+    store.claimWorkflowRun(claim('run-c', T0 + 5));
+    const last = rows('SELECT max(rowid) AS rowid FROM blobs')[0].rowid;
+    store.markWorkflowRunRunning(claim('run-c', T0 + 6));
+    const [again] = blob(RUNNING);
+    expect(again.created_at).toBe(T0 + 6);
+    expect(again.rowid).toBeGreaterThan(last);
+    const events = rows(
+      `SELECT e.payload_hash FROM events e JOIN runs r ON r.resource_id = e.resource_id
+       WHERE e.event_type = 'run.queue_running' ORDER BY e.event_seq`,
+    );
+    expect(events.map((event) => Buffer.compare(event.payload_hash, hashOf(RUNNING)))).toEqual([0, 0, 0]);
+  });
+});
+
 describe('claim records', () => {
   // The claim's record is built from the row read before the claim plus what the claim wrote;
   // it must equal a fresh read of the claimed run.

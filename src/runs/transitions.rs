@@ -21,6 +21,7 @@ use crate::state::json::canonical;
 use crate::state::leases::{self, Actor, Fence, Holder, HolderKind};
 use crate::state::revisions::{
     bump_resource, bump_resource_revision, insert_event_params, resource_revision, EventBase,
+    Payload,
 };
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::Store;
@@ -816,9 +817,12 @@ fn cancel_stale<'a>(
         insert_event_params(
             conn,
             &event,
-            Param::text("run.queue_cancelled"),
-            Param::Own(Bound::Text(control_id.into())),
-            Param::int(generation),
+            [
+                Param::text("run.queue_cancelled"),
+                Param::Own(Bound::Text(control_id.into())),
+                Param::int(generation),
+            ],
+            Payload::Repeated,
         )?;
         let viewed = run_id_again()?;
         record_viewer_deltas(conn, run_id_read_again(viewed, run_id), SUMMARY_REPLAY, now)?;

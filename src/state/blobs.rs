@@ -78,6 +78,18 @@ fn is_conflict_marker(error: &rusqlite::Error) -> bool {
     )
 }
 
+/// An `EXISTS` test that the JSON blob [`put_json`] would store is there, identical (the put
+/// would then change nothing, as [`put_blob`]'s upsert decides): the statement's parameters
+/// `?{hash}`, `?{length}` and `?{content}` hold its hash, length and content. A statement on
+/// this condition followed, when it changed nothing, by the put and the statement again,
+/// writes what the put then the statement write: in one statement when the blob is there.
+pub fn stored_json_test(hash: usize, length: usize, content: usize) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM blobs WHERE blob_hash = ?{hash}
+           AND media_type = '{MEDIA_JSON}' AND byte_length = ?{length} AND content = ?{content})"
+    )
+}
+
 /// Stores JSON text that is already canonical.
 pub fn put_json(conn: &Db, canonical_text: &str, now: i64) -> Result<BlobHash> {
     put_blob(conn, canonical_text.as_bytes(), MEDIA_JSON, now)

@@ -3,7 +3,8 @@
 
 use crate::sql::{params, Db, OptionalExtension};
 
-use super::blobs::put_json;
+use super::blobs::{put_json, stored_json_test};
+use super::ids::sha256;
 use crate::error::{Result, StoreError};
 
 /// How many presentation revisions of deltas are kept per run.
@@ -129,10 +130,25 @@ fn write_deltas(
         let patch =
             format!(r#"[{{"op":"replace","path":"/presentationRevision","value":{revision}}}]"#);
         // Every delta of a revision carries the same patch: stored (and hashed) once, since a
-        // second put of the same content in the same transaction changes nothing.
-        let patch_hash = put_json(conn, &patch, now)?;
-        conn.prepare_cached(&insert_deltas_sql(drafts))?
-            .execute(params![run_id, revision, &patch_hash[..], now])?;
+        // second put of the same content in the same transaction changes nothing. Every run
+        // goes through the same revisions, so the patch is most often stored already: the
+        // deltas are inserted on that condition first, and the patch put only when it was not.
+        let patch_hash = sha256(patch.as_bytes());
+        let inserted = conn
+            .prepare_cached(&insert_deltas_of_stored_patch_sql(drafts))?
+            .execute(params![
+                run_id,
+                revision,
+                &patch_hash[..],
+                now,
+                patch.len() as i64,
+                patch.as_bytes()
+            ])?;
+        if inserted == 0 {
+            put_json(conn, &patch, now)?;
+            conn.prepare_cached(&insert_deltas_sql(drafts))?
+                .execute(params![run_id, revision, &patch_hash[..], now])?;
+        }
     }
     if retained_from > 1 {
         conn.prepare_cached(
@@ -141,6 +157,17 @@ fn write_deltas(
         .execute(params![run_id, retained_from])?;
     }
     Ok(())
+}
+
+/// [`insert_deltas_sql`] on condition that the patch is stored, identical: `?5` is its length
+/// and `?6` its content. The rows of a `VALUES` list are selected, and inserted, in order.
+fn insert_deltas_of_stored_patch_sql(drafts: &[ViewerDraft]) -> String {
+    let values = insert_deltas_sql(drafts);
+    let (columns, rows) = values.split_once(" VALUES ").expect("a VALUES list");
+    format!(
+        "{columns} SELECT * FROM (VALUES {rows}) WHERE {}",
+        stored_json_test(3, 5, 6)
+    )
 }
 
 /// One `INSERT` of a revision's delta rows, in `drafts` order (a multi-row `VALUES` inserts
