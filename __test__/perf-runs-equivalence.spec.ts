@@ -77,6 +77,22 @@ describe('viewer revisions', () => {
       );
       expect(kept.map((row) => row.deltas)).toEqual(kept.map((row) => (row.revision === 2 ? 4 : 2)));
     }
+    // Completion records two revisions (its resource's bump, then summary and replay) in one
+    // change of the viewer row: each keeps its deltas, and retention follows the last.
+    expect(store.completeWorkflowRun(claim('run-viewer', T0 + 301))).toBe(true);
+    const kept = rows(
+      'SELECT presentation_revision AS revision, group_concat(target_type) AS targets FROM viewer_deltas WHERE run_id = ? GROUP BY presentation_revision ORDER BY presentation_revision',
+      'run-viewer',
+    );
+    expect(kept[0].revision).toBe(304 - 255);
+    expect(kept.slice(-3)).toEqual([
+      { revision: 302, targets: 'summary,replay' },
+      { revision: 303, targets: 'summary,graph,replay,inspector' },
+      { revision: 304, targets: 'summary,replay' },
+    ]);
+    expect(rows('SELECT presentation_revision AS revision, retained_from_revision AS retained FROM viewer_runs WHERE run_id = ?', 'run-viewer')).toEqual([
+      { revision: 304, retained: 49 },
+    ]);
   });
 
   it('still fails on a run without a viewer projection', () => {

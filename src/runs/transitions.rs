@@ -20,10 +20,12 @@ use crate::state::ids::random_uuid;
 use crate::state::json::canonical;
 use crate::state::leases::{self, Actor, Fence, Holder, HolderKind};
 use crate::state::revisions::{
-    bump_resource, bump_resource_revision, insert_event_params, resource_revision, EventBase,
-    Payload,
+    advance_resource_revision, bump_resource, bump_resource_revision, insert_event_params,
+    resource_revision, EventBase, Payload,
 };
-use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
+use crate::state::viewer::{
+    record_bump_and_viewer_deltas, record_run_resource_deltas, record_viewer_deltas, SUMMARY_REPLAY,
+};
 use crate::store::Store;
 use crate::wire::{Call, Reply};
 
@@ -38,17 +40,22 @@ fn record_transition(
     now: i64,
     viewer_run_id: &str,
 ) -> Result<()> {
-    let revision = bump_resource_revision(conn, &row.resource_id, now)?;
+    let revision = advance_resource_revision(conn, &row.resource_id, now)?;
     let payload = canonical(event.1);
-    leases::insert_attributed_event(
-        conn,
-        &row.resource_id,
-        revision,
-        event.0,
-        actor,
-        &payload,
-        now,
-    )?;
+    let insert_event = || {
+        let event = (row.resource_id.as_str(), revision, event.0);
+        leases::insert_attributed_event_of(conn, event, actor, &payload, now, Payload::Repeated)
+            .map(drop)
+    };
+    // The bump's viewer revision is of the row's run (`runs.resource_id` is unique).
+    if viewer_run_id == row.run_id
+        && record_bump_and_viewer_deltas(conn, &row.run_id, SUMMARY_REPLAY, now, insert_event)?
+            .is_some()
+    {
+        return Ok(());
+    }
+    record_run_resource_deltas(conn, &row.resource_id, now)?;
+    insert_event()?;
     record_viewer_deltas(conn, viewer_run_id, SUMMARY_REPLAY, now)?;
     Ok(())
 }

@@ -54,16 +54,20 @@ pub fn compare_and_set_revision(
 /// nothing fallible between the two (inside the write transaction nothing else can move the
 /// revision, so the compare-and-set always holds).
 pub fn bump_resource_revision(conn: &Db, resource_id: &str, now: i64) -> Result<i64> {
-    let revision = conn
-        .prepare_cached(
-            "UPDATE resources SET revision = revision + 1, updated_at = ?
-             WHERE resource_id = ? RETURNING revision",
-        )?
-        .query_row(params![now, resource_id], |row| row.get(0))
-        .optional()?
-        .ok_or_else(|| StoreError::plain(format!("Resource is missing: {resource_id}")))?;
+    let revision = advance_resource_revision(conn, resource_id, now)?;
     record_run_resource_deltas(conn, resource_id, now)?;
     Ok(revision)
+}
+
+/// [`bump_resource_revision`] without the viewer deltas, for a caller that records them.
+pub fn advance_resource_revision(conn: &Db, resource_id: &str, now: i64) -> Result<i64> {
+    conn.prepare_cached(
+        "UPDATE resources SET revision = revision + 1, updated_at = ?
+             WHERE resource_id = ? RETURNING revision",
+    )?
+    .query_row(params![now, resource_id], |row| row.get(0))
+    .optional()?
+    .ok_or_else(|| StoreError::plain(format!("Resource is missing: {resource_id}")))
 }
 
 /// One `events` row.

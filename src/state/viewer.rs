@@ -85,6 +85,45 @@ pub fn record_viewer_deltas(
     Ok(revision)
 }
 
+/// What [`record_run_resource_deltas`] for run `run_id`'s resource, then `between` (the bump's
+/// event), then [`record_viewer_deltas`] of `drafts` write, with the two `viewer_runs`
+/// changes made in one statement (nothing else reads or writes that row meanwhile). `None`,
+/// with nothing written and `between` not run, when the run has no viewer projection.
+pub fn record_bump_and_viewer_deltas(
+    conn: &Db,
+    run_id: &str,
+    drafts: &[ViewerDraft],
+    now: i64,
+    between: impl FnOnce() -> Result<()>,
+) -> Result<Option<()>> {
+    let advanced: Option<(i64, i64)> = conn
+        .prepare_cached(
+            "UPDATE viewer_runs
+             SET presentation_revision = presentation_revision + 2,
+                 retained_from_revision = MAX(1, presentation_revision + 3 - 256),
+                 updated_at = ?
+             WHERE run_id = ? RETURNING presentation_revision, retained_from_revision",
+        )?
+        .query_row(params![now, run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let Some((revision, retained_from)) = advanced else {
+        return Ok(None);
+    };
+    let bumped = revision - 1;
+    let bump_retained_from = (bumped - VIEWER_DELTA_RETENTION + 1).max(1);
+    write_deltas(
+        conn,
+        run_id,
+        bumped,
+        bump_retained_from,
+        RUN_RESOURCE_BUMP,
+        now,
+    )?;
+    between()?;
+    write_deltas(conn, run_id, revision, retained_from, drafts, now)?;
+    Ok(Some(()))
+}
+
 /// The deltas of a bump of `resource_id`, when it is a run with a viewer projection (one
 /// statement finds the run and advances its revision).
 pub fn record_run_resource_deltas(conn: &Db, resource_id: &str, now: i64) -> Result<()> {
