@@ -309,6 +309,26 @@ describe('reservation records', () => {
     expectFresh(record);
   });
 
+  it('puts its three documents in order, once each, and fails on a forged one before a later step fails', () => {
+    reserve('run-same', { definitionSnapshot: {}, input: {}, launchOptions: {}, now: at(T0) });
+    reserve('run-other', { definitionSnapshot: { b: 1 }, input: { a: 1 }, launchOptions: { c: 1 }, now: at(T0 + 1) });
+    const texts = rows('SELECT CAST(content AS TEXT) AS text, created_at FROM blobs ORDER BY rowid');
+    expect(texts).toEqual([
+      { text: '{}', created_at: T0 },
+      { text: '{"b":1}', created_at: T0 + 1 },
+      { text: '{"a":1}', created_at: T0 + 1 },
+      { text: '{"c":1}', created_at: T0 + 1 },
+    ]);
+    // A forged snapshot blob fails its put, which comes before the source check.
+    const forged = require('node:crypto').createHash('sha256').update('{"d":1}').digest();
+    store.state.connection.prepare('INSERT INTO blobs VALUES (?, ?, 1, ?, ?)').run(forged, 'application/json', Buffer.from('x'), T0);
+    const bad = { definitionSnapshot: { d: 1 }, workflowSource: { kind: 'nope' } };
+    expect(() => reserve('run-forged', bad)).toThrow('Content-addressed blob conflict');
+    store.state.connection.prepare('DELETE FROM blobs WHERE blob_hash = ?').run(forged);
+    expect(() => reserve('run-forged', bad)).toThrow(/source/i);
+    expect(rows('SELECT count(*) AS n FROM blobs')).toEqual([{ n: 4 }]);
+  });
+
   it('stores the queued event payload once, with the first created_at, whatever the documents', () => {
     const EMPTY = "x'44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a'";
     const cases: [string, Record<string, unknown>][] = [
