@@ -209,6 +209,14 @@ describe('updateStatus', () => {
     expect(updated.status).toEqual({ conditions: [], controllerStatus: { phase: 'ready' }, observedGeneration: 1 });
     expect(held.resourceVersion).toBe(3);
     expect(store.listEvents({ limit: 1 })).toMatchObject([{ type: 'resource.status_updated' }]);
+    // Without `finalizers` the record shows those stored (read with the row); cleared, none.
+    const ref = { controller: 'deployments', key: 'web' };
+    const again = store.updateStatus({ ref, expectedResourceVersion: 3, claim: held, status: { phase: 'again' } });
+    expect(again.metadata.finalizers).toEqual(['z/hold', 'a/hold']);
+    expect(again).toEqual(store.getResource(ref));
+    const cleared = store.updateStatus({ ref, expectedResourceVersion: 4, claim: held, status, finalizers: [] });
+    expect(cleared.metadata.finalizers).toEqual([]);
+    expect(cleared).toEqual(store.getResource(ref));
   });
 
   test('error branches, in the reference order', () => {

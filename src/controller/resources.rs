@@ -5,7 +5,7 @@ use crate::sql::{params, params_from_iter, Db};
 use serde_json::json;
 
 use super::json_arg;
-use super::rows::claim::{assert_controller_claim, require_claim_row};
+use super::rows::claim::{assert_controller_claim, require_claim_row_with_record};
 use super::rows::documented::{
     documented_row, documented_row_by_uid, documented_select, DocumentedRow,
 };
@@ -349,7 +349,7 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
     let now = timestamp(call, options.get("now")?)?;
     let (record, resource_version) = store.write(|conn| {
         let reference = ResourceRef::of(options.get("ref")?);
-        let claimed = require_claim_row(conn, store.project_id(), reference)?;
+        let (claimed, reads) = require_claim_row_with_record(conn, store.project_id(), reference)?;
         claimed.assert_claim(options.get("claim")?, now, true)?;
         let mut row = claimed.row;
         expect_version(&row, options.get("expectedResourceVersion")?, reference)?;
@@ -361,7 +361,8 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
         )?
         .execute(params![&status_hash[..], now, row.controller_resource_id])?;
         // `options.finalizers !== undefined`, then the list read again.
-        if !options.get("finalizers")?.is_undefined() {
+        let replaced = !options.get("finalizers")?.is_undefined();
+        if replaced {
             replace_finalizers(
                 conn,
                 &row.controller_resource_id,
@@ -396,9 +397,14 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
         }
         row.resource_version = revision;
         row.status_hash = status_hash.to_vec();
-        let spec = JsonReads::new(conn).get_text(&row.spec_hash)?;
+        // The spec and finalizers as read with the row: this update changed neither, unless
+        // it replaced the finalizers.
+        let spec = reads.json(conn, &row.spec_hash).get_text(&row.spec_hash)?;
         let status = record_text(status_text).map_err(StoreError::plain)?;
-        let finalizers = finalizers(conn, &row.controller_resource_id)?;
+        let finalizers = match replaced || reads.has_finalizers {
+            true => finalizers(conn, &row.controller_resource_id)?,
+            false => Vec::new(),
+        };
         Ok((
             controller_record(&row, &spec, &status, &finalizers),
             (!assigned).then_some(revision),
