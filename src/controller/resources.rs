@@ -18,7 +18,10 @@ use super::rows::{
 use crate::error::{Result, StoreError};
 use crate::js::{assign_read_from, timestamp};
 use crate::js::{bind_params, to_number, Js, Param};
-use crate::state::blobs::{put_json, JsonReads};
+use std::sync::LazyLock;
+
+use crate::state::blobs::{put_json, put_jsons, stored_json_test, BlobHash, JsonReads};
+use crate::state::ids::sha256;
 use crate::state::ids::{random_uuid, resource_id_for};
 use crate::state::json::{canonical, record_text};
 use crate::state::leases::insert_lease;
@@ -145,8 +148,7 @@ fn put_resource_in_one_transaction(
     now: i64,
 ) -> Result<Reply> {
     let record = store.write(|conn| {
-        let spec_hash = put_json(conn, spec_text, now)?;
-        let status_hash = put_json(conn, status_text, now)?;
+        let [spec_hash, status_hash] = put_jsons(conn, [spec_text, status_text], now)?;
         let mut json = JsonReads::new(conn);
         let text = |stored: &str| record_text(stored).map_err(StoreError::plain);
         let (row, spec, status, finalizers) =
@@ -354,12 +356,7 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
         let mut row = claimed.row;
         expect_version(&row, options.get("expectedResourceVersion")?, reference)?;
         let status_text = json_arg(call, options.get("status")?)?.text()?;
-        let status_hash = put_json(conn, status_text, now)?;
-        conn.prepare_cached(
-            "UPDATE controller_resources SET status_hash = ?, updated_at = ?
-             WHERE controller_resource_id = ?",
-        )?
-        .execute(params![&status_hash[..], now, row.controller_resource_id])?;
+        let status_hash = set_status(conn, &row.controller_resource_id, status_text, now)?;
         // `options.finalizers !== undefined`, then the list read again.
         let replaced = !options.get("finalizers")?.is_undefined();
         if replaced {
@@ -414,6 +411,38 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
         Some(version) => Reply::json_text(record).set_claim("resourceVersion", version),
         None => Reply::json_text(record),
     })
+}
+
+/// Puts the status blob and points the resource at it. A controller mostly writes a status
+/// it wrote before: the row is updated on condition that the blob is stored, identical, and
+/// the blob put only when it was not (see [`stored_json_test`]).
+fn set_status(conn: &Db, controller_resource_id: &str, text: &str, now: i64) -> Result<BlobHash> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "UPDATE controller_resources SET status_hash = ?1, updated_at = ?2
+             WHERE controller_resource_id = ?3 AND {}",
+            stored_json_test(1, 4, 5)
+        )
+    });
+    let hash = sha256(text.as_bytes());
+    let length = text.len() as i64;
+    let params = params![
+        &hash[..],
+        now,
+        controller_resource_id,
+        length,
+        text.as_bytes()
+    ];
+    if conn.prepare_cached(&SQL)?.execute(params)? == 1 {
+        return Ok(hash);
+    }
+    put_json(conn, text, now)?;
+    conn.prepare_cached(
+        "UPDATE controller_resources SET status_hash = ?, updated_at = ?
+         WHERE controller_resource_id = ?",
+    )?
+    .execute(params![&hash[..], now, controller_resource_id])?;
+    Ok(hash)
 }
 
 pub fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {
