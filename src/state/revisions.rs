@@ -152,9 +152,7 @@ pub enum Payload {
 
 /// [`insert_event`] with the type, actor id and lease generation given as [`Param`]s, the
 /// whole row bound in one pass by better-sqlite3's rules (an array a caller gave spreads over
-/// the columns after it), as the reference's `insertEvent` binds the values it was passed. A
-/// value it cannot bind fails before the payload is put (the reference puts it first: the
-/// failure rolls the transaction back either way).
+/// the columns after it), as the reference's `insertEvent` binds the values it was passed.
 pub fn insert_event_params(
     conn: &Db,
     event: &EventBase<'_>,
@@ -173,7 +171,16 @@ pub fn insert_event_params(
         lease_generation,
         Param::blob(&payload_hash[..]),
         Param::int(event.now),
-    ])?;
+    ]);
+    // The reference puts the payload first: a forged blob fails before a value that cannot
+    // be bound does.
+    let row = match row {
+        Ok(row) => row,
+        Err(error) => {
+            put_json(conn, event.payload, event.now)?;
+            return Err(error);
+        }
+    };
     if payload == Payload::Repeated && insert_of_stored_payload(conn, &row, event.payload)? {
         return Ok(event_id);
     }
