@@ -56,6 +56,16 @@ describe('recordEvent', () => {
     expect(store.listEvents({ limit: 1 })[0].payload).toEqual({ a: { b: [true] }, z: 1 });
   });
 
+  test('a forged payload blob fails before a type that cannot be bound, as the put comes first', () => {
+    const forged = require('node:crypto').createHash('sha256').update('{"f":1}').digest();
+    store.state.connection.prepare('INSERT INTO blobs VALUES (?, ?, 1, ?, ?)').run(forged, 'application/json', Buffer.from('x'), T0);
+    const call = () => failure(() => store.recordEvent({ controller: 'alpha', key: 'one', type: true, payload: { f: 1 } }));
+    expect(call()).toMatchObject({ name: 'Error', message: 'Content-addressed blob conflict' });
+    store.state.connection.prepare('DELETE FROM blobs WHERE blob_hash = ?').run(forged);
+    expect(call()).toMatchObject({ name: 'TypeError', message: 'SQLite3 can only bind numbers, strings, bigints, buffers, and null' });
+    expect(sql('SELECT count(*) AS n FROM events')).toEqual([{ n: 3 }]);
+  });
+
   test('a missing payload is {}', () => {
     expect(store.recordEvent({ controller: 'alpha', key: 'two', type: 'bare' }).payload).toEqual({});
     expect(store.listEvents({ limit: 1 })[0].payload).toEqual({});

@@ -209,6 +209,37 @@ describe('updateStatus', () => {
     expect(updated.status).toEqual({ conditions: [], controllerStatus: { phase: 'ready' }, observedGeneration: 1 });
     expect(held.resourceVersion).toBe(3);
     expect(store.listEvents({ limit: 1 })).toMatchObject([{ type: 'resource.status_updated' }]);
+    // Without `finalizers` the record shows those stored (read with the row); cleared, none.
+    const ref = { controller: 'deployments', key: 'web' };
+    const again = store.updateStatus({ ref, expectedResourceVersion: 3, claim: held, status: { phase: 'again' } });
+    expect(again.metadata.finalizers).toEqual(['z/hold', 'a/hold']);
+    expect(again).toEqual(store.getResource(ref));
+    const cleared = store.updateStatus({ ref, expectedResourceVersion: 4, claim: held, status, finalizers: [] });
+    expect(cleared.metadata.finalizers).toEqual([]);
+    expect(cleared).toEqual(store.getResource(ref));
+  });
+
+  test('stores a status written before once, and fails on a forged one as the put does', () => {
+    put();
+    const held = claim();
+    const ref = { controller: 'deployments', key: 'web' };
+    const blob = (text: string) =>
+      store.state.connection.prepare('SELECT rowid, created_at FROM blobs WHERE content = ?').all(Buffer.from(text));
+    const again = { phase: 'again' };
+    store.updateStatus({ ref, expectedResourceVersion: 2, claim: held, status: again, now: iso(T0 + 1) });
+    const [first] = blob('{"phase":"again"}');
+    expect(first.created_at).toBe(T0 + 1);
+    store.updateStatus({ ref, expectedResourceVersion: 3, claim: held, status, now: iso(T0 + 2) });
+    const updated = store.updateStatus({ ref, expectedResourceVersion: 4, claim: held, status: again, now: iso(T0 + 3) });
+    expect(blob('{"phase":"again"}')).toEqual([first]);
+    expect(updated.status).toEqual(again);
+    expect(updated).toEqual(store.getResource(ref));
+    const forged = require('node:crypto').createHash('sha256').update('{"phase":"forged"}').digest();
+    store.state.connection.prepare('INSERT INTO blobs VALUES (?, ?, 1, ?, ?)').run(forged, 'application/json', Buffer.from('x'), T0);
+    expect(() => store.updateStatus({ ref, expectedResourceVersion: 5, claim: held, status: { phase: 'forged' } })).toThrow(
+      'Content-addressed blob conflict',
+    );
+    expect(store.getResource(ref).status).toEqual(again);
   });
 
   test('error branches, in the reference order', () => {

@@ -77,6 +77,22 @@ describe('viewer revisions', () => {
       );
       expect(kept.map((row) => row.deltas)).toEqual(kept.map((row) => (row.revision === 2 ? 4 : 2)));
     }
+    // Completion records two revisions (its resource's bump, then summary and replay) in one
+    // change of the viewer row: each keeps its deltas, and retention follows the last.
+    expect(store.completeWorkflowRun(claim('run-viewer', T0 + 301))).toBe(true);
+    const kept = rows(
+      'SELECT presentation_revision AS revision, group_concat(target_type) AS targets FROM viewer_deltas WHERE run_id = ? GROUP BY presentation_revision ORDER BY presentation_revision',
+      'run-viewer',
+    );
+    expect(kept[0].revision).toBe(304 - 255);
+    expect(kept.slice(-3)).toEqual([
+      { revision: 302, targets: 'summary,replay' },
+      { revision: 303, targets: 'summary,graph,replay,inspector' },
+      { revision: 304, targets: 'summary,replay' },
+    ]);
+    expect(rows('SELECT presentation_revision AS revision, retained_from_revision AS retained FROM viewer_runs WHERE run_id = ?', 'run-viewer')).toEqual([
+      { revision: 304, retained: 49 },
+    ]);
   });
 
   it('still fails on a run without a viewer projection', () => {
@@ -89,6 +105,59 @@ describe('viewer revisions', () => {
     // A bump of the run resource (claim, markRunning) writes no deltas then, and succeeds.
     expect(store.markWorkflowRunRunning(claim('run-no-viewer', T0 + 2))).toBe(true);
     expect(rows('SELECT count(*) AS n FROM viewer_deltas WHERE run_id = ?', 'run-no-viewer')).toEqual([{ n: 0 }]);
+  });
+});
+
+describe('rows inserted on condition that their blob is stored', () => {
+  // Event payloads that repeat and viewer patches are not put when the blob is there,
+  // identical: the row is inserted on that condition, and the blob put only when it was not.
+  const RUNNING = '{"status":"running"}';
+  const PATCH_3 = '[{"op":"replace","path":"/presentationRevision","value":3}]';
+  const blob = (text: string) => rows('SELECT rowid, created_at, content FROM blobs WHERE content = ?', Buffer.from(text));
+  const hashOf = (text: string) => require('node:crypto').createHash('sha256').update(text).digest();
+
+  it('fails as the put does when a blob under the same hash differs', () => {
+    for (const [runId, text] of [['run-forged-payload', RUNNING], ['run-forged-patch', PATCH_3]]) {
+      reserve(runId);
+      store.claimWorkflowRun(claim(runId, T0 + 1));
+      // Stored before (another run) but forged since: the put's comparison must still run.
+      if (blob(text).length === 0) store.state.connection.prepare('INSERT INTO blobs VALUES (?, ?, ?, ?, ?)').run(hashOf(text), 'application/json', 1, Buffer.from('x'), T0);
+      else store.state.connection.prepare('UPDATE blobs SET content = ?, byte_length = 1 WHERE blob_hash = ?').run(Buffer.from('x'), hashOf(text));
+      const before = rows('SELECT count(*) AS events FROM events');
+      const call = () => (text === RUNNING ? store.markWorkflowRunRunning(claim(runId, T0 + 2)) : store.renewWorkflowRunClaim(claim(runId, T0 + 2)));
+      expect(call).toThrow('Content-addressed blob conflict');
+      expect(rows('SELECT count(*) AS events FROM events')).toEqual(before);
+      store.state.connection.prepare('DELETE FROM blobs WHERE blob_hash = ?').run(hashOf(text));
+    }
+  });
+
+  it('puts a blob that is missing again, where the put would have, and reuses one that is there', () => {
+    reserve('run-a');
+    store.claimWorkflowRun(claim('run-a', T0 + 1));
+    expect(blob(RUNNING)).toEqual([]);
+    store.markWorkflowRunRunning(claim('run-a', T0 + 2));
+    const [first] = blob(RUNNING);
+    expect(first.created_at).toBe(T0 + 2);
+    reserve('run-b');
+    store.claimWorkflowRun(claim('run-b', T0 + 3));
+    store.markWorkflowRunRunning(claim('run-b', T0 + 4));
+    expect(blob(RUNNING)).toEqual([first]);
+    // Gone (foreign keys off, as another writer could), it is put again at the next use.
+    store.state.connection.exec('PRAGMA foreign_keys = OFF');
+    store.state.connection.prepare('DELETE FROM blobs WHERE rowid = ?').run(first.rowid);
+    store.state.connection.exec('PRAGMA foreign_keys = ON');
+    reserve('run-c');
+    store.claimWorkflowRun(claim('run-c', T0 + 5));
+    const last = rows('SELECT max(rowid) AS rowid FROM blobs')[0].rowid;
+    store.markWorkflowRunRunning(claim('run-c', T0 + 6));
+    const [again] = blob(RUNNING);
+    expect(again.created_at).toBe(T0 + 6);
+    expect(again.rowid).toBeGreaterThan(last);
+    const events = rows(
+      `SELECT e.payload_hash FROM events e JOIN runs r ON r.resource_id = e.resource_id
+       WHERE e.event_type = 'run.queue_running' ORDER BY e.event_seq`,
+    );
+    expect(events.map((event) => Buffer.compare(event.payload_hash, hashOf(RUNNING)))).toEqual([0, 0, 0]);
   });
 });
 
@@ -238,6 +307,26 @@ describe('reservation records', () => {
     });
     expect(record.workflowSource.mounted[0].workflowName).toBe('first-child');
     expectFresh(record);
+  });
+
+  it('puts its three documents in order, once each, and fails on a forged one before a later step fails', () => {
+    reserve('run-same', { definitionSnapshot: {}, input: {}, launchOptions: {}, now: at(T0) });
+    reserve('run-other', { definitionSnapshot: { b: 1 }, input: { a: 1 }, launchOptions: { c: 1 }, now: at(T0 + 1) });
+    const texts = rows('SELECT CAST(content AS TEXT) AS text, created_at FROM blobs ORDER BY rowid');
+    expect(texts).toEqual([
+      { text: '{}', created_at: T0 },
+      { text: '{"b":1}', created_at: T0 + 1 },
+      { text: '{"a":1}', created_at: T0 + 1 },
+      { text: '{"c":1}', created_at: T0 + 1 },
+    ]);
+    // A forged snapshot blob fails its put, which comes before the source check.
+    const forged = require('node:crypto').createHash('sha256').update('{"d":1}').digest();
+    store.state.connection.prepare('INSERT INTO blobs VALUES (?, ?, 1, ?, ?)').run(forged, 'application/json', Buffer.from('x'), T0);
+    const bad = { definitionSnapshot: { d: 1 }, workflowSource: { kind: 'nope' } };
+    expect(() => reserve('run-forged', bad)).toThrow('Content-addressed blob conflict');
+    store.state.connection.prepare('DELETE FROM blobs WHERE blob_hash = ?').run(forged);
+    expect(() => reserve('run-forged', bad)).toThrow(/source/i);
+    expect(rows('SELECT count(*) AS n FROM blobs')).toEqual([{ n: 4 }]);
   });
 
   it('stores the queued event payload once, with the first created_at, whatever the documents', () => {

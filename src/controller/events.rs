@@ -19,7 +19,7 @@ use super::rows::{bump_controller_resource, ResourceRef};
 use crate::error::Result;
 use crate::js::timestamp;
 use crate::js::{assign_read_from, bind_params, Bound, Js, Param};
-use crate::state::revisions::{insert_event_params, EventBase};
+use crate::state::revisions::{insert_event_params, EventBase, Payload};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{Call, ObjectWriter, Reply};
 
@@ -74,9 +74,12 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
         insert_event_params(
             conn,
             &event,
-            Param::Js(event_type),
-            Param::Js(owner_id),
-            Param::Js(generation),
+            [
+                Param::Js(event_type),
+                Param::Js(owner_id),
+                Param::Js(generation),
+            ],
+            Payload::Fresh,
         )?;
         // `if (options.claim !== undefined) options.claim.resourceVersion = revision`: the test
         // and the assignment each read `options.claim`, and the assignment runs on whatever the

@@ -5,7 +5,7 @@ use crate::sql::{params, params_from_iter, Db};
 use serde_json::json;
 
 use super::json_arg;
-use super::rows::claim::{assert_controller_claim, require_claim_row};
+use super::rows::claim::{assert_controller_claim, require_claim_row_with_record};
 use super::rows::documented::{
     documented_row, documented_row_by_uid, documented_select, DocumentedRow,
 };
@@ -18,7 +18,10 @@ use super::rows::{
 use crate::error::{Result, StoreError};
 use crate::js::{assign_read_from, timestamp};
 use crate::js::{bind_params, to_number, Js, Param};
-use crate::state::blobs::{put_json, JsonReads};
+use std::sync::LazyLock;
+
+use crate::state::blobs::{put_json, put_jsons, stored_json_test, BlobHash, JsonReads};
+use crate::state::ids::sha256;
 use crate::state::ids::{random_uuid, resource_id_for};
 use crate::state::json::{canonical, record_text};
 use crate::state::leases::insert_lease;
@@ -145,8 +148,7 @@ fn put_resource_in_one_transaction(
     now: i64,
 ) -> Result<Reply> {
     let record = store.write(|conn| {
-        let spec_hash = put_json(conn, spec_text, now)?;
-        let status_hash = put_json(conn, status_text, now)?;
+        let [spec_hash, status_hash] = put_jsons(conn, [spec_text, status_text], now)?;
         let mut json = JsonReads::new(conn);
         let text = |stored: &str| record_text(stored).map_err(StoreError::plain);
         let (row, spec, status, finalizers) =
@@ -349,19 +351,15 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
     let now = timestamp(call, options.get("now")?)?;
     let (record, resource_version) = store.write(|conn| {
         let reference = ResourceRef::of(options.get("ref")?);
-        let claimed = require_claim_row(conn, store.project_id(), reference)?;
+        let (claimed, reads) = require_claim_row_with_record(conn, store.project_id(), reference)?;
         claimed.assert_claim(options.get("claim")?, now, true)?;
         let mut row = claimed.row;
         expect_version(&row, options.get("expectedResourceVersion")?, reference)?;
         let status_text = json_arg(call, options.get("status")?)?.text()?;
-        let status_hash = put_json(conn, status_text, now)?;
-        conn.prepare_cached(
-            "UPDATE controller_resources SET status_hash = ?, updated_at = ?
-             WHERE controller_resource_id = ?",
-        )?
-        .execute(params![&status_hash[..], now, row.controller_resource_id])?;
+        let status_hash = set_status(conn, &row.controller_resource_id, status_text, now)?;
         // `options.finalizers !== undefined`, then the list read again.
-        if !options.get("finalizers")?.is_undefined() {
+        let replaced = !options.get("finalizers")?.is_undefined();
+        if replaced {
             replace_finalizers(
                 conn,
                 &row.controller_resource_id,
@@ -396,9 +394,14 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
         }
         row.resource_version = revision;
         row.status_hash = status_hash.to_vec();
-        let spec = JsonReads::new(conn).get_text(&row.spec_hash)?;
+        // The spec and finalizers as read with the row: this update changed neither, unless
+        // it replaced the finalizers.
+        let spec = reads.json(conn, &row.spec_hash).get_text(&row.spec_hash)?;
         let status = record_text(status_text).map_err(StoreError::plain)?;
-        let finalizers = finalizers(conn, &row.controller_resource_id)?;
+        let finalizers = match replaced || reads.has_finalizers {
+            true => finalizers(conn, &row.controller_resource_id)?,
+            false => Vec::new(),
+        };
         Ok((
             controller_record(&row, &spec, &status, &finalizers),
             (!assigned).then_some(revision),
@@ -408,6 +411,38 @@ pub fn update_status(store: &Store, call: &Call) -> Result<Reply> {
         Some(version) => Reply::json_text(record).set_claim("resourceVersion", version),
         None => Reply::json_text(record),
     })
+}
+
+/// Puts the status blob and points the resource at it. A controller mostly writes a status
+/// it wrote before: the row is updated on condition that the blob is stored, identical, and
+/// the blob put only when it was not (see [`stored_json_test`]).
+fn set_status(conn: &Db, controller_resource_id: &str, text: &str, now: i64) -> Result<BlobHash> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "UPDATE controller_resources SET status_hash = ?1, updated_at = ?2
+             WHERE controller_resource_id = ?3 AND {}",
+            stored_json_test(1, 4, 5)
+        )
+    });
+    let hash = sha256(text.as_bytes());
+    let length = text.len() as i64;
+    let params = params![
+        &hash[..],
+        now,
+        controller_resource_id,
+        length,
+        text.as_bytes()
+    ];
+    if conn.prepare_cached(&SQL)?.execute(params)? == 1 {
+        return Ok(hash);
+    }
+    put_json(conn, text, now)?;
+    conn.prepare_cached(
+        "UPDATE controller_resources SET status_hash = ?, updated_at = ?
+         WHERE controller_resource_id = ?",
+    )?
+    .execute(params![&hash[..], now, controller_resource_id])?;
+    Ok(hash)
 }
 
 pub fn request_deletion(store: &Store, call: &Call) -> Result<Reply> {

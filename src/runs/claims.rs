@@ -7,8 +7,13 @@
 use crate::sql::{params, params_from_iter, Db, OptionalExtension};
 use serde_json::{json, Value};
 
-use super::records::map_workflow_run_with;
-use super::row::{rowid_list, run_row_of, RunRow, RUN_SELECT};
+use std::sync::OnceLock;
+
+use super::records::{
+    map_run_record_with_token, map_workflow_run_with, run_record_select, OwnedRecordReads,
+    RecordReads,
+};
+use super::row::{rowid_list, run_row_of, RunRow, RUN_COLUMN_COUNT, RUN_SELECT};
 use crate::error::{Result, StoreError};
 use crate::js::{add_to_number, bind_all, params_for, token_hash_js, Js, Param, Sum};
 use crate::state::blobs::JsonReads;
@@ -287,9 +292,14 @@ pub fn live_claim_row_of(
     claim_token: Js<'_>,
     now: i64,
 ) -> Result<Option<RunRow>> {
-    let Some(row) = run_row_of(conn, run_id)? else {
-        return Ok(None);
-    };
+    match run_row_of(conn, run_id)? {
+        Some(row) => live_claim_of(row, claim_token, now),
+        None => Ok(None),
+    }
+}
+
+/// [`live_claim_row_of`] for a row already read in this transaction.
+pub fn live_claim_of(row: RunRow, claim_token: Js<'_>, now: i64) -> Result<Option<RunRow>> {
     let live = leases::holds_live(
         row.owner_id.as_deref(),
         row.token_hash.as_deref(),
@@ -451,18 +461,6 @@ pub fn runner_owner_type(runner_id: &str) -> &'static str {
     }
 }
 
-/// `has_pending_interaction` for the caller's run id value.
-fn has_pending_interaction_of(conn: &Db, run_id: Js<'_>) -> Result<bool> {
-    let mut statement = conn.prepare_cached(
-        "SELECT 1 FROM interactive_requests WHERE run_id = ? AND status = 'pending' LIMIT 1",
-    )?;
-    let params = params_for(&statement, &[run_id])?;
-    Ok(statement
-        .query_row(params_from_iter(&params), |_| Ok(()))
-        .optional()?
-        .is_some())
-}
-
 /// Whether the run has an `interactive_requests` row in `pending`.
 pub fn has_pending_interaction(conn: &Db, run_id: &str) -> Result<bool> {
     Ok(conn
@@ -506,10 +504,15 @@ pub fn claim_run_in_transaction(
     now: i64,
     options: ClaimOptions,
 ) -> Result<Option<String>> {
-    let Some(row) = run_row_of(conn, claim.run_id)?.filter(|row| !row.is_queue_terminal()) else {
+    let Some(read) = claim_read_of(conn, claim.run_id)? else {
         return Ok(None);
     };
-    if !options.allow_pending_interaction && has_pending_interaction_of(conn, claim.run_id)? {
+    let ClaimRead {
+        row,
+        pending_interaction,
+        record_reads,
+    } = read;
+    if row.is_queue_terminal() || (!options.allow_pending_interaction && pending_interaction) {
         return Ok(None);
     }
     let lease = row.lease();
@@ -597,11 +600,49 @@ pub fn claim_run_in_transaction(
             ..claimed
         }
     };
-    Ok(Some(map_workflow_run_with(
-        &mut JsonReads::new(conn),
-        &claimed,
-        Some(&claim.claim_token.template_json()?),
-    )?))
+    let claim_token = claim.claim_token.template_json()?;
+    let reads = record_reads.borrowed();
+    let record = match reads.is_complete(&claimed.borrowed()) {
+        true => map_run_record_with_token(conn, &claimed.borrowed(), &reads, &claim_token)?,
+        false => map_workflow_run_with(&mut JsonReads::new(conn), &claimed, Some(&claim_token))?,
+    };
+    Ok(Some(record))
+}
+
+/// A run as a claim reads it, in one statement: its row, whether an interaction of it is
+/// pending, and what its record reads besides the row (documents and sources: a claim changes
+/// none of them, and a blob never changes under its hash).
+struct ClaimRead {
+    row: RunRow,
+    pending_interaction: bool,
+    record_reads: OwnedRecordReads,
+}
+
+/// [`ClaimRead`] of the run `run_id` (the caller's value, bound as better-sqlite3 binds it).
+/// The pending test joins on the row's own `run_id`: the row was found by that value, so it
+/// finds what the reference's `WHERE run_id = ?` with the same value finds.
+fn claim_read_of(conn: &Db, run_id: Js<'_>) -> Result<Option<ClaimRead>> {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        let with_pending = RUN_SELECT.replacen(
+            "\n    FROM runs r",
+            ",\n    EXISTS (SELECT 1 FROM interactive_requests i
+                   WHERE i.run_id = r.run_id AND i.status = 'pending')\n    FROM runs r",
+            1,
+        );
+        run_record_select(&with_pending, true, "WHERE r.run_id = ?")
+    });
+    let mut statement = conn.prepare_cached(sql)?;
+    let params = params_for(&statement, &[run_id])?;
+    Ok(statement
+        .query_row(params_from_iter(&params), |row| {
+            Ok(ClaimRead {
+                row: RunRow::from_row(row)?,
+                pending_interaction: row.get::<_, i64>(RUN_COLUMN_COUNT)? != 0,
+                record_reads: RecordReads::from_row(row, true)?.to_owned(),
+            })
+        })
+        .optional()?)
 }
 
 // The method table's rows (`crate::methods`): each reads the call's arguments and answers it.

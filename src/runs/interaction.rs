@@ -12,7 +12,7 @@ use crate::js::{message_error, params_for, Js};
 use crate::state::blobs::put_json;
 use crate::state::json::canonical;
 use crate::state::leases::{self, Actor};
-use crate::state::revisions::bump_resource_revision;
+use crate::state::revisions::{bump_resource_revision, Payload};
 use crate::state::viewer::{record_viewer_deltas, ViewerDraft};
 use crate::store::Store;
 use crate::wire::{Call, Reply};
@@ -145,14 +145,17 @@ pub fn begin_timeout(store: &Store, call: &Call) -> Result<bool> {
             "requestId": interaction.request_id,
             "attemptId": interaction.attempt_id,
         });
-        leases::insert_attributed_event(
+        leases::insert_attributed_event_of(
             conn,
-            &row.resource_id,
-            revision,
-            "run.interaction_timeout_started",
+            (
+                &row.resource_id,
+                revision,
+                "run.interaction_timeout_started",
+            ),
             Actor::Holder(&lease),
             &canonical(&payload),
             now,
+            Payload::Fresh,
         )?;
         record_viewer_deltas(conn, run_id, TIMEOUT_VIEWS, now)?;
         Ok(true)

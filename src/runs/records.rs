@@ -219,6 +219,53 @@ impl<'r> RecordReads<'r> {
     }
 }
 
+/// [`RecordReads`] copied out of SQLite's row, for a record written once the statement has
+/// moved on (a claim reads its run's documents with its row, then writes).
+pub struct OwnedRecordReads {
+    error: Option<String>,
+    input: Option<String>,
+    root: Option<[String; 3]>,
+    has_mounts: bool,
+    definition: Option<String>,
+    launch_options: Option<String>,
+}
+
+impl RecordReads<'_> {
+    /// The reads, owned.
+    pub fn to_owned(&self) -> OwnedRecordReads {
+        let owned = |text: &Option<Cow<'_, str>>| text.as_deref().map(str::to_owned);
+        OwnedRecordReads {
+            error: owned(&self.error),
+            input: owned(&self.input),
+            root: self.root.map(|root| root.map(str::to_owned)),
+            has_mounts: self.has_mounts,
+            definition: owned(&self.definition),
+            launch_options: owned(&self.launch_options),
+        }
+    }
+}
+
+impl OwnedRecordReads {
+    /// The reads, borrowed from here.
+    pub fn borrowed(&self) -> RecordReads<'_> {
+        fn borrowed(text: &Option<String>) -> Option<Cow<'_, str>> {
+            text.as_deref().map(Cow::Borrowed)
+        }
+        RecordReads {
+            error: borrowed(&self.error),
+            input: borrowed(&self.input),
+            root: self
+                .root
+                .as_ref()
+                .map(|[kind, id, revision]| [kind.as_str(), id.as_str(), revision.as_str()]),
+            has_mounts: self.has_mounts,
+            definition: borrowed(&self.definition),
+            launch_options: borrowed(&self.launch_options),
+            rowid: None,
+        }
+    }
+}
+
 /// A blob's content as `read_text` reads it (`NULL`: no blob, content is `NOT NULL`).
 fn content_text(content: ValueRef<'_>) -> Option<Cow<'_, str>> {
     match content {
@@ -246,12 +293,36 @@ fn stored<'t>(hash: &[u8], text: &'t Option<Cow<'_, str>>) -> Option<(BlobHash, 
 /// [`map_workflow_run`] for a row of `run_record_select(…, documents = true, …)`: no further
 /// statement unless the run has mounts or a document is missing or not JSON.
 pub fn map_run_record(conn: &Db, row: &RunRowRef<'_>, reads: &RecordReads<'_>) -> Result<String> {
+    map_run_record_with(
+        &mut read_documents(conn, row, reads),
+        row,
+        Some(reads),
+        None,
+    )
+}
+
+/// JSON reads that know the definition snapshot and launch options `reads` holds.
+fn read_documents<'c>(
+    conn: &'c Db,
+    row: &RunRowRef<'_>,
+    reads: &'c RecordReads<'_>,
+) -> JsonReads<'c> {
     let stored = [
         stored(row.definition_hash, &reads.definition),
         stored(row.launch_options_hash, &reads.launch_options),
     ];
-    let mut json = JsonReads::with_stored(conn, stored.into_iter().flatten().collect());
-    map_run_record_with(&mut json, row, Some(reads), None)
+    JsonReads::with_stored(conn, stored.into_iter().flatten().collect())
+}
+
+/// [`map_run_record`] of a claim result, carrying the caller's `claimToken` (its JSON text).
+pub fn map_run_record_with_token(
+    conn: &Db,
+    row: &RunRowRef<'_>,
+    reads: &RecordReads<'_>,
+    claim_token: &str,
+) -> Result<String> {
+    let mut json = read_documents(conn, row, reads);
+    map_run_record_with(&mut json, row, Some(reads), Some(claim_token))
 }
 
 /// [`map_workflow_run_with`] for a row of `run_record_select(…, documents = false, …)`: the

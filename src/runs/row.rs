@@ -34,6 +34,9 @@ pub const RUN_SELECT: &str = "SELECT r.run_id, r.resource_id,
     LEFT JOIN run_bindings b ON b.run_id = r.run_id
     JOIN leases l ON l.resource_id = r.resource_id";
 
+/// How many columns [`RUN_SELECT`] reads (a statement's own columns follow them).
+pub const RUN_COLUMN_COUNT: usize = 32;
+
 /// One workflow run as [`RUN_SELECT`] reads it: run, definition, queue, binding and lease;
 /// its texts and blobs owned ([`RunRow`]) or borrowed from SQLite's row ([`RunRowRef`]).
 #[derive(Debug, Clone, PartialEq)]

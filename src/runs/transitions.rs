@@ -6,8 +6,8 @@ use crate::sql::{params, params_from_iter, Db};
 use serde_json::{json, Value};
 
 use super::claims::{
-    has_pending_interaction, inconsistent, live_claim_row_of, options_now, release_live_lease,
-    run_holder,
+    has_pending_interaction, inconsistent, live_claim_of, live_claim_row_of, options_now,
+    release_live_lease, run_holder,
 };
 use super::row::{run_row_of, RunRow};
 use crate::controller::rows::put_caller_text;
@@ -20,9 +20,12 @@ use crate::state::ids::random_uuid;
 use crate::state::json::canonical;
 use crate::state::leases::{self, Actor, Fence, Holder, HolderKind};
 use crate::state::revisions::{
-    bump_resource, bump_resource_revision, insert_event_params, resource_revision, EventBase,
+    advance_resource_revision, bump_resource, bump_resource_revision, insert_event_params,
+    resource_revision, EventBase, Payload,
 };
-use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
+use crate::state::viewer::{
+    record_bump_and_viewer_deltas, record_run_resource_deltas, record_viewer_deltas, SUMMARY_REPLAY,
+};
 use crate::store::Store;
 use crate::wire::{Call, Reply};
 
@@ -37,17 +40,22 @@ fn record_transition(
     now: i64,
     viewer_run_id: &str,
 ) -> Result<()> {
-    let revision = bump_resource_revision(conn, &row.resource_id, now)?;
+    let revision = advance_resource_revision(conn, &row.resource_id, now)?;
     let payload = canonical(event.1);
-    leases::insert_attributed_event(
-        conn,
-        &row.resource_id,
-        revision,
-        event.0,
-        actor,
-        &payload,
-        now,
-    )?;
+    let insert_event = || {
+        let event = (row.resource_id.as_str(), revision, event.0);
+        leases::insert_attributed_event_of(conn, event, actor, &payload, now, Payload::Repeated)
+            .map(drop)
+    };
+    // The bump's viewer revision is of the row's run (`runs.resource_id` is unique).
+    if viewer_run_id == row.run_id
+        && record_bump_and_viewer_deltas(conn, &row.run_id, SUMMARY_REPLAY, now, insert_event)?
+            .is_some()
+    {
+        return Ok(());
+    }
+    record_run_resource_deltas(conn, &row.resource_id, now)?;
+    insert_event()?;
     record_viewer_deltas(conn, viewer_run_id, SUMMARY_REPLAY, now)?;
     Ok(())
 }
@@ -80,10 +88,12 @@ fn release_run_claim(
     now: i64,
 ) -> Result<bool> {
     store.write(|conn| {
-        if run_row_of(conn, run_id)?.is_none() {
+        // `verifyWorkflowRunClaim` reads the row `workflowRunRow` has just read, by the same
+        // bound value, in the same transaction: the one read answers both.
+        let Some(row) = run_row_of(conn, run_id)? else {
             return Ok(false);
-        }
-        let Some(row) = live_claim_row_of(conn, run_id, claim_token, now)? else {
+        };
+        let Some(row) = live_claim_of(row, claim_token, now)? else {
             return Ok(false);
         };
         let token_hash = token_hash_js(claim_token)?;
@@ -234,12 +244,19 @@ fn sliced_detail<'a>(call: &'a Call, options: Js<'a>, cut: &'a mut String) -> Re
 /// transaction with the reference's reads of the caller's fields (the run id twice); `None`
 /// when the run is missing or the claim is not live.
 fn claimed_row(conn: &Db, options: Js<'_>, now: i64) -> Result<Option<RunRow>> {
-    if run_row_of(conn, options.get("runId")?)?.is_none() {
+    let first = options.get("runId")?;
+    let Some(row) = run_row_of(conn, first)? else {
         return Ok(None);
-    }
+    };
     let run_id = options.get("runId")?;
     let claim_token = options.get("claimToken")?;
-    live_claim_row_of(conn, run_id, claim_token, now)
+    // The same string read twice finds the same row: only another value is looked up again.
+    match (first, run_id) {
+        (Js::String(first), Js::String(again)) if first == again => {
+            live_claim_of(row, claim_token, now)
+        }
+        _ => live_claim_row_of(conn, run_id, claim_token, now),
+    }
 }
 
 /// `Workflow run ${options.runId} <what>`, the run id read for the message.
@@ -807,9 +824,12 @@ fn cancel_stale<'a>(
         insert_event_params(
             conn,
             &event,
-            Param::text("run.queue_cancelled"),
-            Param::Own(Bound::Text(control_id.into())),
-            Param::int(generation),
+            [
+                Param::text("run.queue_cancelled"),
+                Param::Own(Bound::Text(control_id.into())),
+                Param::int(generation),
+            ],
+            Payload::Repeated,
         )?;
         let viewed = run_id_again()?;
         record_viewer_deltas(conn, run_id_read_again(viewed, run_id), SUMMARY_REPLAY, now)?;

@@ -67,6 +67,44 @@ pub fn put_blob(conn: &Db, content: &[u8], media_type: &str, now: i64) -> Result
     }
 }
 
+/// [`put_json`] of each text, in order, in one statement: a multi-row `INSERT` inserts its
+/// rows in order, and decides each as a put of its own would (a text met again, in the list
+/// or the table, changes nothing; a different blob under its hash fails the statement).
+pub fn put_jsons<const N: usize>(conn: &Db, texts: [&str; N], now: i64) -> Result<[BlobHash; N]> {
+    let hashes = texts.map(|text| sha256(text.as_bytes()));
+    let rows = vec!["(?, ?, ?, ?, ?)"; N].join(", ");
+    let sql = format!(
+        "INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
+         VALUES {rows} {PUT_CONFLICT}"
+    );
+    let keys: Vec<&[u8]> = hashes.iter().map(|hash| &hash[..]).collect();
+    let contents = texts.map(str::as_bytes);
+    let lengths = texts.map(|text| text.len() as i64);
+    let mut params: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(5 * N);
+    for ((key, content), length) in keys.iter().zip(&contents).zip(&lengths) {
+        params.extend([
+            key as &dyn rusqlite::ToSql,
+            &MEDIA_JSON,
+            length,
+            content,
+            &now,
+        ]);
+    }
+    match conn.prepare_cached(&sql)?.execute(&params[..]) {
+        Ok(_) => Ok(hashes),
+        Err(error) if is_conflict_marker(&error) => {
+            Err(StoreError::plain("Content-addressed blob conflict"))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The upsert clause of a put: see [`put_blob`].
+const PUT_CONFLICT: &str = "ON CONFLICT(blob_hash) DO UPDATE SET byte_length = -1
+             WHERE NOT (media_type = excluded.media_type
+                        AND byte_length = excluded.byte_length
+                        AND content = excluded.content)";
+
 /// The `CHECK` failure a conflicting put provokes. An insert never fails it: its length is
 /// the content's, never negative.
 fn is_conflict_marker(error: &rusqlite::Error) -> bool {
@@ -75,6 +113,18 @@ fn is_conflict_marker(error: &rusqlite::Error) -> bool {
         rusqlite::Error::SqliteFailure(failure, Some(message))
             if failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_CHECK
                 && message.ends_with("byte_length >= 0")
+    )
+}
+
+/// An `EXISTS` test that the JSON blob [`put_json`] would store is there, identical (the put
+/// would then change nothing, as [`put_blob`]'s upsert decides): the statement's parameters
+/// `?{hash}`, `?{length}` and `?{content}` hold its hash, length and content. A statement on
+/// this condition followed, when it changed nothing, by the put and the statement again,
+/// writes what the put then the statement write: in one statement when the blob is there.
+pub fn stored_json_test(hash: usize, length: usize, content: usize) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM blobs WHERE blob_hash = ?{hash}
+           AND media_type = '{MEDIA_JSON}' AND byte_length = ?{length} AND content = ?{content})"
     )
 }
 

@@ -15,7 +15,7 @@
 
 use crate::sql::{params_from_iter, Db, OptionalExtension};
 
-use super::revisions::{insert_event_params, EventBase};
+use super::revisions::{insert_event_params, EventBase, Payload};
 use crate::error::{Result, StoreError};
 use crate::js::{bind_params, Bound, Js, Param};
 
@@ -476,6 +476,25 @@ pub fn insert_attributed_event(
     payload: &str,
     now: i64,
 ) -> Result<String> {
+    insert_attributed_event_of(
+        conn,
+        (resource_id, revision, event_type),
+        actor,
+        payload,
+        now,
+        Payload::Repeated,
+    )
+}
+
+/// [`insert_attributed_event`] with a payload that is [`Payload::Fresh`] or repeated.
+pub fn insert_attributed_event_of(
+    conn: &Db,
+    (resource_id, revision, event_type): (&str, i64, &str),
+    actor: Actor<'_>,
+    payload: &str,
+    now: i64,
+    kind: Payload,
+) -> Result<String> {
     let (actor_type, actor_id, lease_generation) = actor.attribution();
     let event = EventBase {
         resource_id,
@@ -484,13 +503,8 @@ pub fn insert_attributed_event(
         payload,
         now,
     };
-    insert_event_params(
-        conn,
-        &event,
-        Param::text(event_type),
-        actor_id,
-        lease_generation,
-    )
+    let params = [Param::text(event_type), actor_id, lease_generation];
+    insert_event_params(conn, &event, params, kind)
 }
 
 /// `Bound` of an optional text the store read (NULL for `None`).

@@ -5,11 +5,13 @@
 
 use crate::sql::{params, params_from_iter, Db, OptionalExtension};
 
-use super::blobs::{put_json, BlobHash};
-use super::ids::random_uuid;
+use std::sync::LazyLock;
+
+use super::blobs::{put_json, stored_json_test, BlobHash};
+use super::ids::{random_uuid, sha256};
 use super::viewer::record_run_resource_deltas;
 use crate::error::{Result, StoreError};
-use crate::js::{bind_params, Param};
+use crate::js::{bind_params, Bound, Param};
 
 /// The resource's revision, or `Resource is missing: <id>`.
 pub fn resource_revision(conn: &Db, resource_id: &str) -> Result<i64> {
@@ -52,16 +54,20 @@ pub fn compare_and_set_revision(
 /// nothing fallible between the two (inside the write transaction nothing else can move the
 /// revision, so the compare-and-set always holds).
 pub fn bump_resource_revision(conn: &Db, resource_id: &str, now: i64) -> Result<i64> {
-    let revision = conn
-        .prepare_cached(
-            "UPDATE resources SET revision = revision + 1, updated_at = ?
-             WHERE resource_id = ? RETURNING revision",
-        )?
-        .query_row(params![now, resource_id], |row| row.get(0))
-        .optional()?
-        .ok_or_else(|| StoreError::plain(format!("Resource is missing: {resource_id}")))?;
+    let revision = advance_resource_revision(conn, resource_id, now)?;
     record_run_resource_deltas(conn, resource_id, now)?;
     Ok(revision)
+}
+
+/// [`bump_resource_revision`] without the viewer deltas, for a caller that records them.
+pub fn advance_resource_revision(conn: &Db, resource_id: &str, now: i64) -> Result<i64> {
+    conn.prepare_cached(
+        "UPDATE resources SET revision = revision + 1, updated_at = ?
+             WHERE resource_id = ? RETURNING revision",
+    )?
+    .query_row(params![now, resource_id], |row| row.get(0))
+    .optional()?
+    .ok_or_else(|| StoreError::plain(format!("Resource is missing: {resource_id}")))
 }
 
 /// One `events` row.
@@ -134,21 +140,28 @@ pub struct EventBase<'a> {
     pub now: i64,
 }
 
+/// Whether an event's payload is most likely stored already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// A document events repeat (`{}`, `{"status":"running"}`): the row is inserted on
+    /// condition that the blob is there, identical, and the blob put only when it was not.
+    Repeated,
+    /// A document of this event alone: put, then the row inserted.
+    Fresh,
+}
+
 /// [`insert_event`] with the type, actor id and lease generation given as [`Param`]s, the
 /// whole row bound in one pass by better-sqlite3's rules (an array a caller gave spreads over
-/// the columns after it; a value it cannot bind fails after the payload is stored), as the
-/// reference's `insertEvent` binds the values it was passed.
+/// the columns after it), as the reference's `insertEvent` binds the values it was passed.
 pub fn insert_event_params(
     conn: &Db,
     event: &EventBase<'_>,
-    event_type: Param<'_>,
-    actor_id: Param<'_>,
-    lease_generation: Param<'_>,
+    [event_type, actor_id, lease_generation]: [Param<'_>; 3],
+    payload: Payload,
 ) -> Result<String> {
-    let payload_hash = put_json(conn, event.payload, event.now)?;
+    let payload_hash = sha256(event.payload.as_bytes());
     let event_id = format!("event-{}", random_uuid());
-    let mut statement = conn.prepare_cached(INSERT_EVENT)?;
-    statement.execute(params_from_iter(bind_params(&[
+    let row = bind_params(&[
         Param::text(&event_id),
         Param::text(event.resource_id),
         Param::int(event.revision),
@@ -158,8 +171,46 @@ pub fn insert_event_params(
         lease_generation,
         Param::blob(&payload_hash[..]),
         Param::int(event.now),
-    ])?))?;
+    ]);
+    // The reference puts the payload first: a forged blob fails before a value that cannot
+    // be bound does.
+    let row = match row {
+        Ok(row) => row,
+        Err(error) => {
+            put_json(conn, event.payload, event.now)?;
+            return Err(error);
+        }
+    };
+    if payload == Payload::Repeated && insert_of_stored_payload(conn, &row, event.payload)? {
+        return Ok(event_id);
+    }
+    put_json(conn, event.payload, event.now)?;
+    conn.prepare_cached(INSERT_EVENT)?
+        .execute(params_from_iter(row))?;
     Ok(event_id)
+}
+
+/// [`INSERT_EVENT`] of the bound `row` if its payload (`payload`, whose hash the row holds)
+/// is stored, identical; whether it was.
+fn insert_of_stored_payload(conn: &Db, row: &[Bound<'_>], payload: &str) -> Result<bool> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "INSERT INTO events(
+               event_id, resource_id, resource_revision, event_type, actor_type,
+               actor_id, lease_generation, payload_hash, recorded_at
+             ) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE {}",
+            stored_json_test(8, 10, 11)
+        )
+    });
+    let guard = [
+        Bound::Integer(payload.len() as i64),
+        Bound::Blob(payload.as_bytes().to_vec()),
+    ];
+    let params = row.iter().cloned().chain(guard);
+    Ok(conn
+        .prepare_cached(&SQL)?
+        .execute(params_from_iter(params))?
+        == 1)
 }
 
 /// The events INSERT, one parameter per column.

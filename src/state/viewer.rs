@@ -3,7 +3,8 @@
 
 use crate::sql::{params, Db, OptionalExtension};
 
-use super::blobs::put_json;
+use super::blobs::{put_json, stored_json_test};
+use super::ids::sha256;
 use crate::error::{Result, StoreError};
 
 /// How many presentation revisions of deltas are kept per run.
@@ -84,6 +85,45 @@ pub fn record_viewer_deltas(
     Ok(revision)
 }
 
+/// What [`record_run_resource_deltas`] for run `run_id`'s resource, then `between` (the bump's
+/// event), then [`record_viewer_deltas`] of `drafts` write, with the two `viewer_runs`
+/// changes made in one statement (nothing else reads or writes that row meanwhile). `None`,
+/// with nothing written and `between` not run, when the run has no viewer projection.
+pub fn record_bump_and_viewer_deltas(
+    conn: &Db,
+    run_id: &str,
+    drafts: &[ViewerDraft],
+    now: i64,
+    between: impl FnOnce() -> Result<()>,
+) -> Result<Option<()>> {
+    let advanced: Option<(i64, i64)> = conn
+        .prepare_cached(
+            "UPDATE viewer_runs
+             SET presentation_revision = presentation_revision + 2,
+                 retained_from_revision = MAX(1, presentation_revision + 3 - 256),
+                 updated_at = ?
+             WHERE run_id = ? RETURNING presentation_revision, retained_from_revision",
+        )?
+        .query_row(params![now, run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let Some((revision, retained_from)) = advanced else {
+        return Ok(None);
+    };
+    let bumped = revision - 1;
+    let bump_retained_from = (bumped - VIEWER_DELTA_RETENTION + 1).max(1);
+    write_deltas(
+        conn,
+        run_id,
+        bumped,
+        bump_retained_from,
+        RUN_RESOURCE_BUMP,
+        now,
+    )?;
+    between()?;
+    write_deltas(conn, run_id, revision, retained_from, drafts, now)?;
+    Ok(Some(()))
+}
+
 /// The deltas of a bump of `resource_id`, when it is a run with a viewer projection (one
 /// statement finds the run and advances its revision).
 pub fn record_run_resource_deltas(conn: &Db, resource_id: &str, now: i64) -> Result<()> {
@@ -129,10 +169,25 @@ fn write_deltas(
         let patch =
             format!(r#"[{{"op":"replace","path":"/presentationRevision","value":{revision}}}]"#);
         // Every delta of a revision carries the same patch: stored (and hashed) once, since a
-        // second put of the same content in the same transaction changes nothing.
-        let patch_hash = put_json(conn, &patch, now)?;
-        conn.prepare_cached(&insert_deltas_sql(drafts))?
-            .execute(params![run_id, revision, &patch_hash[..], now])?;
+        // second put of the same content in the same transaction changes nothing. Every run
+        // goes through the same revisions, so the patch is most often stored already: the
+        // deltas are inserted on that condition first, and the patch put only when it was not.
+        let patch_hash = sha256(patch.as_bytes());
+        let inserted = conn
+            .prepare_cached(&insert_deltas_of_stored_patch_sql(drafts))?
+            .execute(params![
+                run_id,
+                revision,
+                &patch_hash[..],
+                now,
+                patch.len() as i64,
+                patch.as_bytes()
+            ])?;
+        if inserted == 0 {
+            put_json(conn, &patch, now)?;
+            conn.prepare_cached(&insert_deltas_sql(drafts))?
+                .execute(params![run_id, revision, &patch_hash[..], now])?;
+        }
     }
     if retained_from > 1 {
         conn.prepare_cached(
@@ -141,6 +196,17 @@ fn write_deltas(
         .execute(params![run_id, retained_from])?;
     }
     Ok(())
+}
+
+/// [`insert_deltas_sql`] on condition that the patch is stored, identical: `?5` is its length
+/// and `?6` its content. The rows of a `VALUES` list are selected, and inserted, in order.
+fn insert_deltas_of_stored_patch_sql(drafts: &[ViewerDraft]) -> String {
+    let values = insert_deltas_sql(drafts);
+    let (columns, rows) = values.split_once(" VALUES ").expect("a VALUES list");
+    format!(
+        "{columns} SELECT * FROM (VALUES {rows}) WHERE {}",
+        stored_json_test(3, 5, 6)
+    )
 }
 
 /// One `INSERT` of a revision's delta rows, in `drafts` order (a multi-row `VALUES` inserts

@@ -5,6 +5,9 @@
 use std::sync::LazyLock;
 
 use crate::sql::{Db, Row};
+use rusqlite::types::ValueRef;
+
+use crate::state::blobs::{JsonReads, MEDIA_JSON};
 
 use super::*;
 use crate::error::{Result, StoreError};
@@ -46,6 +49,73 @@ fn claim_select(clause: &str) -> String {
 
 /// [`claim_select`] by reference and by uid, written once.
 static CLAIM_BY_REFERENCE: LazyLock<String> = LazyLock::new(|| claim_select(BY_REFERENCE));
+/// [`CLAIM_BY_REFERENCE`] with [`RecordReads`]' columns.
+static CLAIM_WITH_RECORD_BY_REFERENCE: LazyLock<String> = LazyLock::new(|| {
+    claim_select(BY_REFERENCE).replacen(
+        "\n         FROM controller_resources c",
+        ", spec.media_type, spec.content,
+           EXISTS (SELECT 1 FROM controller_finalizers f
+                   WHERE f.controller_resource_id = c.controller_resource_id)
+         FROM controller_resources c LEFT JOIN blobs spec ON spec.blob_hash = c.spec_hash",
+        1,
+    )
+});
+
+/// What a resource's record reads besides its row, read with it: the spec's JSON text (when
+/// the blob is stored as JSON) and whether the resource has finalizers. For a write that
+/// changes neither the spec nor (unless it replaces them) the finalizers before its record.
+#[derive(Debug, Clone)]
+pub struct RecordReads {
+    spec: Option<String>,
+    /// Whether `controller_finalizers` held a row of the resource.
+    pub has_finalizers: bool,
+}
+
+impl RecordReads {
+    /// JSON reads that know the spec blob `spec_hash` (the row's) holds.
+    pub fn json<'c>(&'c self, conn: &'c Db, spec_hash: &[u8]) -> JsonReads<'c> {
+        let stored = match (<[u8; 32]>::try_from(spec_hash), &self.spec) {
+            (Ok(hash), Some(text)) => vec![(hash, text.as_str())],
+            _ => Vec::new(),
+        };
+        JsonReads::with_stored(conn, stored)
+    }
+}
+
+/// [`require_claim_row`] with the [`RecordReads`] of the resource, in one statement.
+pub fn require_claim_row_with_record(
+    conn: &Db,
+    project_id: Option<&str>,
+    reference: ResourceRef<'_>,
+) -> Result<(ClaimRow, RecordReads)> {
+    let read = |row: &Row<'_>| -> rusqlite::Result<(ClaimRow, RecordReads)> {
+        let spec = match row.get_ref(17)? {
+            ValueRef::Text(media) if media == MEDIA_JSON.as_bytes() => match row.get_ref(18)? {
+                ValueRef::Blob(bytes) | ValueRef::Text(bytes) => {
+                    Some(String::from_utf8_lossy(bytes).into_owned())
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let has_finalizers = row.get::<_, i64>(19)? != 0;
+        Ok((
+            ClaimRow::from_row(row)?,
+            RecordReads {
+                spec,
+                has_finalizers,
+            },
+        ))
+    };
+    query_by_reference(
+        conn,
+        project_id,
+        reference,
+        &CLAIM_WITH_RECORD_BY_REFERENCE,
+        read,
+    )?
+    .ok_or_else(|| reference.not_found())
+}
 static CLAIM_BY_UID: LazyLock<String> = LazyLock::new(|| claim_select(BY_UID));
 
 impl ClaimRow {

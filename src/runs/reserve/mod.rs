@@ -16,12 +16,18 @@ mod source;
 use crate::sql::Db;
 
 use super::claims::{claim_run, claim_run_in_transaction, ClaimOptions, RunClaim};
-use super::records::{map_workflow_run, map_workflow_run_with};
-use super::row::{run_row_of, RunRow};
+use std::sync::OnceLock;
+
+use super::records::{
+    map_listed_run_record, map_workflow_run, map_workflow_run_with, run_record_select, RecordReads,
+};
+use super::row::{run_row_of, RunRow, RunRowRef, RUN_SELECT};
 use crate::error::{Result, StoreError};
 use crate::js::timestamp;
-use crate::js::{Js, Param};
+use crate::js::{params_for, Js, Param};
+use crate::sql::params_from_iter;
 use crate::state::blobs::{BlobHash, JsonReads};
+use crate::state::columns::is_utf8_error;
 use crate::store::Store;
 use crate::wire::{Call, JsonArg, Reply};
 use checks::*;
@@ -300,15 +306,40 @@ impl<'a> Reservation<'a> {
         // definition keeps its name and snapshot), but not the documents just stored.
         // `requireWorkflowRun(options.runId)`: looked up by the value as bound.
         let run_id = self.defined("runId")?;
+        let mut json = JsonReads::with_stored(conn, documents.stored());
+        match read_back_record(&mut json, run_id)? {
+            Some(Some(record)) => return Ok(record),
+            Some(None) => return Err(not_found(run_id)?),
+            None => {}
+        }
         let row = match run_row_of(conn, run_id)? {
             Some(row) => row,
             None => return Err(not_found(run_id)?),
         };
-        map_workflow_run_with(
-            &mut JsonReads::with_stored(conn, documents.stored()),
-            &row,
-            None,
-        )
+        map_workflow_run_with(&mut json, &row, None)
+    }
+}
+
+/// The record of the run just reserved, read with its input and root source in one statement
+/// (`Some(None)`: no such run); `None` when a text of its row is not UTF-8 (a caller's lone
+/// surrogate), which the owned read reads as V8 does.
+fn read_back_record(json: &mut JsonReads<'_>, run_id: Js<'_>) -> Result<Option<Option<String>>> {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| run_record_select(RUN_SELECT, false, "WHERE r.run_id = ?"));
+    let conn = json.conn();
+    let mut statement = conn.prepare_cached(sql)?;
+    let params = params_for(&statement, &[run_id])?;
+    let mut rows = statement.query(params_from_iter(&params))?;
+    let Some(ref row) = rows.next()? else {
+        return Ok(Some(None));
+    };
+    match RunRowRef::from_row(row) {
+        Err(error) if is_utf8_error(&error) => Ok(None),
+        run => {
+            let run = run?;
+            let reads = RecordReads::from_row(row, false)?;
+            Ok(Some(Some(map_listed_run_record(json, &run, &reads)?)))
+        }
     }
 }
 

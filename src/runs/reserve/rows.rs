@@ -6,7 +6,7 @@ use crate::sql::Db;
 use super::*;
 use crate::error::{Result, StoreError};
 use crate::js::{bind_params, Js, Param};
-use crate::state::blobs::{put_json, BlobHash};
+use crate::state::blobs::{put_json, put_jsons, BlobHash};
 use crate::state::ids::resource_id_for;
 use crate::state::leases::insert_lease;
 use crate::state::revisions::{
@@ -72,15 +72,31 @@ impl<'a> Reservation<'a> {
     }
 
     /// The snapshot blob, the source check, then the input (`?? null`) and launch options
-    /// (`?? {}`) blobs — each step can fail, so the order is the reference's.
+    /// (`?? {}`) blobs — each step can fail, so the order is the reference's. The three puts
+    /// are one statement once every step before them has passed; when one fails, the puts
+    /// its steps made first are made, in order (one can fail first), then its error returned.
     pub(super) fn put_documents(&self, conn: &Db) -> Result<Documents<'a>> {
-        let snapshot = self.document("definitionSnapshot")?.text()?;
-        let definition_hash = put_json(conn, snapshot, self.now)?;
-        let source = queued_workflow_source(self.defined("workflowSource")?)?;
-        let input = self.document("input")?.text_or("null")?;
-        let input_hash = put_json(conn, input, self.now)?;
-        let launch_options = self.document("launchOptions")?.text_or("{}")?;
-        let launch_options_hash = put_json(conn, launch_options, self.now)?;
+        let mut read = Vec::with_capacity(3);
+        let steps = (|| {
+            let snapshot = self.document("definitionSnapshot")?.text()?;
+            read.push(snapshot);
+            let source = queued_workflow_source(self.defined("workflowSource")?)?;
+            let input = self.document("input")?.text_or("null")?;
+            read.push(input);
+            let launch_options = self.document("launchOptions")?.text_or("{}")?;
+            Ok((snapshot, source, input, launch_options))
+        })();
+        let (snapshot, source, input, launch_options) = match steps {
+            Ok(documents) => documents,
+            Err(error) => {
+                for text in read {
+                    put_json(conn, text, self.now)?;
+                }
+                return Err(error);
+            }
+        };
+        let [definition_hash, input_hash, launch_options_hash] =
+            put_jsons(conn, [snapshot, input, launch_options], self.now)?;
         Ok(Documents {
             definition_hash,
             definition: snapshot,
