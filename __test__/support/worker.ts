@@ -1,14 +1,24 @@
-// A process of `__test__/workers/xproc-worker.js`, forked with `serialization: 'advanced'` and
-// driven over IPC: `call(op, payload)` sends `{ id, op, ...payload }` and resolves with the
-// answer to that id (the worker answers one message at a time, in order). If the process exits,
-// every pending and later call rejects with how it ended.
+// A worker process (`__test__/workers/xproc-worker.js`, or another script of that folder with the
+// same protocol, such as trust-worker.js), forked with `serialization: 'advanced'` and driven
+// over IPC: `call(op, payload)` sends `{ id, op, ...payload }` and resolves with the answer to
+// that id (the worker answers one message at a time, in order). If the process exits, every
+// pending and later call rejects with how it ended; `gone` resolves then.
 import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 
-const WORKER = path.join(__dirname, '..', 'workers', 'xproc-worker.js');
+const WORKERS = path.join(__dirname, '..', 'workers');
+
+export type WorkerOptions = {
+  /** The script in `__test__/workers/` (default `xproc-worker.js`). */
+  script?: string;
+  /** Node's options for the process (e.g. `--no-warnings` when the worker collects them). */
+  execArgv?: string[];
+};
 
 export class Worker {
   readonly child: ChildProcess;
+  /** Resolves once the process has exited. */
+  readonly gone: Promise<void>;
   private next = 0;
   private readonly pending = new Map<number, { resolve: (value: any) => void; reject: (error: Error) => void }>();
   private exited: string | undefined;
@@ -16,8 +26,14 @@ export class Worker {
   constructor(
     readonly name: string,
     env: NodeJS.ProcessEnv,
+    { script = 'xproc-worker.js', execArgv }: WorkerOptions = {},
   ) {
-    this.child = fork(WORKER, [], { env, serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    this.child = fork(path.join(WORKERS, script), [], {
+      env,
+      execArgv,
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     this.child.on('message', (message: any) => {
       const waiting = this.pending.get(message.id);
       if (waiting === undefined) return;
@@ -25,10 +41,13 @@ export class Worker {
       if (message.error !== undefined) waiting.reject(new Error(`${this.name}: ${message.error.message}\n${message.error.stack}`));
       else waiting.resolve(message.value);
     });
-    this.child.on('exit', (code, signal) => {
-      this.exited = `${this.name} exited (${code ?? signal})`;
-      for (const waiting of this.pending.values()) waiting.reject(new Error(this.exited));
-      this.pending.clear();
+    this.gone = new Promise((resolve) => {
+      this.child.on('exit', (code, signal) => {
+        this.exited = `${this.name} exited (${code ?? signal})`;
+        for (const waiting of this.pending.values()) waiting.reject(new Error(this.exited));
+        this.pending.clear();
+        resolve();
+      });
     });
   }
 
@@ -41,7 +60,15 @@ export class Worker {
     });
   }
 
-  kill(): void {
+  /** SIGKILL, as a crash or an OOM kill would; resolves once the process is gone. */
+  kill(): Promise<void> {
     if (this.exited === undefined) this.child.kill('SIGKILL');
+    return this.gone;
+  }
+
+  /** Closes the worker's connection, then waits for the process to end (at once if it died). */
+  async close(): Promise<void> {
+    if (this.exited === undefined) await this.call('close');
+    await this.gone;
   }
 }
