@@ -25,7 +25,7 @@ pub struct StateFile {
 
 impl StateFile {
     /// The file `conn` has open under `path`, or `None` when that cannot be established (the
-    /// name leads elsewhere now, or the platform has no inodes).
+    /// name leads elsewhere now).
     pub fn of(conn: &Connection, path: &Path) -> Option<StateFile> {
         #[cfg(unix)]
         {
@@ -45,10 +45,16 @@ impl StateFile {
                 mode: metadata.mode() & 0o7777,
             })
         }
+        // Elsewhere a file cannot be renamed over while SQLite has it open (it opens without
+        // FILE_SHARE_DELETE), so the name always leads to the connection's file.
         #[cfg(not(unix))]
         {
             let _ = (conn, path);
-            None
+            Some(StateFile {
+                id: 0,
+                uid: 0,
+                mode: 0,
+            })
         }
     }
 }

@@ -47,6 +47,11 @@ pub enum Opened {
 /// Opens the journal at `path` for `state`; a writer (`writable`) makes one (of `length`
 /// bytes) when there is none or replaces a stale one.
 pub fn open(path: &Path, state: &StateFile, writable: bool, length: u64) -> Opened {
+    // Without owners and inodes to check, no journal is believed: other processes' commits
+    // are gaps there (docs/run-index.md, "Limits").
+    if cfg!(not(unix)) {
+        return Opened::Unusable;
+    }
     // A replacement another process renamed in between is opened again, a few times at most.
     for _ in 0..4 {
         let file = match open_existing(path, writable) {
