@@ -59,6 +59,25 @@ impl StateFile {
     }
 }
 
+impl StateFile {
+    /// Whether `path` names this file now (its device and inode).
+    pub fn is_named_by(&self, path: &Path) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(path).is_ok_and(|metadata| {
+                super::file_io::fnv(&[&metadata.dev().to_le_bytes(), &metadata.ino().to_le_bytes()])
+                    == self.id
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            true
+        }
+    }
+}
+
 /// Whether the name `conn`'s main database was opened under still leads to the file it has
 /// open. `false` when the VFS cannot tell.
 pub fn unmoved(conn: &Connection) -> bool {

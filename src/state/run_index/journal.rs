@@ -564,16 +564,20 @@ mod tests {
         journal: 7,
     };
 
-    /// A state file of this process: its identity as a connection would find it.
-    fn state_file(path: &Path, id: u64) -> StateFile {
-        std::fs::write(path, b"").unwrap();
-        #[cfg(unix)]
-        let uid = unsafe { libc::geteuid() };
-        #[cfg(not(unix))]
-        let uid = 0;
+    /// A new state file at `path`: its identity as a connection would find it.
+    #[cfg(unix)]
+    fn state_file(path: &Path) -> StateFile {
+        use std::os::unix::fs::MetadataExt;
+        let staged = path.with_extension("new");
+        std::fs::write(&staged, b"").unwrap();
+        std::fs::rename(&staged, path).unwrap();
+        let metadata = std::fs::metadata(path).unwrap();
         StateFile {
-            id,
-            uid,
+            id: super::super::file_io::fnv(&[
+                &metadata.dev().to_le_bytes(),
+                &metadata.ino().to_le_bytes(),
+            ]),
+            uid: metadata.uid(),
             mode: 0o600,
         }
     }
@@ -610,11 +614,12 @@ mod tests {
         assert_eq!(decode(&written, 12, other_file), None);
     }
 
+    #[cfg(unix)]
     #[test]
     fn entries_read_back_whole_and_only_for_their_own_commit_and_file() {
         let scratch = Scratch::new("runlog");
         let path = scratch.file("state.sqlite");
-        let state = state_file(&path, 1);
+        let state = state_file(&path);
         let reader = Journal::new(&path, Some(state), false);
         assert_eq!(reader.read(1), None, "no journal yet");
         let writer = Journal::new(&path, Some(state), true);
@@ -643,8 +648,12 @@ mod tests {
             .unwrap();
         write_at(&file, &[0xff], offset(12) + KEYS_AT as u64).unwrap();
         assert_eq!(reader.read(12), None);
-        // Another file under the same name: a reader does not use the journal of the first.
-        let other = StateFile { id: 2, ..state };
+        // Another file under the same name (a copy renamed over it): a reader does not use the
+        // journal of the first.
+        let keep = scratch.file("kept-open");
+        std::fs::hard_link(&path, &keep).unwrap();
+        let other = state_file(&path);
+        assert_ne!(other.id, state.id);
         assert_eq!(Journal::new(&path, Some(other), false).read(13), None);
         // Its writer replaces it; the first file's connections see theirs go.
         let replacing = Journal::new(&path, Some(other), true);
@@ -656,11 +665,12 @@ mod tests {
         assert_eq!(Journal::new(&path, None, true).open_now(), None);
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_commit_in_flight_is_waited_for_and_never_read_as_an_entry() {
         let scratch = Scratch::new("runlog-in-flight");
         let path = scratch.file("state.sqlite");
-        let state = Some(state_file(&path, 3));
+        let state = Some(state_file(&path));
         let writer = Journal::new(&path, state, true);
         let reader = Journal::new(&path, state, false);
         let written = entry(21, Some(vec![Key::Run(3)]));

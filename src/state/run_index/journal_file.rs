@@ -76,7 +76,9 @@ pub fn open(path: &Path, state: &StateFile, writable: bool, length: u64) -> Open
                 return Opened::Trusted(Trusted { file, identity });
             }
             Header::Ours { .. } | Header::OursStale => {
-                if !writable {
+                // Only for the file the state's name leads to: a connection left on a file a
+                // restore renamed away must not take the journal from the new file's.
+                if !writable || !state.is_named_by(&state_path(path)) {
                     return Opened::Unusable;
                 }
                 return match make(path, state, length, Placing::Replacing) {
@@ -93,6 +95,14 @@ pub fn open(path: &Path, state: &StateFile, writable: bool, length: u64) -> Open
         }
     }
     Opened::Unusable
+}
+
+/// The state file's name, from its journal's (`<state file>-runlog`).
+fn state_path(journal: &Path) -> PathBuf {
+    let name = journal.as_os_str().as_encoded_bytes();
+    let state = name.strip_suffix(b"-runlog").unwrap_or(name);
+    // SAFETY: a prefix of an OsStr's encoded bytes that ends where an ASCII suffix began.
+    PathBuf::from(unsafe { std::ffi::OsStr::from_encoded_bytes_unchecked(state) })
 }
 
 /// Whether `file`, in use as the journal at `path`, is still the file there: `false` once
@@ -313,12 +323,13 @@ mod tests {
     use crate::test_support::Scratch;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-    fn state(scratch: &Scratch, id: u64) -> (PathBuf, StateFile) {
+    /// A state file and its journal's name; the state file identified as a connection would.
+    fn state(scratch: &Scratch) -> (PathBuf, StateFile) {
         let file = scratch.file("state.sqlite");
         std::fs::write(&file, b"").unwrap();
         let metadata = std::fs::metadata(&file).unwrap();
         let state = StateFile {
-            id,
+            id: fnv(&[&metadata.dev().to_le_bytes(), &metadata.ino().to_le_bytes()]),
             uid: metadata.uid(),
             mode: 0o600,
         };
@@ -348,7 +359,7 @@ mod tests {
     #[test]
     fn a_new_journal_is_private_whole_and_this_files() {
         let scratch = Scratch::new("runlog-new");
-        let (path, state) = state(&scratch, 11);
+        let (path, state) = state(&scratch);
         assert!(matches!(open(&path, &state, false), Opened::Unusable));
         let made = trusted(open(&path, &state, true));
         let metadata = std::fs::symlink_metadata(&path).unwrap();
@@ -370,7 +381,7 @@ mod tests {
     #[test]
     fn a_symbolic_link_is_never_followed_nor_its_target_touched() {
         let scratch = Scratch::new("runlog-link");
-        let (path, state) = state(&scratch, 12);
+        let (path, state) = state(&scratch);
         let victim = scratch.file("victim");
         std::fs::write(&victim, vec![7u8; 1120]).unwrap();
         std::os::unix::fs::symlink(&victim, &path).unwrap();
@@ -396,7 +407,7 @@ mod tests {
     #[test]
     fn a_file_others_can_write_or_read_or_that_is_linked_twice_is_refused() {
         let scratch = Scratch::new("runlog-modes");
-        let (path, state) = state(&scratch, 13);
+        let (path, state) = state(&scratch);
         drop(trusted(open(&path, &state, true)));
         let bytes = std::fs::read(&path).unwrap();
         let set_mode =
@@ -430,7 +441,7 @@ mod tests {
             return; // Only root can give a file away.
         }
         let scratch = Scratch::new("runlog-owner");
-        let (path, state) = state(&scratch, 14);
+        let (path, state) = state(&scratch);
         drop(trusted(open(&path, &state, true)));
         std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
         let bytes = std::fs::read(&path).unwrap();
@@ -446,7 +457,7 @@ mod tests {
     #[test]
     fn a_foreign_file_is_refused_and_a_stale_journal_replaced() {
         let scratch = Scratch::new("runlog-stale");
-        let (path, state) = state(&scratch, 15);
+        let (path, state) = state(&scratch);
         std::fs::write(&path, b"someone else's notes").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(refusal(open(&path, &state, true)).contains("is not a journal of this package"));
@@ -468,12 +479,18 @@ mod tests {
                 std::fs::metadata(&path).unwrap().ino()
             );
         }
+        // A writer left on a file that a restore renamed away does not take the journal from
+        // the file now at the name: it uses none.
+        let moved = StateFile { id: 12345, ..state };
+        let inode = std::fs::metadata(&path).unwrap().ino();
+        assert!(matches!(open(&path, &moved, true), Opened::Unusable));
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
     }
 
     #[test]
     fn writers_that_start_together_share_one_journal() {
         let scratch = Scratch::new("runlog-race");
-        let (path, state) = state(&scratch, 16);
+        let (path, state) = state(&scratch);
         let identities: Vec<u64> = std::thread::scope(|scope| {
             let openers: Vec<_> = (0..8)
                 .map(|_| scope.spawn(|| trusted(open(&path, &state, true)).identity))
