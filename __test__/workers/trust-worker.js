@@ -17,10 +17,9 @@
 // - `warnings`: the process warnings so far; `close`.
 // Killing the process (SIGKILL) is the spec's own step.
 
-const fs = require('node:fs');
 const path = require('node:path');
 
-const ROOT = path.resolve(__dirname, '..', '..');
+const { ROOT, serve, onCopy } = require('./serve.js');
 const { random } = require('../reliability/common.js');
 const { nativeAction, sqlAction, indexAndSql, attempt } = require('./xproc-actions.js');
 
@@ -66,18 +65,11 @@ async function handle(message) {
       return message.store === 'all' ? null : projectPath;
     case 'claim':
       return attempt(() => stores[message.store].claimNextWorkflowRun(message.args));
-    case 'claimOnCopy': {
+    case 'claimOnCopy':
       // The oracle (`PIW_RUN_INDEX=off`): a host's claim on a copy, through SQL alone.
-      const { SqliteControllerStore } = require(path.join(ROOT, 'index.js'));
-      const scope = message.scope === null ? { global: true } : { projectPath: message.scope };
-      const store = new SqliteControllerStore(message.copy, scope);
-      try {
-        return attempt(() => store.claimNextWorkflowRun(message.args));
-      } finally {
-        store.close();
-        for (const suffix of ['', '-wal', '-shm']) fs.rmSync(message.copy + suffix, { force: true });
-      }
-    }
+      return onCopy(message.copy, message.scope === null ? { global: true } : { projectPath: message.scope }, (store) =>
+        attempt(() => store.claimNextWorkflowRun(message.args)),
+      );
     case 'warnings':
       return warnings;
     case 'close':
@@ -92,15 +84,4 @@ async function handle(message) {
   return { pid: process.pid };
 }
 
-let queue = Promise.resolve();
-process.on('message', (message) => {
-  queue = queue.then(async () => {
-    try {
-      process.send({ id: message.id, value: await handle(message) });
-    } catch (error) {
-      process.send({ id: message.id, error: { message: String(error?.message ?? error), stack: String(error?.stack ?? '') } });
-    }
-    if (message.op === 'close') process.disconnect();
-  });
-});
-process.on('disconnect', () => process.exit(0));
+serve(handle);

@@ -26,13 +26,12 @@
 //   statement on the store's own connection (raw: on the process's connection).
 // - `close`.
 
-const fs = require('node:fs');
 const path = require('node:path');
 
 const { random } = require('../reliability/common.js');
 const { nativeAction, sqlAction, polls, attempt } = require('./xproc-actions.js');
 
-const ROOT = path.resolve(__dirname, '..', '..');
+const { ROOT, serve, onCopy } = require('./serve.js');
 
 let mode;
 let stores;
@@ -98,15 +97,11 @@ async function handle(message) {
       probes += 1;
       const copy = path.join(path.dirname(file), `probe-${process.pid}-${probes}.sqlite`);
       await stores.a.state.backup(copy);
-      const { SqliteControllerStore } = require(path.join(ROOT, 'index.js'));
       const options = message.target === 'a' || message.target === 'b' ? { projectPath: projects[message.target] } : { global: true };
-      const store = new SqliteControllerStore(copy, options);
-      try {
-        return { revision: store.workflowRunListRevision(), claim: attempt(() => store.claimNextWorkflowRun(message.args)) };
-      } finally {
-        store.close();
-        for (const suffix of ['', '-wal', '-shm']) fs.rmSync(copy + suffix, { force: true });
-      }
+      return onCopy(copy, options, (store) => ({
+        revision: store.workflowRunListRevision(),
+        claim: attempt(() => store.claimNextWorkflowRun(message.args)),
+      }));
     }
     case 'eval':
       return attempt(() => stores[message.store][message.method](...message.args));
@@ -121,16 +116,4 @@ async function handle(message) {
   }
 }
 
-let queue = Promise.resolve();
-process.on('message', (message) => {
-  queue = queue.then(async () => {
-    try {
-      process.send({ id: message.id, value: await handle(message) });
-    } catch (error) {
-      process.send({ id: message.id, error: { message: String(error?.message ?? error), stack: String(error?.stack ?? '') } });
-    }
-    if (message.op === 'close') process.disconnect();
-  });
-});
-// The spec going away (a crash included) ends this process too.
-process.on('disconnect', () => process.exit(0));
+serve(handle);
