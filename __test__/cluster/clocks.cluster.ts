@@ -18,7 +18,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 
-import { TestCluster } from '../support/cluster';
+import { clusterForSuite, type TestCluster } from '../support/cluster';
 
 const { SqliteControllerStore } = require('../../index.js');
 
@@ -59,13 +59,7 @@ function libfaketime(): string {
 
 let cluster: TestCluster;
 
-beforeAll(async () => {
-  cluster = await TestCluster.start(3);
-}, 120_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-});
+clusterForSuite((started) => (cluster = started));
 
 function startHost(url: string, index: number, entries: Entry[]): Promise<number | null> {
   const { worker, skewMs } = HOSTS[index];

@@ -13,7 +13,7 @@ import { conformancePaths } from '../support/paths';
 import { replayTrace, ReplayTarget, StoreClass, Trace } from '../support/replayer';
 import { DumpConnection } from '../support/sqlite';
 import { traceEntries } from '../support/traces';
-import { TestCluster } from '../support/cluster';
+import { clusterForSuite, type TestCluster } from '../support/cluster';
 
 assertUtc();
 
@@ -61,13 +61,7 @@ let cluster: TestCluster;
 let traceNumber = 0;
 const run = `r${Date.now().toString(36)}`;
 
-beforeAll(async () => {
-  cluster = await TestCluster.start(3);
-}, 120_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-});
+clusterForSuite((started) => (cluster = started));
 
 describe('conformance on a dqlite cluster', () => {
   const excluded = entries.filter(({ trace }) => fileSystemSteps(trace).length > 0);

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { TestCluster } from '../support/cluster';
+import { clusterForSuite, type TestCluster, sleep } from '../support/cluster';
 import { Entry, HOSTS, doubleHolders, errorCounts, missing, putResources, recoveries, startHost, unexpectedErrors } from './hosts';
 
 const { SqliteControllerStore } = require('../../index.js');
@@ -20,15 +20,7 @@ const RECOVERY_MS = 10_000;
 
 let cluster: TestCluster;
 
-beforeAll(async () => {
-  cluster = await TestCluster.start(3);
-}, 120_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-});
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+clusterForSuite((started) => (cluster = started));
 
 test('three hosts through three leader kills: nothing acknowledged lost, no double holder, back within 10 s', async () => {
   const url = cluster.url(`failover-${Date.now().toString(36)}`);

@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 
-import { TestCluster } from '../support/cluster';
+import { clusterForSuite, type TestCluster, sleep } from '../support/cluster';
 import { Entry, HOSTS, doubleHolders, errorCounts, missing, putResources, recoveries, startHost, unexpectedErrors } from './hosts';
 
 const { SqliteControllerStore } = require('../../index.js');
@@ -38,15 +38,7 @@ const LEASE_MS = 3_000;
 
 let cluster: TestCluster;
 
-beforeAll(async () => {
-  cluster = await TestCluster.start(3);
-}, 120_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-});
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+clusterForSuite((started) => (cluster = started));
 
 test('a leader frozen for 8 election timeouts: every host back within 10 s, nothing lost, the old leader catches up', async () => {
   expect(FREEZE_MS).toBeGreaterThanOrEqual(3 * ELECTION_TIMEOUT_MS);

@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { REPO_ROOT } from '../support/paths';
+import { sleep } from '../support/cluster';
 
 const DOC = fs.readFileSync(path.join(REPO_ROOT, 'docs', 'cluster.md'), 'utf8');
 const NODE_PROGRAM = path.resolve(process.env.PIW_DQLITE_NODE ?? path.join(REPO_ROOT, 'target', 'debug', 'piw-dqlite-node'));
@@ -36,8 +37,6 @@ function freePort(): Promise<number> {
     });
   });
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Polls `ok` every 100 ms until it holds or `WAIT_MS` passes; fails with `what` and `context()`. */
 async function waitFor(what: string, ok: () => boolean, context: () => string): Promise<void> {

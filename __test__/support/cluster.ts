@@ -79,3 +79,20 @@ export class TestCluster {
     await exited;
   }
 }
+
+/**
+ * A three-node (or `nodes`) cluster for a suite: started before its tests (handed to `started`)
+ * and stopped after them, whatever happened.
+ */
+export function clusterForSuite(started: (cluster: TestCluster) => void, nodes = 3): void {
+  let cluster: TestCluster | undefined;
+  beforeAll(async () => {
+    cluster = await TestCluster.start(nodes);
+    started(cluster);
+  }, 120_000);
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
