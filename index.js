@@ -117,7 +117,7 @@ function wireArguments(spec, args, offset) {
   return encodeArguments(wire);
 }
 
-/** Decodes the core's reply (see src/lib.rs) and applies its in-place claim changes. */
+/** Decodes the core's reply (see src/addon/mod.rs) and applies its in-place claim changes. */
 function readReply(spec, args, reply) {
   if (reply === '') return undefined;
   const tag = reply.charCodeAt(0);
@@ -132,7 +132,7 @@ function readReply(spec, args, reply) {
     value = JSON.parse(reply);
   }
   // The caller's own values the record holds: handed back by a live call that read them
-  // (src/lib.rs), each under its path in the record; else read here.
+  // (src/addon/store.rs), each under its path in the record; else read here.
   if (args.$echo === undefined) {
     if (spec.echo !== undefined && value !== undefined) value.payload = valueAt(args, spec.echo) ?? {};
     if (spec.echoProps !== undefined && value !== undefined) {

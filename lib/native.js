@@ -1,5 +1,5 @@
 'use strict';
-// The compiled addon (found by ./loader.js) and the decoding of its string replies (see src/lib.rs).
+// The compiled addon (found by ./loader.js) and the decoding of its string replies (see src/addon/mod.rs).
 
 const binding = require('./loader.js').loadBinding();
 binding.setHelpers(require('./computed.js'));

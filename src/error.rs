@@ -69,7 +69,7 @@ pub enum StoreError {
     },
     /// A value JavaScript threw while a live call read or coerced the caller's values (a getter,
     /// a Proxy trap, a `toString`): the napi handle of that value, valid until the call returns.
-    /// The call's entry point rethrows the very value (src/lib.rs); it has no wire form.
+    /// The call's entry point rethrows the very value (src/addon/store.rs); it has no wire form.
     Thrown(usize),
     /// The read-write open's blob prune failed after the constructor returned (see
     /// `state::prune::at_open`), reported by the first use of the state: `error` is what the
