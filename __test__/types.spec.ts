@@ -1,7 +1,8 @@
 // index.d.ts against the reference's declarations: `tsc --noEmit` on __test__/types must pass
 // (assignments.ts: identical types, assignable both ways; negative.ts: the checks catch
-// differences). And index.d.ts, the core's method table (src/methods.rs) and the class at run
-// time have the reference's 64 methods, in the reference's order.
+// differences). And index.d.ts, the core's method table (src/methods/table.rs) and the class at
+// run time have the reference's 64 methods, in the reference's order, each declared where the
+// table's row says the reference declares it.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -23,21 +24,24 @@ test('tsc accepts index.d.ts as the reference types, in both directions', () => 
   expect(compiled.status).toBe(0);
 });
 
-/** The public methods a declared class `name` in `file` has, in declaration order. */
+/** The public methods a declared class or interface `name` in `file` has, in declaration order. */
 function declaredMethods(file: string, name: string): string[] {
   const source = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
   const declared = source.statements.find(
-    (statement): statement is ts.ClassDeclaration => ts.isClassDeclaration(statement) && statement.name?.text === name,
+    (statement): statement is ts.ClassDeclaration | ts.InterfaceDeclaration =>
+      (ts.isClassDeclaration(statement) || ts.isInterfaceDeclaration(statement)) && statement.name?.text === name,
   );
-  if (declared === undefined) throw new Error(`${file} declares no class ${name}`);
-  return declared.members
-    .filter((member): member is ts.MethodDeclaration => ts.isMethodDeclaration(member) && ts.isIdentifier(member.name))
-    .filter((member) => !ts.getModifiers(member)?.some((m) => m.kind === ts.SyntaxKind.PrivateKeyword))
+  if (declared === undefined) throw new Error(`${file} declares no class or interface ${name}`);
+  const members: readonly (ts.ClassElement | ts.TypeElement)[] = declared.members;
+  return members
+    .filter((member): member is ts.MethodDeclaration | ts.MethodSignature => ts.isMethodDeclaration(member) || ts.isMethodSignature(member))
+    .filter((member) => ts.isIdentifier(member.name))
+    .filter((member) => !(ts.canHaveModifiers(member) && ts.getModifiers(member)?.some((m) => m.kind === ts.SyntaxKind.PrivateKeyword)))
     .map((member) => (member.name as ts.Identifier).text);
 }
 
 test('index.d.ts, the core\'s method table and the class list the reference\'s methods, in its order', () => {
-  // `close` is the JS layer's own; every other method is a row of src/methods.rs.
+  // `close` is the JS layer's own; every other method is a row of src/methods/table.rs.
   const reference = declaredMethods(path.join(__dirname, 'types', 'reference.d.ts'), 'SqliteControllerStore');
   expect(reference).toHaveLength(64);
   expect(reference[0]).toBe('close');
@@ -48,13 +52,24 @@ test('index.d.ts, the core\'s method table and the class list the reference\'s m
   );
   expect({
     'index.d.ts': declaredMethods(FILE, 'SqliteControllerStore'),
-    'src/methods.rs': ['close', ...table],
+    'src/methods/table.rs': ['close', ...table],
     'SqliteControllerStore.prototype': runtime,
   }).toEqual({
     'index.d.ts': reference,
-    'src/methods.rs': reference,
+    'src/methods/table.rs': reference,
     'SqliteControllerStore.prototype': reference,
   });
+});
+
+test('the methods a row says the reference declares on ControllerStore are that interface\'s, here and there', () => {
+  // The rest are declared on the class alone (the run methods).
+  const rows: { name: string; declared: string }[] = JSON.parse(binding.methodTable());
+  expect(new Set(rows.map((row) => row.declared))).toEqual(new Set(['ControllerStore', 'SqliteControllerStore']));
+  const onInterface = ['close', ...rows.filter((row) => row.declared === 'ControllerStore').map((row) => row.name)];
+  expect({
+    'index.d.ts': declaredMethods(FILE, 'ControllerStore'),
+    'reference.d.ts': declaredMethods(path.join(__dirname, 'types', 'reference.d.ts'), 'ControllerStore'),
+  }).toEqual({ 'index.d.ts': onInterface, 'reference.d.ts': onInterface });
 });
 
 test('AsyncStore in index.d.ts is the one scripts/async-types.js generates from the class', () => {

@@ -130,7 +130,7 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
 /// A `ControllerEvent`, its payload already JSON text. The record `recordEvent` returns has
 /// no `controller`, `key` or `type` (`None`, written as `null`) and a `{}` payload: the
 /// caller's own values go there, handed back by a live call (`$echo`), put in by the JS layer
-/// for a wire call (`echo` and `echo_props` in src/methods.rs).
+/// for a wire call (`echo` and `echo_props` in src/methods/table.rs).
 struct ControllerEvent<'a> {
     seq: i64,
     recorded_at: i64,

@@ -363,11 +363,6 @@ pub fn list_queue(store: &Store, _call: &Call) -> Result<Reply> {
 
 // The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
 
-/// `settleClaim` (a row of the method table).
-pub fn settle_claim_call(store: &Store, call: &Call) -> Result<Reply> {
-    settle_claim(store, call, None, Js::arg(call, 1))
-}
-
 /// `requeueClaim` (a row of the method table).
 pub fn requeue_claim(store: &Store, call: &Call) -> Result<Reply> {
     // `requeue === undefined` settles without requeueing; `null` is read (and throws).

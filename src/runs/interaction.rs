@@ -15,7 +15,7 @@ use crate::state::leases::{self, Actor};
 use crate::state::revisions::{bump_resource_revision, Payload};
 use crate::state::viewer::{record_viewer_deltas, ViewerDraft};
 use crate::store::Store;
-use crate::wire::{Call, Reply};
+use crate::wire::Call;
 
 const TIMEOUT_VIEWS: &[ViewerDraft] = &[("summary", ""), ("replay", ""), ("conversation", "")];
 
@@ -160,11 +160,4 @@ pub fn begin_timeout(store: &Store, call: &Call) -> Result<bool> {
         record_viewer_deltas(conn, run_id, TIMEOUT_VIEWS, now)?;
         Ok(true)
     })
-}
-
-// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
-
-/// `beginWorkflowRunInteractionTimeout` (a row of the method table).
-pub fn begin_timeout_call(store: &Store, call: &Call) -> Result<Reply> {
-    begin_timeout(store, call).map(Reply::value)
 }

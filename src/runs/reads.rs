@@ -18,7 +18,7 @@ use crate::state::blobs::JsonReads;
 use crate::state::columns::is_utf8_error;
 use crate::state::run_index::{Current, ListRevision, Shape};
 use crate::store::{in_read_transaction, Store};
-use crate::wire::{json_text, Call, Reply};
+use crate::wire::json_text;
 
 /// Open reservations: the queue is not terminal.
 const OPEN_SESSION_RESERVATION: &str = "WHERE b.origin_session_id = ?
@@ -489,52 +489,4 @@ fn all_parameters(clauses: &[String]) -> usize {
         .iter()
         .map(|clause| clause.matches('?').count())
         .sum()
-}
-
-// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
-
-/// `getWorkflowRun` (a row of the method table).
-pub fn get_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
-    get_workflow_run(store, Js::arg(call, 0)).map(Reply::maybe_text)
-}
-
-/// `getWorkflowRunView` (a row of the method table).
-pub fn get_workflow_run_view_call(store: &Store, call: &Call) -> Result<Reply> {
-    get_workflow_run_view(store, Js::arg(call, 0)).map(Reply::maybe_text)
-}
-
-/// `workflowRunListRevision` (a row of the method table).
-pub fn workflow_run_list_revision_call(store: &Store, _: &Call) -> Result<Reply> {
-    workflow_run_list_revision(store).map(|revision| Reply::value(revision_json(&revision)))
-}
-
-/// `listWorkflowRunViews` (a row of the method table).
-pub fn list_workflow_run_views_call(store: &Store, call: &Call) -> Result<Reply> {
-    list_workflow_run_views(store, Js::arg(call, 0)).map(Reply::json_text)
-}
-
-/// `workflowRunProjectPath` (a row of the method table).
-pub fn workflow_run_project_path_call(store: &Store, call: &Call) -> Result<Reply> {
-    workflow_run_project_path(store, Js::arg(call, 0))
-        .map(|path| Reply::maybe(path.map(Value::String)))
-}
-
-/// `listWorkflowRuns` (a row of the method table).
-pub fn list_workflow_runs_call(store: &Store, call: &Call) -> Result<Reply> {
-    list_workflow_runs(store, Js::arg(call, 0)).map(Reply::json_text)
-}
-
-/// `findSessionReservation` (a row of the method table).
-pub fn find_session_reservation_call(store: &Store, call: &Call) -> Result<Reply> {
-    find_session_reservation(store, Js::arg(call, 0)).map(Reply::maybe_text)
-}
-
-/// `findSessionReservationView` (a row of the method table).
-pub fn find_session_reservation_view_call(store: &Store, call: &Call) -> Result<Reply> {
-    find_session_reservation_view(store, Js::arg(call, 0)).map(Reply::maybe_text)
-}
-
-/// `isWorkflowRunPaused` (a row of the method table).
-pub fn is_workflow_run_paused_call(store: &Store, call: &Call) -> Result<Reply> {
-    is_workflow_run_paused(store, Js::arg(call, 0)).map(Reply::value)
 }

@@ -22,7 +22,7 @@ use crate::wire::{Call, JsonArg, ObjectWriter, Reply};
 /// found: ${runId}`), the time, the revision bump, then the event with the caller's `type` and
 /// `runnerId` bound as given (`runnerId?.startsWith("host-")` picks the actor type). The
 /// record's `runId`, `workflowRef`, `type` and `payload` are the caller's own values: the JS
-/// layer puts them in (`echo`, `echo_props` in src/methods.rs); placeholders are written here.
+/// layer puts them in (`echo`, `echo_props` in src/methods/table.rs); placeholders are written here.
 pub fn record_run_event(conn: &Db, call: &Call, options: Js<'_>) -> Result<Reply> {
     let run_id = options.get("runId")?;
     let Some(row) = run_row_of(conn, run_id)? else {
@@ -109,7 +109,7 @@ pub fn record_run_event(conn: &Db, call: &Call, options: Js<'_>) -> Result<Reply
 
 /// A `RunEventRecord`, its payload already JSON text. The record `recordRunEvent` returns has
 /// no `runId`, `workflowRef` or `type` (`None`, written as `null`) and a `{}` payload: the JS
-/// layer puts the caller's own values there (`echo` and `echo_props` in src/methods.rs).
+/// layer puts the caller's own values there (`echo` and `echo_props` in src/methods/table.rs).
 struct RunEvent<'a> {
     seq: i64,
     recorded_at: i64,
@@ -195,16 +195,4 @@ fn run_event_list_text(conn: &Db, seq: Js<'_>, limit: Js<'_>) -> Result<String> 
     }
     out.push(']');
     Ok(out)
-}
-
-// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
-
-/// `recordRunEvent` (a row of the method table).
-pub fn record_run_event_call(store: &Store, call: &Call) -> Result<Reply> {
-    store.write(|conn| record_run_event(conn, call, Js::arg(call, 0)))
-}
-
-/// `listRunEventsAfter` (a row of the method table).
-pub fn list_run_events_after_call(store: &Store, call: &Call) -> Result<Reply> {
-    list_run_events_after(store, Js::arg(call, 0), Js::arg(call, 1))
 }

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::js::{canonical_literal, params_for, Js};
 use crate::state::revisions::{bump_resource, insert_event, resource_revision, EventDraft};
 use crate::store::Store;
-use crate::wire::{Call, Reply};
+use crate::wire::Call;
 
 /// A pending effect of the run: `(effect_id, resource_id)`.
 type PendingEffect = (String, String);
@@ -63,11 +63,4 @@ pub fn settle_run_effect(store: &Store, call: &Call) -> Result<()> {
         })?;
     }
     Ok(())
-}
-
-// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
-
-/// `settleRunEffect` (a row of the method table).
-pub fn settle_run_effect_call(store: &Store, call: &Call) -> Result<Reply> {
-    settle_run_effect(store, call).map(|()| Reply::undefined())
 }

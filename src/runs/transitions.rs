@@ -890,54 +890,9 @@ pub fn park_workflow_run(store: &Store, call: &Call) -> Result<Reply> {
     release_by_call(store, call, "parked").map(Reply::value)
 }
 
-/// `pauseParkedWorkflowRun` (a row of the method table).
-pub fn pause_parked_call(store: &Store, call: &Call) -> Result<Reply> {
-    pause_parked(store, call).map(Reply::value)
-}
-
-/// `resumePausedInteraction` (a row of the method table).
-pub fn resume_paused_call(store: &Store, call: &Call) -> Result<Reply> {
-    resume_paused(store, call).map(Reply::value)
-}
-
-/// `parkWorkflowRunForSourceChange` (a row of the method table).
-pub fn park_for_source_change_call(store: &Store, call: &Call) -> Result<Reply> {
-    park_for_source_change(store, call).map(Reply::value)
-}
-
-/// `parkWorkflowRunForAmbiguousEffect` (a row of the method table).
-pub fn park_for_ambiguous_effect_call(store: &Store, call: &Call) -> Result<Reply> {
-    park_for_ambiguous_effect(store, call).map(Reply::value)
-}
-
-/// `failWorkflowRun` (a row of the method table).
-pub fn fail_call(store: &Store, call: &Call) -> Result<Reply> {
-    fail(store, call).map(Reply::value)
-}
-
-/// `cancelWorkflowRun` (a row of the method table).
-pub fn cancel_call(store: &Store, call: &Call) -> Result<Reply> {
-    cancel(store, call).map(Reply::value)
-}
-
-/// `cancelStaleWorkflowRun` (a row of the method table).
-pub fn cancel_stale_call(store: &Store, call: &Call) -> Result<Reply> {
-    cancel_stale_by_call(store, call).map(Reply::value)
-}
-
-/// `deleteWorkflowRun` (a row of the method table).
-pub fn delete_call(store: &Store, call: &Call) -> Result<Reply> {
-    delete(store, call).map(Reply::value)
-}
-
 /// `completeWorkflowRun` (a row of the method table).
 pub fn complete_workflow_run(store: &Store, call: &Call) -> Result<Reply> {
     release_by_call(store, call, "done").map(Reply::value)
-}
-
-/// `setWorkflowRunOriginSession` (a row of the method table).
-pub fn set_origin_session_call(store: &Store, call: &Call) -> Result<Reply> {
-    set_origin_session(store, call).map(Reply::value)
 }
 
 #[cfg(test)]

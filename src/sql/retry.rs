@@ -1,15 +1,15 @@
 //! What a store method does when the cluster loses an acknowledgement (`Remote`'s errors): the
-//! one table of which methods may run again after an unknown outcome, and the retry loop the
-//! method router runs on a cluster.
+//! rule of which calls may run again after an unknown outcome, and the retry loop the method
+//! router runs on a cluster.
 //!
 //! * `DQLITE_ROLLED_BACK` (the transaction was lost before its COMMIT: nothing of it applied):
 //!   every method runs again, from its first argument read, on the new leader, for up to the
 //!   cluster's `reconnectDeadlineMs` from its first run.
 //! * `DQLITE_OUTCOME_UNKNOWN` (a COMMIT was sent and its reply lost: it may have been applied):
-//!   only a method whose second run cannot differ from its first is run again
-//!   ([`retry_after_unknown`]): the reads, and the constructor's open. Every write surfaces the
-//!   error, with that `code`, for the caller to find out (docs/cluster.md, "Lost
-//!   acknowledgements").
+//!   only a method whose second run cannot differ from its first is run again: the reads (the
+//!   [`Access`] of each method's row in src/methods/table.rs), and the constructor's open.
+//!   Every write surfaces the error, with that `code`, for the caller to find out
+//!   (docs/cluster.md, "Lost acknowledgements").
 //! * `DQLITE_UNAVAILABLE` (no leader within the reconnect deadline; nothing applied): surfaced,
 //!   the deadline already spent.
 //! * `SQLITE_BUSY` (another host's write transaction holds the leader's write lock; the call's
@@ -33,45 +33,25 @@ struct Pacing(Duration, Duration);
 
 const PACING: Pacing = Pacing(Duration::from_millis(20), Duration::from_millis(500));
 
-/// The methods that only read: after an unknown outcome (which a read cannot meet, but a
-/// method's read snapshot can) running them again is the same as running them once.
-pub const READS: &[&str] = &[
-    "getResource",
-    "getResourceByUid",
-    "listResources",
-    "listQueue",
-    "getEffect",
-    "listEffects",
-    "getWorkflow",
-    "getWorkflowByRequestId",
-    "listWorkflows",
-    "listEvents",
-    "getWorkflowRun",
-    "getWorkflowRunView",
-    "workflowRunListRevision",
-    "listWorkflowRunViews",
-    "workflowRunProjectPath",
-    "listWorkflowRuns",
-    "findSessionReservation",
-    "findSessionReservationView",
-    "isWorkflowRunPaused",
-    "verifyWorkflowRunClaim",
-    "workflowRunAuthority",
-    "listRunEventsAfter",
-];
+/// Whether a call only reads (each method's row says it: src/methods/table.rs). After an unknown
+/// outcome (which a read cannot meet, but a method's read snapshot can) running a read again is
+/// the same as running it once.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Access {
+    /// It only reads: run again after a COMMIT whose acknowledgement was lost.
+    Read,
+    /// It may write: a second run could apply it twice, so a lost acknowledgement is the
+    /// caller's to find out (docs/cluster.md, "Lost acknowledgements").
+    Write,
+}
 
 /// The constructor's open, for [`with_reruns`]: it writes, but a second run finds what the
 /// first left and does the same (the schema is created only when its transaction finds none;
 /// the prune deletes only blobs nothing references), so it runs again like a read.
-pub const OPEN: &str = "constructor";
-
-/// Whether `method` may run again after a COMMIT whose reply was lost.
-pub fn retry_after_unknown(method: &str) -> bool {
-    method == OPEN || READS.contains(&method)
-}
+pub const OPEN: Access = Access::Read;
 
 /// The cluster code of `error`, if it is a cluster failure.
-pub fn cluster_code(error: &StoreError) -> Option<&str> {
+fn cluster_code(error: &StoreError) -> Option<&str> {
     match error {
         StoreError::Js {
             code: Some(code), ..
@@ -86,22 +66,22 @@ fn is_busy(error: &StoreError) -> bool {
         if code.starts_with("SQLITE_BUSY") || code.starts_with("SQLITE_LOCKED"))
 }
 
-/// Runs `call` (one method, `method`) and runs it again while its error says that is safe,
+/// Runs `call` (one method, which `access` does) and runs it again while its error says that is safe,
 /// for up to `window` (the cluster's `reconnectDeadlineMs`: the patience a caller gave it).
 /// Bounded by time, not by a count: while a leadership change settles, a node may take a
 /// connection as leader and then refuse its transaction ("not leader", rolled back) for as long
 /// as an election takes; eight quick reruns gave up within 2 s (a CI failure of the failover
 /// suite).
 pub fn with_reruns<T>(
-    method: &str,
+    access: Access,
     window: Duration,
     call: impl FnMut() -> Result<T>,
 ) -> Result<T> {
-    with_reruns_paced(method, window, PACING, call)
+    with_reruns_paced(access, window, PACING, call)
 }
 
 fn with_reruns_paced<T>(
-    method: &str,
+    access: Access,
     window: Duration,
     pacing: Pacing,
     mut call: impl FnMut() -> Result<T>,
@@ -127,7 +107,7 @@ fn with_reruns_paced<T>(
         }
         let again = match cluster_code(&error) {
             Some(codes::ROLLED_BACK) => true,
-            Some(codes::OUTCOME_UNKNOWN) => retry_after_unknown(method),
+            Some(codes::OUTCOME_UNKNOWN) => access == Access::Read,
             _ => false,
         };
         if !again || Instant::now() + delay > deadline {
@@ -142,16 +122,6 @@ fn with_reruns_paced<T>(
 mod tests {
     use super::*;
 
-    #[test]
-    fn every_listed_read_is_a_method_of_the_table() {
-        for name in READS {
-            assert!(
-                crate::methods::METHODS.iter().any(|m| m.name == *name),
-                "{name}"
-            );
-        }
-    }
-
     fn failure(code: &str) -> StoreError {
         StoreError::Js {
             name: "Error".into(),
@@ -163,7 +133,7 @@ mod tests {
     #[test]
     fn a_rolled_back_call_runs_again_an_unknown_write_does_not() {
         let mut runs = 0;
-        let out = with_reruns("putResource", WINDOW, || {
+        let out = with_reruns(Access::Write, WINDOW, || {
             runs += 1;
             if runs < 3 {
                 Err(failure(codes::ROLLED_BACK))
@@ -173,7 +143,7 @@ mod tests {
         });
         assert_eq!(out.unwrap(), 3);
         let mut runs = 0;
-        let out: Result<()> = with_reruns("putResource", WINDOW, || {
+        let out: Result<()> = with_reruns(Access::Write, WINDOW, || {
             runs += 1;
             Err(failure(codes::OUTCOME_UNKNOWN))
         });
@@ -183,7 +153,7 @@ mod tests {
         );
         assert_eq!(runs, 1);
         let mut runs = 0;
-        let out = with_reruns("getWorkflowRun", WINDOW, || {
+        let out = with_reruns(Access::Read, WINDOW, || {
             runs += 1;
             if runs < 2 {
                 Err(failure(codes::OUTCOME_UNKNOWN))
@@ -203,13 +173,13 @@ mod tests {
         });
         assert!(out.is_ok() && runs == 2, "the open runs again");
         let mut runs = 0;
-        let out: Result<()> = with_reruns("getWorkflowRun", WINDOW, || {
+        let out: Result<()> = with_reruns(Access::Read, WINDOW, || {
             runs += 1;
             Err(failure(codes::UNAVAILABLE))
         });
         assert!(out.is_err() && runs == 1);
         let mut runs = 0;
-        let out = with_reruns("claimNext", WINDOW, || {
+        let out = with_reruns(Access::Write, WINDOW, || {
             runs += 1;
             match runs {
                 1..=3 => Err(StoreError::Sqlite {
@@ -241,7 +211,7 @@ mod tests {
         assert_eq!(out.unwrap(), 21);
         // Past the window the call gives up with the last error.
         let started = Instant::now();
-        let out: Result<()> = with_reruns_paced("putResource", WINDOW, FAST, || {
+        let out: Result<()> = with_reruns_paced(Access::Write, WINDOW, FAST, || {
             Err(failure(codes::ROLLED_BACK))
         });
         assert_eq!(cluster_code(&out.unwrap_err()), Some(codes::ROLLED_BACK));

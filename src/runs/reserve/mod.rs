@@ -342,20 +342,3 @@ fn read_back_record(json: &mut JsonReads<'_>, run_id: Js<'_>) -> Result<Option<O
         }
     }
 }
-
-// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
-
-/// `reserveWorkflowRun` (a row of the method table).
-pub fn reserve_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
-    reserve_workflow_run(store, call, Js::arg(call, 0)).map(Reply::json_text)
-}
-
-/// `prepareOrAdoptWorkflowRun` (a row of the method table).
-pub fn prepare_or_adopt_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
-    prepare_or_adopt_workflow_run(store, call, Js::arg(call, 0))
-}
-
-/// `enqueueWorkflowRun` (a row of the method table).
-pub fn enqueue_workflow_run_call(store: &Store, call: &Call) -> Result<Reply> {
-    enqueue_workflow_run(store, call, Js::arg(call, 0))
-}
