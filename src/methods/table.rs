@@ -3,12 +3,13 @@
 
 use serde_json::Value;
 
-use super::Handler::{Bool, Direct, List, Record, Reservation};
-use super::{Access, Conversions, Declared, Handler, Method};
+use super::row::Handler::{Bool, Direct, List, Record, Reservation};
+use super::row::{Conversions, Declared, Handler, Method};
 use crate::controller::{effects, events, queue, resources, workflows};
 use crate::js::Js;
 use crate::runs::claims;
 use crate::runs::{interaction, legacy, reads, reserve, run_events, settle, transitions};
+use crate::sql::retry::Access;
 use crate::wire::Reply;
 
 /// Nothing converted: the arguments are sent as they are.
@@ -59,6 +60,8 @@ const READ: Access = Access::Read;
 const WRITE: Access = Access::Write;
 
 /// Every public method but `close` (the JS layer's own), in the reference's order.
+// One row a line where it fits: the table reads as a table.
+#[rustfmt::skip]
 pub static METHODS: &[Method] = &[
     // controller resources
     method(
@@ -71,27 +74,9 @@ pub static METHODS: &[Method] = &[
         },
         Direct(resources::put_resource),
     ),
-    method(
-        "getResource",
-        CONTROLLER,
-        READ,
-        PLAIN,
-        Direct(resources::get_resource),
-    ),
-    method(
-        "getResourceByUid",
-        CONTROLLER,
-        READ,
-        PLAIN,
-        Direct(resources::get_resource_by_uid),
-    ),
-    method(
-        "listResources",
-        CONTROLLER,
-        READ,
-        PLAIN,
-        Direct(resources::list_resources),
-    ),
+    method("getResource", CONTROLLER, READ, PLAIN, Direct(resources::get_resource)),
+    method("getResourceByUid", CONTROLLER, READ, PLAIN, Direct(resources::get_resource_by_uid)),
+    method("listResources", CONTROLLER, READ, PLAIN, Direct(resources::list_resources)),
     method(
         "updateStatus",
         CONTROLLER,
@@ -113,20 +98,8 @@ pub static METHODS: &[Method] = &[
         },
         Direct(resources::request_deletion),
     ),
-    method(
-        "updateFinalizers",
-        CONTROLLER,
-        WRITE,
-        NOW,
-        Direct(resources::update_finalizers),
-    ),
-    method(
-        "deleteResource",
-        CONTROLLER,
-        WRITE,
-        PLAIN,
-        Direct(resources::delete_resource),
-    ),
+    method("updateFinalizers", CONTROLLER, WRITE, NOW, Direct(resources::update_finalizers)),
+    method("deleteResource", CONTROLLER, WRITE, PLAIN, Direct(resources::delete_resource)),
     // the work queue and its claims
     method(
         "enqueue",
@@ -184,57 +157,15 @@ pub static METHODS: &[Method] = &[
         },
         Direct(queue::requeue_claim),
     ),
-    method(
-        "listQueue",
-        CONTROLLER,
-        READ,
-        PLAIN,
-        Direct(queue::list_queue),
-    ),
+    method("listQueue", CONTROLLER, READ, PLAIN, Direct(queue::list_queue)),
     // effects
-    method(
-        "reserveEffect",
-        CONTROLLER,
-        WRITE,
-        NOW,
-        Direct(effects::reserve_effect),
-    ),
-    method(
-        "getEffect",
-        CONTROLLER,
-        READ,
-        PLAIN,
-        Direct(effects::get_effect),
-    ),
-    method(
-        "updateEffect",
-        CONTROLLER,
-        WRITE,
-        NOW,
-        Direct(effects::update_effect),
-    ),
-    method(
-        "listEffects",
-        CONTROLLER,
-        READ,
-        PLAIN,
-        Direct(effects::list_effects),
-    ),
+    method("reserveEffect", CONTROLLER, WRITE, NOW, Direct(effects::reserve_effect)),
+    method("getEffect", CONTROLLER, READ, PLAIN, Direct(effects::get_effect)),
+    method("updateEffect", CONTROLLER, WRITE, NOW, Direct(effects::update_effect)),
+    method("listEffects", CONTROLLER, READ, PLAIN, Direct(effects::list_effects)),
     // child workflows
-    method(
-        "reserveWorkflow",
-        CONTROLLER,
-        WRITE,
-        PLAIN,
-        Direct(workflows::reserve_workflow),
-    ),
-    method(
-        "getWorkflow",
-        CONTROLLER,
-        READ,
-        PLAIN,
-        Direct(workflows::get_workflow),
-    ),
+    method("reserveWorkflow", CONTROLLER, WRITE, PLAIN, Direct(workflows::reserve_workflow)),
+    method("getWorkflow", CONTROLLER, READ, PLAIN, Direct(workflows::get_workflow)),
     method(
         "getWorkflowByRequestId",
         CONTROLLER,
@@ -242,27 +173,9 @@ pub static METHODS: &[Method] = &[
         PLAIN,
         Direct(workflows::get_workflow_by_request_id),
     ),
-    method(
-        "updateWorkflow",
-        CONTROLLER,
-        WRITE,
-        PLAIN,
-        Direct(workflows::update_workflow),
-    ),
-    method(
-        "completeWorkflow",
-        CONTROLLER,
-        WRITE,
-        PLAIN,
-        Direct(workflows::complete_workflow),
-    ),
-    method(
-        "listWorkflows",
-        CONTROLLER,
-        READ,
-        PLAIN,
-        Direct(workflows::list_workflows),
-    ),
+    method("updateWorkflow", CONTROLLER, WRITE, PLAIN, Direct(workflows::update_workflow)),
+    method("completeWorkflow", CONTROLLER, WRITE, PLAIN, Direct(workflows::complete_workflow)),
+    method("listWorkflows", CONTROLLER, READ, PLAIN, Direct(workflows::list_workflows)),
     // controller events
     method(
         "recordEvent",
@@ -277,13 +190,7 @@ pub static METHODS: &[Method] = &[
         },
         Direct(events::record_event),
     ),
-    method(
-        "listEvents",
-        CONTROLLER,
-        READ,
-        PLAIN,
-        Direct(events::list_events),
-    ),
+    method("listEvents", CONTROLLER, READ, PLAIN, Direct(events::list_events)),
     // run reservation
     method(
         "reserveWorkflowRun",
@@ -309,20 +216,8 @@ pub static METHODS: &[Method] = &[
         Reservation(reserve::enqueue_workflow_run),
     ),
     // run reads and views
-    method(
-        "getWorkflowRun",
-        CLASS,
-        READ,
-        PLAIN,
-        Record(reads::get_workflow_run),
-    ),
-    method(
-        "getWorkflowRunView",
-        CLASS,
-        READ,
-        PLAIN,
-        Record(reads::get_workflow_run_view),
-    ),
+    method("getWorkflowRun", CLASS, READ, PLAIN, Record(reads::get_workflow_run)),
+    method("getWorkflowRunView", CLASS, READ, PLAIN, Record(reads::get_workflow_run_view)),
     method(
         "workflowRunListRevision",
         CLASS,
@@ -333,13 +228,7 @@ pub static METHODS: &[Method] = &[
                 .map(|revision| Reply::value(reads::revision_json(&revision)))
         }),
     ),
-    method(
-        "listWorkflowRunViews",
-        CLASS,
-        READ,
-        PLAIN,
-        List(reads::list_workflow_run_views),
-    ),
+    method("listWorkflowRunViews", CLASS, READ, PLAIN, List(reads::list_workflow_run_views)),
     method(
         "workflowRunProjectPath",
         CLASS,
@@ -350,20 +239,8 @@ pub static METHODS: &[Method] = &[
                 .map(|path| Reply::maybe(path.map(Value::String)))
         }),
     ),
-    method(
-        "listWorkflowRuns",
-        CLASS,
-        READ,
-        PLAIN,
-        List(reads::list_workflow_runs),
-    ),
-    method(
-        "findSessionReservation",
-        CLASS,
-        READ,
-        PLAIN,
-        Record(reads::find_session_reservation),
-    ),
+    method("listWorkflowRuns", CLASS, READ, PLAIN, List(reads::list_workflow_runs)),
+    method("findSessionReservation", CLASS, READ, PLAIN, Record(reads::find_session_reservation)),
     method(
         "findSessionReservationView",
         CLASS,
@@ -372,13 +249,7 @@ pub static METHODS: &[Method] = &[
         Record(reads::find_session_reservation_view),
     ),
     // run claims and fencing (and the interaction timeout, declared among them)
-    method(
-        "claimWorkflowRun",
-        CLASS,
-        WRITE,
-        NOW,
-        Direct(claims::claim_workflow_run),
-    ),
+    method("claimWorkflowRun", CLASS, WRITE, NOW, Direct(claims::claim_workflow_run)),
     method(
         "claimWorkflowRunForInteractionValidation",
         CLASS,
@@ -386,13 +257,7 @@ pub static METHODS: &[Method] = &[
         NOW,
         Direct(claims::claim_for_interaction_validation),
     ),
-    method(
-        "claimWorkflowRunForControl",
-        CLASS,
-        WRITE,
-        NOW,
-        Direct(claims::claim_for_control),
-    ),
+    method("claimWorkflowRunForControl", CLASS, WRITE, NOW, Direct(claims::claim_for_control)),
     method(
         "beginWorkflowRunInteractionTimeout",
         CLASS,
@@ -400,63 +265,15 @@ pub static METHODS: &[Method] = &[
         NOW,
         Bool(interaction::begin_timeout),
     ),
-    method(
-        "markWorkflowRunRunning",
-        CLASS,
-        WRITE,
-        NOW,
-        Direct(claims::mark_running),
-    ),
-    method(
-        "claimNextWorkflowRun",
-        CLASS,
-        WRITE,
-        NOW,
-        Direct(claims::claim_next),
-    ),
-    method(
-        "renewWorkflowRunClaim",
-        CLASS,
-        WRITE,
-        NOW,
-        Direct(claims::renew),
-    ),
-    method(
-        "verifyWorkflowRunClaim",
-        CLASS,
-        READ,
-        NOW,
-        Direct(claims::verify),
-    ),
-    method(
-        "workflowRunAuthority",
-        CLASS,
-        READ,
-        PLAIN,
-        Direct(claims::authority),
-    ),
+    method("markWorkflowRunRunning", CLASS, WRITE, NOW, Direct(claims::mark_running)),
+    method("claimNextWorkflowRun", CLASS, WRITE, NOW, Direct(claims::claim_next)),
+    method("renewWorkflowRunClaim", CLASS, WRITE, NOW, Direct(claims::renew)),
+    method("verifyWorkflowRunClaim", CLASS, READ, NOW, Direct(claims::verify)),
+    method("workflowRunAuthority", CLASS, READ, PLAIN, Direct(claims::authority)),
     // run state transitions (and the paused check, declared among them)
-    method(
-        "parkWorkflowRun",
-        CLASS,
-        WRITE,
-        NOW,
-        Direct(transitions::park_workflow_run),
-    ),
-    method(
-        "pauseParkedWorkflowRun",
-        CLASS,
-        WRITE,
-        NOW,
-        Bool(transitions::pause_parked),
-    ),
-    method(
-        "resumePausedInteraction",
-        CLASS,
-        WRITE,
-        NOW,
-        Bool(transitions::resume_paused),
-    ),
+    method("parkWorkflowRun", CLASS, WRITE, NOW, Direct(transitions::park_workflow_run)),
+    method("pauseParkedWorkflowRun", CLASS, WRITE, NOW, Bool(transitions::pause_parked)),
+    method("resumePausedInteraction", CLASS, WRITE, NOW, Bool(transitions::resume_paused)),
     method(
         "isWorkflowRunPaused",
         CLASS,
@@ -480,41 +297,11 @@ pub static METHODS: &[Method] = &[
         NOW,
         Bool(transitions::park_for_ambiguous_effect),
     ),
-    method(
-        "failWorkflowRun",
-        CLASS,
-        WRITE,
-        NOW,
-        Bool(transitions::fail),
-    ),
-    method(
-        "cancelWorkflowRun",
-        CLASS,
-        WRITE,
-        NOW,
-        Bool(transitions::cancel),
-    ),
-    method(
-        "cancelStaleWorkflowRun",
-        CLASS,
-        WRITE,
-        NOW,
-        Bool(transitions::cancel_stale_by_call),
-    ),
-    method(
-        "deleteWorkflowRun",
-        CLASS,
-        WRITE,
-        PLAIN,
-        Bool(transitions::delete),
-    ),
-    method(
-        "completeWorkflowRun",
-        CLASS,
-        WRITE,
-        NOW,
-        Direct(transitions::complete_workflow_run),
-    ),
+    method("failWorkflowRun", CLASS, WRITE, NOW, Bool(transitions::fail)),
+    method("cancelWorkflowRun", CLASS, WRITE, NOW, Bool(transitions::cancel)),
+    method("cancelStaleWorkflowRun", CLASS, WRITE, NOW, Bool(transitions::cancel_stale_by_call)),
+    method("deleteWorkflowRun", CLASS, WRITE, PLAIN, Bool(transitions::delete)),
+    method("completeWorkflowRun", CLASS, WRITE, NOW, Direct(transitions::complete_workflow_run)),
     // legacy stubs
     method(
         "repairCanonicalWorkflowSourceRun",
