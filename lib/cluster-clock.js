@@ -58,4 +58,4 @@ class ClusterClock {
   }
 }
 
-module.exports = { ClusterClock, OFFSET_WARNING_MS };
+module.exports = { ClusterClock };

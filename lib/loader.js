@@ -174,4 +174,4 @@ function loadBinding({
   }
 }
 
-module.exports = { TARGETS, PATH_VARIABLE, isMusl, platformTriple, bindingError, loadBinding };
+module.exports = { TARGETS, isMusl, platformTriple, loadBinding };
