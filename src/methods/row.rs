@@ -52,6 +52,7 @@ pub enum Handler {
 
 impl Handler {
     /// Runs the handler on the call and answers it.
+    #[inline]
     pub fn run(&self, store: &Store<'_>, call: &Call) -> Result<Reply> {
         match self {
             Direct(run) => run(store, call),
