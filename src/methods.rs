@@ -10,7 +10,7 @@
 
 use serde_json::{json, Value};
 
-use crate::controller::{effects, events, queue, resources, workflows};
+use crate::controller::{effects, events, queue, resource_changes, resources, workflows};
 use crate::error::{Result, StoreError};
 use crate::runs::claims;
 use crate::runs::{interaction, legacy, reads, reserve, run_events, settle, transitions};
@@ -104,7 +104,7 @@ pub static METHODS: &[Method] = &[
             claim: Some("0.claim"),
             ..NOW
         },
-        resources::update_status,
+        resource_changes::update_status,
     ),
     method(
         "requestDeletion",
@@ -112,10 +112,10 @@ pub static METHODS: &[Method] = &[
             time: &["1"],
             ..PLAIN
         },
-        resources::request_deletion,
+        resource_changes::request_deletion,
     ),
-    method("updateFinalizers", NOW, resources::update_finalizers),
-    method("deleteResource", PLAIN, resources::delete_resource),
+    method("updateFinalizers", NOW, resource_changes::update_finalizers),
+    method("deleteResource", PLAIN, resource_changes::delete_resource),
     // the work queue and its claims
     method(
         "enqueue",
