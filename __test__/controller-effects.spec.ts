@@ -164,6 +164,31 @@ describe('getEffect, updateEffect and listEffects', () => {
     expect(store.getEffect(uid, 'send-1').state).toBe('pending');
   });
 
+  test('updateEffect bumps the resource whose id it computes, read with the row or looked up', () => {
+    // The revision is read with the effect row where the row names the resource the reference
+    // computes (`resourceIdFor('effect', effectId)`); a row naming another, or a missing
+    // resource, is looked up by the computed id, as the reference reads it.
+    const write = (text: string, ...params: unknown[]) => store.state.connection.prepare(text).run(...params);
+    reserve();
+    const [effect] = sql(`SELECT effect_id, resource_id FROM effects`);
+    const revisionOf = (id: string) => sql(`SELECT revision FROM resources WHERE resource_id = ?`, id)[0]?.revision;
+    const source = sql(`SELECT resource_id FROM controller_resources WHERE uid = ?`, uid)[0].resource_id;
+    const sourceRevision = revisionOf(source);
+    write(`UPDATE effects SET resource_id = ? WHERE effect_id = ?`, source, effect.effect_id);
+    update({ state: 'applied' });
+    expect(revisionOf(effect.resource_id)).toBe(2);
+    expect(revisionOf(source)).toBe(sourceRevision);
+    const events = sql(`SELECT resource_revision, event_type FROM events WHERE resource_id = ? ORDER BY event_seq`, effect.resource_id);
+    expect(events).toEqual([
+      { resource_revision: 1, event_type: 'effect.reserved' },
+      { resource_revision: 2, event_type: 'effect.applied' },
+    ]);
+    store.state.connection.exec('PRAGMA foreign_keys = OFF');
+    write(`UPDATE effects SET resource_id = ? WHERE effect_id = ?`, effect.resource_id, effect.effect_id);
+    write(`UPDATE resources SET resource_id = 'moved' WHERE resource_id = ?`, effect.resource_id);
+    expect(failure(() => update({ state: 'failed' })).message).toBe(`Resource is missing: ${effect.resource_id}`);
+  });
+
   test('reads of unknown uids and keys', () => {
     reserve();
     expect(store.getEffect(uid, 'nope')).toBeUndefined();

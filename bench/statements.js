@@ -4,7 +4,8 @@
 // claim, mark running, renew, complete) and one controller loop iteration (claimNext,
 // updateStatus, recordEvent, settleClaim), plus putResource, reserveEffect and updateEffect.
 // Counts are those of a call in the steady state (the third of each), BEGIN and COMMIT
-// included; `--sql` also lists each statement's template.
+// included, with the tables they write and how many are above one statement a written table,
+// one read and BEGIN/COMMIT; `--sql` also lists each statement's template.
 
 const fs = require('node:fs');
 const os = require('node:os');
@@ -100,6 +101,27 @@ const GROUPS = [
   ['controller loop', controllerLoop, ['claimNext', 'updateStatus', 'recordEvent', 'settleClaim']],
 ];
 
+/**
+ * What a method's statements are: the tables they write (INSERT/UPDATE/DELETE), how many
+ * writes and reads (SELECT) there are, and how many statements are above one a written table,
+ * one read and BEGIN/COMMIT — what a write needs without statements that write several tables.
+ */
+function shape(statements) {
+  const tables = new Set();
+  let writes = 0;
+  let reads = 0;
+  for (const sql of statements) {
+    const written = /^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+([A-Za-z_]+)/i.exec(sql);
+    if (written !== null) {
+      tables.add(written[1]);
+      writes += 1;
+    } else if (/^\s*SELECT\b/i.test(sql)) reads += 1;
+  }
+  const above = statements.length - (tables.size + Math.min(reads, 1) + 2);
+  const plural = (count, word) => `${count} ${word}${count === 1 ? '' : 's'}`;
+  return `${plural(writes, 'write')} of ${plural(tables.size, 'table')}, ${plural(reads, 'read')}; ${above} above one a table + a read + BEGIN/COMMIT`;
+}
+
 function main() {
   const showSql = process.argv.includes('--sql');
   for (const [name, work, total] of GROUPS) {
@@ -108,7 +130,7 @@ function main() {
     for (const [label, statements] of byLabel) {
       if (label.startsWith('#')) continue;
       if (total.includes(label)) sum += statements.length;
-      process.stdout.write(`${label}: ${statements.length}\n`);
+      process.stdout.write(`${label}: ${statements.length} (${shape(statements)})\n`);
       if (showSql) for (const sql of statements) process.stdout.write(`    ${sql.replace(/\s+/g, ' ').slice(0, 220)}\n`);
     }
     process.stdout.write(`${name} (${total.join(' + ')}): ${sum}\n\n`);

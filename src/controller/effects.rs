@@ -3,6 +3,7 @@
 //! `EffectRecord::write`, from a row or from what a write stored.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
 use crate::sql::{params, params_from_iter, Db, OptionalExtension, Row};
 use rusqlite::types::ValueRef;
@@ -41,10 +42,15 @@ struct EffectRow {
 
 /// The reference's `effectSelect` with the key; `clause` follows the joins.
 fn effect_select(clause: &str) -> String {
+    effect_select_with("", clause)
+}
+
+/// [`effect_select`] with `columns` (`, …`) after the record's.
+fn effect_select_with(columns: &str, clause: &str) -> String {
     format!(
         "SELECT e.effect_id, e.idempotency_key, c.uid, c.generation, e.effect_type, e.status,
                 json_extract(CAST(b.content AS TEXT), '$.requestFingerprint'),
-                e.created_at, e.settled_at, e.external_ref, e.error_hash
+                e.created_at, e.settled_at, e.external_ref, e.error_hash{columns}
          FROM effects e
          JOIN controller_resources c ON c.resource_id = e.source_resource_id
          JOIN blobs b ON b.blob_hash = e.payload_hash {clause}"
@@ -167,6 +173,32 @@ fn effect_row(conn: &Db, uid: Js<'_>, key: Js<'_>) -> Result<Option<EffectRow>> 
 
 fn require_effect_row(conn: &Db, uid: Js<'_>, key: Js<'_>) -> Result<EffectRow> {
     effect_row(conn, uid, key)?
+        .ok_or_else(|| not_found_error("Effect record not found: ", &[uid, key]))
+}
+
+/// [`require_effect_row`] with the revision of the effect's own resource, read in the same
+/// statement: the row's `resource_id` and that resource's revision, when they are a text and
+/// an integer.
+fn require_effect_row_and_revision(
+    conn: &Db,
+    uid: Js<'_>,
+    key: Js<'_>,
+) -> Result<(EffectRow, Option<String>, Option<i64>)> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        effect_select_with(
+            ", e.resource_id, r.revision",
+            "LEFT JOIN resources r ON r.resource_id = e.resource_id
+             WHERE c.uid = ? AND e.idempotency_key = ?",
+        )
+    });
+    let bound = bind_params(&[Param::Js(uid), Param::Js(key)])?;
+    conn.prepare_cached(&SQL)?
+        .query_row(params_from_iter(bound), |row| {
+            let resource_id = row.get_ref(11)?.as_str().ok().map(str::to_owned);
+            let revision = row.get_ref(12)?.as_i64().ok();
+            Ok((EffectRow::from_row(row)?, resource_id, revision))
+        })
+        .optional()?
         .ok_or_else(|| not_found_error("Effect record not found: ", &[uid, key]))
 }
 
@@ -395,9 +427,19 @@ pub fn update_effect(store: &Store, call: &Call) -> Result<Reply> {
         // Each use reads the field again, as the reference's expressions do.
         let claimed = require_claim_row_by_uid(conn, options.get("resourceUid")?)?;
         claimed.assert_claim(options.get("claim")?, now, true)?;
-        let row = require_effect_row(conn, options.get("resourceUid")?, options.get("key")?)?;
+        let (row, row_resource_id, row_revision) = require_effect_row_and_revision(
+            conn,
+            options.get("resourceUid")?,
+            options.get("key")?,
+        )?;
         let effect_resource_id = resource_id_for("effect", &row.effect_id);
-        let revision = resource_revision(conn, &effect_resource_id)?;
+        // The reference reads the revision of the resource id it computes: the one the row
+        // names (`reserveEffect` inserts them so), read with the row; another writer's row
+        // that names another, or none, is looked up by the computed id.
+        let revision = match row_revision {
+            Some(revision) if row_resource_id.as_deref() == Some(&effect_resource_id) => revision,
+            _ => resource_revision(conn, &effect_resource_id)?,
+        };
         let error_hash = if options.get("error")?.is_undefined() {
             None
         } else {

@@ -5,6 +5,7 @@
 pub mod effects;
 pub mod events;
 pub mod queue;
+pub mod resource_changes;
 pub mod resources;
 pub mod rows;
 pub mod workflows;

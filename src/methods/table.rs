@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::row::Handler::{Bool, Direct, List, Record, Reservation};
 use super::row::{Conversions, Declared, Handler, Method};
-use crate::controller::{effects, events, queue, resources, workflows};
+use crate::controller::{effects, events, queue, resource_changes, resources, workflows};
 use crate::js::Js;
 use crate::runs::claims;
 use crate::runs::{interaction, legacy, reads, reserve, run_events, settle, transitions};
@@ -86,7 +86,7 @@ pub static METHODS: &[Method] = &[
             claim: Some("0.claim"),
             ..NOW
         },
-        Direct(resources::update_status),
+        Direct(resource_changes::update_status),
     ),
     method(
         "requestDeletion",
@@ -96,10 +96,10 @@ pub static METHODS: &[Method] = &[
             time: &["1"],
             ..PLAIN
         },
-        Direct(resources::request_deletion),
+        Direct(resource_changes::request_deletion),
     ),
-    method("updateFinalizers", CONTROLLER, WRITE, NOW, Direct(resources::update_finalizers)),
-    method("deleteResource", CONTROLLER, WRITE, PLAIN, Direct(resources::delete_resource)),
+    method("updateFinalizers", CONTROLLER, WRITE, NOW, Direct(resource_changes::update_finalizers)),
+    method("deleteResource", CONTROLLER, WRITE, PLAIN, Direct(resource_changes::delete_resource)),
     // the work queue and its claims
     method(
         "enqueue",

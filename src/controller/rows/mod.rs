@@ -363,6 +363,13 @@ pub fn error_argument(call: &crate::wire::Call, value: Js<'_>) -> Result<Value> 
     })
 }
 
+/// Whether `reference` names `row` (its controller and key, read as a lookup reads them, are
+/// the row's strings).
+pub fn names_row(reference: ResourceRef<'_>, row: &ControllerRow) -> Result<bool> {
+    let (controller, key) = reference.parts()?;
+    Ok(controller.strict_eq_str(&row.controller_name) && key.strict_eq_str(&row.resource_key))
+}
+
 /// Compare-and-set of a controller or effect resource's revision (never a run's: run resources
 /// are `run-…`), without [`bump_resource`](crate::state::revisions::bump_resource)'s look for a run.
 pub fn bump_controller_resource(
