@@ -6,11 +6,12 @@ use crate::sql::{params, Db};
 
 use super::*;
 use crate::error::{Result, StoreError};
+use crate::js::Param;
 use crate::js::{canonical_literal, Js};
+use crate::runs::machine::moves::{Table, CONTINUED};
 use crate::runs::row::RunRow;
-use crate::state::revisions::{
-    bump_resource_revision, insert_event, insert_event_binding, EventDraft,
-};
+use crate::state::leases::{bound_text, insert_attributed_event_of, Actor};
+use crate::state::revisions::{bump_resource_revision, Payload};
 
 impl<'a> Reservation<'a> {
     /// Applies the lineage rules; a continuation of a parked parent closes the parent's queue.
@@ -118,31 +119,21 @@ impl<'a> Reservation<'a> {
                 "Continuation parent still has an active owner",
             ));
         }
-        conn.prepare_cached(
-            "UPDATE run_queue SET status = 'done', updated_at = ?, finished_at = ?
-             WHERE run_id = ? AND status = 'parked'",
-        )?
-        .execute(params![self.now, self.now, parent.run_id])?;
+        let now = self.now;
+        CONTINUED.apply(conn, Table::Queue, params![now, now, parent.run_id])?;
         let revision = bump_resource_revision(conn, &parent.resource_id, self.now)?;
         let origin = self.defined("originSessionId")?;
         let actor_id = stored_text(conn, origin)?;
         // `{ continuationRunId: options.runId }`: the caller's value, as canonical JSON.
         let run_id = self.defined("runId")?;
         let payload = canonical_literal(self.call, &[("continuationRunId", run_id)])?;
-        let event = EventDraft {
-            resource_id: &parent.resource_id,
-            revision,
-            event_type: "run.queue_done_for_continuation",
-            actor_type: "session",
-            actor_id: actor_id.as_deref(),
-            payload: &payload,
-            now: self.now,
-            lease_generation: None,
+        let actor = match ill_formed_actor(origin)? {
+            Some(actor) => Param::Own(actor),
+            None => bound_text(actor_id.as_deref()),
         };
-        match ill_formed_actor(origin)? {
-            Some(actor) => insert_event_binding(conn, &event, &event.event_type, &actor)?,
-            None => insert_event(conn, &event)?,
-        };
+        let event = (parent.resource_id.as_str(), revision, CONTINUED.event);
+        let actor = Actor::Session(actor);
+        insert_attributed_event_of(conn, event, actor, &payload, self.now, Payload::Fresh)?;
         Ok(())
     }
 }
