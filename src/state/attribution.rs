@@ -205,3 +205,123 @@ pub fn bound_text(text: Option<&str>) -> Param<'_> {
         None => Param::Own(Bound::Null),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{record_event, Actor};
+    use crate::js::{Bound, Js, Param};
+    use crate::sql::Db;
+    use crate::state::liveness::Lease;
+    use crate::state::revisions::Payload;
+    use crate::state::schema::STATE_SCHEMA_SQL;
+
+    type Attribution = (String, Option<String>, Option<i64>);
+
+    /// The `(actor_type, actor_id, lease_generation)` an event attributed to `actor` stores.
+    fn stored(actor: Actor<'_>) -> Attribution {
+        let conn = Db::File(rusqlite::Connection::open_in_memory().unwrap());
+        conn.execute_batch(STATE_SCHEMA_SQL).unwrap();
+        conn.execute(
+            "INSERT INTO resources(resource_id, resource_type, aggregate_key, created_at, updated_at)
+             VALUES ('resource-1', 'run', 'key', 0, 0)",
+            [],
+        )
+        .unwrap();
+        let event = ("resource-1", 1, Param::text("test"));
+        record_event(&conn, event, actor, "{}", 0, Payload::Fresh).unwrap();
+        conn.query_row(
+            "SELECT actor_type, actor_id, lease_generation FROM events",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .unwrap()
+    }
+
+    fn expected(actor_type: &str, id: Option<&str>, generation: Option<i64>) -> Attribution {
+        (actor_type.to_owned(), id.map(str::to_owned), generation)
+    }
+
+    #[test]
+    fn every_shape_stores_the_reference_attribution() {
+        let unowned = Lease {
+            generation: 0,
+            owner_type: None,
+            owner_id: None,
+            token_hash: None,
+            expires_at: None,
+        };
+        let held = Lease {
+            generation: 3,
+            owner_type: Some("host".into()),
+            owner_id: Some("host-a".into()),
+            ..unowned.clone()
+        };
+        let cases = [
+            (Actor::Holder(&unowned), expected("system", None, None)),
+            (
+                Actor::Holder(&held),
+                expected("host", Some("host-a"), Some(3)),
+            ),
+            (
+                Actor::Claim {
+                    owner_id: Js::String("worker"),
+                    generation: Js::Undefined,
+                },
+                expected("controller", Some("worker"), None),
+            ),
+            (Actor::Control(None), expected("control", None, None)),
+            (
+                Actor::Control(Some(b"ops")),
+                expected("control", Some("ops"), None),
+            ),
+            (
+                Actor::ControlLease {
+                    control_id: b"workflow-control",
+                    generation: 4,
+                },
+                expected("control", Some("workflow-control"), Some(4)),
+            ),
+            (Actor::System, expected("system", None, None)),
+            (
+                Actor::Session(Param::text("session-1")),
+                expected("session", Some("session-1"), None),
+            ),
+            (
+                Actor::Taker {
+                    owner_type: "controller",
+                    owner_id: Param::Own(Bound::Real(5.0)),
+                    generation: 2,
+                },
+                expected("controller", Some("5.0"), Some(2)),
+            ),
+            (
+                Actor::Runner {
+                    owner_type: "session",
+                    runner_id: Param::null(),
+                    generation: None,
+                },
+                expected("session", None, None),
+            ),
+            (
+                Actor::ControllerEvent {
+                    claimed: false,
+                    owner_id: Js::Null,
+                    generation: Js::Null,
+                },
+                expected("control", None, None),
+            ),
+            (
+                Actor::ControllerEvent {
+                    claimed: true,
+                    owner_id: Js::String("worker"),
+                    generation: Js::Number(7.0),
+                },
+                expected("controller", Some("worker"), Some(7)),
+            ),
+        ];
+        for (actor, attribution) in cases {
+            let shape = format!("{actor:?}");
+            assert_eq!(stored(actor), attribution, "{shape}");
+        }
+    }
+}

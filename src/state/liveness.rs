@@ -177,3 +177,34 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod sql_rules {
+    use super::{free_or_expired, CONTROLLER_TAKEABLE, RUN_TAKEABLE};
+
+    /// [`free_or_expired`] is what the SQL conditions decide of a lease held by another owner.
+    #[test]
+    fn the_rust_rule_is_the_sql_rule() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let now = 1_000;
+        for owner in [None, Some("other")] {
+            for expires_at in [None, Some(999), Some(1_000), Some(1_001)] {
+                let judged = |condition: &str, params: &[&dyn rusqlite::ToSql]| -> bool {
+                    let sql = format!(
+                        "SELECT coalesce({condition}, 0) FROM (SELECT ?{} AS owner_id, ?{} AS expires_at) l",
+                        params.len() + 1,
+                        params.len() + 2
+                    );
+                    let mut all: Vec<&dyn rusqlite::ToSql> = params.to_vec();
+                    all.extend([&owner as &dyn rusqlite::ToSql, &expires_at]);
+                    conn.query_row(&sql, all.as_slice(), |row| row.get(0))
+                        .unwrap()
+                };
+                let rust = free_or_expired(owner.is_some(), expires_at, now);
+                let case = format!("{owner:?} {expires_at:?}");
+                assert_eq!(judged(CONTROLLER_TAKEABLE, &[&now]), rust, "{case}");
+                assert_eq!(judged(RUN_TAKEABLE, &[&now, &"runner"]), rust, "{case}");
+            }
+        }
+    }
+}

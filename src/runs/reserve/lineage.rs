@@ -9,6 +9,7 @@ use crate::error::{Result, StoreError};
 use crate::js::Param;
 use crate::js::{canonical_literal, Js};
 use crate::runs::machine::moves::{Table, CONTINUED};
+use crate::runs::machine::status::{QueueStatus, RunStatus};
 use crate::runs::row::RunRow;
 use crate::state::leases::{bound_text, insert_attributed_event_of, Actor};
 use crate::state::revisions::{bump_resource_revision, Payload};
@@ -65,10 +66,7 @@ impl<'a> Reservation<'a> {
     }
 
     pub(super) fn check_restart(&self, parent: &RunRow, lineage: &mut Lineage<'a>) -> Result<()> {
-        let run_terminal = matches!(
-            parent.run_status.as_str(),
-            "completed" | "failed" | "timed_out" | "cancelled"
-        );
+        let run_terminal = parent.run_status().is_some_and(RunStatus::is_terminal);
         if !run_terminal || !parent.is_queue_terminal() {
             return Err(StoreError::plain("Restart parent is not terminal"));
         }
@@ -101,13 +99,14 @@ impl<'a> Reservation<'a> {
                 "Continuation lineage conflicts with restart metadata",
             ));
         }
-        match parent.status.as_str() {
-            "parked" => self.close_parked_parent(conn, parent),
-            "done" => Err(StoreError::plain(
+        match parent.queue_status() {
+            Some(QueueStatus::Parked) => self.close_parked_parent(conn, parent),
+            Some(QueueStatus::Done) => Err(StoreError::plain(
                 "Continuation parent already has a reserved continuation",
             )),
-            status => Err(StoreError::plain(format!(
-                "Continuation parent queue is {status}"
+            _ => Err(StoreError::plain(format!(
+                "Continuation parent queue is {}",
+                parent.status
             ))),
         }
     }
