@@ -290,35 +290,43 @@ pub const EFFECT_AMBIGUOUS: Move = Move {
     viewer: Viewer::SummaryReplay,
 };
 
+/// The row updates of a claimant's terminal move to `$status`: the queue entry, unless already
+/// terminal, with the caller's error code, then the run.
+macro_rules! terminal_updates {
+    ($status:ident) => {
+        &[
+            (
+                Table::Queue,
+                concat!(
+                    "UPDATE run_queue
+                 SET status = ",
+                    status_sql!($status),
+                    ", error_code = ?, error_hash = ?, updated_at = ?, finished_at = ?
+                 WHERE run_id = ? AND status NOT IN ",
+                    status_sql!(queue_terminal)
+                ),
+            ),
+            (
+                Table::Run,
+                concat!(
+                    "UPDATE runs
+                 SET status = ",
+                    status_sql!($status),
+                    ", paused = 0, status_detail = NULL, error_hash = ?,
+                     updated_at = ?, finished_at = ?
+                 WHERE run_id = ?"
+                ),
+            ),
+        ]
+    };
+}
+
 /// The claimant (or anyone, for an ownerless queued or starting run) fails the run.
 pub const FAIL: Move = Move {
     methods: &["failWorkflowRun"],
     queue: Some((NOT_TERMINAL_QUEUE, Q::Failed)),
     run: Some((&[], R::Failed)),
-    updates: &[
-        (
-            Table::Queue,
-            concat!(
-                "UPDATE run_queue
-                 SET status = ",
-                status_sql!(failed),
-                ", error_code = ?, error_hash = ?, updated_at = ?, finished_at = ?
-                 WHERE run_id = ? AND status NOT IN ",
-                status_sql!(queue_terminal)
-            ),
-        ),
-        (
-            Table::Run,
-            concat!(
-                "UPDATE runs
-                 SET status = ",
-                status_sql!(failed),
-                ", paused = 0, status_detail = NULL, error_hash = ?,
-                     updated_at = ?, finished_at = ?
-                 WHERE run_id = ?"
-            ),
-        ),
-    ],
+    updates: terminal_updates!(failed),
     event: "run.queue_failed",
     release: Release::LiveClaim,
     viewer: Viewer::SummaryReplay,
@@ -330,30 +338,7 @@ pub const CANCEL: Move = Move {
     methods: &["cancelWorkflowRun"],
     queue: Some((NOT_TERMINAL_QUEUE, Q::Cancelled)),
     run: Some((&[], R::Cancelled)),
-    updates: &[
-        (
-            Table::Queue,
-            concat!(
-                "UPDATE run_queue
-                 SET status = ",
-                status_sql!(cancelled),
-                ", error_code = ?, error_hash = ?, updated_at = ?, finished_at = ?
-                 WHERE run_id = ? AND status NOT IN ",
-                status_sql!(queue_terminal)
-            ),
-        ),
-        (
-            Table::Run,
-            concat!(
-                "UPDATE runs
-                 SET status = ",
-                status_sql!(cancelled),
-                ", paused = 0, status_detail = NULL, error_hash = ?,
-                     updated_at = ?, finished_at = ?
-                 WHERE run_id = ?"
-            ),
-        ),
-    ],
+    updates: terminal_updates!(cancelled),
     event: "run.queue_cancelled",
     release: Release::LiveClaim,
     viewer: Viewer::SummaryReplay,
