@@ -109,8 +109,15 @@ pub fn insert_event_params(
     [event_type, actor_id, lease_generation]: [Param<'_>; 3],
     payload: Payload<'_>,
 ) -> Result<String> {
-    let payload_hash = sha256(event.payload.as_bytes());
     let event_id = format!("event-{}", random_uuid());
+    // The reference puts the payload first: a forged blob fails before a value that cannot
+    // be bound does. A fresh payload is put now (its hash is the put's); a repeated one only
+    // when the conditional insert below finds it missing.
+    let payload_hash = match payload {
+        Payload::Fresh => put_json(conn, event.payload, event.now)?,
+        Payload::Stored(hash) => *hash,
+        Payload::Repeated => sha256(event.payload.as_bytes()),
+    };
     let row = bind_params(&[
         Param::text(&event_id),
         Param::text(event.resource_id),
@@ -122,19 +129,19 @@ pub fn insert_event_params(
         Param::blob(&payload_hash[..]),
         Param::int(event.now),
     ]);
-    // The reference puts the payload first: a forged blob fails before a value that cannot
-    // be bound does.
     let row = match row {
         Ok(row) => row,
         Err(error) => {
-            put_json(conn, event.payload, event.now)?;
+            if payload == Payload::Repeated {
+                put_json(conn, event.payload, event.now)?;
+            }
             return Err(error);
         }
     };
-    if payload == Payload::Repeated && insert_of_stored_payload(conn, &row, event.payload)? {
-        return Ok(event_id);
-    }
-    if !matches!(payload, Payload::Stored(_)) {
+    if payload == Payload::Repeated {
+        if insert_of_stored_payload(conn, &row, event.payload)? {
+            return Ok(event_id);
+        }
         put_json(conn, event.payload, event.now)?;
     }
     conn.prepare_cached(INSERT_EVENT)?
