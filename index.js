@@ -10,6 +10,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const { jsonEnvelope } = require('./lib/canonical-json.js');
+const computed = require('./lib/computed.js');
 const errors = require('./lib/errors.js');
 const { METHODS } = require('./lib/methods.js');
 const { encodeArguments, encodeError } = require('./lib/wire.js');
@@ -71,7 +72,8 @@ function replaceAt(wire, copied, { index, property }, convert) {
 
 /**
  * `now + leaseMs` and `new Date(now + leaseMs).toISOString()` as the reference computes them
- * (the sum may be a string, whose date only JavaScript's parser can tell), in place of leaseMs.
+ * (the sum may be a string, whose date only JavaScript's parser can tell), in place of leaseMs:
+ * by lib/computed.js's `add` and `iso`, the functions a live call's core calls for them.
  * `now` is the converted time; when it is not a number the core throws before it reads this.
  */
 function replaceLease(wire, copied, { now, ms }) {
@@ -80,13 +82,13 @@ function replaceLease(wire, copied, { now, ms }) {
   replaceAt(wire, copied, ms, (leaseMs) => {
     let sum;
     try {
-      sum = time + leaseMs;
+      sum = computed.add(time, leaseMs);
     } catch (error) {
       return { $lease: thrown(error) };
     }
     let iso;
     try {
-      iso = new Date(sum).toISOString();
+      iso = computed.iso(sum);
     } catch (error) {
       iso = thrown(error);
     }

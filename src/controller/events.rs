@@ -19,7 +19,8 @@ use super::rows::{bump_controller_resource, ResourceRef};
 use crate::error::Result;
 use crate::js::timestamp;
 use crate::js::{assign_read_from, bind_params, Bound, Js, Param};
-use crate::state::revisions::{insert_event_params, EventBase, Payload};
+use crate::state::leases::{self, Actor};
+use crate::state::revisions::Payload;
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{Call, ObjectWriter, Reply};
 
@@ -47,11 +48,7 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
         // The event's arguments, in their order: `options.type`, `options.claim === undefined`,
         // `options.claim?.ownerId ?? null`, `options.payload ?? {}`, `options.claim?.generation`.
         let event_type = options.get("type")?;
-        let actor_type = if options.get("claim")?.is_undefined() {
-            "control"
-        } else {
-            "controller"
-        };
+        let claimed = !options.get("claim")?.is_undefined();
         let owner_id = options
             .get("claim")?
             .get_or_undefined("ownerId")?
@@ -62,25 +59,15 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
             .get_or_undefined("generation")?
             .or(Js::Null);
         let payload = json_arg(call, payload)?.text_or("{}")?;
-        let event = EventBase {
-            resource_id: &row.resource_id,
-            revision,
-            actor_type,
-            payload,
-            now,
+        let actor = Actor::ControllerEvent {
+            claimed,
+            owner_id,
+            generation,
         };
         // The caller's values are bound as better-sqlite3 binds them: a number becomes its REAL
         // text, `null`/`undefined` fail the NOT NULL constraint, an object or array the count.
-        insert_event_params(
-            conn,
-            &event,
-            [
-                Param::Js(event_type),
-                Param::Js(owner_id),
-                Param::Js(generation),
-            ],
-            Payload::Fresh,
-        )?;
+        let event = (row.resource_id.as_str(), revision, Param::Js(event_type));
+        leases::record_event(conn, event, actor, payload, now, Payload::Fresh)?;
         // `if (options.claim !== undefined) options.claim.resourceVersion = revision`: the test
         // and the assignment each read `options.claim`, and the assignment runs on whatever the
         // second read gives (`undefined` there throws the reference's TypeError: rolled back).

@@ -18,8 +18,9 @@ use crate::js::{
 };
 use crate::state::ids::random_token;
 use crate::state::json::canonical;
+use crate::state::leases::Actor;
 use crate::state::leases::{self, Holder, HolderKind, CONTROLLER_TAKEABLE};
-use crate::state::revisions::{insert_event_binding, EventDraft};
+use crate::state::revisions::Payload;
 use crate::store::Store;
 use crate::time::{iso, js_iso};
 use crate::wire::{Call, Reply};
@@ -176,17 +177,18 @@ fn take_lease(
     // `insertEvent(…, options.ownerId, …)`: the owner read again, bound as better-sqlite3
     // binds it (a number is stored as its text, `5.0`, as in the lease row).
     let actor = bind_params(&[Param::Js(options.get("ownerId")?)])?;
-    let event = EventDraft {
-        resource_id: &row.resource_id,
-        revision: row.resource_version + 1,
-        event_type: "lease.claimed",
-        actor_type: "controller",
-        actor_id: None,
-        payload: &canonical(&json!({ "expiresAt": expires.json_value()? })),
-        now,
-        lease_generation: Some(generation),
+    let payload = canonical(&json!({ "expiresAt": expires.json_value()? }));
+    let event = (
+        row.resource_id.as_str(),
+        row.resource_version + 1,
+        "lease.claimed",
+    );
+    let actor = Actor::Taker {
+        owner_type: "controller",
+        owner_id: Param::Own(actor[0].clone()),
+        generation,
     };
-    insert_event_binding(conn, &event, &event.event_type, &actor[0])?;
+    leases::insert_attributed_event_of(conn, event, actor, &payload, now, Payload::Fresh)?;
     let queue_version = due.require_queue_version()?;
     Ok(Some(json!({
         "controller": row.controller_name,

@@ -14,7 +14,8 @@ use crate::error::{Result, StoreError};
 use crate::js::{bind_params, buffer_from, canonical_literal, Encoding, Js, Param};
 use crate::state::blobs::{read_text, BlobHash};
 use crate::state::ids::random_uuid;
-use crate::state::revisions::{bump_resource, insert_event, resource_revision, EventDraft};
+use crate::state::leases::{insert_attributed_event_of, Actor};
+use crate::state::revisions::{bump_resource, resource_revision, Payload};
 use crate::store::Store;
 use crate::wire::{Call, Reply};
 
@@ -288,19 +289,12 @@ pub fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
             update.get("runId")?,
             &row,
         )?;
-        insert_event(
-            conn,
-            &EventDraft {
-                resource_id: &source.resource_id,
-                revision: revision + 1,
-                event_type: "workflow_state_changed",
-                actor_type: "system",
-                actor_id: None,
-                payload: &payload,
-                now,
-                lease_generation: None,
-            },
-        )?;
+        let event = (
+            source.resource_id.as_str(),
+            revision + 1,
+            "workflow_state_changed",
+        );
+        insert_attributed_event_of(conn, event, Actor::System, &payload, now, Payload::Fresh)?;
         map_workflow(conn, &require_workflow_row(conn, request_id)?)
     })?;
     Ok(Reply::value(record))

@@ -62,6 +62,13 @@ pub fn thrown_error(error: &Map<String, Value>) -> StoreError {
     }
 }
 
+/// `now + leaseMs`, the one place the core computes a lease's expiry from a caller's
+/// `leaseMs`: JavaScript's `+` ([`super::ops::add_to_number`]; V8's own for an object, through
+/// `lib/computed.js`'s `add`, the helper the JS layer's `$lease` conversion calls too).
+pub fn lease_sum(now: i64, lease_ms: Js<'_>) -> Result<super::ops::Sum> {
+    super::ops::add_to_number(now as f64, lease_ms)
+}
+
 /// The lease expiry `now + leaseMs` (JavaScript's `+`) and `new Date(that).toISOString()`.
 /// A live call computes the sum where it is built ([`LeaseSum::of`]) and the date where it is
 /// asked for; a wire call reads what the JS layer computed and sent in place of `leaseMs`
@@ -79,25 +86,18 @@ enum LeaseValue<'a> {
 }
 
 impl<'a> LeaseSum<'a> {
-    /// `now + leaseMs` of `call` (`lease_ms` as read: for a wire call, the JS layer's envelope;
-    /// `undefined` there means the JS layer did not reach it, and the sum is NaN).
+    /// `now + leaseMs` of `call` (`lease_ms` as read: for a wire call, the JS layer's envelope
+    /// when the method's row converts it; otherwise [`lease_sum`] of the value).
     pub fn of(call: &'a Call, now: i64, lease_ms: Js<'a>) -> Result<LeaseSum<'a>> {
-        if let Some(cx) = call.cx() {
-            return Ok(LeaseSum {
-                sum: LeaseValue::Live(super::ops::add_to_number(now as f64, lease_ms)?),
-                wire_iso: None,
-                live: Some(cx),
-            });
-        }
         let envelope = match lease_ms {
             Js::Object(map) => map.get("$lease"),
             _ => None,
         };
         let Some(envelope) = envelope else {
             return Ok(LeaseSum {
-                sum: LeaseValue::Wire(Js::Number(f64::NAN)),
-                wire_iso: Some(Err(invalid_time_value())),
-                live: None,
+                sum: LeaseValue::Live(lease_sum(now, lease_ms)?),
+                wire_iso: None,
+                live: call.cx(),
             });
         };
         if let Some(error) = envelope.get("$error").and_then(Value::as_object) {

@@ -8,7 +8,10 @@ use super::row::{Conversions, Declared, Handler, Method};
 use crate::controller::{effects, events, queue, resource_changes, resources, workflows};
 use crate::js::Js;
 use crate::runs::claims;
-use crate::runs::{interaction, legacy, reads, reserve, run_events, settle, transitions};
+use crate::runs::{
+    interaction, legacy, parking, reads, recovery, reserve, run_events, settle, terminal,
+    transitions,
+};
 use crate::sql::retry::Access;
 use crate::wire::Reply;
 
@@ -272,8 +275,8 @@ pub static METHODS: &[Method] = &[
     method("workflowRunAuthority", CLASS, READ, PLAIN, Direct(claims::authority)),
     // run state transitions (and the paused check, declared among them)
     method("parkWorkflowRun", CLASS, WRITE, NOW, Direct(transitions::park_workflow_run)),
-    method("pauseParkedWorkflowRun", CLASS, WRITE, NOW, Bool(transitions::pause_parked)),
-    method("resumePausedInteraction", CLASS, WRITE, NOW, Bool(transitions::resume_paused)),
+    method("pauseParkedWorkflowRun", CLASS, WRITE, NOW, Bool(parking::pause_parked)),
+    method("resumePausedInteraction", CLASS, WRITE, NOW, Bool(parking::resume_paused)),
     method(
         "isWorkflowRunPaused",
         CLASS,
@@ -288,18 +291,18 @@ pub static METHODS: &[Method] = &[
         CLASS,
         WRITE,
         NOW,
-        Bool(transitions::park_for_source_change),
+        Bool(recovery::park_for_source_change),
     ),
     method(
         "parkWorkflowRunForAmbiguousEffect",
         CLASS,
         WRITE,
         NOW,
-        Bool(transitions::park_for_ambiguous_effect),
+        Bool(recovery::park_for_ambiguous_effect),
     ),
-    method("failWorkflowRun", CLASS, WRITE, NOW, Bool(transitions::fail)),
-    method("cancelWorkflowRun", CLASS, WRITE, NOW, Bool(transitions::cancel)),
-    method("cancelStaleWorkflowRun", CLASS, WRITE, NOW, Bool(transitions::cancel_stale_by_call)),
+    method("failWorkflowRun", CLASS, WRITE, NOW, Bool(terminal::fail)),
+    method("cancelWorkflowRun", CLASS, WRITE, NOW, Bool(terminal::cancel)),
+    method("cancelStaleWorkflowRun", CLASS, WRITE, NOW, Bool(terminal::cancel_stale_by_call)),
     method("deleteWorkflowRun", CLASS, WRITE, PLAIN, Bool(transitions::delete)),
     method("completeWorkflowRun", CLASS, WRITE, NOW, Direct(transitions::complete_workflow_run)),
     // legacy stubs

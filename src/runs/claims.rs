@@ -1,35 +1,23 @@
-//! Run claims and fencing: taking, renewing and verifying a run's lease. Every claim bumps the
-//! lease generation (the fencing token) and stores only the SHA-256 of the caller's token.
-//!
-//! Also the claim-guarded queue status change (`markWorkflowRunRunning`) and the small helpers
-//! the transitions share: the current claim check and the `lease.ownerType ?? "system"` event.
+//! The run claim methods: claiming by id (the take itself is [`super::take`]) and the next
+//! claimable run (its selection rules, answered from the run index's candidates where it can),
+//! renewing, verifying, the fencing authority, and the claim-guarded `MARK_RUNNING` move.
 
-use crate::sql::{params, params_from_iter, Db, OptionalExtension};
+use crate::sql::{params, params_from_iter, OptionalExtension};
 use serde_json::{json, Value};
 
-use std::sync::OnceLock;
-
-use super::records::{
-    map_run_record_with_token, map_workflow_run_with, run_record_select, OwnedRecordReads,
-    RecordReads,
-};
-use super::row::{rowid_list, run_row_of, RunRow, RUN_COLUMN_COUNT, RUN_SELECT};
-use crate::error::{Result, StoreError};
-use crate::js::{add_to_number, bind_all, params_for, token_hash_js, Js, Param, Sum};
-use crate::state::blobs::JsonReads;
+use super::checks::{live_claim_row_of, options_now, runner_owner_type};
+use super::machine::moves::{Move, Table, MARK_RUNNING};
+use super::machine::status::status_sql;
+use super::row::{rowid_list, run_row_of, RUN_SELECT};
+use super::take::{claim_run, ClaimOptions, RunClaim};
+use crate::error::Result;
+use crate::js::{lease_sum, params_for, token_hash_js, Js, Param};
 use crate::state::json::canonical;
-use crate::state::leases::{self, bound_text, Actor, Fence, Holder, HolderKind, Lease};
-use crate::state::revisions::{bump_resource_revision, insert_event_binding, EventDraft};
+use crate::state::leases::{self, bound_text, Actor, Holder, HolderKind, RUN_TAKEABLE};
+use crate::state::revisions::bump_resource_revision;
 use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::{in_read_transaction, Store};
-use crate::time::js_iso;
 use crate::wire::{Call, Reply};
-
-/// `epoch(validTimestamp(options.now))`, read from the first argument (V8's TypeError when
-/// `options` is null or undefined).
-pub fn options_now(call: &Call) -> Result<i64> {
-    crate::js::timestamp(call, Js::arg(call, 0).get("now")?)
-}
 
 pub fn claim_by_id(store: &Store, call: &Call, options: ClaimOptions) -> Result<Reply> {
     let now = options_now(call)?;
@@ -117,17 +105,29 @@ fn next_run_selection<'a>(
         Some(_) => ("+q.status", "+q.available_at"),
         None => ("q.status", "q.available_at"),
     };
-    let status_test = format!("{status} IN ('queued', 'parked', 'starting', 'running')");
+    let status_test = format!("{status} IN {}", status_sql!(queue_claimable));
     let available_test = format!("{available} <= ?");
     let mut clauses = vec![
         status_test.as_str(),
         available_test.as_str(),
-        "(l.owner_id IS NULL OR l.expires_at <= ? OR l.owner_id = ?)",
-        "(q.affinity_runner_id IS NULL OR q.affinity_runner_id = ? \
-         OR q.status IN ('parked', 'starting', 'running'))",
-        "NOT (q.status = 'parked' AND (r.status = 'waiting' OR r.paused = 1))",
-        "NOT EXISTS (SELECT 1 FROM interactive_requests i \
-         WHERE i.run_id = r.run_id AND i.status = 'pending')",
+        RUN_TAKEABLE,
+        concat!(
+            "(q.affinity_runner_id IS NULL OR q.affinity_runner_id = ? OR q.status IN ",
+            status_sql!(queue_started),
+            ")"
+        ),
+        concat!(
+            "NOT (q.status = ",
+            status_sql!(parked),
+            " AND (r.status = ",
+            status_sql!(waiting),
+            " OR r.paused = 1))"
+        ),
+        concat!(
+            "NOT EXISTS (SELECT 1 FROM interactive_requests i WHERE i.run_id = r.run_id AND i.status = ",
+            status_sql!(pending),
+            ")"
+        ),
         "(q.error_code IS NULL OR q.error_code <> 'workflowSourceChanged')",
     ];
     let now = now as f64;
@@ -149,7 +149,13 @@ fn next_run_selection<'a>(
     }
     // Only an undefined `sessionId` means "headless or already started".
     match read.session_id {
-        None => clauses.push("(b.execution_mode = 'headless' OR q.status <> 'queued')"),
+        None => clauses.push(concat!(
+            "(b.execution_mode = ",
+            status_sql!(headless),
+            " OR q.status <> ",
+            status_sql!(queued),
+            ")"
+        )),
         Some(session_id) => {
             clauses.push("b.origin_session_id = ?");
             params.push(session_id);
@@ -249,7 +255,7 @@ pub fn renew(store: &Store, call: &Call) -> Result<Reply> {
         };
         let lease = row.lease();
         // The arguments of `.run(…)` in order: `now + options.leaseMs`, then the token's hash.
-        let expires_at = add_to_number(now as f64, args.get_or_undefined("leaseMs")?)?;
+        let expires_at = lease_sum(now, args.get_or_undefined("leaseMs")?)?;
         let token_hash = token_hash_js(args.get_or_undefined("claimToken")?)?;
         let holder = Holder {
             kind: HolderKind::Runner(bound_text(lease.owner_type.as_deref())),
@@ -271,43 +277,6 @@ pub fn renew(store: &Store, call: &Call) -> Result<Reply> {
         Ok(true)
     })?;
     Ok(Reply::value(renewed))
-}
-
-/// What the STRICT `leases.expires_at` holds after binding `expires_at` (SQLite itself refused
-/// what it cannot store); a string SQLite converted is read back.
-fn stored_expiry(conn: &Db, resource_id: &str, expires_at: &Sum) -> Result<Option<i64>> {
-    match expires_at {
-        Sum::Number(n) if n.is_nan() => Ok(None),
-        Sum::Number(n) => Ok(Some(*n as i64)),
-        Sum::Text(_) => leases::stored_expires_at(conn, resource_id),
-    }
-}
-
-/// `verifyWorkflowRunClaim({runId, claimToken, now})` for caller values: the run's row when
-/// the token is its current, unexpired claim. The token is hashed only when the lease has one
-/// (Node then refuses a token that is not a string or bytes).
-pub fn live_claim_row_of(
-    conn: &Db,
-    run_id: Js<'_>,
-    claim_token: Js<'_>,
-    now: i64,
-) -> Result<Option<RunRow>> {
-    match run_row_of(conn, run_id)? {
-        Some(row) => live_claim_of(row, claim_token, now),
-        None => Ok(None),
-    }
-}
-
-/// [`live_claim_row_of`] for a row already read in this transaction.
-pub fn live_claim_of(row: RunRow, claim_token: Js<'_>, now: i64) -> Result<Option<RunRow>> {
-    let live = leases::holds_live(
-        row.owner_id.as_deref(),
-        row.token_hash.as_deref(),
-        row.claim_expires_at,
-        now,
-        || token_hash_js(claim_token),
-    )?;
-    Ok(live.then_some(row))
 }
 
 pub fn verify(store: &Store, call: &Call) -> Result<Reply> {
@@ -362,7 +331,7 @@ pub fn mark_running(store: &Store, call: &Call) -> Result<Reply> {
         store,
         run_id,
         claim_token,
-        "running",
+        &MARK_RUNNING,
         now,
     )?))
 }
@@ -372,7 +341,7 @@ pub fn update_claimed_run_status(
     store: &Store,
     run_id: Js<'_>,
     claim_token: Js<'_>,
-    status: &str,
+    mv: &Move,
     now: i64,
 ) -> Result<bool> {
     store.write(|conn| {
@@ -380,12 +349,7 @@ pub fn update_claimed_run_status(
             return Ok(false);
         };
         let run_id = row.run_id.as_str();
-        let changed = conn
-            .prepare_cached(
-                "UPDATE run_queue SET status = ?, started_at = COALESCE(started_at, ?),
-                        updated_at = ? WHERE run_id = ?",
-            )?
-            .execute(params![status, now, now, run_id])?;
+        let changed = mv.apply(conn, Table::Queue, params![now, now, run_id])?;
         if changed != 1 {
             return Ok(false);
         }
@@ -396,256 +360,14 @@ pub fn update_claimed_run_status(
             conn,
             &row.resource_id,
             revision,
-            &format!("run.queue_{status}"),
+            mv.event,
             Actor::Holder(&lease),
-            &canonical(&json!({ "status": status })),
+            &canonical(&json!({ "status": mv.queue.map(|(_, to)| to.as_str()) })),
             now,
         )?;
         Ok(true)
     })
 }
-
-/// The holder of a run's `lease` presenting the token of `token_hash`.
-pub fn run_holder<'a>(lease: &'a Lease, token_hash: &'a [u8]) -> Holder<'a> {
-    Holder {
-        kind: HolderKind::Runner(bound_text(lease.owner_type.as_deref())),
-        owner_id: bound_text(lease.owner_id.as_deref()),
-        token_hash,
-    }
-}
-
-/// Clears the lease when the token of `token_hash` still holds it at `generation` and is unexpired at `now`;
-/// false when it did not.
-pub fn release_live_lease(
-    conn: &Db,
-    resource_id: &str,
-    token_hash: &[u8; 32],
-    generation: i64,
-    now: i64,
-) -> Result<bool> {
-    let holder = Holder {
-        kind: HolderKind::Runner(Param::null()),
-        owner_id: Param::null(),
-        token_hash,
-    };
-    leases::release(
-        conn,
-        resource_id,
-        &holder,
-        Param::int(generation),
-        Fence::LiveToken,
-        now,
-    )
-}
-
-/// `Workflow run <id> <what>`: an internal-consistency failure the reference throws.
-pub fn inconsistent(run_id: &str, what: &str) -> StoreError {
-    StoreError::plain(format!("Workflow run {run_id} {what}"))
-}
-
-/// Which checks a claim skips.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ClaimOptions {
-    /// Claim even while an interactive request is pending.
-    pub allow_pending_interaction: bool,
-    /// Leave `run_queue.status` as it is (a control claim).
-    pub preserve_queue_status: bool,
-}
-
-/// `host` for runners named `host-…`, else `session`.
-pub fn runner_owner_type(runner_id: &str) -> &'static str {
-    if runner_id.starts_with("host-") {
-        "host"
-    } else {
-        "session"
-    }
-}
-
-/// Whether the run has an `interactive_requests` row in `pending`.
-pub fn has_pending_interaction(conn: &Db, run_id: &str) -> Result<bool> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT 1 FROM interactive_requests WHERE run_id = ? AND status = 'pending' LIMIT 1",
-        )?
-        .query_row([run_id], |_| Ok(()))
-        .optional()?
-        .is_some())
-}
-
-/// One claim attempt in its own transaction.
-pub fn claim_run(
-    store: &Store,
-    claim: &RunClaim<'_>,
-    now: i64,
-    options: ClaimOptions,
-) -> Result<Option<String>> {
-    store.write(|conn| claim_run_in_transaction(conn, claim, now, options))
-}
-
-/// Who claims a run, with which token, for how long: the caller's values, used as the
-/// reference's `claimRunInTransaction` uses them.
-#[derive(Debug, Clone, Copy)]
-pub struct RunClaim<'a> {
-    /// The run to claim.
-    pub run_id: Js<'a>,
-    /// The claimant; `host-…` runners get owner type `host`, others `session`.
-    pub runner_id: Js<'a>,
-    /// The caller's token; only its SHA-256 is stored.
-    pub claim_token: Js<'a>,
-    /// Lease duration from `now` (`now + leaseMs`).
-    pub lease_ms: Js<'a>,
-}
-
-/// Claims the run for `runner_id` unless it is terminal, has a pending interaction (unless
-/// allowed), or another owner's lease is live. Returns the run record with `claimToken`.
-pub fn claim_run_in_transaction(
-    conn: &Db,
-    claim: &RunClaim<'_>,
-    now: i64,
-    options: ClaimOptions,
-) -> Result<Option<String>> {
-    let Some(read) = claim_read_of(conn, claim.run_id)? else {
-        return Ok(None);
-    };
-    let ClaimRead {
-        row,
-        pending_interaction,
-        record_reads,
-    } = read;
-    if row.is_queue_terminal() || (!options.allow_pending_interaction && pending_interaction) {
-        return Ok(None);
-    }
-    let lease = row.lease();
-    let held_by_other = lease.is_live(now)
-        && lease
-            .owner_id
-            .as_deref()
-            .is_some_and(|owner| !claim.runner_id.strict_eq_str(owner));
-    if held_by_other {
-        return Ok(None);
-    }
-    let generation = lease.generation + 1;
-    // `now + leaseMs`, then the arguments of `.run(…)` in order.
-    let expires_sum = add_to_number(now as f64, claim.lease_ms)?;
-    let runner = claim.runner_id.method("runnerId", "startsWith")?;
-    // What the lease and the event store, and the record reads back.
-    let runner_text = runner.stored_text().unwrap_or_default();
-    let runner_id: &str = &runner_text;
-    let owner_type = runner_owner_type(match runner {
-        Js::String(text) | Js::IllFormed { text, .. } => text,
-        _ => "",
-    });
-    let token_hash = token_hash_js(claim.claim_token)?;
-    let bound = bind_all(&[runner], 1)?;
-    let holder = Holder {
-        kind: HolderKind::Runner(Param::text(owner_type)),
-        owner_id: Param::Own(bound[0].clone()),
-        token_hash: &token_hash,
-    };
-    let expires = Param::Own(expires_sum.bind());
-    if !leases::take(
-        conn,
-        &row.resource_id,
-        &holder,
-        lease.generation,
-        expires,
-        now,
-    )? {
-        return Ok(None);
-    }
-    let expires_at = stored_expiry(conn, &row.resource_id, &expires_sum)?.unwrap_or_default();
-    if !options.preserve_queue_status {
-        conn.prepare_cached(
-            "UPDATE run_queue
-             SET status = 'starting', error_code = NULL, error_hash = NULL, updated_at = ?
-             WHERE run_id = ?",
-        )?
-        .execute(params![now, row.run_id])?;
-    }
-    let revision = bump_resource_revision(conn, &row.resource_id, now)?;
-    insert_event_binding(
-        conn,
-        &EventDraft {
-            resource_id: &row.resource_id,
-            revision,
-            event_type: "lease.claimed",
-            actor_type: owner_type,
-            actor_id: None,
-            payload: &canonical(&json!({ "expiresAt": expires_sum.json_value()? })),
-            now,
-            lease_generation: Some(generation),
-        },
-        &"lease.claimed",
-        &bound[0],
-    )?;
-    // The record formats the expiry with `toISOString()` inside the transaction: one outside
-    // JavaScript's date range is a RangeError and nothing is claimed.
-    js_iso(expires_at as f64)?;
-    let claimed = RunRow {
-        lease_generation: generation,
-        owner_type: Some(owner_type.to_owned()),
-        owner_id: Some(runner_id.to_owned()),
-        token_hash: Some(token_hash.to_vec()),
-        claim_expires_at: Some(expires_at),
-        ..row
-    };
-    let claimed = if options.preserve_queue_status {
-        claimed
-    } else {
-        RunRow {
-            status: "starting".to_owned(),
-            error_code: None,
-            error_hash: None,
-            updated_at: now,
-            ..claimed
-        }
-    };
-    let claim_token = claim.claim_token.template_json()?;
-    let reads = record_reads.borrowed();
-    let record = match reads.is_complete(&claimed.borrowed()) {
-        true => map_run_record_with_token(conn, &claimed.borrowed(), &reads, &claim_token)?,
-        false => map_workflow_run_with(&mut JsonReads::new(conn), &claimed, Some(&claim_token))?,
-    };
-    Ok(Some(record))
-}
-
-/// A run as a claim reads it, in one statement: its row, whether an interaction of it is
-/// pending, and what its record reads besides the row (documents and sources: a claim changes
-/// none of them, and a blob never changes under its hash).
-struct ClaimRead {
-    row: RunRow,
-    pending_interaction: bool,
-    record_reads: OwnedRecordReads,
-}
-
-/// [`ClaimRead`] of the run `run_id` (the caller's value, bound as better-sqlite3 binds it).
-/// The pending test joins on the row's own `run_id`: the row was found by that value, so it
-/// finds what the reference's `WHERE run_id = ?` with the same value finds.
-fn claim_read_of(conn: &Db, run_id: Js<'_>) -> Result<Option<ClaimRead>> {
-    static SQL: OnceLock<String> = OnceLock::new();
-    let sql = SQL.get_or_init(|| {
-        let with_pending = RUN_SELECT.replacen(
-            "\n    FROM runs r",
-            ",\n    EXISTS (SELECT 1 FROM interactive_requests i
-                   WHERE i.run_id = r.run_id AND i.status = 'pending')\n    FROM runs r",
-            1,
-        );
-        run_record_select(&with_pending, true, "WHERE r.run_id = ?")
-    });
-    let mut statement = conn.prepare_cached(sql)?;
-    let params = params_for(&statement, &[run_id])?;
-    Ok(statement
-        .query_row(params_from_iter(&params), |row| {
-            Ok(ClaimRead {
-                row: RunRow::from_row(row)?,
-                pending_interaction: row.get::<_, i64>(RUN_COLUMN_COUNT)? != 0,
-                record_reads: RecordReads::from_row(row, true)?.to_owned(),
-            })
-        })
-        .optional()?)
-}
-
-// The method table's rows (`crate::methods`): each reads the call's arguments and answers it.
 
 /// `claimWorkflowRun` (a row of the method table).
 pub fn claim_workflow_run(store: &Store, call: &Call) -> Result<Reply> {

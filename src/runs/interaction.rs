@@ -5,7 +5,9 @@
 use crate::sql::{params, params_from_iter, Db, OptionalExtension};
 use serde_json::json;
 
-use super::claims::{inconsistent, live_claim_row_of, options_now};
+use super::checks::{inconsistent, live_claim_row_of, options_now};
+use super::machine::moves::{Table, INTERACTION_TIMEOUT};
+use super::machine::status::status_sql;
 use super::row::run_row_of;
 use crate::error::Result;
 use crate::js::{message_error, params_for, Js};
@@ -35,21 +37,23 @@ fn expired_interaction(
     target_session_id: Js<'_>,
     now: i64,
 ) -> Result<Option<ExpiredInteraction>> {
-    let mut statement = conn.prepare_cached(
+    let mut statement = conn.prepare_cached(concat!(
         "SELECT i.request_id, i.attempt_id
              FROM interactive_requests i
              JOIN node_attempts a ON a.attempt_id = i.attempt_id
              JOIN runs r ON r.run_id = i.run_id
              WHERE i.run_id = ? AND i.target_session_id = ?
-               AND i.status = 'pending' AND r.paused = 0
+               AND i.status = ",
+        status_sql!(pending),
+        " AND r.paused = 0
                AND a.deadline_at IS NOT NULL AND a.deadline_at <= ?
                AND EXISTS (
                  SELECT 1 FROM workflow_messages m
                  JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id
                  WHERE m.source_id = i.request_id AND m.kind = 'step' AND t.state = 'started'
                )
-             ORDER BY a.deadline_at, i.request_id LIMIT 1",
-    )?;
+             ORDER BY a.deadline_at, i.request_id LIMIT 1"
+    ))?;
     // `.get(options.runId, options.targetSessionId, now)`, bound as given.
     let params = params_for(
         &statement,
@@ -72,28 +76,14 @@ fn resume_from_expired(
     interaction: &ExpiredInteraction,
     now: i64,
 ) -> Result<()> {
-    let request = conn
-        .prepare_cached(
-            "UPDATE interactive_requests
-             SET status = 'cancelled', revision = revision + 1, updated_at = ?
-             WHERE request_id = ? AND run_id = ? AND status = 'pending'",
-        )?
-        .execute(params![now, interaction.request_id, run_id])?;
-    let run = conn
-        .prepare_cached(
-            "UPDATE runs
-             SET status = 'running', status_detail = 'finishing expired interaction deadline',
-                 updated_at = ?, finished_at = NULL
-             WHERE run_id = ? AND status = 'waiting'",
-        )?
-        .execute(params![now, run_id])?;
-    let queue = conn
-        .prepare_cached(
-            "UPDATE run_queue SET status = 'starting', error_code = NULL, error_hash = NULL,
-                    updated_at = ?, finished_at = NULL
-             WHERE run_id = ? AND status = 'parked'",
-        )?
-        .execute(params![now, run_id])?;
+    let mv = &INTERACTION_TIMEOUT;
+    let request = mv.apply(
+        conn,
+        Table::Request,
+        params![now, interaction.request_id, run_id],
+    )?;
+    let run = mv.apply(conn, Table::Run, params![now, run_id])?;
+    let queue = mv.apply(conn, Table::Queue, params![now, run_id])?;
     if request != 1 || run != 1 || queue != 1 {
         return Err(inconsistent(run_id, "changed during interaction timeout"));
     }
@@ -147,11 +137,7 @@ pub fn begin_timeout(store: &Store, call: &Call) -> Result<bool> {
         });
         leases::insert_attributed_event_of(
             conn,
-            (
-                &row.resource_id,
-                revision,
-                "run.interaction_timeout_started",
-            ),
+            (&row.resource_id, revision, INTERACTION_TIMEOUT.event),
             Actor::Holder(&lease),
             &canonical(&payload),
             now,

@@ -7,11 +7,14 @@ use std::sync::OnceLock;
 use crate::sql::{params_from_iter, Db, OptionalExtension};
 use serde_json::{json, Value};
 
+use super::machine::status::status_sql;
 use super::records::{
-    map_listed_run_record, map_run_record, map_workflow_run, push_views, run_record_select,
-    view_of_rowid, RecordReads, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
+    map_listed_run_record, map_run_record, map_workflow_run, run_record_select, RecordReads,
 };
 use super::row::{rowid_list, run_row_of, RunRow, RunRowRef, RUN_SELECT};
+use super::views::{
+    push_views, view_of_rowid, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
+};
 use crate::error::Result;
 use crate::js::{params_for, Bound, Js};
 use crate::state::blobs::JsonReads;
@@ -21,8 +24,12 @@ use crate::store::{in_read_transaction, Store};
 use crate::wire::json_text;
 
 /// Open reservations: the queue is not terminal.
-const OPEN_SESSION_RESERVATION: &str = "WHERE b.origin_session_id = ?
-    AND q.status NOT IN ('done', 'failed', 'cancelled') ORDER BY q.created_at DESC LIMIT 1";
+const OPEN_SESSION_RESERVATION: &str = concat!(
+    "WHERE b.origin_session_id = ?
+    AND q.status NOT IN ",
+    status_sql!(queue_terminal),
+    " ORDER BY q.created_at DESC LIMIT 1"
+);
 
 /// `RUN_SELECT {clause}`, built on first use: a lookup builds no SQL text.
 fn run_select(cell: &'static OnceLock<String>, clause: &str) -> &'static str {

@@ -1,6 +1,7 @@
 //! The joined row of one workflow run (run, definition, queue, binding, lease) that every run
 //! method reads, and its lookups.
 
+use super::machine::status::{QueueStatus, RunStatus};
 use std::sync::OnceLock;
 
 use crate::sql::{params_from_iter, Db, OptionalExtension, Row};
@@ -148,7 +149,17 @@ impl RunRow {
 
     /// Queue status `done`, `failed` or `cancelled`.
     pub fn is_queue_terminal(&self) -> bool {
-        matches!(self.status.as_str(), "done" | "failed" | "cancelled")
+        self.queue_status().is_some_and(QueueStatus::is_terminal)
+    }
+
+    /// `run_queue.status`.
+    pub fn queue_status(&self) -> Option<QueueStatus> {
+        QueueStatus::parse(&self.status)
+    }
+
+    /// `runs.status`.
+    pub fn run_status(&self) -> Option<RunStatus> {
+        RunStatus::parse(&self.run_status)
     }
 }
 

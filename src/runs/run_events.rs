@@ -6,15 +6,14 @@ use std::borrow::Cow;
 use crate::sql::{params_from_iter, Db};
 use rusqlite::types::ValueRef;
 
-use super::claims::runner_owner_type;
+use super::checks::runner_owner_type;
 use super::row::run_row_of;
 use crate::controller::rows::documented::joined_document_text;
 use crate::error::{Result, StoreError};
-use crate::js::{bind_all, message_error, params_for, Js};
+use crate::js::{bind_all, message_error, params_for, Js, Param};
 use crate::state::columns::{opt_str_at, str_at};
-use crate::state::revisions::{
-    bump_resource_revision, event_seq, insert_event_binding, EventDraft,
-};
+use crate::state::leases::{record_event, Actor};
+use crate::state::revisions::{bump_resource_revision, event_seq, Payload};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{Call, JsonArg, ObjectWriter, Reply};
 
@@ -46,19 +45,16 @@ pub fn record_run_event(conn: &Db, call: &Call, options: Js<'_>) -> Result<Reply
     // `options.runnerId ?? null`: read again for the binding, before the payload.
     let runner_bound = options.get("runnerId")?;
     let payload = JsonArg::read(call, options.get("payload")?)?.text_or("{}")?;
-    let draft = EventDraft {
-        resource_id: &row.resource_id,
-        revision,
-        event_type: "",
-        actor_type,
-        actor_id: None,
-        payload,
-        now,
-        lease_generation: (row.lease_generation != 0).then_some(row.lease_generation),
-    };
     // `insertEvent` stores the payload first, then binds the row.
     let bound = bind_all(&[event_type, runner_bound], 2)?;
-    let event_id = insert_event_binding(conn, &draft, &bound[0], &bound[1])?;
+    let [event_type, runner_id] = [&bound[0], &bound[1]].map(|bound| Param::Own(bound.clone()));
+    let actor = Actor::Runner {
+        owner_type: actor_type,
+        runner_id,
+        generation: (row.lease_generation != 0).then_some(row.lease_generation),
+    };
+    let event = (row.resource_id.as_str(), revision, event_type);
+    let event_id = record_event(conn, event, actor, payload, now, Payload::Fresh)?;
     let seq = event_seq(conn, &event_id)?
         .ok_or_else(|| StoreError::plain("Run event was not recorded"))?;
     // The record's `runId`, `workflowRef` and `type`: a live call reads them here, inside the

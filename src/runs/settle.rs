@@ -5,7 +5,8 @@ use crate::sql::{params, params_from_iter, Db};
 
 use crate::error::Result;
 use crate::js::{canonical_literal, params_for, Js};
-use crate::state::revisions::{bump_resource, insert_event, resource_revision, EventDraft};
+use crate::state::leases::{insert_attributed_event_of, Actor};
+use crate::state::revisions::{bump_resource, resource_revision, Payload};
 use crate::store::Store;
 use crate::wire::Call;
 
@@ -43,22 +44,10 @@ pub fn settle_run_effect(store: &Store, call: &Call) -> Result<()> {
             )?
             .execute(params![now, now, effect_id])?;
             bump_resource(conn, &resource_id, revision, now)?;
-            insert_event(
-                conn,
-                &EventDraft {
-                    resource_id: &resource_id,
-                    revision: revision + 1,
-                    event_type: "effect.applied",
-                    actor_type: "system",
-                    actor_id: None,
-                    payload: &canonical_literal(
-                        call,
-                        &[("runId", run_id), ("effectType", effect_type)],
-                    )?,
-                    now,
-                    lease_generation: None,
-                },
-            )?;
+            let payload =
+                canonical_literal(call, &[("runId", run_id), ("effectType", effect_type)])?;
+            let event = (resource_id.as_str(), revision + 1, "effect.applied");
+            insert_attributed_event_of(conn, event, Actor::System, &payload, now, Payload::Fresh)?;
             Ok(())
         })?;
     }

@@ -1,11 +1,13 @@
 //! The state database: opening (pragmas, schema creation, verification, blob pruning), the
 //! write transaction, and the shared bookkeeping modules every store method builds on.
 
+pub mod attribution;
 pub mod blobs;
 pub mod columns;
 pub mod ids;
 pub mod json;
 pub mod leases;
+pub mod liveness;
 mod mode;
 mod private_fs;
 mod prune;

@@ -70,61 +70,6 @@ pub fn advance_resource_revision(conn: &Db, resource_id: &str, now: i64) -> Resu
     .ok_or_else(|| StoreError::plain(format!("Resource is missing: {resource_id}")))
 }
 
-/// One `events` row.
-pub struct EventDraft<'a> {
-    /// The resource the event belongs to.
-    pub resource_id: &'a str,
-    /// The resource revision after the change.
-    pub revision: i64,
-    /// `events.event_type`, e.g. `resource.created`.
-    pub event_type: &'a str,
-    /// One of `session|host|controller|channel|human|policy|control|system`.
-    pub actor_type: &'a str,
-    /// The actor's id, when there is one.
-    pub actor_id: Option<&'a str>,
-    /// Canonical JSON text of the payload (`{}` when there is none).
-    pub payload: &'a str,
-    /// `recorded_at` (epoch ms).
-    pub now: i64,
-    /// The lease generation the actor held, when it acted under a lease.
-    pub lease_generation: Option<i64>,
-}
-
-/// Stores the payload blob, then the event; returns the new `event_id`.
-pub fn insert_event(conn: &Db, event: &EventDraft<'_>) -> Result<String> {
-    let payload_hash = put_json(conn, event.payload, event.now)?;
-    insert_event_row(conn, event, &payload_hash)
-}
-
-/// [`insert_event`] for a payload this transaction has already stored: `payload_hash` is what
-/// `put_json` returned for the same text. Putting it again would change nothing (the blob is
-/// there, identical, and keeps its first `created_at`), so the event row alone is written.
-pub fn insert_event_with_stored_payload(
-    conn: &Db,
-    event: &EventDraft<'_>,
-    payload_hash: &BlobHash,
-) -> Result<String> {
-    insert_event_row(conn, event, payload_hash)
-}
-
-/// [`insert_event`] with `event_type` and `actor_id` bound from caller values (the type of a
-/// controller or run event and a run event's runner id are the caller's, bound as
-/// better-sqlite3 binds them; the draft's own `event_type`/`actor_id` are not used).
-pub fn insert_event_binding(
-    conn: &Db,
-    event: &EventDraft<'_>,
-    event_type: &dyn rusqlite::ToSql,
-    actor_id: &dyn rusqlite::ToSql,
-) -> Result<String> {
-    let payload_hash = put_json(conn, event.payload, event.now)?;
-    insert_row(
-        conn,
-        event,
-        [event_type, actor_id, &event.lease_generation],
-        &payload_hash,
-    )
-}
-
 /// The columns of an event the store computes itself, for [`insert_event_params`].
 #[derive(Debug, Clone, Copy)]
 pub struct EventBase<'a> {
@@ -142,25 +87,37 @@ pub struct EventBase<'a> {
 
 /// Whether an event's payload is most likely stored already.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Payload {
+pub enum Payload<'a> {
     /// A document events repeat (`{}`, `{"status":"running"}`): the row is inserted on
     /// condition that the blob is there, identical, and the blob put only when it was not.
     Repeated,
     /// A document of this event alone: put, then the row inserted.
     Fresh,
+    /// A document this transaction has stored already, under this hash (what `put_json`
+    /// returned for the same text): putting it again would change nothing (the blob is there,
+    /// identical, and keeps its first `created_at`), so the row alone is inserted.
+    Stored(&'a BlobHash),
 }
 
-/// [`insert_event`] with the type, actor id and lease generation given as [`Param`]s, the
+/// Writes an `events` row (`crate::state::attribution::record_event` is the one caller): the
+/// type, actor id and lease generation given as [`Param`]s, the
 /// whole row bound in one pass by better-sqlite3's rules (an array a caller gave spreads over
 /// the columns after it), as the reference's `insertEvent` binds the values it was passed.
 pub fn insert_event_params(
     conn: &Db,
     event: &EventBase<'_>,
     [event_type, actor_id, lease_generation]: [Param<'_>; 3],
-    payload: Payload,
+    payload: Payload<'_>,
 ) -> Result<String> {
-    let payload_hash = sha256(event.payload.as_bytes());
     let event_id = format!("event-{}", random_uuid());
+    // The reference puts the payload first: a forged blob fails before a value that cannot
+    // be bound does. A fresh payload is put now (its hash is the put's); a repeated one only
+    // when the conditional insert below finds it missing.
+    let payload_hash = match payload {
+        Payload::Fresh => put_json(conn, event.payload, event.now)?,
+        Payload::Stored(hash) => *hash,
+        Payload::Repeated => sha256(event.payload.as_bytes()),
+    };
     let row = bind_params(&[
         Param::text(&event_id),
         Param::text(event.resource_id),
@@ -172,19 +129,21 @@ pub fn insert_event_params(
         Param::blob(&payload_hash[..]),
         Param::int(event.now),
     ]);
-    // The reference puts the payload first: a forged blob fails before a value that cannot
-    // be bound does.
     let row = match row {
         Ok(row) => row,
         Err(error) => {
-            put_json(conn, event.payload, event.now)?;
+            if payload == Payload::Repeated {
+                put_json(conn, event.payload, event.now)?;
+            }
             return Err(error);
         }
     };
-    if payload == Payload::Repeated && insert_of_stored_payload(conn, &row, event.payload)? {
-        return Ok(event_id);
+    if payload == Payload::Repeated {
+        if insert_of_stored_payload(conn, &row, event.payload)? {
+            return Ok(event_id);
+        }
+        put_json(conn, event.payload, event.now)?;
     }
-    put_json(conn, event.payload, event.now)?;
     conn.prepare_cached(INSERT_EVENT)?
         .execute(params_from_iter(row))?;
     Ok(event_id)
@@ -218,37 +177,6 @@ const INSERT_EVENT: &str = "INSERT INTO events(
        event_id, resource_id, resource_revision, event_type, actor_type,
        actor_id, lease_generation, payload_hash, recorded_at
      ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
-
-fn insert_event_row(conn: &Db, event: &EventDraft<'_>, payload_hash: &BlobHash) -> Result<String> {
-    insert_row(
-        conn,
-        event,
-        [&event.event_type, &event.actor_id, &event.lease_generation],
-        payload_hash,
-    )
-}
-
-/// Writes the event row; `[event_type, actor_id, lease_generation]` are bound as given.
-fn insert_row(
-    conn: &Db,
-    event: &EventDraft<'_>,
-    [event_type, actor_id, lease_generation]: [&dyn rusqlite::ToSql; 3],
-    payload_hash: &BlobHash,
-) -> Result<String> {
-    let event_id = format!("event-{}", random_uuid());
-    conn.prepare_cached(INSERT_EVENT)?.execute(params![
-        event_id,
-        event.resource_id,
-        event.revision,
-        event_type,
-        event.actor_type,
-        actor_id,
-        lease_generation,
-        &payload_hash[..],
-        event.now
-    ])?;
-    Ok(event_id)
-}
 
 /// `event_seq` of an event inserted in this transaction.
 pub fn event_seq(conn: &Db, event_id: &str) -> Result<Option<i64>> {

@@ -6,11 +6,13 @@ use crate::sql::{params, Db};
 
 use super::*;
 use crate::error::{Result, StoreError};
+use crate::js::Param;
 use crate::js::{canonical_literal, Js};
+use crate::runs::machine::moves::{Table, CONTINUED};
+use crate::runs::machine::status::{QueueStatus, RunStatus};
 use crate::runs::row::RunRow;
-use crate::state::revisions::{
-    bump_resource_revision, insert_event, insert_event_binding, EventDraft,
-};
+use crate::state::leases::{bound_text, insert_attributed_event_of, Actor};
+use crate::state::revisions::{bump_resource_revision, Payload};
 
 impl<'a> Reservation<'a> {
     /// Applies the lineage rules; a continuation of a parked parent closes the parent's queue.
@@ -64,10 +66,7 @@ impl<'a> Reservation<'a> {
     }
 
     pub(super) fn check_restart(&self, parent: &RunRow, lineage: &mut Lineage<'a>) -> Result<()> {
-        let run_terminal = matches!(
-            parent.run_status.as_str(),
-            "completed" | "failed" | "timed_out" | "cancelled"
-        );
+        let run_terminal = parent.run_status().is_some_and(RunStatus::is_terminal);
         if !run_terminal || !parent.is_queue_terminal() {
             return Err(StoreError::plain("Restart parent is not terminal"));
         }
@@ -100,13 +99,14 @@ impl<'a> Reservation<'a> {
                 "Continuation lineage conflicts with restart metadata",
             ));
         }
-        match parent.status.as_str() {
-            "parked" => self.close_parked_parent(conn, parent),
-            "done" => Err(StoreError::plain(
+        match parent.queue_status() {
+            Some(QueueStatus::Parked) => self.close_parked_parent(conn, parent),
+            Some(QueueStatus::Done) => Err(StoreError::plain(
                 "Continuation parent already has a reserved continuation",
             )),
-            status => Err(StoreError::plain(format!(
-                "Continuation parent queue is {status}"
+            _ => Err(StoreError::plain(format!(
+                "Continuation parent queue is {}",
+                parent.status
             ))),
         }
     }
@@ -118,31 +118,21 @@ impl<'a> Reservation<'a> {
                 "Continuation parent still has an active owner",
             ));
         }
-        conn.prepare_cached(
-            "UPDATE run_queue SET status = 'done', updated_at = ?, finished_at = ?
-             WHERE run_id = ? AND status = 'parked'",
-        )?
-        .execute(params![self.now, self.now, parent.run_id])?;
+        let now = self.now;
+        CONTINUED.apply(conn, Table::Queue, params![now, now, parent.run_id])?;
         let revision = bump_resource_revision(conn, &parent.resource_id, self.now)?;
         let origin = self.defined("originSessionId")?;
         let actor_id = stored_text(conn, origin)?;
         // `{ continuationRunId: options.runId }`: the caller's value, as canonical JSON.
         let run_id = self.defined("runId")?;
         let payload = canonical_literal(self.call, &[("continuationRunId", run_id)])?;
-        let event = EventDraft {
-            resource_id: &parent.resource_id,
-            revision,
-            event_type: "run.queue_done_for_continuation",
-            actor_type: "session",
-            actor_id: actor_id.as_deref(),
-            payload: &payload,
-            now: self.now,
-            lease_generation: None,
+        let actor = match ill_formed_actor(origin)? {
+            Some(actor) => Param::Own(actor),
+            None => bound_text(actor_id.as_deref()),
         };
-        match ill_formed_actor(origin)? {
-            Some(actor) => insert_event_binding(conn, &event, &event.event_type, &actor)?,
-            None => insert_event(conn, &event)?,
-        };
+        let event = (parent.resource_id.as_str(), revision, CONTINUED.event);
+        let actor = Actor::Session(actor);
+        insert_attributed_event_of(conn, event, actor, &payload, self.now, Payload::Fresh)?;
         Ok(())
     }
 }

@@ -15,7 +15,7 @@ mod source;
 
 use crate::sql::Db;
 
-use super::claims::{claim_run, claim_run_in_transaction, ClaimOptions, RunClaim};
+use super::take::{claim_run, claim_run_in_transaction, ClaimOptions, RunClaim};
 use std::sync::OnceLock;
 
 use super::records::{

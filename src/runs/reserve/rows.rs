@@ -1,17 +1,17 @@
 //! The rows a queued run consists of, written in the reference's insert order: documents,
 //! definition, resource and lease, run, binding and queue, viewer rows and events.
 
+use crate::runs::machine::status::status_sql;
 use crate::sql::Db;
 
 use super::*;
 use crate::error::{Result, StoreError};
 use crate::js::{bind_params, Js, Param};
+use crate::runs::machine::moves::RESERVE;
 use crate::state::blobs::{put_json, put_jsons, BlobHash};
 use crate::state::ids::resource_id_for;
-use crate::state::leases::insert_lease;
-use crate::state::revisions::{
-    insert_event, insert_event_binding, insert_event_with_stored_payload, EventDraft,
-};
+use crate::state::leases::{bound_text, insert_attributed_event_of, insert_lease, Actor};
+use crate::state::revisions::Payload;
 use crate::state::viewer::initialize_viewer_run;
 
 impl<'a> Reservation<'a> {
@@ -49,25 +49,16 @@ impl<'a> Reservation<'a> {
         self.insert_binding_and_queue(conn)?;
         let origin = self.defined("originSessionId")?;
         let actor_id = stored_text(conn, origin)?;
-        let queued = EventDraft {
-            resource_id: &resource_id,
-            revision: 1,
-            event_type: "run.queued",
-            actor_type: "session",
-            actor_id: actor_id.as_deref(),
-            payload: "{}",
-            now: self.now,
-            lease_generation: None,
-        };
+        let payload = "{}";
         // Launch options default to `{}`: then the payload blob is already stored.
-        match (
-            ill_formed_actor(origin)?,
-            documents.stored_hash_of(queued.payload),
-        ) {
-            (Some(actor), _) => insert_event_binding(conn, &queued, &queued.event_type, &actor)?,
-            (None, Some(hash)) => insert_event_with_stored_payload(conn, &queued, &hash)?,
-            (None, None) => insert_event(conn, &queued)?,
+        let stored = documents.stored_hash_of(payload);
+        let (actor, kind) = match (ill_formed_actor(origin)?, &stored) {
+            (Some(actor), _) => (Param::Own(actor), Payload::Fresh),
+            (None, Some(hash)) => (bound_text(actor_id.as_deref()), Payload::Stored(hash)),
+            (None, None) => (bound_text(actor_id.as_deref()), Payload::Fresh),
         };
+        let event = (resource_id.as_str(), 1, RESERVE.event);
+        insert_attributed_event_of(conn, event, Actor::Session(actor), payload, self.now, kind)?;
         Ok(documents)
     }
 
@@ -162,14 +153,16 @@ impl<'a> Reservation<'a> {
             Param::int(self.now),
             Param::int(self.now),
         ])?;
-        conn.prepare_cached(
+        conn.prepare_cached(concat!(
             "INSERT INTO runs(
                run_id, resource_id, project_id, parent_run_id, root_run_id, lineage_kind,
                restart_number, parent_terminal_fingerprint, definition_digest,
                workflow_ref, launch_options_hash, status, paused,
                input_hash, created_at, updated_at
-             ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?)",
-        )?
+             ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
+            status_sql!(queued),
+            ", 0, ?, ?, ?)"
+        ))?
         .execute(crate::sql::params_from_iter(&values))?;
         Ok(())
     }
@@ -203,12 +196,14 @@ impl<'a> Reservation<'a> {
             Param::int(self.now),
             Param::int(self.now),
         ])?;
-        conn.prepare_cached(
+        conn.prepare_cached(concat!(
             "INSERT INTO run_queue(
                run_id, status, available_at, affinity_runner_id, origin_session_id,
                consecutive_errors, created_at, updated_at
-             ) VALUES (?, 'queued', ?, ?, ?, 0, ?, ?)",
-        )?
+             ) VALUES (?, ",
+            status_sql!(queued),
+            ", ?, ?, ?, 0, ?, ?)"
+        ))?
         .execute(crate::sql::params_from_iter(&values))?;
         Ok(())
     }

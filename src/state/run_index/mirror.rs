@@ -21,6 +21,8 @@ use super::journal::Key;
 use super::position::WalPosition;
 use super::records::{RecordCache, Shape};
 use crate::error::Result;
+use crate::runs::machine::status::status_sql;
+use crate::state::leases::free_or_expired;
 
 /// The snapshot an index describes: a WAL position under a schema version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,7 +195,10 @@ pub(super) struct Mirror {
 }
 
 /// The columns of one run and its joins; `WHERE r.rowid = ?` for one run.
-const RUN_ROWS: &str = "SELECT r.rowid, r.project_id, r.created_at, r.status = 'waiting',
+const RUN_ROWS: &str = concat!(
+    "SELECT r.rowid, r.project_id, r.created_at, r.status = ",
+    status_sql!(waiting),
+    ",
     r.paused = 1, q.rowid, q.status, q.available_at, q.created_at, q.updated_at,
     q.error_code IS 'workflowSourceChanged', q.affinity_runner_id, s.rowid, s.revision, d.rowid,
     l.rowid, l.owner_id, l.expires_at, b.rowid, b.execution_mode = 'headless'
@@ -201,7 +206,8 @@ const RUN_ROWS: &str = "SELECT r.rowid, r.project_id, r.created_at, r.status = '
     LEFT JOIN resources s ON s.resource_id = r.resource_id
     LEFT JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
     LEFT JOIN leases l ON l.resource_id = r.resource_id
-    LEFT JOIN run_bindings b ON b.run_id = r.run_id";
+    LEFT JOIN run_bindings b ON b.run_id = r.run_id"
+);
 
 /// The hash owners and affinities are kept as: 32 bits, since a collision only adds a claim
 /// candidate (the claim's SQL still decides), and a run is 8 bytes smaller.
@@ -885,10 +891,10 @@ impl Current<'_> {
                 let affinity_passes = !run.has(has::AFFINITY)
                     || run.affinity == runner
                     || matches!(status, "parked" | "starting" | "running");
-                let lease_passes = !run.has(has::OWNER)
-                    || run.owner == runner
-                    || !exact_now
-                    || (run.has(has::EXPIRY) && run.expires_at <= now);
+                let expires_at = run.has(has::EXPIRY).then_some(run.expires_at);
+                let lease_passes = !exact_now
+                    || free_or_expired(run.has(has::OWNER), expires_at, now)
+                    || run.owner == runner;
                 affinity_passes && lease_passes
             })
             .collect();

@@ -1,0 +1,155 @@
+//! Parking moves: the claimant parks or completes a run and lets go of it (`PARK`,
+//! `COMPLETE`), and a parked run waiting on an interaction is paused and resumed (`PAUSE`,
+//! `RESUME`).
+
+use crate::sql::params;
+use serde_json::json;
+
+use super::checks::{has_pending_interaction, live_claim_of, options_now, run_holder};
+use super::machine::moves::{Move, Table, COMPLETE, PARK, PAUSE, RESUME};
+use super::machine::record;
+use super::machine::status::{QueueStatus, RunStatus};
+use super::row::run_row_of;
+use crate::error::Result;
+use crate::js::{token_hash_js, Js, Param};
+use crate::state::leases::{self, Actor, Fence};
+use crate::store::Store;
+use crate::wire::Call;
+
+pub fn release_by_call(store: &Store, call: &Call, status: &str) -> Result<bool> {
+    // `releaseRunClaim(options.runId, options.claimToken, status, options.now)`: the reads in
+    // argument order.
+    let options = Js::arg(call, 0);
+    let run_id = options.get("runId")?;
+    let claim_token = options.get("claimToken")?;
+    let now = options_now(call)?;
+    let mv = match status {
+        "done" => &COMPLETE,
+        _ => &PARK,
+    };
+    release_run_claim(store, run_id, claim_token, mv, now)
+}
+
+/// Sets the queue status (`parked`, or `done` with `finished_at`) and releases the caller's live
+/// claim. The caller's values are bound and hashed as the reference does (`workflowRunRow`,
+/// then `verifyWorkflowRunClaim`).
+fn release_run_claim(
+    store: &Store,
+    run_id: Js<'_>,
+    claim_token: Js<'_>,
+    mv: &Move,
+    now: i64,
+) -> Result<bool> {
+    store.write(|conn| {
+        // `verifyWorkflowRunClaim` reads the row `workflowRunRow` has just read, by the same
+        // bound value, in the same transaction: the one read answers both.
+        let Some(row) = run_row_of(conn, run_id)? else {
+            return Ok(false);
+        };
+        let Some(row) = live_claim_of(row, claim_token, now)? else {
+            return Ok(false);
+        };
+        let token_hash = token_hash_js(claim_token)?;
+        let status = mv.queue.map_or(QueueStatus::Parked, |(_, to)| to);
+        let finished_at = (status == QueueStatus::Done).then_some(now);
+        mv.apply(conn, Table::Queue, params![now, finished_at, row.run_id])?;
+        let lease = row.lease();
+        let holder = run_holder(&lease, &token_hash);
+        let generation = Param::int(lease.generation);
+        if !leases::release(
+            conn,
+            &row.resource_id,
+            &holder,
+            generation,
+            Fence::Token,
+            now,
+        )? {
+            return Ok(false);
+        }
+        record(
+            conn,
+            &row,
+            (mv.event, &json!({ "status": status.as_str() })),
+            Actor::Holder(&lease),
+            now,
+            &row.run_id,
+        )?;
+        Ok(true)
+    })
+}
+
+/// Pauses a parked, ownerless run that waits on a pending interaction (idempotent).
+pub fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
+    let now = options_now(call)?;
+    let run_id = Js::arg(call, 0).get_or_undefined("runId")?;
+    store.write(|conn| {
+        let Some(row) = run_row_of(conn, run_id)? else {
+            return Ok(false);
+        };
+        let run_id = row.run_id.as_str();
+        if row.queue_status() != Some(QueueStatus::Parked) {
+            return Ok(false);
+        }
+        let lease = row.lease();
+        if lease.is_live(now) || !has_pending_interaction(conn, run_id)? {
+            return Ok(false);
+        }
+        if row.paused == 1 {
+            return Ok(true);
+        }
+        if !matches!(
+            row.run_status(),
+            Some(RunStatus::Running | RunStatus::Waiting)
+        ) {
+            return Ok(false);
+        }
+        let changed = PAUSE.apply(conn, Table::Run, params![now, run_id])?;
+        if changed != 1 {
+            return Ok(false);
+        }
+        record(
+            conn,
+            &row,
+            (PAUSE.event, &json!({ "status": "parked" })),
+            Actor::Control(None),
+            now,
+            &row.run_id,
+        )?;
+        Ok(true)
+    })
+}
+
+/// Lifts the pause of a parked, waiting, ownerless run that still has a pending interaction.
+pub fn resume_paused(store: &Store, call: &Call) -> Result<bool> {
+    let now = options_now(call)?;
+    let run_id = Js::arg(call, 0).get_or_undefined("runId")?;
+    store.write(|conn| {
+        let Some(row) = run_row_of(conn, run_id)? else {
+            return Ok(false);
+        };
+        let run_id = row.run_id.as_str();
+        if row.queue_status() != Some(QueueStatus::Parked)
+            || row.run_status() != Some(RunStatus::Waiting)
+            || row.paused != 1
+        {
+            return Ok(false);
+        }
+        let lease = row.lease();
+        if lease.is_live(now) || !has_pending_interaction(conn, run_id)? {
+            return Ok(false);
+        }
+        let changed = RESUME.apply(conn, Table::Run, params![now, run_id])?;
+        if changed != 1 {
+            return Ok(false);
+        }
+        record(
+            conn,
+            &row,
+            (RESUME.event, &json!({ "status": "waiting" })),
+            Actor::Control(None),
+            now,
+            &row.run_id,
+        )?;
+        Ok(true)
+    })
+}
