@@ -6,9 +6,9 @@
 //! fully absent (every table, `blobs` included, row for row), `integrity_check` and
 //! `foreign_key_check` pass, and the copy opens as a state database.
 //!
-//! The sweep runs over plain SQLite's unix VFS (a check of the harness itself) and over the
-//! WAL-append shim. `PIW_FAULT_SWEEP=full` (the soak) tries every N; otherwise the quick sweep in
-//! `cargo test` tries at most [`QUICK_POINTS`] Ns per point, spread over the whole range.
+//! The faults hit SQLite's unix VFS, which the store opens its file with. `PIW_FAULT_SWEEP=full`
+//! (the soak) tries every N; otherwise the quick sweep in `cargo test` tries at most
+//! [`QUICK_POINTS`] Ns per point, spread over the whole range.
 
 use std::ffi::CStr;
 use std::path::Path;
@@ -499,9 +499,4 @@ fn run_sweep(vfs_name: &'static CStr, label: &str) {
 #[test]
 fn faults_over_plain_sqlite_lose_and_resurrect_nothing() {
     run_sweep(faults::name(), "plain unix");
-}
-
-#[test]
-fn faults_under_the_wal_shim_lose_and_resurrect_nothing() {
-    run_sweep(faults::shim_name(), "the WAL-append shim");
 }

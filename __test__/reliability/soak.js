@@ -85,7 +85,7 @@ function rustFuzz({ cases }) {
   return { cases, elapsedMs: Date.now() - started, problems };
 }
 
-/** The full fault sweep (every fault point, not the quick sample of `npm test`), plain and shim. */
+/** The full fault sweep (every fault point, not the quick sample of `npm test`). */
 function faultSweep() {
   const started = Date.now();
   const run = childProcess.spawnSync(
@@ -125,7 +125,7 @@ async function main() {
     log(`rust fuzz: ${JSON.stringify(report.rust)}`);
   }
   if (opts.only.has('faults')) {
-    log('fault sweep: every write, sync, truncate and lock failed in turn, plain unix and the WAL shim');
+    log('fault sweep: every write, sync, truncate and lock failed in turn');
     report.faults = faultSweep();
     for (const line of report.faults.figures) log(line);
   }

@@ -9,8 +9,8 @@
 //! its SQL lines. On the file side every call is one `match` in front of the very rusqlite call
 //! it made before: no allocation, no copy of a row.
 //!
-//! What only a local file can do stays there, reached through [`Db::file`]: the WAL-append VFS,
-//! the run index's hooks and capture, the prune's helper connections, `state.connection`.
+//! What only a local file can do stays there, reached through [`Db::file`]: the run index's
+//! hooks and capture, the prune's helper connections, `state.connection`.
 
 pub mod cluster_clock;
 pub mod remote;

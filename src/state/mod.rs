@@ -109,7 +109,7 @@ impl StateDb {
 
     /// Opens the state database on a dqlite cluster (`dqlite://host:port,…/name`): the same
     /// schema text and `schema_meta` row as a file, created in one transaction when the
-    /// database is empty, then verified as a file's is. No VFS shim, run index, journal or blob
+    /// database is empty, then verified as a file's is. No run index, journal or blob
     /// prune: those are the local file's (the run polls read through SQL). All of it is done
     /// or failed by `deadline`.
     pub fn open_cluster(
@@ -256,8 +256,7 @@ fn open_connection(file_path: &Path, mode: Mode) -> Result<Connection> {
             }
             Mode::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         };
-        // Through the WAL-append shim (one write per commit instead of two per page), unless it
-        // could not be registered.
+        // SQLite's default VFS, or in tests the fault VFS a test chose.
         let connection = match vfs::for_connection() {
             Some(vfs) => Connection::open_with_flags_and_vfs(file_path, flags, vfs),
             None => Connection::open_with_flags(file_path, flags),

@@ -9,13 +9,3 @@ pub enum Mode {
     /// `read-only`: the file must exist; `query_only` is on.
     ReadOnly,
 }
-
-impl Mode {
-    /// The reference's spelling: `read-write` / `read-only`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::ReadWrite => "read-write",
-            Mode::ReadOnly => "read-only",
-        }
-    }
-}

@@ -116,10 +116,5 @@ mod tests {
         let other = Connection::open(&file).unwrap();
         let second = StateFile::of(&other, &file).expect("identified");
         assert_ne!(second.id, first.id);
-        // Through the WAL shim as through plain unix.
-        let shim = crate::state::vfs::name().expect("the shim registers");
-        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
-        let shimmed = Connection::open_with_flags_and_vfs(&file, flags, shim).unwrap();
-        assert_eq!(StateFile::of(&shimmed, &file), Some(second));
     }
 }

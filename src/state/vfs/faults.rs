@@ -1,7 +1,6 @@
 //! A test VFS over "unix" that fails the N-th write, sync, truncate or lock of this thread with
 //! an I/O error or a full disk, the way SQLite's own test suite injects faults (test_vfs.c,
-//! test_devsym.c). The WAL-append shim can be stacked on top of it ([`shim_name`]), so a fault
-//! hits the writes the shim actually issues rather than the ones SQLite asked of it.
+//! test_devsym.c).
 //!
 //! Faults are planned per thread ([`arm`], [`disarm`]): SQLite calls a connection's VFS on the
 //! thread that steps it, and cargo runs each test on its own thread.
@@ -14,10 +13,8 @@ use std::sync::OnceLock;
 
 use rusqlite::ffi;
 
-/// The name of the fault VFS itself (plain SQLite with faults).
+/// The name of the fault VFS (plain SQLite with faults).
 pub const NAME: &CStr = c"piw-faults";
-/// The name of the WAL-append shim registered over the fault VFS.
-pub const SHIM_NAME: &CStr = c"piw-wal-append-over-faults";
 
 /// The file operations a fault can hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,16 +147,10 @@ fn hit(point: Point) -> Option<Kind> {
     })
 }
 
-/// Registers the fault VFS (over "unix") and the shim over it; returns the fault VFS's name.
+/// Registers the fault VFS (over "unix") the first time; returns its name.
 pub fn name() -> &'static CStr {
     registered();
     NAME
-}
-
-/// The name of the WAL-append shim stacked on the fault VFS.
-pub fn shim_name() -> &'static CStr {
-    registered();
-    SHIM_NAME
 }
 
 fn registered() {
@@ -185,10 +176,6 @@ fn registered() {
         // SAFETY: a complete VFS that is never freed.
         let rc = unsafe { ffi::sqlite3_vfs_register(Box::into_raw(vfs), 0) };
         assert_eq!(rc, ffi::SQLITE_OK, "register the fault VFS");
-        assert!(
-            super::register_over(NAME, SHIM_NAME),
-            "register the shim over the fault VFS"
-        );
     });
 }
 
@@ -207,8 +194,9 @@ unsafe extern "C" fn x_open(
     flags: c_int,
     out_flags: *mut c_int,
 ) -> c_int {
-    // SAFETY: as for the shim's open: the real file object lives at REAL_OFFSET of SQLite's
-    // szOsFile allocation; pMethods is set only once the real open succeeded.
+    // SAFETY: SQLite passes szOsFile (REAL_OFFSET + unix's szOsFile) writable bytes, 8-byte
+    // aligned, so unix's file object fits at REAL_OFFSET; pMethods is set only once the real
+    // open succeeded (a failed open must leave it NULL).
     unsafe {
         let unix = (*vfs).pAppData.cast::<ffi::sqlite3_vfs>();
         let real = file
