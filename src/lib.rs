@@ -49,30 +49,42 @@ use store::Store;
 use wire::{encode_error, Call};
 
 thread_local! {
-    /// The states whose lock this thread holds for a call now running (see [`reentered`]).
-    static HELD: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The states whose lock this thread holds for a call now running, with the state each
+    /// call runs on (see [`reentered`]).
+    static HELD: std::cell::RefCell<Vec<(usize, *const StateDb)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Whether this thread is already inside a call on `state`: a getter, a Proxy trap or a
-/// coercion of a live call's arguments called the same database again. Its mutex is held by
-/// that call; waiting for it would never end, so the nested use fails instead (better-sqlite3's
-/// TypeError for a connection in use).
-fn reentered(state: &SharedState) -> bool {
+/// The state this thread is already running a call on, when it is `state`: a getter, a Proxy
+/// trap or a coercion of a live call's arguments called the same database again. Its mutex is
+/// held by that call (waiting for it would never end), so the nested call runs on the same
+/// connection, as the reference's nested call runs on its one better-sqlite3 connection: a
+/// read sees the outer call's uncommitted rows, a write's `BEGIN IMMEDIATE` inside the outer
+/// transaction fails and rolls it back (`StateDb::write`), as the reference's does.
+fn reentered(state: &SharedState) -> Option<*const StateDb> {
     let key = Arc::as_ptr(state) as usize;
-    HELD.with(|held| held.borrow().contains(&key))
+    HELD.with(|held| {
+        held.borrow()
+            .iter()
+            .rev()
+            .find(|(held, _)| *held == key)
+            .map(|(_, db)| *db)
+    })
 }
 
+/// better-sqlite3's TypeError for a connection in use (what closing it from inside one of its
+/// own calls answers here: the outer call still holds the connection).
 fn busy() -> StoreError {
     StoreError::Type("This database connection is busy executing a query".into())
 }
 
-/// Marks `state` as held by this thread for as long as it lives.
+/// Marks `state` as held by this thread, running on `db`, for as long as it lives.
 struct Held(usize);
 
 impl Held {
-    fn mark(state: &SharedState) -> Held {
+    fn mark(state: &SharedState, db: &StateDb) -> Held {
         let key = Arc::as_ptr(state) as usize;
-        HELD.with(|held| held.borrow_mut().push(key));
+        HELD.with(|held| held.borrow_mut().push((key, db as *const StateDb)));
         Held(key)
     }
 }
@@ -81,27 +93,47 @@ impl Drop for Held {
     fn drop(&mut self) {
         HELD.with(|held| {
             let mut held = held.borrow_mut();
-            if let Some(at) = held.iter().rposition(|key| *key == self.0) {
+            if let Some(at) = held.iter().rposition(|(key, _)| *key == self.0) {
                 held.remove(at);
             }
         });
     }
 }
 
-/// Runs `operation` on the locked state, turning errors and panics into the error wire form.
-fn guarded(state: &SharedState, operation: impl FnOnce(&StateDb) -> Result<String>) -> String {
-    if reentered(state) {
-        return encode_error(&busy());
+/// Runs `read` on `state`: on the state of the call this thread is inside (a re-entrant call,
+/// see [`reentered`]) or with its lock taken.
+fn with_state<T>(state: &SharedState, read: impl FnOnce(&StateDb) -> T) -> T {
+    match reentered(state) {
+        // SAFETY: the outer call's guard lives until its `Held` mark is dropped, on this thread,
+        // after this nested call returns; both calls only take `&StateDb`.
+        Some(db) => read(unsafe { &*db }),
+        None => read(&lock(state)),
     }
-    let guard = lock(state);
-    let _held = Held::mark(state);
-    let outcome = catch_unwind(AssertUnwindSafe(|| guard.as_one_call(|| operation(&guard))));
+}
+
+/// Runs `operation` on the locked state (or, re-entered, on the state of the call this thread
+/// is inside), turning errors and panics into the error wire form.
+fn guarded(state: &SharedState, operation: impl FnOnce(&StateDb) -> Result<String>) -> String {
+    match reentered(state) {
+        // SAFETY: as in [`with_state`].
+        Some(db) => run_guarded(state, unsafe { &*db }, operation),
+        None => run_guarded(state, &lock(state), operation),
+    }
+}
+
+fn run_guarded(
+    state: &SharedState,
+    db: &StateDb,
+    operation: impl FnOnce(&StateDb) -> Result<String>,
+) -> String {
+    let _held = Held::mark(state, db);
+    let outcome = catch_unwind(AssertUnwindSafe(|| db.as_one_call(|| operation(db))));
     match outcome {
         Ok(Ok(reply)) => reply,
         Ok(Err(error)) => encode_error(&error),
         Err(panic) => {
             // The connection as it is: a prune failure not reported yet stays for the next call.
-            if let Ok(conn) = guard.conn_before_prune() {
+            if let Ok(conn) = db.conn_before_prune() {
                 if !conn.is_autocommit() {
                     let _ = conn.execute_batch("ROLLBACK");
                 }
@@ -170,7 +202,7 @@ impl NativeState {
     /// reported it yet: the connection is closed either way.
     #[napi(catch_unwind)]
     pub fn close(&self) -> String {
-        if reentered(self.shared()) {
+        if reentered(self.shared()).is_some() {
             return encode_error(&busy());
         }
         match lock(self.shared()).close() {
@@ -217,18 +249,14 @@ impl NativeState {
     /// Whether the connection is still open (`connection.open`).
     #[napi(getter)]
     pub fn is_open(&self) -> bool {
-        // Inside a call on this state (a getter of its arguments asking), it is open.
-        reentered(self.shared()) || lock(self.shared()).is_open()
+        with_state(self.shared(), StateDb::is_open)
     }
 
     /// Why the run index of this connection is not used: the file at its journal's name
     /// (`<state file>-runlog`) is not this package's or not private. `null` when it is used.
     #[napi(getter)]
     pub fn runlog_refusal(&self) -> Option<String> {
-        if reentered(self.shared()) {
-            return None;
-        }
-        lock(self.shared()).runlog_refusal()
+        with_state(self.shared(), StateDb::runlog_refusal)
     }
 
     /// Whether a transaction is open on the connection (`connection.inTransaction`). The open's
@@ -237,14 +265,12 @@ impl NativeState {
     /// better-sqlite3).
     #[napi(getter)]
     pub fn in_transaction(&self) -> bool {
-        // Inside a call on this state the connection cannot be asked; a getter never throws.
-        if reentered(self.shared()) {
-            return false;
-        }
-        lock(self.shared())
-            .conn_before_prune()
-            .map(|conn| !conn.is_autocommit())
-            .unwrap_or(false)
+        with_state(self.shared(), |state| {
+            state
+                .conn_before_prune()
+                .map(|conn| !conn.is_autocommit())
+                .unwrap_or(false)
+        })
     }
 
     /// `connection.exec(sql)`: runs every statement of `sql`.
@@ -390,20 +416,16 @@ impl NativeStore {
         within_open: Option<bool>,
     ) -> napi::Result<NativeStore> {
         let shared = state.shared().clone();
-        if reentered(&shared) {
-            return Err(napi::Error::from_reason(encode_error(&busy())));
-        }
         let project = match project_path {
             None => Ok(None),
-            Some(path) => {
-                let state = lock(&shared);
-                let register = || store::resolve_project(&state, &path, now as i64);
+            Some(path) => with_state(&shared, |state| {
+                let register = || store::resolve_project(state, &path, now as i64);
                 if within_open == Some(true) {
                     state.within_open(register)
                 } else {
                     state.as_one_call(register)
                 }
-            }
+            }),
         };
         match project {
             Ok(project_id) => Ok(NativeStore {
