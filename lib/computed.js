@@ -21,6 +21,14 @@ function isConstructor(value) {
 
 const ARRAY_SOURCE = Function.prototype.toString.call(Array);
 
+// Array.prototype's own methods of this realm: a caller's list with one of these is walked by
+// the core; any other method is the caller's, and runs (src/js/lists.rs).
+const INTRINSICS = { map: Array.prototype.map, flatMap: Array.prototype.flatMap };
+const ARRAY_ITERATOR = Array.prototype[Symbol.iterator];
+
+/** Function bodies over `list` (the reference's expressions, from src/js/lists.rs), compiled once. */
+const compiled = new Map();
+
 module.exports = {
   // This realm's Array (the caller's: under Jest, the test's): a list whose `constructor` is it
   // makes a plain array without calling in here (src/js/live.rs, `species_create`).
@@ -65,6 +73,22 @@ module.exports = {
   },
   spread(list) {
     return [...list];
+  },
+  intrinsic(name) {
+    return INTRINSICS[name];
+  },
+  iteratesAsArray(list) {
+    return list[Symbol.iterator] === ARRAY_ITERATOR;
+  },
+  // The reference's own source text over a caller's list, so that V8 words its errors as it
+  // words the reference's.
+  evaluate(source, list) {
+    let run = compiled.get(source);
+    if (run === undefined) {
+      run = new Function('list', source);
+      compiled.set(source, run);
+    }
+    return run(list);
   },
   uniqueItems(list) {
     return [...new Set(list)];

@@ -14,7 +14,7 @@ use super::rows::{
 use crate::error::{Result, StoreError};
 use crate::js::{
     assign, assign_text, bind_params, bind_params_for, date_parse, timestamp, token_hash, Js,
-    LeaseSum, Param, Walk,
+    LeaseSum, Method, Param, Spread, Walk,
 };
 use crate::state::ids::random_token;
 use crate::state::json::canonical;
@@ -37,6 +37,9 @@ pub fn enqueue(store: &Store, call: &Call) -> Result<Reply> {
     Ok(Reply::undefined())
 }
 
+/// One item of `exclusions.map(() => …)` in claimNext's SQL.
+const EXCLUSION: &str = "AND NOT (c.controller_name = ? AND c.resource_key = ?)";
+
 pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let options = Js::arg(call, 0);
     let controllers = options.get("controllers")?;
@@ -47,8 +50,7 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     // `options.controllers.map(() => "?")`: the list read again.
     let Some((marks, _)) = options
         .get("controllers")?
-        .method("options.controllers", "map")?
-        .sql_marks()?
+        .sql_marks_as("options.controllers")?
     else {
         return Err(StoreError::Type(
             "options.controllers.map is not a function".into(),
@@ -56,31 +58,49 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     };
     // `options.exclude ?? []`; `exclusions.map(() => "AND NOT …")` for the SQL (one clause an
     // item: a hole joins as ""), then `exclusions.flatMap((ref) => [ref.controller, ref.key])`,
-    // a second walk over the list. Both skip a sparse list's holes.
+    // a second walk over the list. Both skip a sparse list's holes. A caller's own `map` or
+    // `flatMap` runs instead (src/js/lists.rs).
     let mut excluded = Vec::new();
+    let mut exclusion_sql = None;
     match options.get("exclude")? {
         Js::Undefined | Js::Null => {}
         exclude => {
-            let mapped = exclude.method("exclusions", "map")?.items_with_holes()?;
-            let flat_map = exclude.method("exclusions", "flatMap");
+            let mapped = match exclude.method_kind("exclusions", "map")? {
+                Method::Array => exclude.items_with_holes()?.map(|_| ()),
+                Method::Caller => {
+                    exclusion_sql = Some(exclude.caller_map_join("exclusions", EXCLUSION, "\n")?);
+                    Some(())
+                }
+                Method::Missing(error) => return Err(error),
+            };
+            let flat_map = exclude.method_kind("exclusions", "flatMap")?;
             // Another receiver of `map` (a typed array maps to a list of 0s) is refused at
             // `exclusions.flatMap`, which only arrays have.
             if mapped.is_none() {
-                flat_map?;
+                if let Method::Missing(error) = flat_map {
+                    return Err(error);
+                }
                 return Err(StoreError::Type("exclusions.map is not a function".into()));
             }
-            flat_map?.walk_as(Walk::FlatMap, |item| {
-                if let Some(exclusion) = item {
-                    let (controller, key) = ResourceRef::of(exclusion).parts()?;
-                    excluded.push(controller);
-                    excluded.push(key);
+            match flat_map {
+                Method::Missing(error) => return Err(error),
+                Method::Caller => excluded = exclude.caller_flat_map_refs("exclusions")?,
+                Method::Array => {
+                    exclude.walk_as(Walk::FlatMap, |item| {
+                        if let Some(exclusion) = item {
+                            let (controller, key) = ResourceRef::of(exclusion).parts()?;
+                            excluded.push(controller);
+                            excluded.push(key);
+                        }
+                        Ok(())
+                    })?;
                 }
-                Ok(())
-            })?;
+            }
         }
     }
     let claim = store.write(|conn| {
-        let Some(row) = next_due_row(store, conn, (options, &marks), &excluded, now)? else {
+        let sql = (marks.as_str(), exclusion_sql.as_deref());
+        let Some(row) = next_due_row(store, conn, (options, sql), &excluded, now)? else {
             return Ok(None);
         };
         take_lease(call, conn, &row, options, now)
@@ -93,14 +113,15 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 fn next_due_row(
     store: &Store,
     conn: &Db,
-    (options, placeholders): (Js<'_>, &str),
+    (options, (placeholders, exclusion_sql)): (Js<'_>, (&str, Option<&str>)),
     excluded: &[Js<'_>],
     now: i64,
 ) -> Result<Option<ClaimRow>> {
     // `controllers.map(() => "?").join(", ")`: a hole joins as "" (SQLite refuses the list).
-    let exclusion_sql =
-        vec!["AND NOT (c.controller_name = ? AND c.resource_key = ?)"; excluded.len() / 2]
-            .join("\n");
+    let exclusion_sql = match exclusion_sql {
+        Some(text) => text.to_owned(),
+        None => vec![EXCLUSION; excluded.len() / 2].join("\n"),
+    };
     // Driven from the queue's (available_at, created_at) index: SQLite then sorts only the
     // items due first and stops, instead of sorting every item of the controllers for one row.
     // (project_id, controller_name, resource_key) is unique, so the order is total and the row
@@ -122,7 +143,9 @@ fn next_due_row(
     let mut statement = conn.prepare_cached(&sql)?;
     let project_id = store.require_project_id()?;
     // `...options.controllers`: the list read again, its items too.
-    let controllers = options.get("controllers")?.sql_spread()?;
+    let controllers = options
+        .get("controllers")?
+        .sql_spread_as("options.controllers", Spread::Among)?;
     let mut params = Vec::with_capacity(controllers.len() + excluded.len() + 3);
     params.push(Param::text(project_id));
     params.extend(controllers.into_iter().map(Param::Js));

@@ -15,7 +15,7 @@ use super::records::{
 };
 use super::row::{rowid_list, run_row_of, RunRow, RUN_COLUMN_COUNT, RUN_SELECT};
 use crate::error::{Result, StoreError};
-use crate::js::{add_to_number, bind_all, params_for, token_hash_js, Js, Param, Sum};
+use crate::js::{add_to_number, bind_all, params_for, token_hash_js, Js, Param, Spread, Sum};
 use crate::state::blobs::JsonReads;
 use crate::state::json::canonical;
 use crate::state::leases::{self, bound_text, Actor, Fence, Holder, HolderKind, Lease};
@@ -75,11 +75,12 @@ impl<'a> NextRunArguments<'a> {
         {
             let marks = args
                 .get_or_undefined("excludeRunIds")?
-                .method("options.excludeRunIds", "map")?
-                .sql_marks()?;
+                .sql_marks_as("options.excludeRunIds")?;
             // A hole of a sparse list joins as "" (as `.map` leaves it) and spreads as undefined.
             if let Some((marks, _)) = marks {
-                let values = args.get_or_undefined("excludeRunIds")?.sql_spread()?;
+                let values = args
+                    .get_or_undefined("excludeRunIds")?
+                    .sql_spread_as("options.excludeRunIds", Spread::Push)?;
                 exclusion = Some((marks, values));
             }
         }
@@ -92,14 +93,16 @@ impl<'a> NextRunArguments<'a> {
     }
 
     /// Whether the index path may add its parameter: a string runner id, no session, and
-    /// every value bound before it a string (the binder's reading cannot change).
+    /// every value bound before it a string (the binder's reading cannot change), one for
+    /// each mark (a caller's own `map` may make more or fewer: the statement must then run,
+    /// to fail binding as the reference's does).
     fn plain(&self) -> bool {
         matches!(self.runner_id, Js::String(_))
             && self.session_id.is_none()
-            && self
-                .exclusion
-                .as_ref()
-                .is_none_or(|(_, values)| values.iter().all(|value| matches!(value, Js::String(_))))
+            && self.exclusion.as_ref().is_none_or(|(marks, values)| {
+                values.iter().all(|value| matches!(value, Js::String(_)))
+                    && *marks == vec!["?"; values.len()].join(", ")
+            })
     }
 }
 

@@ -13,7 +13,7 @@ use super::records::{
 };
 use super::row::{rowid_list, run_row_of, RunRow, RunRowRef, RUN_SELECT};
 use crate::error::Result;
-use crate::js::{params_for, Bound, Js};
+use crate::js::{params_for, Bound, Js, Spread};
 use crate::state::blobs::JsonReads;
 use crate::state::columns::is_utf8_error;
 use crate::state::run_index::{Current, ListRevision, Shape};
@@ -335,17 +335,14 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         if !length.as_number().is_some_and(|length| length > 0.0) {
             continue;
         }
-        let list = options.get(name)?;
-        let Some((marks, holes)) = list
-            .method(&format!("options.{name}"), "map")?
-            .sql_marks()?
-        else {
+        let expr = format!("options.{name}");
+        let Some((marks, holes)) = options.get(name)?.sql_marks_as(&expr)? else {
             continue;
         };
         // `.map(() => "?").join(", ")`: a hole stays a hole and joins as "" (SQLite then
         // refuses the list, as it refuses the reference's); the spread binds it as undefined.
         holey |= holes;
-        let items = options.get(name)?.sql_spread()?;
+        let items = options.get(name)?.sql_spread_as(&expr, Spread::Push)?;
         clauses.push(format!("{column_test} ({marks})"));
         if name == "statuses" {
             by_status = true;

@@ -354,6 +354,12 @@ impl Cx {
         self.helper("invoke", &all)
     }
 
+    /// What the JavaScript `source` (a function body over `list`: the reference's own
+    /// expression, src/js/lists.rs) returns, or what it throws.
+    pub fn evaluate<'v>(&'v self, source: &str, list: Js<'_>) -> Result<Js<'v>> {
+        self.helper("evaluate", &[Js::String(source), list])
+    }
+
     /// `new Date(value).getTime()`.
     pub fn new_date(&self, value: Js<'_>) -> Result<f64> {
         match self.helper("date", &[value])? {
