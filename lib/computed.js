@@ -21,10 +21,6 @@ function isConstructor(value) {
 
 const ARRAY_SOURCE = Function.prototype.toString.call(Array);
 
-// Array.prototype's own methods of this realm: a caller's list with one of these is walked by
-// the core; any other method is the caller's, and runs (src/js/lists.rs).
-const INTRINSICS = { map: Array.prototype.map, flatMap: Array.prototype.flatMap };
-const ARRAY_ITERATOR = Array.prototype[Symbol.iterator];
 
 /** Function bodies over `list` (the reference's expressions, from src/js/lists.rs), compiled once. */
 const compiled = new Map();
@@ -74,12 +70,12 @@ module.exports = {
   spread(list) {
     return [...list];
   },
-  intrinsic(name) {
-    return INTRINSICS[name];
-  },
-  iteratesAsArray(list) {
-    return list[Symbol.iterator] === ARRAY_ITERATOR;
-  },
+  // Array.prototype's own methods of this realm: a caller's list with one of these is walked
+  // by the core; any other method is the caller's, and runs (src/js/lists.rs).
+  arrayMap: Array.prototype.map,
+  arrayFlatMap: Array.prototype.flatMap,
+  arrayIterator: Array.prototype[Symbol.iterator],
+  iteratorSymbol: Symbol.iterator,
   // The reference's own source text over a caller's list, so that V8 words its errors as it
   // words the reference's.
   evaluate(source, list) {

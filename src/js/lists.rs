@@ -10,7 +10,9 @@
 //! ...iterable[Symbol.iterator] to be a function`), are the reference's. A snapshot of
 //! `store.async` (no live values) keeps its own rules (`Js::method`, `Js::sql_marks`).
 
-use super::value::{Js, Obj};
+use napi::sys;
+
+use super::value::{Js, Obj, Raw};
 use crate::error::{Result, StoreError};
 
 /// Where a spread stands in the reference's argument list (V8 words its TypeError by it).
@@ -32,25 +34,41 @@ fn binding(expr: &str) -> String {
 }
 
 impl<'a> Obj<'a> {
-    /// Whether `value` is the JS layer's `intrinsic` (`Array.prototype.map`, …; the caller's
-    /// realm under Jest).
-    fn is_intrinsic(self, value: Js<'_>, intrinsic: &str) -> Result<bool> {
-        let Js::Live(function) = value else {
-            return Ok(false);
-        };
-        Ok(
-            match self.cx().helper("intrinsic", &[Js::String(intrinsic)])? {
-                Js::Live(own) => own.strict_eq(function),
-                _ => false,
-            },
-        )
+    /// The JS layer's `name` (one of Array.prototype's own methods, the caller's realm under
+    /// Jest: lib/computed.js).
+    fn helper_value(self, name: &str) -> Result<Raw> {
+        let cx = self.cx();
+        Ok(cx.global_property(cx.helpers()?, name))
     }
 
-    /// `list[Symbol.iterator]` is `Array.prototype[Symbol.iterator]` (for a JavaScript array: a
-    /// spread then reads its items by index, as V8's does).
+    fn is(self, value: Raw, other: Raw) -> bool {
+        let mut same = false;
+        // SAFETY: handles of the running callback.
+        unsafe { sys::napi_strict_equals(self.cx().env(), value, other, &mut same) };
+        same
+    }
+
+    /// Whether `value` is the JS layer's `intrinsic` (`arrayMap`, `arrayFlatMap`).
+    fn is_intrinsic(self, value: Js<'_>, intrinsic: &str) -> Result<bool> {
+        match value {
+            Js::Live(function) => Ok(self.is(function.raw(), self.helper_value(intrinsic)?)),
+            _ => Ok(false),
+        }
+    }
+
+    /// A JavaScript array whose `[Symbol.iterator]` is Array.prototype's: a spread then reads
+    /// its items by index, as V8's does.
     fn iterates_as_array(self) -> Result<bool> {
-        Ok(self.is_js_array()
-            && self.cx().helper("iteratesAsArray", &[Js::Live(self)])? == Js::Bool(true))
+        if !self.is_js_array() {
+            return Ok(false);
+        }
+        let symbol = self.helper_value("iteratorSymbol")?;
+        let mut iterator = std::ptr::null_mut();
+        // SAFETY: handles of the running callback; a getter it runs may throw (checked).
+        let status =
+            unsafe { sys::napi_get_property(self.cx().env(), self.raw(), symbol, &mut iterator) };
+        self.cx().check(status)?;
+        Ok(self.is(iterator, self.helper_value("arrayIterator")?))
     }
 }
 
@@ -125,7 +143,14 @@ impl<'a> Js<'a> {
         let method = list.get(name)?;
         Ok(if method.type_of() != "function" {
             Method::Missing(StoreError::Type(format!("{expr}.{name} is not a function")))
-        } else if list.is_intrinsic(method, name)? {
+        } else if list.is_intrinsic(
+            method,
+            if name == "map" {
+                "arrayMap"
+            } else {
+                "arrayFlatMap"
+            },
+        )? {
             Method::Array
         } else {
             Method::Caller
