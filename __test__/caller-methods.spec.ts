@@ -27,6 +27,8 @@ const reservation = (runId: string, session: string) => ({
 /** The caller's list kinds, each made around one item. */
 const KINDS: Record<string, (item: unknown) => unknown> = {
   arrayLike: (item) => ({ length: 1, 0: item }),
+  // `length > 0` compares as JavaScript does: "1" > 0
+  arrayLikeTextLength: (item) => ({ length: '1', 0: item }),
   ownMap: (item) => ({ length: 1, 0: item, map: () => ['?'] }),
   ownMapIter: (item) => ({
     length: 1,
@@ -88,6 +90,7 @@ const SPREAD = 'TypeError: Spread syntax requires ...iterable[Symbol.iterator] t
 const EXPECTED: Record<string, Record<string, string>> = {
   'listWorkflowRuns statuses': {
     arrayLike: 'TypeError: options.statuses.map is not a function',
+    arrayLikeTextLength: 'TypeError: options.statuses.map is not a function',
     ownMap: SPREAD,
     ownMapIter: RUNS,
     arrayOwnMap: TOO_FEW,
@@ -97,6 +100,7 @@ const EXPECTED: Record<string, Record<string, string>> = {
   },
   'listWorkflowRuns excludeRunIds': {
     arrayLike: 'TypeError: options.excludeRunIds.map is not a function',
+    arrayLikeTextLength: 'TypeError: options.excludeRunIds.map is not a function',
     ownMap: SPREAD,
     ownMapIter: NONE,
     arrayOwnMap: TOO_FEW,
@@ -106,6 +110,7 @@ const EXPECTED: Record<string, Record<string, string>> = {
   },
   'claimNextWorkflowRun excludeRunIds': {
     arrayLike: 'TypeError: options.excludeRunIds.map is not a function',
+    arrayLikeTextLength: 'TypeError: options.excludeRunIds.map is not a function',
     ownMap: SPREAD,
     ownMapIter: 'undefined',
     arrayOwnMap: TOO_FEW,
@@ -115,6 +120,7 @@ const EXPECTED: Record<string, Record<string, string>> = {
   },
   'claimNext controllers': {
     arrayLike: 'TypeError: options.controllers.map is not a function',
+    arrayLikeTextLength: 'TypeError: options.controllers.map is not a function',
     ownMap: 'TypeError: object is not iterable (cannot read property Symbol(Symbol.iterator))',
     ownMapIter: CLAIMED,
     arrayOwnMap: TOO_FEW,
@@ -124,6 +130,7 @@ const EXPECTED: Record<string, Record<string, string>> = {
   },
   'claimNext exclude': {
     arrayLike: 'TypeError: exclusions.map is not a function',
+    arrayLikeTextLength: 'TypeError: exclusions.map is not a function',
     ownMap: 'TypeError: exclusions.flatMap is not a function',
     ownMapIter: 'TypeError: exclusions.flatMap is not a function',
     arrayOwnMap: 'SqliteError: near "?": syntax error',

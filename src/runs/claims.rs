@@ -15,7 +15,9 @@ use super::records::{
 };
 use super::row::{rowid_list, run_row_of, RunRow, RUN_COLUMN_COUNT, RUN_SELECT};
 use crate::error::{Result, StoreError};
-use crate::js::{add_to_number, bind_all, params_for, token_hash_js, Js, Param, Spread, Sum};
+use crate::js::{
+    add_to_number, bind_all, greater_than, params_for, token_hash_js, Js, Param, Spread, Sum,
+};
 use crate::state::blobs::JsonReads;
 use crate::state::json::canonical;
 use crate::state::leases::{self, bound_text, Actor, Fence, Holder, HolderKind, Lease};
@@ -67,11 +69,7 @@ impl<'a> NextRunArguments<'a> {
         };
         let mut exclusion = None;
         if !args.get_or_undefined("excludeRunIds")?.is_undefined()
-            && args
-                .get_or_undefined("excludeRunIds")?
-                .get("length")?
-                .as_number()
-                .is_some_and(|length| length > 0.0)
+            && greater_than(args.get_or_undefined("excludeRunIds")?.get("length")?, 0.0)?
         {
             let marks = args
                 .get_or_undefined("excludeRunIds")?

@@ -13,7 +13,7 @@ use super::records::{
 };
 use super::row::{rowid_list, run_row_of, RunRow, RunRowRef, RUN_SELECT};
 use crate::error::Result;
-use crate::js::{params_for, Bound, Js, Spread};
+use crate::js::{greater_than, params_for, Bound, Js, Spread};
 use crate::state::blobs::JsonReads;
 use crate::state::columns::is_utf8_error;
 use crate::state::run_index::{Current, ListRevision, Shape};
@@ -331,8 +331,8 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         if options.get(name)?.is_undefined() {
             continue;
         }
-        let length = options.get(name)?.get("length")?;
-        if !length.as_number().is_some_and(|length| length > 0.0) {
+        // `.length > 0`: JavaScript's comparison (a string length "1" passes).
+        if !greater_than(options.get(name)?.get("length")?, 0.0)? {
             continue;
         }
         let expr = format!("options.{name}");
