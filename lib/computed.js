@@ -1,5 +1,5 @@
 'use strict';
-// What the core asks JavaScript to compute during a live call (src/js/computed.rs, src/js/live.rs),
+// What the core asks JavaScript to compute during a live call (src/js/computed.rs, src/js/live/, src/js/lists.rs),
 // at the point the reference's code evaluates it: `now + leaseMs` (JavaScript's `+`: `valueOf`, string
 // concatenation), `new Date(sum).toISOString()`, `Date.parse`, and the reference's in-place changes of the
 // caller's objects (a strict-mode assignment: a frozen claim or a getter-only property throws
@@ -27,7 +27,7 @@ const compiled = new Map();
 
 module.exports = {
   // This realm's Array (the caller's: under Jest, the test's): a list whose `constructor` is it
-  // makes a plain array without calling in here (src/js/live.rs, `species_create`).
+  // makes a plain array without calling in here (src/js/live/object.rs, `species_create`).
   Array,
   // ArraySpeciesCreate(list, length) once `list.constructor` was read as `C` (ECMA-262, steps
   // 5 to 9), for a `C` other than undefined and this realm's Array: another realm's Array makes

@@ -438,7 +438,7 @@ impl NativeStore {
 
     /// Runs the public store method at position `method` of `methodTable()` with the caller's
     /// own arguments (`args`: the public method's rest array): the core reads them through napi
-    /// as the reference's code reads them (src/js/live.rs). See the module header for the reply
+    /// as the reference's code reads them (src/js/live/). See the module header for the reply
     /// encoding; when JavaScript threw while the core read or coerced a value, the call fails
     /// as every error does (its transaction rolled back) and that very value is thrown.
     #[napi(catch_unwind)]
