@@ -128,6 +128,10 @@ export const CASES: Case[] = [
       call('listWorkflowRuns', { statuses: reenter('proxy', ['failed', 'done'], 'reserveWorkflowRun', [reservation('bad id!', 'session-6')]) }),
       call('listRunEventsAfter', 0, { limit: reenter('getter', 5, 'reserveWorkflowRun', [reservation('bad id!', 'session-7')], true) }),
       call('listRunEventsAfter', 0, reenter('proxy', { limit: 50 }, 'isWorkflowRunPaused', ['r3'])),
+      // reads the reference makes inside its transaction: a nested write fails there
+      call('renewWorkflowRunClaim', { runId: reenter('getter', 'r3', 'recordEvent', [{ controller: 'jobs', key: 'k', type: 'x' }]), claimToken: 't', leaseMs: 1000 }),
+      call('pauseParkedWorkflowRun', { runId: reenter('getter', 'r3', 'reserveWorkflowRun', [reservation('r8', 'session-8')]) }),
+      call('resumePausedInteraction', { runId: reenter('getter', 'r3', 'reserveWorkflowRun', [reservation('r9', 'session-9')]) }),
       call('listWorkflowRuns', {}),
       ...end,
     ],

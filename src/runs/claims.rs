@@ -240,8 +240,10 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 pub fn renew(store: &Store, call: &Call) -> Result<Reply> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
-    let run_id = args.get_or_undefined("runId")?;
     let renewed = store.write(|conn| {
+        // `this.workflowRunRow(options.runId)`: read inside the transaction, as the reference
+        // reads it (a getter that calls the store sees the transaction open).
+        let run_id = args.get_or_undefined("runId")?;
         let Some(row) = run_row_of(conn, run_id)? else {
             return Ok(false);
         };

@@ -205,11 +205,13 @@ pub fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String>
     let conn = store.conn()?;
     let own = conn.is_autocommit();
     // The revision and the page from one snapshot (the reference reads them one after the other:
-    // the revision first, then `options.limit` and `options.offset`, then binds them).
+    // the revision first, then `options.limit` and `options.offset`, then binds them). The
+    // caller's values are read before the snapshot's transaction: the reference holds none
+    // while it reads them, so a getter's own store call (a write) runs as it does there.
+    let values = [options.get("limit")?, options.get("offset")?];
     let (current, runs) = in_read_transaction(conn, || {
         let mut index = store.state.run_index_current(conn, own)?;
         let current = list_revision(conn, index.as_ref())?;
-        let values = [options.get("limit")?, options.get("offset")?];
         let page = crate::js::bind_all(&values, 2)?;
         let paged_by_index = values.iter().all(is_number);
         Ok((
