@@ -93,6 +93,9 @@ export const CASES: Case[] = [
       // the work queue: a claim read inside a claim, a write from inside a claim's getter
       call('claimNext', { controllers: ['jobs'], ownerId: reenter('getter', 'w1', 'listQueue', [{ controller: 'jobs' }]), leaseMs: 30000 }),
       call('claimNext', { controllers: reenter('getter', ['jobs'], 'putResource', [put('k15')]), ownerId: 'w2', leaseMs: 30000 }),
+      // every read of ownerId is inside the transaction, the record's too: a nested write fails
+      call('putResource', put('k16')),
+      call('claimNext', { controllers: ['jobs'], ownerId: reenter('getter', 'w3', 'recordEvent', [{ controller: 'jobs', key: 'k1', type: 'owner' }]), leaseMs: 30000 }),
       call('listEvents', { controller: 'jobs', limit: reenter('valueOf', 3, 'recordEvent', [{ controller: 'jobs', key: 'k1', type: 'noted', payload: { from: 'valueOf' } }]) }),
       call('recordEvent', { controller: 'jobs', key: 'k2', type: reenter('getter', 'typed', 'recordEvent', [{ controller: 'jobs', key: 'k3', type: 'inner' }]) }),
       call('listEvents', { controller: 'jobs' }),

@@ -105,7 +105,15 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
         };
         take_lease(call, conn, &row, options, now)
     })?;
-    Ok(Reply::maybe(claim))
+    let Some((claim, owner_handle)) = claim else {
+        return Ok(Reply::undefined());
+    };
+    let mut reply = Reply::value(claim);
+    // The record's `ownerId` is the caller's own value, read inside the transaction (below).
+    if let Some(handle) = owner_handle {
+        reply.echo.push(("ownerId", handle));
+    }
+    Ok(reply)
 }
 
 /// The earliest due queue item of these controllers whose lease is free or expired, with its
@@ -168,7 +176,7 @@ fn take_lease(
     due: &ClaimRow,
     options: Js<'_>,
     now: i64,
-) -> Result<Option<Value>> {
+) -> Result<Option<(Value, Option<crate::js::Raw>)>> {
     let row = &due.row;
     let lease = due
         .lease
@@ -211,18 +219,27 @@ fn take_lease(
     };
     insert_event_binding(conn, &event, &event.event_type, &actor[0])?;
     let queue_version = due.require_queue_version()?;
-    Ok(Some(json!({
-        "controller": row.controller_name,
-        "key": row.resource_key,
-        // The JS layer puts the caller's own `options.ownerId` here (`echo_props`).
-        "ownerId": owner_id.as_str().map_or(Value::Null, Value::from),
-        "token": token,
-        "generation": generation,
-        "queueVersion": queue_version,
-        "resourceVersion": row.resource_version + 1,
-        "consecutiveErrors": due.consecutive_errors.unwrap_or(0),
-        "expiresAt": expires.iso()?,
-    })))
+    // `ownerId: options.ownerId` of the record, built inside the reference's transaction: read
+    // a third time here (a live call hands the caller's value back as it is; `store.async`'s
+    // JS layer puts its snapshot's there, `echo_props`).
+    let (owner_again, owner_handle) = match options {
+        Js::Live(object) => object.get_with_handle("ownerId")?,
+        _ => (owner_id, None),
+    };
+    Ok(Some((
+        json!({
+            "controller": row.controller_name,
+            "key": row.resource_key,
+            "ownerId": owner_again.as_str().map_or(Value::Null, Value::from),
+            "token": token,
+            "generation": generation,
+            "queueVersion": queue_version,
+            "resourceVersion": row.resource_version + 1,
+            "consecutiveErrors": due.consecutive_errors.unwrap_or(0),
+            "expiresAt": expires.iso()?,
+        }),
+        owner_handle,
+    )))
 }
 
 /// Extends an unexpired lease held exactly by `claim` (no transaction, as in the reference).
