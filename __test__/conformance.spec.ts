@@ -21,8 +21,10 @@ import { conformancePaths } from './support/paths';
 import { Bindings } from './support/placeholders';
 import {
   expectError,
+  Face,
   missingMethods,
   replayTrace,
+  replayTraceAsync,
   StoreClass,
   Trace,
   TraceFailure,
@@ -42,34 +44,44 @@ const paths = conformancePaths();
 const keepDir = process.env.PIW_CONFORMANCE_KEEP === '1';
 const allSteps = process.env.PIW_CONFORMANCE_ALL === '1';
 
-describe('conformance', () => {
-  for (const entry of traceEntries(paths)) {
-    if ('error' in entry) {
-      const label = path.basename(entry.file);
-      it(label, () => {
-        throw entry.error;
-      });
-      continue;
-    }
-    const { trace } = entry;
-    const missing = missingMethods(trace, SqliteControllerStore);
-    if (missing.length > 0) {
-      // Counted as skipped (never passed) until every method the trace calls exists.
-      it.skip(trace.name, () => undefined);
-      continue;
-    }
-    const replay = () =>
-      replayTrace(trace, {
+// Every trace through both faces of the store: the synchronous methods, and `store.async`
+// (whose arguments are read before the call is queued, by lib/wire.js, and whose result, error
+// and in-place claim changes arrive when its Promise settles).
+const FACES: { face: Face; title: string }[] = [
+  { face: 'sync', title: 'conformance' },
+  { face: 'async', title: 'conformance through store.async' },
+];
+
+for (const { face, title } of FACES) {
+  describe(title, () => {
+    for (const entry of traceEntries(paths)) {
+      if ('error' in entry) {
+        const label = path.basename(entry.file);
+        it(label, () => {
+          throw entry.error;
+        });
+        continue;
+      }
+      const { trace } = entry;
+      const missing = missingMethods(trace, SqliteControllerStore);
+      if (missing.length > 0) {
+        // Counted as skipped (never passed) until every method the trace calls exists.
+        it.skip(trace.name, () => undefined);
+        continue;
+      }
+      const options = {
         Store: SqliteControllerStore,
         clock: jestClock,
         conformanceRoot: paths.root,
         keepDir,
         allSteps,
-      });
-    if (KNOWN_FAILING.has(trace.name) && !allSteps) it.failing(`${trace.name}${KNOWN_FAILING_SUFFIX}`, replay);
-    else it(trace.name, replay);
-  }
-});
+      };
+      const replay = face === 'sync' ? () => replayTrace(trace, options) : () => replayTraceAsync(trace, options);
+      if (KNOWN_FAILING.has(trace.name) && !allSteps) it.failing(`${trace.name}${KNOWN_FAILING_SUFFIX}`, replay);
+      else it(trace.name, replay);
+    }
+  });
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -478,7 +490,7 @@ describe('replayer internals', () => {
     }
   });
 
-  describe('replayTrace', () => {
+  describe('replayTrace and replayTraceAsync', () => {
     // A stand-in store in plain JavaScript: enough behaviour to drive every step kind.
     class FakeStore {
       static opened: string[] = [];
@@ -506,6 +518,32 @@ describe('replayer internals', () => {
       sneaky(value: { a: number }): number {
         value.a = 2;
         return 1;
+      }
+      readA(value: { a: unknown }): unknown {
+        return value.a;
+      }
+      text(value: unknown): string {
+        return `${value}`;
+      }
+      /** `store.async`: each method as a Promise settled on a later turn of the event loop. */
+      get async(): Record<string, (...args: unknown[]) => Promise<unknown>> {
+        const methods = FakeStore.prototype as unknown as Record<string, (...args: unknown[]) => unknown>;
+        const names = ['stamp', 'bump', 'echo', 'sneaky', 'readA', 'text', 'write'];
+        return Object.fromEntries(
+          names.map((name) => [
+            name,
+            (...args: unknown[]) =>
+              new Promise((resolve, reject) =>
+                setImmediate(() => {
+                  try {
+                    resolve(methods[name].apply(this, args));
+                  } catch (error) {
+                    reject(error);
+                  }
+                }),
+              ),
+          ]),
+        );
       }
       write(): void {
         const db = new Database(this.file);
@@ -678,6 +716,58 @@ describe('replayer internals', () => {
       expect(failureOf([open, { do: 'call', store: 's', method: 'echo', args: ['$rand:7'], returns: 1 }])).toContain(
         '$rand:7 is used before a result bound it',
       );
+    });
+
+    const asyncFailureOf = async (steps: unknown[]): Promise<string> => {
+      const trace = { format: 'piw-conformance-trace/1', name: 't', clockStart: 1789257600005, methods: [], steps } as unknown as Trace;
+      try {
+        await replayTraceAsync(trace, { Store, clock: jestClock, conformanceRoot: paths.root });
+      } catch (error) {
+        if (error instanceof TraceFailure) return error.message;
+        throw error;
+      }
+      return '';
+    };
+
+    it('replays through store.async with the same steps and comparisons, after each Promise settles', async () => {
+      FakeStore.opened = [];
+      expect(await asyncFailureOf(happy)).toBe('');
+      expect(FakeStore.opened).toHaveLength(1);
+      // the in-place change is seen once the Promise has settled
+      expect(await asyncFailureOf([open, { do: 'tick', ms: 1000 }, stampLater, { ...bump, argsAfter: undefined }])).toContain(
+        'argument changed in place',
+      );
+      expect(await asyncFailureOf([open, { do: 'close', store: 's' }, { ...closed, throws: undefined, returns: 1 }])).toContain(
+        'expected a result, but the call threw TypeError: The database connection is not open',
+      );
+      const wrong = { ...stampLater, returns: { now: 1789257601005, iso: 'nope', id: '$rand:2' } };
+      expect(await asyncFailureOf([open, stamp, { do: 'tick', ms: 1000 }, wrong])).toContain('at:       returns.iso');
+      expect(await asyncFailureOf([open, { do: 'call', store: 's', method: 'nope', args: [], returns: 1 }])).toContain(
+        'the store has no async method nope',
+      );
+    });
+
+    it('calls the store again from inside an argument and compares what the nested calls did', () => {
+      const nested = (via: string, value: unknown, extra: object = {}) => ({
+        $reenter: { via, call: { store: 's', method: 'stamp', args: [] }, value, ...extra },
+      });
+      const stamped = { returns: { now: 1789257600005, iso: '2026-09-13T00:00:00.005Z', id: '$rand:1' } };
+      const call = (method: string, args: unknown[], rest: object) => ({ do: 'call', store: 's', method, args, ...rest });
+      const viaGetter = call('readA', [{ a: nested('getter', 5) }], { reentered: [stamped], returns: 5 });
+      expect(() => replay([open, viaGetter])).not.toThrow();
+      expect(failureOf([open, { ...viaGetter, reentered: [] }])).toContain('1 nested calls, the reference made 0');
+      expect(failureOf([open, call('echo', [{ a: nested('getter', 5) }], { reentered: [stamped], returns: {} })])).toContain(
+        '0 nested calls, the reference made 1',
+      );
+      expect(() => replay([open, call('text', [nested('toString', 'five')], { reentered: [stamped], returns: 'five' })])).not.toThrow();
+      const proxied = call('readA', [nested('proxy', { a: 1 })], { reentered: [stamped], returns: 1 });
+      expect(() => replay([open, proxied])).not.toThrow();
+      const noMethod = { throws: { name: 'Error', message: 'the store has no method nope' } };
+      const rethrown = call('readA', [{ a: nested('getter', 5, { call: { store: 's', method: 'nope', args: [] }, rethrow: true }) }], {
+        reentered: [noMethod],
+        ...noMethod,
+      });
+      expect(() => replay([open, rethrown])).not.toThrow();
     });
   });
 });

@@ -1,5 +1,5 @@
 'use strict';
-// What the core asks JavaScript to compute during a live call (src/js/computed.rs, src/js/live.rs),
+// What the core asks JavaScript to compute during a live call (src/js/computed.rs, src/js/live/, src/js/lists.rs),
 // at the point the reference's code evaluates it: `now + leaseMs` (JavaScript's `+`: `valueOf`, string
 // concatenation), `new Date(sum).toISOString()`, `Date.parse`, and the reference's in-place changes of the
 // caller's objects (a strict-mode assignment: a frozen claim or a getter-only property throws
@@ -21,9 +21,13 @@ function isConstructor(value) {
 
 const ARRAY_SOURCE = Function.prototype.toString.call(Array);
 
+
+/** Function bodies over `list` (the reference's expressions, from src/js/lists.rs), compiled once. */
+const compiled = new Map();
+
 module.exports = {
   // This realm's Array (the caller's: under Jest, the test's): a list whose `constructor` is it
-  // makes a plain array without calling in here (src/js/live.rs, `species_create`).
+  // makes a plain array without calling in here (src/js/live/object.rs, `species_create`).
   Array,
   // ArraySpeciesCreate(list, length) once `list.constructor` was read as `C` (ECMA-262, steps
   // 5 to 9), for a `C` other than undefined and this realm's Array: another realm's Array makes
@@ -65,6 +69,22 @@ module.exports = {
   },
   spread(list) {
     return [...list];
+  },
+  // Array.prototype's own methods of this realm: a caller's list with one of these is walked
+  // by the core; any other method is the caller's, and runs (src/js/lists.rs).
+  arrayMap: Array.prototype.map,
+  arrayFlatMap: Array.prototype.flatMap,
+  arrayIterator: Array.prototype[Symbol.iterator],
+  iteratorSymbol: Symbol.iterator,
+  // The reference's own source text over a caller's list, so that V8 words its errors as it
+  // words the reference's.
+  evaluate(source, list) {
+    let run = compiled.get(source);
+    if (run === undefined) {
+      run = new Function('list', source);
+      compiled.set(source, run);
+    }
+    return run(list);
   },
   uniqueItems(list) {
     return [...new Set(list)];

@@ -137,6 +137,28 @@ fn envelope() -> impl Strategy<Value = Value> {
     ]
 }
 
+/// Lists whose methods are not Array.prototype's, as `store.async`'s snapshot (lib/wire.js)
+/// sends them: array-likes (a `length` and indexed properties, no `map`), objects with their
+/// own `map`/`join`/`Symbol.iterator` (a function is sent as its tag), a Set, a typed array.
+fn list_like() -> impl Strategy<Value = Value> {
+    let function = |name: &str| json!({ "\u{0}": "function", "v": name });
+    prop_oneof![
+        Just(json!({ "length": 1, "0": "queued" })),
+        Just(json!({ "length": 2, "0": "fz-a", "1": "k0" })),
+        Just(json!({ "length": "1", "0": "queued" })),
+        Just(json!({ "length": 1, "0": "queued", "map": function("map") })),
+        Just(
+            json!({ "length": 1, "0": "queued", "map": function("map"), "join": function("join") })
+        ),
+        Just(json!({ "0": "queued", "flatMap": function("flatMap") })),
+        Just(json!({ "\u{0}": "object", "kind": "Set", "text": "[object Set]", "props": {} })),
+        Just(
+            json!({ "\u{0}": "object", "kind": "Array", "text": "queued", "props": { "0": "queued", "map": function("map") } })
+        ),
+        Just(json!({ "\u{0}": "bytes", "kind": "Uint8Array", "v": "0102", "text": "1,2" })),
+    ]
+}
+
 fn leaf() -> impl Strategy<Value = Value> {
     prop_oneof![
         Just(Value::Null),
@@ -144,6 +166,7 @@ fn leaf() -> impl Strategy<Value = Value> {
         number(),
         text().prop_map(Value::String),
         envelope(),
+        list_like(),
     ]
 }
 
@@ -287,4 +310,60 @@ fn every_method_survives_malformed_arguments() {
     });
     fixture.into_inner().finish();
     outcome.unwrap();
+}
+
+/// An array-like (a `length` and indexed properties, no `map`) or a list with its own methods,
+/// sent by `store.async`'s snapshot, is never read as an array where the reference calls
+/// `list.map(…)`: every list site refuses it as the reference's `.map` call does.
+#[test]
+fn array_likes_are_never_read_as_arrays() {
+    let fixture = Fixture::new(u32::MAX);
+    let store = Store::new(&fixture.state, fixture.project_id.as_deref());
+    let lists = [
+        json!({ "length": 1, "0": "queued" }),
+        json!({ "length": "1", "0": "queued" }),
+        json!({ "length": 1, "0": "queued", "join": { "\u{0}": "function", "v": "join" } }),
+        json!({ "\u{0}": "object", "kind": "Set", "text": "[object Set]", "props": {} }),
+    ];
+    let sites = [
+        ("listWorkflowRuns", "statuses", "options.statuses.map"),
+        (
+            "listWorkflowRuns",
+            "excludeRunIds",
+            "options.excludeRunIds.map",
+        ),
+        (
+            "claimNextWorkflowRun",
+            "excludeRunIds",
+            "options.excludeRunIds.map",
+        ),
+        ("claimNext", "controllers", "options.controllers.map"),
+        ("claimNext", "exclude", "exclusions.map"),
+    ];
+    for list in &lists {
+        for (method, field, expr) in sites {
+            let mut options = json!({
+                "runnerId": "host-1", "claimToken": "t", "leaseMs": 1000,
+                "controllers": ["jobs"], "ownerId": "w",
+            });
+            options[field] = list.clone();
+            let reply = dispatch(&store, method, &Call::new(vec![options], 1_789_257_600_000));
+            let error = reply
+                .err()
+                .map(|error| error.to_string())
+                .unwrap_or_default();
+            // A Set has no `length`: the reference's `length > 0` test skips the list.
+            let skipped =
+                list.get("\u{0}").is_some() && field != "controllers" && field != "exclude";
+            if skipped {
+                assert!(error.is_empty(), "{method} {field} {list}: {error}");
+            } else {
+                assert!(
+                    error.contains(&format!("{expr} is not a function")),
+                    "{method} {field} {list}: {error:?}"
+                );
+            }
+        }
+    }
+    fixture.finish();
 }

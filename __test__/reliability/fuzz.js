@@ -137,6 +137,15 @@ const SPECIALS = [
   'manyItems',
   'boxedString',
   'protoPollution',
+  // Lists whose methods are the caller's: the store must call them where the reference does
+  // (src/js/lists.rs), never read them as arrays.
+  'arrayLike',
+  'ownMap',
+  'ownJoin',
+  'ownIterator',
+  'arrayOwnMap',
+  'arrayOwnIterator',
+  'arrayOwnMapThrows',
 ];
 
 function hostileArbitrary({ maxString }) {
@@ -462,6 +471,36 @@ function special(kind) {
       return new String('fz-a');
     case 'protoPollution':
       return JSON.parse('{"__proto__": {"polluted": true}, "controller": "fz-a", "key": "k0"}');
+    case 'arrayLike':
+      return { length: 2, 0: 'fz-a', 1: 'queued' };
+    case 'ownMap':
+      return { length: 1, 0: 'fz-a', map: () => ['?', '?'] };
+    case 'ownJoin':
+      return { length: 1, 0: 'fz-a', map: () => ({ join: () => '?' }), join: () => '?' };
+    case 'ownIterator':
+      return {
+        length: 1,
+        0: 'fz-a',
+        map: () => ['?'],
+        *[Symbol.iterator]() {
+          yield 'fz-b';
+        },
+      };
+    case 'arrayOwnMap':
+      return Object.assign(['fz-a', 'queued'], { map: () => ['?'] });
+    case 'arrayOwnIterator':
+      return Object.assign(['fz-a'], {
+        *[Symbol.iterator]() {
+          yield 'fz-b';
+          yield 'parked';
+        },
+      });
+    case 'arrayOwnMapThrows':
+      return Object.assign(['fz-a'], {
+        map: () => {
+          throw new RangeError('a caller map throws');
+        },
+      });
     default:
       throw new Error(`unknown special ${kind}`);
   }

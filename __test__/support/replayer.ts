@@ -1,6 +1,11 @@
 // Replays one `piw-conformance-trace/1` trace against a `SqliteControllerStore` class, exactly as
 // __test__/conformance/README.md defines the steps. Stops at the first difference and throws a
 // `TraceFailure` naming the step, the method and a compact diff.
+//
+// One step loop serves both faces of the store: `replayTrace` calls the synchronous methods,
+// `replayTraceAsync` calls `store.async[method]` and compares once its Promise settles (results,
+// errors and in-place claim changes alike). The loop is a generator that yields each store call
+// and is resumed with its outcome, so the two drivers share every step and every comparison.
 
 import fs from 'node:fs';
 import os from 'node:os';
@@ -8,6 +13,7 @@ import path from 'node:path';
 
 import { expectMatch, Mismatch } from './compare';
 import { Bindings } from './placeholders';
+import { hasReentry, Outcome, Reentries } from './reentry';
 import { checkBlobHashes, dumpConnection, DumpConnection, dumpDatabase, runSql } from './sqlite';
 import { constructorName, decode, Encoded, isErrorLike, show } from './values';
 
@@ -25,6 +31,8 @@ export type Step =
       returns?: Encoded;
       throws?: ExpectedError;
       argsAfter?: Encoded[];
+      /** The outcomes of the calls made from inside `args` (support/reentry.ts), in order. */
+      reentered?: ({ returns: Encoded } | { throws: ExpectedError })[];
     }
   | { do: 'tick'; ms: number }
   | { do: 'close'; store: string }
@@ -162,7 +170,14 @@ type Context = {
   stores: Map<string, StoreInstance>;
   opened: StoreInstance[];
   now: number;
+  reentries: Reentries;
 };
+
+/** The store face a replay drives. */
+export type Face = 'sync' | 'async';
+
+/** A store call the step loop yields to its driver: run it, resume the loop with its outcome. */
+type Pending = () => unknown;
 
 type SqlConnection = { open: boolean; prepare(sql: string): { run(...params: unknown[]): { changes: number } } };
 
@@ -181,31 +196,67 @@ function openConnectionOn(context: Context, file: string, storeId: string | unde
   return undefined;
 }
 
-/** Replays the whole trace; throws a TraceFailure at the first difference. */
+/** Replays the whole trace through the synchronous methods; throws a TraceFailure at the first difference. */
 export function replayTrace(trace: Trace, options: ReplayOptions): void {
+  const steps = replaySteps(trace, options, 'sync');
+  let next = steps.next();
+  while (!next.done) next = steps.next(settle(next.value));
+}
+
+/**
+ * Replays the whole trace through `store.async`: each call's Promise settles before its
+ * comparison and before the next step; rejects with a TraceFailure at the first difference.
+ */
+export async function replayTraceAsync(trace: Trace, options: ReplayOptions): Promise<void> {
+  const steps = replaySteps(trace, options, 'async');
+  let next = steps.next();
+  while (!next.done) next = steps.next(await settleAsync(next.value));
+}
+
+function settle(pending: Pending): Outcome {
+  try {
+    return { threw: false, value: pending() };
+  } catch (error) {
+    return { threw: true, error };
+  }
+}
+
+async function settleAsync(pending: Pending): Promise<Outcome> {
+  try {
+    return { threw: false, value: await pending() };
+  } catch (error) {
+    return { threw: true, error };
+  }
+}
+
+function* replaySteps(trace: Trace, options: ReplayOptions, face: Face): Generator<Pending, void, Outcome> {
   const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'piw-conformance-')));
+  const bindings = new Bindings(dir);
+  const stores = new Map<string, StoreInstance>();
   const context: Context = {
     options,
     dir,
-    bindings: new Bindings(dir),
-    stores: new Map(),
+    bindings,
+    stores,
     opened: [],
     now: trace.clockStart,
+    reentries: new Reentries((id) => storeFor({ stores } as Context, id), bindings),
   };
   options.clock.freeze(trace.clockStart);
   let failed = false;
   const failures: string[] = [];
   try {
-    trace.steps.forEach((step, index) => {
+    for (const [index, step] of trace.steps.entries()) {
       try {
-        runStep(context, step);
+        if (step.do === 'call') yield* callMethod(context, step, face);
+        else runStep(context, step);
       } catch (error) {
         failed = true;
         const message = failureMessage(trace, step, index, error, context);
         if (!options.allSteps) throw new TraceFailure(message);
         failures.push(message);
       }
-    });
+    }
     if (failures.length > 0) {
       throw new TraceFailure(`${failures.length} of ${trace.steps.length} steps differ\n\n${failures.join('\n\n')}`);
     }
@@ -268,7 +319,8 @@ function runStep(context: Context, step: Step): void {
     case 'open':
       return openStore(context, step);
     case 'call':
-      return callMethod(context, step);
+      fail('a call step runs through the step loop (replayer error)');
+      break;
     case 'tick':
       if (!(Number.isSafeInteger(step.ms) && step.ms >= 0)) fail(`tick by ${step.ms} ms (trace error)`);
       context.now += step.ms;
@@ -355,36 +407,39 @@ function openStore(context: Context, step: Extract<Step, { do: 'open' }>): void 
   context.stores.set(step.store, store);
 }
 
-function callMethod(context: Context, step: Extract<Step, { do: 'call' }>): void {
-  const { bindings } = context;
+function* callMethod(
+  context: Context,
+  step: Extract<Step, { do: 'call' }>,
+  face: Face,
+): Generator<Pending, void, Outcome> {
+  const { bindings, reentries } = context;
   const store = storeFor(context, step.store);
-  const args = decode(step.args, bindings) as unknown[];
-  const method = store[step.method];
-  if (typeof method !== 'function') fail(`the store has no method ${step.method}`);
-  let result: unknown;
-  let thrown: unknown;
-  let threw = false;
-  try {
-    result = method.apply(store, args);
-  } catch (error) {
-    threw = true;
-    thrown = error;
-  }
+  const reenters = hasReentry(step.args);
+  const args = decode(step.args, bindings, reenters ? reentries.hooks : undefined) as unknown[];
+  const methods = face === 'sync' ? store : (store.async as Record<string, unknown> | undefined);
+  const method = methods?.[step.method];
+  if (typeof method !== 'function') fail(`the store has no ${face === 'sync' ? '' : 'async '}method ${step.method}`);
+  reentries.take();
+  const outcome: Outcome = yield () => method.apply(methods, args);
+  const nested = reentries.take();
+  if (reenters || step.reentered !== undefined) expectReentered(step.reentered ?? [], nested, bindings);
   if (step.throws !== undefined) {
-    if (!threw) {
-      throw new Mismatch('throws', 'expected the call to throw, it returned', step.throws, result);
+    if (!outcome.threw) {
+      throw new Mismatch('throws', 'expected the call to throw, it returned', step.throws, outcome.value);
     }
-    expectError(step.throws, thrown, bindings);
+    expectError(step.throws, outcome.error, bindings);
   } else {
-    if (threw) {
+    if (outcome.threw) {
       fail(
-        `expected a result, but the call threw ${errorSummary(thrown)}${stackHead(thrown)}\n` +
+        `expected a result, but the call threw ${errorSummary(outcome.error)}${stackHead(outcome.error)}\n` +
           `  expected returns: ${JSON.stringify(step.returns)?.slice(0, 400)}`,
       );
     }
     if (!('returns' in step)) fail('call step has neither returns nor throws (trace error)');
-    expectMatch(step.returns as Encoded, result, bindings, 'returns');
+    expectMatch(step.returns as Encoded, outcome.value, bindings, 'returns');
   }
+  // An argument that calls the store when read is not read again to compare it.
+  if (reenters) return;
   if (step.argsAfter !== undefined) {
     expectMatch(step.argsAfter, args, bindings, 'argsAfter');
   } else {
@@ -395,4 +450,33 @@ function callMethod(context: Context, step: Extract<Step, { do: 'call' }>): void
       throw new Mismatch(error.at, `argument changed in place: ${error.reason}`, error.expected, error.actual);
     }
   }
+}
+
+/** The nested calls' outcomes against the step's `reentered` list. */
+function expectReentered(
+  expected: NonNullable<Extract<Step, { do: 'call' }>['reentered']>,
+  actual: Outcome[],
+  bindings: Bindings,
+): void {
+  if (expected.length !== actual.length) {
+    throw new Mismatch(
+      'reentered',
+      `${actual.length} nested calls, the reference made ${expected.length}`,
+      expected,
+      actual.map((outcome) => (outcome.threw ? { threw: errorSummary(outcome.error) } : { returned: outcome.value })),
+    );
+  }
+  expected.forEach((want, index) => {
+    const got = actual[index];
+    const at = `reentered[${index}]`;
+    if ('throws' in want) {
+      if (!got.threw) throw new Mismatch(at, 'expected the nested call to throw, it returned', want.throws, got.value);
+      expectError(want.throws, got.error, bindings);
+    } else {
+      if (got.threw) {
+        throw new Mismatch(at, `the nested call threw ${errorSummary(got.error)}`, want.returns, undefined);
+      }
+      expectMatch(want.returns, got.value, bindings, at);
+    }
+  });
 }

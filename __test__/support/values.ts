@@ -15,7 +15,7 @@ export class TextBlob {
   ) {}
 }
 
-export const TAGS = ['$undefined', '$buffer', '$number', '$bigint', '$text'] as const;
+export const TAGS = ['$undefined', '$buffer', '$number', '$bigint', '$text', '$reenter'] as const;
 export type Tag = (typeof TAGS)[number];
 
 /** The tag of a tagged value, or undefined for ordinary values. Unknown `$` tags are an error. */
@@ -55,14 +55,22 @@ export function defineOwn(target: object, key: string, value: unknown): void {
 }
 
 /**
+ * What `{"$reenter": …}` stands for (support/reentry.ts; only in traces that call the store
+ * again from inside an argument): `getter` makes an accessor property, `value` any other value.
+ */
+export type DecodeHooks = {
+  reenter(spec: Encoded): { getter: () => unknown } | { value: unknown };
+};
+
+/**
  * The JavaScript value an encoded `args`/`params`/`options` value stands for, with `$DIR` and
  * bound placeholders substituted in every string (keys included). Object keys are created in
  * file order.
  */
-export function decode(value: Encoded, bindings: Bindings): unknown {
+export function decode(value: Encoded, bindings: Bindings, hooks?: DecodeHooks): unknown {
   if (value === null || typeof value === 'boolean' || typeof value === 'number') return value;
   if (typeof value === 'string') return bindings.substitute(value);
-  if (Array.isArray(value)) return value.map((item) => decode(item, bindings));
+  if (Array.isArray(value)) return value.map((item) => decode(item, bindings, hooks));
   const tag = tagOf(value);
   if (tag !== undefined) {
     const payload = value[tag];
@@ -77,11 +85,22 @@ export function decode(value: Encoded, bindings: Bindings): unknown {
         return BigInt(String(payload));
       case '$text':
         throw new Error('$text only appears in dumps');
+      case '$reenter': {
+        if (hooks === undefined) throw new Error('$reenter only appears in the re-entrancy traces');
+        const made = hooks.reenter(payload);
+        if ('getter' in made) throw new Error('$reenter via "getter" is only a property value');
+        return made.value;
+      }
     }
   }
   const out = {};
   for (const [key, item] of Object.entries(value)) {
-    defineOwn(out, bindings.substitute(key), decode(item, bindings));
+    const made = hooks !== undefined && tagOf(item) === '$reenter' ? hooks.reenter((item as { $reenter: Encoded }).$reenter) : undefined;
+    if (made !== undefined && 'getter' in made) {
+      Object.defineProperty(out, bindings.substitute(key), { get: made.getter, enumerable: true, configurable: true });
+    } else {
+      defineOwn(out, bindings.substitute(key), made === undefined ? decode(item, bindings, hooks) : made.value);
+    }
   }
   return out;
 }

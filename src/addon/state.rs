@@ -8,7 +8,7 @@ use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
 use serde_json::{json, Value};
 
-use super::guard::{busy, guarded, lock, reentered};
+use super::guard::{busy, guarded, lock, reentered, with_state};
 use super::open::{open_cluster, parse_json, parse_open_options};
 use crate::connection;
 use crate::error::{Result, StoreError};
@@ -63,7 +63,7 @@ impl NativeState {
     /// reported it yet: the connection is closed either way.
     #[napi(catch_unwind)]
     pub fn close(&self) -> String {
-        if reentered(self.shared()) {
+        if reentered(self.shared()).is_some() {
             return encode_error(&busy());
         }
         match lock(self.shared()).close() {
@@ -110,18 +110,14 @@ impl NativeState {
     /// Whether the connection is still open (`connection.open`).
     #[napi(getter)]
     pub fn is_open(&self) -> bool {
-        // Inside a call on this state (a getter of its arguments asking), it is open.
-        reentered(self.shared()) || lock(self.shared()).is_open()
+        with_state(self.shared(), StateDb::is_open)
     }
 
     /// Why the run index of this connection is not used: the file at its journal's name
     /// (`<state file>-runlog`) is not this package's or not private. `null` when it is used.
     #[napi(getter)]
     pub fn runlog_refusal(&self) -> Option<String> {
-        if reentered(self.shared()) {
-            return None;
-        }
-        lock(self.shared()).runlog_refusal()
+        with_state(self.shared(), StateDb::runlog_refusal)
     }
 
     /// Whether a transaction is open on the connection (`connection.inTransaction`). The open's
@@ -130,14 +126,12 @@ impl NativeState {
     /// better-sqlite3).
     #[napi(getter)]
     pub fn in_transaction(&self) -> bool {
-        // Inside a call on this state the connection cannot be asked; a getter never throws.
-        if reentered(self.shared()) {
-            return false;
-        }
-        lock(self.shared())
-            .conn_before_prune()
-            .map(|conn| !conn.is_autocommit())
-            .unwrap_or(false)
+        with_state(self.shared(), |state| {
+            state
+                .conn_before_prune()
+                .map(|conn| !conn.is_autocommit())
+                .unwrap_or(false)
+        })
     }
 
     /// `connection.exec(sql)`: runs every statement of `sql`.

@@ -8,7 +8,7 @@ use napi::{Env, JsValue, Task};
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::guard::{busy, guarded, lock, reentered};
+use super::guard::{guarded, with_state};
 use super::state::NativeState;
 use crate::error::StoreError;
 use crate::js;
@@ -37,20 +37,16 @@ impl NativeStore {
         within_open: Option<bool>,
     ) -> napi::Result<NativeStore> {
         let shared = state.shared().clone();
-        if reentered(&shared) {
-            return Err(napi::Error::from_reason(encode_error(&busy())));
-        }
         let project = match project_path {
             None => Ok(None),
-            Some(path) => {
-                let state = lock(&shared);
-                let register = || store::resolve_project(&state, &path, now as i64);
+            Some(path) => with_state(&shared, |state| {
+                let register = || store::resolve_project(state, &path, now as i64);
                 if within_open == Some(true) {
                     state.within_open(register)
                 } else {
                     state.as_one_call(register)
                 }
-            }
+            }),
         };
         match project {
             Ok(project_id) => Ok(NativeStore {
@@ -63,7 +59,7 @@ impl NativeStore {
 
     /// Runs the public store method at position `method` of `methodTable()` with the caller's
     /// own arguments (`args`: the public method's rest array): the core reads them through napi
-    /// as the reference's code reads them (src/js/live.rs). See the module header for the reply
+    /// as the reference's code reads them (src/js/live/). See the module header for the reply
     /// encoding; when JavaScript threw while the core read or coerced a value, the call fails
     /// as every error does (its transaction rolled back) and that very value is thrown.
     #[napi(catch_unwind)]

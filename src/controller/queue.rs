@@ -14,7 +14,7 @@ use super::rows::{
 use crate::error::{Result, StoreError};
 use crate::js::{
     assign, assign_text, bind_params, bind_params_for, date_parse, timestamp, token_hash, Js,
-    LeaseSum, Param, Walk,
+    LeaseSum, Method, Param, Spread, Walk,
 };
 use crate::state::ids::random_token;
 use crate::state::json::canonical;
@@ -38,6 +38,9 @@ pub fn enqueue(store: &Store, call: &Call) -> Result<Reply> {
     Ok(Reply::undefined())
 }
 
+/// One item of `exclusions.map(() => …)` in claimNext's SQL.
+const EXCLUSION: &str = "AND NOT (c.controller_name = ? AND c.resource_key = ?)";
+
 pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     let options = Js::arg(call, 0);
     let controllers = options.get("controllers")?;
@@ -48,8 +51,7 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     // `options.controllers.map(() => "?")`: the list read again.
     let Some((marks, _)) = options
         .get("controllers")?
-        .method("options.controllers", "map")?
-        .sql_marks()?
+        .sql_marks_as("options.controllers")?
     else {
         return Err(StoreError::Type(
             "options.controllers.map is not a function".into(),
@@ -57,36 +59,62 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
     };
     // `options.exclude ?? []`; `exclusions.map(() => "AND NOT …")` for the SQL (one clause an
     // item: a hole joins as ""), then `exclusions.flatMap((ref) => [ref.controller, ref.key])`,
-    // a second walk over the list. Both skip a sparse list's holes.
+    // a second walk over the list. Both skip a sparse list's holes. A caller's own `map` or
+    // `flatMap` runs instead (src/js/lists.rs).
     let mut excluded = Vec::new();
+    let mut exclusion_sql = None;
     match options.get("exclude")? {
         Js::Undefined | Js::Null => {}
         exclude => {
-            let mapped = exclude.method("exclusions", "map")?.items_with_holes()?;
-            let flat_map = exclude.method("exclusions", "flatMap");
+            let mapped = match exclude.method_kind("exclusions", "map")? {
+                Method::Array => exclude.items_with_holes()?.map(|_| ()),
+                Method::Caller => {
+                    exclusion_sql = Some(exclude.caller_map_join("exclusions", EXCLUSION, "\n")?);
+                    Some(())
+                }
+                Method::Missing(error) => return Err(error),
+            };
+            let flat_map = exclude.method_kind("exclusions", "flatMap")?;
             // Another receiver of `map` (a typed array maps to a list of 0s) is refused at
             // `exclusions.flatMap`, which only arrays have.
             if mapped.is_none() {
-                flat_map?;
+                if let Method::Missing(error) = flat_map {
+                    return Err(error);
+                }
                 return Err(StoreError::Type("exclusions.map is not a function".into()));
             }
-            flat_map?.walk_as(Walk::FlatMap, |item| {
-                if let Some(exclusion) = item {
-                    let (controller, key) = ResourceRef::of(exclusion).parts()?;
-                    excluded.push(controller);
-                    excluded.push(key);
+            match flat_map {
+                Method::Missing(error) => return Err(error),
+                Method::Caller => excluded = exclude.caller_flat_map_refs("exclusions")?,
+                Method::Array => {
+                    exclude.walk_as(Walk::FlatMap, |item| {
+                        if let Some(exclusion) = item {
+                            let (controller, key) = ResourceRef::of(exclusion).parts()?;
+                            excluded.push(controller);
+                            excluded.push(key);
+                        }
+                        Ok(())
+                    })?;
                 }
-                Ok(())
-            })?;
+            }
         }
     }
     let claim = store.write(|conn| {
-        let Some(row) = next_due_row(store, conn, (options, &marks), &excluded, now)? else {
+        let sql = (marks.as_str(), exclusion_sql.as_deref());
+        let Some(row) = next_due_row(store, conn, (options, sql), &excluded, now)? else {
             return Ok(None);
         };
         take_lease(call, conn, &row, options, now)
     })?;
-    Ok(Reply::maybe(claim))
+    let Some((claim, owner_handle)) = claim else {
+        return Ok(Reply::undefined());
+    };
+    let mut reply = Reply::value(claim);
+    // The record's `ownerId` is the caller's own value, read inside the transaction (below).
+    if let Some(handle) = owner_handle {
+        reply.echo.push(("ownerId", handle));
+    }
+    Ok(reply)
 }
 
 /// The earliest due queue item of these controllers whose lease is free or expired, with its
@@ -94,14 +122,15 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 fn next_due_row(
     store: &Store,
     conn: &Db,
-    (options, placeholders): (Js<'_>, &str),
+    (options, (placeholders, exclusion_sql)): (Js<'_>, (&str, Option<&str>)),
     excluded: &[Js<'_>],
     now: i64,
 ) -> Result<Option<ClaimRow>> {
     // `controllers.map(() => "?").join(", ")`: a hole joins as "" (SQLite refuses the list).
-    let exclusion_sql =
-        vec!["AND NOT (c.controller_name = ? AND c.resource_key = ?)"; excluded.len() / 2]
-            .join("\n");
+    let exclusion_sql = match exclusion_sql {
+        Some(text) => text.to_owned(),
+        None => vec![EXCLUSION; excluded.len() / 2].join("\n"),
+    };
     // Driven from the queue's (available_at, created_at) index: SQLite then sorts only the
     // items due first and stops, instead of sorting every item of the controllers for one row.
     // (project_id, controller_name, resource_key) is unique, so the order is total and the row
@@ -123,7 +152,9 @@ fn next_due_row(
     let mut statement = conn.prepare_cached(&sql)?;
     let project_id = store.require_project_id()?;
     // `...options.controllers`: the list read again, its items too.
-    let controllers = options.get("controllers")?.sql_spread()?;
+    let controllers = options
+        .get("controllers")?
+        .sql_spread_as("options.controllers", Spread::Among)?;
     let mut params = Vec::with_capacity(controllers.len() + excluded.len() + 3);
     params.push(Param::text(project_id));
     params.extend(controllers.into_iter().map(Param::Js));
@@ -146,7 +177,7 @@ fn take_lease(
     due: &ClaimRow,
     options: Js<'_>,
     now: i64,
-) -> Result<Option<Value>> {
+) -> Result<Option<(Value, Option<crate::js::Raw>)>> {
     let row = &due.row;
     let lease = due
         .lease
@@ -190,18 +221,27 @@ fn take_lease(
     };
     leases::insert_attributed_event_of(conn, event, actor, &payload, now, Payload::Fresh)?;
     let queue_version = due.require_queue_version()?;
-    Ok(Some(json!({
-        "controller": row.controller_name,
-        "key": row.resource_key,
-        // The JS layer puts the caller's own `options.ownerId` here (`echo_props`).
-        "ownerId": owner_id.as_str().map_or(Value::Null, Value::from),
-        "token": token,
-        "generation": generation,
-        "queueVersion": queue_version,
-        "resourceVersion": row.resource_version + 1,
-        "consecutiveErrors": due.consecutive_errors.unwrap_or(0),
-        "expiresAt": expires.iso()?,
-    })))
+    // `ownerId: options.ownerId` of the record, built inside the reference's transaction: read
+    // a third time here (a live call hands the caller's value back as it is; `store.async`'s
+    // JS layer puts its snapshot's there, `echo_props`).
+    let (owner_again, owner_handle) = match options {
+        Js::Live(object) => object.get_with_handle("ownerId")?,
+        _ => (owner_id, None),
+    };
+    Ok(Some((
+        json!({
+            "controller": row.controller_name,
+            "key": row.resource_key,
+            "ownerId": owner_again.as_str().map_or(Value::Null, Value::from),
+            "token": token,
+            "generation": generation,
+            "queueVersion": queue_version,
+            "resourceVersion": row.resource_version + 1,
+            "consecutiveErrors": due.consecutive_errors.unwrap_or(0),
+            "expiresAt": expires.iso()?,
+        }),
+        owner_handle,
+    )))
 }
 
 /// Extends an unexpired lease held exactly by `claim` (no transaction, as in the reference).

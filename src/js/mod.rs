@@ -20,10 +20,13 @@
 //!   errors, the claim token's hash). [`computed`]: what stays computed in JavaScript
 //!   (`new Date`, `Date.parse`, `canonicalJson`, `now + leaseMs`, `toISOString`, the in-place
 //!   assignments), called back through `lib/computed.js` at the point the reference computes it.
-//!   [`ops`]: JavaScript's operators and coercions. [`live`]: the napi backend.
+//!   [`ops`]: JavaScript's operators and coercions. [`live`]: the napi backend. [`lists`]: the
+//!   reference's `map`/`join`/`flatMap`/spread over a caller's list, the caller's own methods
+//!   called where the reference calls them.
 
 pub mod binder;
 pub mod computed;
+pub mod lists;
 pub mod live;
 pub mod node;
 pub mod ops;
@@ -36,6 +39,7 @@ mod tests;
 
 pub use binder::*;
 pub use computed::*;
+pub use lists::{Method, Spread};
 pub use node::*;
 pub use ops::*;
 pub use value::*;

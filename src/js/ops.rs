@@ -341,6 +341,16 @@ pub fn add_to_number(number: f64, value: Js<'_>) -> Result<Sum> {
     };
     Ok(Sum::Number(number + other))
 }
+/// `value > n` for a number `n`, as JavaScript's relational comparison runs it: a BigInt
+/// compares by its value, anything else through ToNumber (`"1" > 0`; an object's
+/// `valueOf`/`toString` run; a Symbol throws).
+pub fn greater_than(value: Js<'_>, n: f64) -> Result<bool> {
+    Ok(match value {
+        Js::BigInt(digits) => digits.parse::<f64>().is_ok_and(|value| value > n),
+        other => to_number(other)? > n,
+    })
+}
+
 /// `ToNumber(value)` (`Number(value)`).
 pub fn to_number(value: Js<'_>) -> Result<f64> {
     Ok(match value {

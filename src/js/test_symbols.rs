@@ -21,5 +21,5 @@ never_called! {
     napi_get_named_property napi_get_null napi_get_prototype napi_get_typedarray_info
     napi_get_undefined napi_get_value_bool napi_get_value_double napi_get_value_string_utf16
     napi_has_own_property napi_is_array napi_is_dataview napi_is_exception_pending
-    napi_is_typedarray napi_new_instance napi_create_reference napi_get_reference_value napi_instanceof napi_has_element napi_strict_equals napi_throw napi_typeof
+    napi_is_typedarray napi_new_instance napi_create_reference napi_get_reference_value napi_instanceof napi_has_element napi_strict_equals napi_throw napi_typeof napi_get_property
 }

@@ -1,5 +1,5 @@
 //! The view: [`Js`], one JavaScript value as the reference's code sees it, over either backend
-//! (a wire snapshot, or the caller's live value: `src/js/live.rs`, which implements the live
+//! (a wire snapshot, or the caller's live value: `src/js/live/`, which implements the live
 //! handles [`Cx`] and [`Obj`] defined here).
 //!
 //! The wire form (`lib/wire.js`) keeps what JSON would lose: `undefined` (argument, property or

@@ -11,7 +11,7 @@ use super::machine::status::status_sql;
 use super::row::{rowid_list, run_row_of, RUN_SELECT};
 use super::take::{claim_run, ClaimOptions, RunClaim};
 use crate::error::Result;
-use crate::js::{lease_sum, params_for, token_hash_js, Js, Param};
+use crate::js::{greater_than, lease_sum, params_for, token_hash_js, Js, Param, Spread};
 use crate::state::json::canonical;
 use crate::state::leases::{self, bound_text, Actor, Holder, HolderKind, RUN_TAKEABLE};
 use crate::state::revisions::bump_resource_revision;
@@ -55,19 +55,16 @@ impl<'a> NextRunArguments<'a> {
         };
         let mut exclusion = None;
         if !args.get_or_undefined("excludeRunIds")?.is_undefined()
-            && args
-                .get_or_undefined("excludeRunIds")?
-                .get("length")?
-                .as_number()
-                .is_some_and(|length| length > 0.0)
+            && greater_than(args.get_or_undefined("excludeRunIds")?.get("length")?, 0.0)?
         {
             let marks = args
                 .get_or_undefined("excludeRunIds")?
-                .method("options.excludeRunIds", "map")?
-                .sql_marks()?;
+                .sql_marks_as("options.excludeRunIds")?;
             // A hole of a sparse list joins as "" (as `.map` leaves it) and spreads as undefined.
             if let Some((marks, _)) = marks {
-                let values = args.get_or_undefined("excludeRunIds")?.sql_spread()?;
+                let values = args
+                    .get_or_undefined("excludeRunIds")?
+                    .sql_spread_as("options.excludeRunIds", Spread::Push)?;
                 exclusion = Some((marks, values));
             }
         }
@@ -80,14 +77,16 @@ impl<'a> NextRunArguments<'a> {
     }
 
     /// Whether the index path may add its parameter: a string runner id, no session, and
-    /// every value bound before it a string (the binder's reading cannot change).
+    /// every value bound before it a string (the binder's reading cannot change), one for
+    /// each mark (a caller's own `map` may make more or fewer: the statement must then run,
+    /// to fail binding as the reference's does).
     fn plain(&self) -> bool {
         matches!(self.runner_id, Js::String(_))
             && self.session_id.is_none()
-            && self
-                .exclusion
-                .as_ref()
-                .is_none_or(|(_, values)| values.iter().all(|value| matches!(value, Js::String(_))))
+            && self.exclusion.as_ref().is_none_or(|(marks, values)| {
+                values.iter().all(|value| matches!(value, Js::String(_)))
+                    && *marks == vec!["?"; values.len()].join(", ")
+            })
     }
 }
 
@@ -245,8 +244,10 @@ pub fn claim_next(store: &Store, call: &Call) -> Result<Reply> {
 pub fn renew(store: &Store, call: &Call) -> Result<Reply> {
     let now = options_now(call)?;
     let args = Js::arg(call, 0);
-    let run_id = args.get_or_undefined("runId")?;
     let renewed = store.write(|conn| {
+        // `this.workflowRunRow(options.runId)`: read inside the transaction, as the reference
+        // reads it (a getter that calls the store sees the transaction open).
+        let run_id = args.get_or_undefined("runId")?;
         let Some(row) = run_row_of(conn, run_id)? else {
             return Ok(false);
         };

@@ -81,8 +81,9 @@ fn release_run_claim(
 /// Pauses a parked, ownerless run that waits on a pending interaction (idempotent).
 pub fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
-    let run_id = Js::arg(call, 0).get_or_undefined("runId")?;
     store.write(|conn| {
+        // `options.runId` is read inside the reference's transaction.
+        let run_id = Js::arg(call, 0).get_or_undefined("runId")?;
         let Some(row) = run_row_of(conn, run_id)? else {
             return Ok(false);
         };
@@ -122,8 +123,9 @@ pub fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
 /// Lifts the pause of a parked, waiting, ownerless run that still has a pending interaction.
 pub fn resume_paused(store: &Store, call: &Call) -> Result<bool> {
     let now = options_now(call)?;
-    let run_id = Js::arg(call, 0).get_or_undefined("runId")?;
     store.write(|conn| {
+        // `options.runId` is read inside the reference's transaction.
+        let run_id = Js::arg(call, 0).get_or_undefined("runId")?;
         let Some(row) = run_row_of(conn, run_id)? else {
             return Ok(false);
         };

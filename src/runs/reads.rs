@@ -16,7 +16,7 @@ use super::views::{
     push_views, view_of_rowid, VIEW_BY_ROWID, VIEW_BY_RUN_ID, VIEW_OPEN_SESSION_RESERVATION,
 };
 use crate::error::Result;
-use crate::js::{params_for, Bound, Js};
+use crate::js::{greater_than, params_for, Bound, Js, Spread};
 use crate::state::blobs::JsonReads;
 use crate::state::columns::is_utf8_error;
 use crate::state::run_index::{Current, ListRevision, Shape};
@@ -212,11 +212,13 @@ pub fn list_workflow_run_views(store: &Store, options: Js<'_>) -> Result<String>
     let conn = store.conn()?;
     let own = conn.is_autocommit();
     // The revision and the page from one snapshot (the reference reads them one after the other:
-    // the revision first, then `options.limit` and `options.offset`, then binds them).
+    // the revision first, then `options.limit` and `options.offset`, then binds them). The
+    // caller's values are read before the snapshot's transaction: the reference holds none
+    // while it reads them, so a getter's own store call (a write) runs as it does there.
+    let values = [options.get("limit")?, options.get("offset")?];
     let (current, runs) = in_read_transaction(conn, || {
         let mut index = store.state.run_index_current(conn, own)?;
         let current = list_revision(conn, index.as_ref())?;
-        let values = [options.get("limit")?, options.get("offset")?];
         let page = crate::js::bind_all(&values, 2)?;
         let paged_by_index = values.iter().all(is_number);
         Ok((
@@ -338,21 +340,18 @@ pub fn list_workflow_runs(store: &Store, options: Js<'_>) -> Result<String> {
         if options.get(name)?.is_undefined() {
             continue;
         }
-        let length = options.get(name)?.get("length")?;
-        if !length.as_number().is_some_and(|length| length > 0.0) {
+        // `.length > 0`: JavaScript's comparison (a string length "1" passes).
+        if !greater_than(options.get(name)?.get("length")?, 0.0)? {
             continue;
         }
-        let list = options.get(name)?;
-        let Some((marks, holes)) = list
-            .method(&format!("options.{name}"), "map")?
-            .sql_marks()?
-        else {
+        let expr = format!("options.{name}");
+        let Some((marks, holes)) = options.get(name)?.sql_marks_as(&expr)? else {
             continue;
         };
         // `.map(() => "?").join(", ")`: a hole stays a hole and joins as "" (SQLite then
         // refuses the list, as it refuses the reference's); the spread binds it as undefined.
         holey |= holes;
-        let items = options.get(name)?.sql_spread()?;
+        let items = options.get(name)?.sql_spread_as(&expr, Spread::Push)?;
         clauses.push(format!("{column_test} ({marks})"));
         if name == "statuses" {
             by_status = true;

@@ -423,7 +423,8 @@ impl StateDb {
     }
 
     /// Runs `operation` in one `BEGIN IMMEDIATE` transaction: committed when it succeeds, rolled
-    /// back when it fails. Not re-entrant, exactly like the reference.
+    /// back when it fails. Not re-entrant, exactly like the reference: a write inside an open
+    /// transaction fails with SQLite's error and leaves that transaction as it is.
     pub fn write<T>(&self, operation: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
         if self.mode == Mode::ReadOnly {
             return Err(StoreError::plain(
@@ -432,21 +433,17 @@ impl StateDb {
         }
         let conn = self.conn()?;
         // BEGIN and COMMIT come from the statement cache: `execute_batch` would parse and
-        // compile them again on every call.
-        let outcome = conn
-            .prepare_cached("BEGIN IMMEDIATE")
-            .and_then(|mut begin| begin.execute([]))
-            .map_err(StoreError::from)
-            .and_then(|_| operation(conn))
-            .and_then(|value| {
-                if let Some(file) = conn.file() {
-                    self.run_index.capture(file);
-                }
-                conn.prepare_cached("COMMIT")?.execute([])?;
-                Ok(value)
-            });
-        // A failed BEGIN inside a caller's own transaction rolls that transaction back too, as
-        // the reference's `inTransaction` check does.
+        // compile them again on every call. A failed BEGIN (inside a caller's own transaction,
+        // or inside an outer store call that a getter of its arguments re-entered) leaves that
+        // transaction open: the reference's BEGIN runs before its `try`.
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        let outcome = operation(conn).and_then(|value| {
+            if let Some(file) = conn.file() {
+                self.run_index.capture(file);
+            }
+            conn.prepare_cached("COMMIT")?.execute([])?;
+            Ok(value)
+        });
         if outcome.is_err() && !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
