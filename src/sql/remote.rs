@@ -100,6 +100,9 @@ struct State {
     last_insert_rowid: i64,
     /// A transaction is open (begun through the seam, not yet ended).
     transaction: Option<TransactionKind>,
+    /// Its BEGIN is not sent yet: it goes with the transaction's first statement
+    /// ([`Remote::begin_with`]), sent together with it when that is a plain SELECT.
+    begin_pending: bool,
     /// How many times a leader connection was made.
     connects: u64,
 }
@@ -227,6 +230,7 @@ impl Remote {
         state.conn = None;
         state.statements.clear();
         state.transaction = None;
+        state.begin_pending = false;
     }
 
     /// Runs `op` on the leader connection. Outside a transaction, a failure that certainly had
@@ -241,7 +245,8 @@ impl Remote {
         let mut backoff = Backoff::new(config.backoff_initial, config.backoff_max);
         let mut state = self.state.borrow_mut();
         loop {
-            let in_transaction = state.transaction.is_some();
+            // A transaction whose BEGIN is not sent yet has nothing to lose.
+            let in_transaction = state.transaction.is_some() && !state.begin_pending;
             if state.conn.as_ref().is_some_and(Connection::is_broken) {
                 state.conn = None;
                 state.statements.clear();
@@ -325,7 +330,10 @@ impl Remote {
     /// Runs every statement of `sql` (a transaction control statement as [`Stmt::execute`]).
     pub fn execute_batch(&self, sql: &str) -> rusqlite::Result<()> {
         match control_of(sql) {
-            Control::Sql => self.run(|state| conn(state).exec_sql(sql, &[])).map(|_| ()),
+            Control::Sql => {
+                self.begin_sent()?;
+                self.run(|state| conn(state).exec_sql(sql, &[])).map(|_| ())
+            }
             control => self.control(control).map(|_| ()),
         }
     }
@@ -339,24 +347,14 @@ impl Remote {
                 "cannot start a transaction within a transaction",
             )),
             Control::Begin(kind) => {
-                let busy_until = Instant::now() + BUSY_WAIT;
-                let mut delay = Duration::from_millis(1);
-                loop {
-                    let begun = self
-                        .run(|state| conn(state).begin_detached(kind == TransactionKind::Write));
-                    match begun {
-                        Ok(()) => break,
-                        Err(rusqlite::Error::SqliteFailure(failure, _))
-                            if failure.code == rusqlite::ErrorCode::DatabaseBusy
-                                && Instant::now() < busy_until =>
-                        {
-                            std::thread::sleep(delay);
-                            delay = (delay * 2).min(Duration::from_millis(50));
-                        }
-                        Err(other) => return Err(other),
-                    }
-                }
-                self.state.borrow_mut().transaction = Some(kind);
+                // Sent with the transaction's first statement (`begin_with`).
+                let mut state = self.state.borrow_mut();
+                state.transaction = Some(kind);
+                state.begin_pending = true;
+                Ok(0)
+            }
+            Control::Commit | Control::Rollback if self.take_pending_begin() => {
+                // Nothing was sent: there is nothing to end.
                 Ok(0)
             }
             Control::Commit => {
@@ -396,6 +394,69 @@ impl Remote {
                     }
                 }
                 Ok(0)
+            }
+        }
+    }
+}
+
+impl Remote {
+    /// Ends a transaction whose BEGIN was never sent; false when none is pending.
+    fn take_pending_begin(&self) -> bool {
+        let mut state = self.state.borrow_mut();
+        if !state.begin_pending {
+            return false;
+        }
+        state.begin_pending = false;
+        state.transaction = None;
+        true
+    }
+
+    /// Sends the pending BEGIN, if any, on its own (the next statement needs it begun).
+    fn begin_sent(&self) -> rusqlite::Result<()> {
+        if !self.state.borrow().begin_pending {
+            return Ok(());
+        }
+        self.begin_with(|state, immediate| conn(state).begin_detached(immediate))
+    }
+
+    /// Runs the pending BEGIN through `send` (which may carry the first statement with it,
+    /// returning that statement's result), as a file's connection waits for its busy timeout
+    /// while another connection's write transaction holds the lock. Until the BEGIN has
+    /// succeeded nothing is open on the server, so `send` is run again on a new leader
+    /// connection where it certainly had no effect, as a statement outside a transaction;
+    /// when the BEGIN fails, the transaction is not open.
+    fn begin_with<T>(
+        &self,
+        mut send: impl FnMut(&mut State, bool) -> dqlite_wire::Result<T>,
+    ) -> rusqlite::Result<T> {
+        let kind = self.state.borrow().transaction;
+        let immediate = kind == Some(TransactionKind::Write);
+        let busy_until = Instant::now() + BUSY_WAIT;
+        let mut delay = Duration::from_millis(1);
+        loop {
+            let sent = self.run(|state| send(state, immediate));
+            let mut state = self.state.borrow_mut();
+            // The server's transaction is open when the BEGIN succeeded, even if a statement
+            // sent with it failed.
+            let begun = state.conn.as_ref().is_some_and(Connection::in_transaction);
+            if begun {
+                state.begin_pending = false;
+                return sent;
+            }
+            match sent {
+                Err(rusqlite::Error::SqliteFailure(failure, _))
+                    if failure.code == rusqlite::ErrorCode::DatabaseBusy
+                        && Instant::now() < busy_until =>
+                {
+                    drop(state);
+                    std::thread::sleep(delay);
+                    delay = (delay * 2).min(Duration::from_millis(50));
+                }
+                other => {
+                    state.begin_pending = false;
+                    state.transaction = None;
+                    return other;
+                }
             }
         }
     }
@@ -457,6 +518,7 @@ impl Stmt<'_> {
             return self.remote.control(self.control);
         }
         self.check_count(&values)?;
+        self.remote.begin_sent()?;
         let sql = &self.sql;
         let result = self.remote.run(|state| {
             let statement = statement(state, sql)?;
@@ -473,25 +535,33 @@ impl Stmt<'_> {
     pub fn query(&mut self, values: Vec<Value>) -> rusqlite::Result<Rows> {
         self.check_count(&values)?;
         let sql = &self.sql;
-        let result = self.remote.run(|state| {
-            let statement = statement(state, sql)?;
-            let rows = conn(state)
-                .query(statement, &values)
-                .and_then(|rows| rows.collect_all());
-            match rows {
-                // dqlite 1.11 answers a query that fails while it steps with a failure whose
-                // code and message are the start of the rows header it had begun (the column
-                // count and the first column's name). A SELECT is run once more without rows
-                // to learn SQLite's own error; it changes nothing, whatever it answers.
-                Err(e) if e.outcome() == Outcome::Failed && is_select(sql) => {
-                    match conn(state).exec(statement, &values) {
-                        Err(real) if real.outcome() == Outcome::Failed => Err(real),
-                        _ => Err(e),
+        let select = is_select(sql);
+        let result =
+            if select && self.remote.state.borrow().begin_pending && Connection::can_send_ahead() {
+                // The transaction's first statement only reads: it goes with the BEGIN.
+                self.remote.begin_with(|state, immediate| {
+                    let statement = statement(state, sql)?;
+                    let rows = conn(state).begin_and_query(immediate, statement, &values);
+                    if conn(state).in_transaction() {
+                        step_error(state, statement, &values, rows)
+                    } else {
+                        rows
                     }
-                }
-                other => other,
-            }
-        })?;
+                })?
+            } else {
+                self.remote.begin_sent()?;
+                self.remote.run(|state| {
+                    let statement = statement(state, sql)?;
+                    let rows = conn(state)
+                        .query(statement, &values)
+                        .and_then(|rows| rows.collect_all());
+                    if select {
+                        step_error(state, statement, &values, rows)
+                    } else {
+                        rows
+                    }
+                })?
+            };
         Ok(Rows {
             columns: result.columns,
             rows: result.rows.into_iter(),
@@ -510,6 +580,25 @@ impl Stmt<'_> {
             Some(row) => f(&row),
             None => Err(rusqlite::Error::QueryReturnedNoRows),
         }
+    }
+}
+
+/// The rows of a plain SELECT, or its error as SQLite reports it: dqlite 1.11 answers a query
+/// that fails while it steps with a failure whose code and message are the start of the rows
+/// header it had begun (the column count and the first column's name). The SELECT is run once
+/// more without rows to learn SQLite's own error; it changes nothing, whatever it answers.
+fn step_error(
+    state: &mut State,
+    statement: dqlite_wire::Statement,
+    values: &[Value],
+    rows: dqlite_wire::Result<dqlite_wire::QueryResult>,
+) -> dqlite_wire::Result<dqlite_wire::QueryResult> {
+    match rows {
+        Err(e) if e.outcome() == Outcome::Failed => match conn(state).exec(statement, values) {
+            Err(real) if real.outcome() == Outcome::Failed => Err(real),
+            _ => Err(e),
+        },
+        other => other,
     }
 }
 
@@ -627,6 +716,58 @@ fn error(e: dqlite_wire::Error) -> rusqlite::Error {
 mod tests {
     use super::super::row::value_ref;
     use super::*;
+
+    /// A store's connection to a fake leader, and the leader.
+    fn on_fake_leader() -> (super::super::Db, dqlite_wire::fake::FakeNode) {
+        let node = dqlite_wire::fake::FakeNode::start(dqlite_wire::fake::Behaviour::Leader);
+        let url = format!("dqlite://{}/db", node.address());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let remote = Remote::open(&url, Config::default(), false, deadline).unwrap();
+        (super::super::Db::Remote(Box::new(remote)), node)
+    }
+
+    fn select(db: &super::super::Db) -> usize {
+        let mut statement = db.prepare_cached("SELECT x FROM t WHERE k = ?").unwrap();
+        let rows = statement.query_map(["k"], |_| Ok(())).unwrap();
+        rows.count()
+    }
+
+    #[test]
+    fn a_transaction_sends_its_begin_with_its_first_select_in_one_round_trip() {
+        let (db, node) = on_fake_leader();
+        for begin in ["BEGIN IMMEDIATE", "BEGIN"] {
+            let before = node.sent_ahead();
+            db.prepare_cached(begin).unwrap().execute([]).unwrap();
+            assert!(!db.is_autocommit());
+            assert_eq!(select(&db), 0);
+            let together = usize::from(Connection::can_send_ahead());
+            assert_eq!(node.sent_ahead(), before + together, "{begin} went alone");
+            assert!(!db.is_autocommit());
+            db.execute("INSERT INTO t VALUES (?)", ["v"]).unwrap();
+            db.prepare_cached("COMMIT").unwrap().execute([]).unwrap();
+            assert!(db.is_autocommit());
+        }
+        // A first statement that writes waits for its BEGIN, as before.
+        let before = node.sent_ahead();
+        db.prepare_cached("BEGIN IMMEDIATE")
+            .unwrap()
+            .execute([])
+            .unwrap();
+        db.execute("INSERT INTO t VALUES (?)", ["v"]).unwrap();
+        select(&db);
+        db.prepare_cached("COMMIT").unwrap().execute([]).unwrap();
+        assert_eq!(node.sent_ahead(), before);
+        // A transaction ended before any statement never reached the server.
+        for end in ["COMMIT", "ROLLBACK"] {
+            db.prepare_cached("BEGIN IMMEDIATE")
+                .unwrap()
+                .execute([])
+                .unwrap();
+            db.execute_batch(end).unwrap();
+            assert!(db.is_autocommit());
+            assert!(db.execute_batch(end).is_err(), "no transaction is open");
+        }
+    }
 
     #[test]
     fn transaction_statements_are_recognised_and_nothing_else() {

@@ -10,7 +10,7 @@
 
 use std::io::{ErrorKind as IoKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -60,6 +60,9 @@ struct Shared {
     members: Mutex<Vec<String>>,
     stop: AtomicBool,
     started: Instant,
+    /// Requests that were already there when the reply to the one before was sent: the client
+    /// sent them without waiting for it.
+    sent_ahead: AtomicUsize,
 }
 
 impl Shared {
@@ -88,6 +91,7 @@ impl FakeNode {
             members: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             started: Instant::now(),
+            sent_ahead: AtomicUsize::new(0),
         });
         let acceptor = {
             let shared = shared.clone();
@@ -109,6 +113,12 @@ impl FakeNode {
     pub fn set_leader(&self, leader: Option<&str>) {
         let named = leader.map_or(Named::Itself, |l| Named::Other(l.to_owned()));
         *self.shared.named.lock().unwrap_or_else(|p| p.into_inner()) = named;
+    }
+
+    /// How many requests came before the reply to the request before them was sent (the
+    /// client wrote them together, one round trip for both).
+    pub fn sent_ahead(&self) -> usize {
+        self.shared.sent_ahead.load(Ordering::Relaxed)
     }
 
     /// Fake nodes of one cluster: each lists all of them as members (a client keeps to one
@@ -214,6 +224,9 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
             }
             return;
         }
+        if next_is_waiting(&stream) {
+            shared.sent_ahead.fetch_add(1, Ordering::Relaxed);
+        }
         let sent = match header.kind {
             request::QUERY | request::QUERY_SQL if shared.behaviour == Behaviour::EndlessRows => {
                 endless_rows(&mut stream, shared)
@@ -224,6 +237,16 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
             return;
         }
     }
+}
+
+/// Whether the client's next request is already there, before this reply is sent.
+fn next_is_waiting(stream: &TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let waiting = matches!(stream.peek(&mut [0u8; 1]), Ok(n) if n > 0);
+    let _ = stream.set_nonblocking(false);
+    waiting
 }
 
 /// Answer as an HTTP server answers bytes that are not HTTP. What the
