@@ -63,8 +63,20 @@ struct State {
     /// Its BEGIN is not sent yet: it goes with the transaction's first statement
     /// ([`Remote::begin_with`]), sent together with it when that is a plain SELECT.
     begin_pending: bool,
+    /// Statements of the open write transaction held back by [`Stmt::execute_deferred`], with
+    /// their values written in: sent before the next statement, or with the COMMIT.
+    deferred: Vec<String>,
     /// How many times a leader connection was made.
     connects: u64,
+}
+
+impl State {
+    /// The transaction is over (or lost): nothing of it is pending any more.
+    fn end_transaction(&mut self) {
+        self.transaction = None;
+        self.begin_pending = false;
+        self.deferred.clear();
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -189,7 +201,7 @@ impl Remote {
         let mut state = self.state.borrow_mut();
         state.conn = None;
         state.statements.clear();
-        state.transaction = None;
+        state.end_transaction();
         state.begin_pending = false;
     }
 
@@ -213,7 +225,7 @@ impl Remote {
             }
             if state.conn.is_none() {
                 if in_transaction {
-                    state.transaction = None;
+                    state.end_transaction();
                     return Err(failure(
                         codes::ROLLED_BACK,
                         "the cluster connection was lost inside the transaction; nothing of it was committed".into(),
@@ -256,7 +268,7 @@ impl Remote {
                         state.conn = None;
                         state.statements.clear();
                         if in_transaction {
-                            state.transaction = None;
+                            state.end_transaction();
                         }
                     }
                     let retry = broken
@@ -291,6 +303,7 @@ impl Remote {
     pub fn execute_batch(&self, sql: &str) -> rusqlite::Result<()> {
         match control_of(sql) {
             Control::Sql => {
+                self.deferred_sent()?;
                 self.begin_sent()?;
                 self.run(|state| conn(state).exec_sql(sql, &[])).map(|_| ())
             }
@@ -313,7 +326,7 @@ impl Remote {
                 state.begin_pending = true;
                 Ok(0)
             }
-            Control::Commit | Control::Rollback if self.take_pending_begin() => {
+            Control::Commit | Control::Rollback if self.ended_unsent(control) => {
                 // Nothing was sent: there is nothing to end.
                 Ok(0)
             }
@@ -321,8 +334,12 @@ impl Remote {
                 let Some(kind) = open else {
                     return Err(sqlite_error(1, "cannot commit - no transaction is active"));
                 };
-                let committed = self.run(|state| conn(state).commit_detached());
-                self.state.borrow_mut().transaction = None;
+                // Held-back statements go in the COMMIT's request: dqlite stops at the first
+                // that fails, whose error is then the COMMIT's (the transaction rolled back).
+                let statements = std::mem::take(&mut self.state.borrow_mut().deferred).join(";\n");
+                self.begin_sent()?;
+                let committed = self.run(|state| conn(state).commit_detached_after(&statements));
+                self.state.borrow_mut().end_transaction();
                 match committed {
                     Ok(()) => Ok(0),
                     // A read snapshot's COMMIT changes nothing, whatever became of its reply.
@@ -343,7 +360,7 @@ impl Remote {
                 }
                 let deadline = self.deadline();
                 let mut state = self.state.borrow_mut();
-                state.transaction = None;
+                state.end_transaction();
                 if let Some(conn) = state.conn.as_mut() {
                     conn.set_deadline(Some(deadline));
                     // A lost reply breaks the connection, and the server rolls back when it
@@ -360,15 +377,48 @@ impl Remote {
 }
 
 impl Remote {
-    /// Ends a transaction whose BEGIN was never sent; false when none is pending.
-    fn take_pending_begin(&self) -> bool {
+    /// Ends a transaction whose BEGIN was never sent (a COMMIT only when no statement is held
+    /// back either); false when its BEGIN was sent.
+    fn ended_unsent(&self, control: Control) -> bool {
         let mut state = self.state.borrow_mut();
-        if !state.begin_pending {
+        if !state.begin_pending || (control == Control::Commit && !state.deferred.is_empty()) {
             return false;
         }
-        state.begin_pending = false;
-        state.transaction = None;
+        state.end_transaction();
         true
+    }
+
+    /// Holds back `sql` with `values` until the write transaction's next statement or COMMIT
+    /// ([`Stmt::execute_deferred`]); false (nothing held) outside a write transaction or where
+    /// its values cannot be written into its text exactly ([`values::inline`]).
+    fn defer(&self, sql: &str, values: &[Value]) -> bool {
+        let mut state = self.state.borrow_mut();
+        if state.transaction != Some(TransactionKind::Write) {
+            return false;
+        }
+        match values::inline(sql, values) {
+            Some(statement) => {
+                state.deferred.push(statement);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sends the held-back statements, if any, in one request: dqlite runs them in turn and
+    /// stops at the first that fails, whose error is returned (the statement that needed them
+    /// sent is then not run).
+    fn deferred_sent(&self) -> rusqlite::Result<()> {
+        let statements = {
+            let mut state = self.state.borrow_mut();
+            if state.deferred.is_empty() {
+                return Ok(());
+            }
+            std::mem::take(&mut state.deferred).join(";\n")
+        };
+        self.begin_sent()?;
+        self.run(|state| conn(state).exec_sql(&statements, &[]))
+            .map(|_| ())
     }
 
     /// Sends the pending BEGIN, if any, on its own (the next statement needs it begun).
@@ -414,7 +464,7 @@ impl Remote {
                 }
                 other => {
                     state.begin_pending = false;
-                    state.transaction = None;
+                    state.end_transaction();
                     return other;
                 }
             }
@@ -478,6 +528,7 @@ impl Stmt<'_> {
             return self.remote.control(self.control);
         }
         self.check_count(&values)?;
+        self.remote.deferred_sent()?;
         self.remote.begin_sent()?;
         let sql = &self.sql;
         let result = self.remote.run(|state| {
@@ -491,9 +542,29 @@ impl Stmt<'_> {
         Ok(result.rows_affected as usize)
     }
 
+    /// Runs the statement without reading how many rows it changed. Inside a write
+    /// transaction it may be held back and sent with the transaction's next statement (just
+    /// before it, all held-back statements in one request) or with its COMMIT (in the COMMIT's
+    /// request): one round trip for them all. dqlite runs them in turn and stops at the first
+    /// that fails, so nothing after a failing statement runs, and its error is returned by the
+    /// call that sent it (the next statement's, or the COMMIT's, which then rolls back).
+    /// Use it only where that is the same to the caller: the error would propagate unchanged,
+    /// and nothing between this statement and the next one can fail or be observed (no
+    /// argument read, no assignment to a caller's value). A ROLLBACK drops what is held back.
+    pub fn execute_deferred(&mut self, values: Vec<Value>) -> rusqlite::Result<()> {
+        if self.control == Control::Sql {
+            self.check_count(&values)?;
+            if self.remote.defer(&self.sql, &values) {
+                return Ok(());
+            }
+        }
+        self.execute(values).map(|_| ())
+    }
+
     /// The rows of the statement (received whole).
     pub fn query(&mut self, values: Vec<Value>) -> rusqlite::Result<Rows> {
         self.check_count(&values)?;
+        self.remote.deferred_sent()?;
         let sql = &self.sql;
         let select = is_select(sql);
         let result =
@@ -569,91 +640,4 @@ fn is_select(sql: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A store's connection to a fake leader, and the leader.
-    fn on_fake_leader() -> (super::super::Db, dqlite_wire::fake::FakeNode) {
-        let node = dqlite_wire::fake::FakeNode::start(dqlite_wire::fake::Behaviour::Leader);
-        let url = format!("dqlite://{}/db", node.address());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let remote = Remote::open(&url, Config::default(), false, deadline).unwrap();
-        (super::super::Db::Remote(Box::new(remote)), node)
-    }
-
-    fn select(db: &super::super::Db) -> usize {
-        let mut statement = db.prepare_cached("SELECT x FROM t WHERE k = ?").unwrap();
-        let rows = statement.query_map(["k"], |_| Ok(())).unwrap();
-        rows.count()
-    }
-
-    #[test]
-    fn a_transaction_sends_its_begin_with_its_first_select_in_one_round_trip() {
-        let (db, node) = on_fake_leader();
-        for begin in ["BEGIN IMMEDIATE", "BEGIN"] {
-            let before = node.sent_ahead();
-            db.prepare_cached(begin).unwrap().execute([]).unwrap();
-            assert!(!db.is_autocommit());
-            assert_eq!(select(&db), 0);
-            let together = usize::from(Connection::can_send_ahead());
-            assert_eq!(node.sent_ahead(), before + together, "{begin} went alone");
-            assert!(!db.is_autocommit());
-            db.execute("INSERT INTO t VALUES (?)", ["v"]).unwrap();
-            db.prepare_cached("COMMIT").unwrap().execute([]).unwrap();
-            assert!(db.is_autocommit());
-        }
-        // A first statement that writes waits for its BEGIN, as before.
-        let before = node.sent_ahead();
-        db.prepare_cached("BEGIN IMMEDIATE")
-            .unwrap()
-            .execute([])
-            .unwrap();
-        db.execute("INSERT INTO t VALUES (?)", ["v"]).unwrap();
-        select(&db);
-        db.prepare_cached("COMMIT").unwrap().execute([]).unwrap();
-        assert_eq!(node.sent_ahead(), before);
-        // A transaction ended before any statement never reached the server.
-        for end in ["COMMIT", "ROLLBACK"] {
-            db.prepare_cached("BEGIN IMMEDIATE")
-                .unwrap()
-                .execute([])
-                .unwrap();
-            db.execute_batch(end).unwrap();
-            assert!(db.is_autocommit());
-            assert!(db.execute_batch(end).is_err(), "no transaction is open");
-        }
-    }
-
-    #[test]
-    fn transaction_statements_are_recognised_and_nothing_else() {
-        assert!(control_of("BEGIN") == Control::Begin(TransactionKind::Read));
-        assert!(control_of(" begin deferred; ") == Control::Begin(TransactionKind::Read));
-        assert!(control_of("BEGIN IMMEDIATE") == Control::Begin(TransactionKind::Write));
-        assert!(control_of("begin exclusive") == Control::Begin(TransactionKind::Write));
-        assert!(control_of("COMMIT") == Control::Commit);
-        assert!(control_of("END") == Control::Commit);
-        assert!(control_of("ROLLBACK") == Control::Rollback);
-        for sql in [
-            "SELECT 1",
-            "ROLLBACK TO SAVEPOINT a",
-            "BEGIN; SELECT 1",
-            "INSERT INTO t VALUES ('COMMIT')",
-        ] {
-            assert!(control_of(sql) == Control::Sql, "{sql}");
-        }
-    }
-
-    #[test]
-    fn only_plain_selects_are_run_again_for_their_error() {
-        assert!(is_select("SELECT 1"));
-        assert!(is_select("  (select x FROM t)"));
-        assert!(is_select("VALUES (1)"));
-        for sql in [
-            "UPDATE t SET a = 1 RETURNING a",
-            "WITH x AS (SELECT 1) DELETE FROM t",
-            "PRAGMA x",
-        ] {
-            assert!(!is_select(sql), "{sql}");
-        }
-    }
-}
+mod tests;

@@ -377,6 +377,12 @@ impl Connection {
         self.reattach()?.commit()
     }
 
+    /// COMMIT of a transaction begun with [`Connection::begin_detached`], after
+    /// `statements` in the same request ([`Transaction::commit_after`]).
+    pub fn commit_detached_after(&mut self, statements: &str) -> Result<()> {
+        self.reattach()?.commit_after(statements)
+    }
+
     /// ROLLBACK of a transaction begun with [`Connection::begin_detached`].
     pub fn rollback_detached(&mut self) -> Result<()> {
         self.reattach()?.rollback()

@@ -63,6 +63,8 @@ struct Shared {
     /// Requests that were already there when the reply to the one before was sent: the client
     /// sent them without waiting for it.
     sent_ahead: AtomicUsize,
+    /// The text of every EXEC_SQL request, in order.
+    exec_sql: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -92,6 +94,7 @@ impl FakeNode {
             stop: AtomicBool::new(false),
             started: Instant::now(),
             sent_ahead: AtomicUsize::new(0),
+            exec_sql: Mutex::new(Vec::new()),
         });
         let acceptor = {
             let shared = shared.clone();
@@ -119,6 +122,15 @@ impl FakeNode {
     /// client wrote them together, one round trip for both).
     pub fn sent_ahead(&self) -> usize {
         self.shared.sent_ahead.load(Ordering::Relaxed)
+    }
+
+    /// The SQL text of every EXEC_SQL request so far, in order.
+    pub fn exec_sql(&self) -> Vec<String> {
+        self.shared
+            .exec_sql
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Fake nodes of one cluster: each lists all of them as members (a client keeps to one
@@ -223,6 +235,15 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
                 thread::sleep(POLL);
             }
             return;
+        }
+        if header.kind == request::EXEC_SQL {
+            let mut d = Decoder::new(&body);
+            let sql = d.u64().and_then(|_| d.text()).unwrap_or_default();
+            shared
+                .exec_sql
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(sql);
         }
         if next_is_waiting(&stream) {
             shared.sent_ahead.fetch_add(1, Ordering::Relaxed);

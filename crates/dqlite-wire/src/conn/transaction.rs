@@ -42,11 +42,28 @@ impl Transaction<'_> {
     /// COMMIT. A lost reply is [`Outcome::Unknown`]. A SQL error (e.g. a
     /// deferred foreign key) is [`Outcome::Failed`] and the transaction is
     /// then rolled back (nothing of it is committed).
-    pub fn commit(mut self) -> Result<()> {
+    pub fn commit(self) -> Result<()> {
+        self.commit_after("")
+    }
+
+    /// COMMIT, sent in one request after `statements` (SQL text without
+    /// parameters; empty: none). dqlite runs a request's statements in turn
+    /// and stops at the first that fails, so the COMMIT runs only when every
+    /// one of them succeeded; when one fails, its error is returned as a
+    /// failing COMMIT's is, and the transaction is rolled back. A lost reply
+    /// is [`Outcome::Unknown`], as for a COMMIT alone.
+    pub fn commit_after(mut self, statements: &str) -> Result<()> {
         let db = self.conn.db()?;
+        let text;
+        let sql = if statements.is_empty() {
+            "COMMIT"
+        } else {
+            text = format!("{statements};\nCOMMIT");
+            &text
+        };
         let req = Request::ExecSql {
             db,
-            sql: "COMMIT",
+            sql,
             params: &[],
         };
         match self.conn.exec_request(&req, Effect::Commit) {
