@@ -338,7 +338,12 @@ impl Remote {
                 // that fails, whose error is then the COMMIT's (the transaction rolled back).
                 let statements = std::mem::take(&mut self.state.borrow_mut().deferred).join(";\n");
                 self.begin_sent()?;
-                let committed = self.run(|state| conn(state).commit_detached_after(&statements));
+                let committed = self.run(|state| match kind {
+                    // A read snapshot's COMMIT changes nothing: its reply is only checked
+                    // before the connection's next request.
+                    TransactionKind::Read => conn(state).commit_detached_unread(),
+                    TransactionKind::Write => conn(state).commit_detached_after(&statements),
+                });
                 self.state.borrow_mut().end_transaction();
                 match committed {
                     Ok(()) => Ok(0),

@@ -110,6 +110,9 @@ pub struct Connection {
     db: Option<u32>,
     broken: bool,
     in_tx: bool,
+    /// Requests sent whose replies are still to be read and only checked
+    /// ([`Connection::commit_detached_unread`]).
+    unread: usize,
 }
 
 impl Connection {
@@ -156,6 +159,7 @@ impl Connection {
             db: None,
             broken: false,
             in_tx: false,
+            unread: 0,
         };
         conn.write_all(&PROTOCOL_VERSION.to_le_bytes(), deadline)?;
         Ok(conn)
@@ -381,6 +385,30 @@ impl Connection {
     /// `statements` in the same request ([`Transaction::commit_after`]).
     pub fn commit_detached_after(&mut self, statements: &str) -> Result<()> {
         self.reattach()?.commit_after(statements)
+    }
+
+    /// COMMIT of a read transaction begun with [`Connection::begin_detached`],
+    /// without waiting for its reply: a read transaction's COMMIT changes
+    /// nothing, whatever its reply says. The reply is read before the next
+    /// request is sent; if it is not a success, the connection is broken
+    /// (the server rolls back what was open on it) and that request fails
+    /// as never sent.
+    pub fn commit_detached_unread(&mut self) -> Result<()> {
+        if !self.in_tx {
+            return Err(Error::invalid_argument("no transaction is open"));
+        }
+        let db = self.db()?;
+        let frame = Request::ExecSql {
+            db,
+            sql: "COMMIT",
+            params: &[],
+        }
+        .encode()?;
+        let deadline = self.request_deadline();
+        self.send(&frame, deadline)?;
+        self.in_tx = false;
+        self.unread += 1;
+        Ok(())
     }
 
     /// ROLLBACK of a transaction begun with [`Connection::begin_detached`].

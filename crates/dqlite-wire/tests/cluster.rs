@@ -408,6 +408,34 @@ fn a_begin_sent_with_its_query_opens_the_transaction_or_fails_alone() {
 
 #[test]
 #[ignore = "starts a dqlite cluster; run with --ignored"]
+fn a_read_commit_unread_is_checked_before_the_next_request() {
+    let c = start();
+    let mut conn = leader_conn(&c);
+    conn.exec_sql("CREATE TABLE t (a INTEGER)", &[]).unwrap();
+    let all = conn.prepare("SELECT count(*) FROM t").unwrap();
+    conn.begin_and_query(false, all, &[]).unwrap();
+    conn.commit_detached_unread().unwrap();
+    assert!(!conn.in_transaction());
+    // The snapshot is gone: another connection's write is seen by the next read.
+    let mut other = leader_conn(&c);
+    other.exec_sql("INSERT INTO t VALUES (1)", &[]).unwrap();
+    assert_eq!(count(&mut conn, "SELECT count(*) FROM t"), 1);
+    assert!(!conn.is_broken());
+
+    // A COMMIT the server refuses (its transaction already ended) breaks the connection at
+    // the next request, which is not sent.
+    conn.begin_detached(false).unwrap();
+    conn.exec_sql("COMMIT", &[]).unwrap();
+    conn.commit_detached_unread().unwrap();
+    let next = conn.exec_sql("INSERT INTO t VALUES (2)", &[]).unwrap_err();
+    assert!(matches!(next.kind(), ErrorKind::Broken), "{next}");
+    assert_eq!(next.outcome(), Outcome::NotApplied);
+    assert!(conn.is_broken());
+    assert_eq!(count(&mut other, "SELECT count(*) FROM t"), 1);
+}
+
+#[test]
+#[ignore = "starts a dqlite cluster; run with --ignored"]
 fn interrupt_stops_a_long_query_and_keeps_the_connection() {
     let c = start();
     let mut conn = leader_conn(&c);

@@ -118,6 +118,20 @@ impl Connection {
         if self.broken {
             return Err(Error::new(ErrorKind::Broken, unsent));
         }
+        // Replies still owed by requests sent before come first: only a
+        // success leaves the connection as the caller believes it is.
+        while self.unread > 0 {
+            let mut reply = Reply {
+                deadline,
+                budget: Budget::new(self.limits),
+            };
+            let read = self.read_response(&mut reply);
+            self.unread -= 1;
+            if !matches!(read, Ok(Response::Result { .. })) {
+                self.broken = true;
+                return Err(Error::new(ErrorKind::Broken, unsent));
+            }
+        }
         // A request that was not completely written was not executed: the
         // server only acts on whole messages.
         self.write_all(frames, deadline)
