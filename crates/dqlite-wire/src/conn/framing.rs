@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::{Connection, Effect, ExecResult, Rows};
 use crate::budget::Budget;
 use crate::deadline::{self, Idle, Stop};
-use crate::error::{Error, ErrorKind, Outcome, Result};
+use crate::error::{Error, ErrorKind, Outcome, Result, SQLITE_NOTFOUND};
 use crate::handshake;
 use crate::message::{Request, Response, RowsBatch};
 use crate::wire::{Header, MAX_BODY_BYTES, WORD};
@@ -182,6 +182,17 @@ impl Connection {
         match err.kind() {
             ErrorKind::NotLeader { .. } if self.in_tx => Outcome::RolledBack,
             ErrorKind::NotLeader { .. } => Outcome::NotApplied,
+            // The node no longer has this connection's database or statement: a node that
+            // loses leadership closes them on every connection (libdqlite 1.11 `monitor_cb`,
+            // rolling back what was open), and each request looks them up before it runs.
+            // After a loss and a new win in quick succession it answers so as a leader.
+            ErrorKind::Sql { code, .. } if *code == SQLITE_NOTFOUND => {
+                if self.in_tx {
+                    Outcome::RolledBack
+                } else {
+                    Outcome::NotApplied
+                }
+            }
             ErrorKind::LeadershipLost { .. } => match (effect, self.in_tx) {
                 (Effect::Read, false) => Outcome::NotApplied,
                 (Effect::Read | Effect::Write, true) => Outcome::RolledBack,
