@@ -162,6 +162,25 @@ impl<'c> Stmt<'c> {
         }
     }
 
+    /// Runs the statement when its count is not needed. On a file it is [`Stmt::execute`]; on
+    /// a cluster, inside a write transaction, it may be sent later, together with the
+    /// transaction's next statement or its COMMIT, saving a round trip each
+    /// ([`remote::Stmt::execute_deferred`]): its error, if it fails, is then returned by that
+    /// later call and nothing after it runs. Only where that is the same to the caller: the
+    /// error propagates unchanged (`?`), and nothing between this statement and the next can
+    /// fail or touch a JS value (an argument's getter, an in-place assignment).
+    #[inline]
+    pub fn execute_deferred<P: Params>(&mut self, params: P) -> rusqlite::Result<()> {
+        match self {
+            Stmt::Remote(statement) => statement.execute_deferred(params.values()?),
+            file => file
+                .file()
+                .expect("a file statement")
+                .execute(params.file())
+                .map(|_| ()),
+        }
+    }
+
     /// The first row, read by `f` (`QueryReturnedNoRows` when there is none).
     #[inline]
     pub fn query_row<T, P, F>(&mut self, params: P, f: F) -> rusqlite::Result<T>

@@ -12,7 +12,8 @@
 //! Errors are `rusqlite::Error`s like the file's: a SQL error keeps SQLite's extended code and
 //! message (`SqliteFailure`), so the store reports the same `SqliteError`s; a failure of the
 //! cluster itself travels as a [`Failure`] inside `UserFunctionError`, which `StoreError`
-//! turns into an `Error` with its `code` (one of [`codes`], chosen in [`error`]).
+//! turns into an `Error` with its `code` (one of [`codes`], chosen in `failure::error`). Values
+//! cross the wire as `values` converts them.
 //!
 //! Deadlines: each statement's wait for a leader and every request of it (the whole reply) end
 //! by `reconnectDeadlineMs` from the statement's start, and within a call (a store method, the
@@ -23,60 +24,19 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use dqlite_wire::{Backoff, Cluster, Config, Connection, ErrorKind, Outcome, ReplyLimit, Value};
-use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
+use dqlite_wire::{Backoff, Cluster, Config, Connection, Outcome, Value};
+
+mod failure;
+mod values;
 
 use super::row::Row;
+pub use failure::{codes, Failure};
+use failure::{error, failure, sqlite_error};
+pub use values::{to_value, Rows};
 
 /// How long a `BEGIN IMMEDIATE` that finds another connection's write transaction waits for
 /// it, as the file's busy timeout.
 const BUSY_WAIT: Duration = Duration::from_millis(5_000);
-
-/// The codes a cluster failure carries (the `code` of the JS error).
-pub mod codes {
-    /// A value the wire protocol cannot carry (text with a NUL character: dqlite sends text as
-    /// C strings); nothing was sent.
-    pub const UNSUPPORTED_VALUE: &str = "DQLITE_UNSUPPORTED_VALUE";
-    /// Nothing was applied and no leader answered within the deadline.
-    pub const UNAVAILABLE: &str = "DQLITE_UNAVAILABLE";
-    /// The transaction was lost before its COMMIT: nothing of it was applied.
-    pub const ROLLED_BACK: &str = "DQLITE_ROLLED_BACK";
-    /// A COMMIT (or a write outside a transaction) was sent and its reply lost: it may or may
-    /// not have been applied.
-    pub const OUTCOME_UNKNOWN: &str = "DQLITE_OUTCOME_UNKNOWN";
-    /// The URL's nodes belong to different clusters, or a reconnection reached another cluster
-    /// than the one the store opened (`dqlite_wire::identity`); nothing was sent to it.
-    pub const CLUSTER_MISMATCH: &str = "DQLITE_CLUSTER_MISMATCH";
-    /// The `dqlite://` address is malformed (no nodes, no database name, a bad port or host, a
-    /// character a database name cannot have); nothing was sent or looked up.
-    pub const BAD_ADDRESS: &str = "DQLITE_BAD_ADDRESS";
-    /// A node's host name does not resolve; it was looked up once.
-    pub const UNRESOLVED: &str = "DQLITE_UNRESOLVED";
-    /// An address answers, but not as a dqlite node (another service on that port).
-    pub const NOT_DQLITE: &str = "DQLITE_NOT_DQLITE";
-    /// Every address refused the connection on a store's first connect: nothing listens there.
-    pub const REFUSED: &str = "DQLITE_REFUSED";
-    /// A reply brought more rows or bytes than `maxReplyRows` / `maxReplyBytes`; its connection
-    /// was closed (a transaction open on it with it).
-    pub const REPLY_TOO_LARGE: &str = "DQLITE_REPLY_TOO_LARGE";
-}
-
-/// A failure of the cluster (not of the SQL): its code (see [`codes`]) and message.
-#[derive(Debug, Clone)]
-pub struct Failure {
-    /// One of [`codes`].
-    pub code: &'static str,
-    /// What happened.
-    pub message: String,
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Failure {}
 
 /// The state database on a dqlite cluster.
 pub struct Remote {
@@ -100,8 +60,23 @@ struct State {
     last_insert_rowid: i64,
     /// A transaction is open (begun through the seam, not yet ended).
     transaction: Option<TransactionKind>,
+    /// Its BEGIN is not sent yet: it goes with the transaction's first statement
+    /// ([`Remote::begin_with`]), sent together with it when that is a plain SELECT.
+    begin_pending: bool,
+    /// Statements of the open write transaction held back by [`Stmt::execute_deferred`], with
+    /// their values written in: sent before the next statement, or with the COMMIT.
+    deferred: Vec<String>,
     /// How many times a leader connection was made.
     connects: u64,
+}
+
+impl State {
+    /// The transaction is over (or lost): nothing of it is pending any more.
+    fn end_transaction(&mut self) {
+        self.transaction = None;
+        self.begin_pending = false;
+        self.deferred.clear();
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -226,7 +201,8 @@ impl Remote {
         let mut state = self.state.borrow_mut();
         state.conn = None;
         state.statements.clear();
-        state.transaction = None;
+        state.end_transaction();
+        state.begin_pending = false;
     }
 
     /// Runs `op` on the leader connection. Outside a transaction, a failure that certainly had
@@ -241,14 +217,15 @@ impl Remote {
         let mut backoff = Backoff::new(config.backoff_initial, config.backoff_max);
         let mut state = self.state.borrow_mut();
         loop {
-            let in_transaction = state.transaction.is_some();
+            // A transaction whose BEGIN is not sent yet has nothing to lose.
+            let in_transaction = state.transaction.is_some() && !state.begin_pending;
             if state.conn.as_ref().is_some_and(Connection::is_broken) {
                 state.conn = None;
                 state.statements.clear();
             }
             if state.conn.is_none() {
                 if in_transaction {
-                    state.transaction = None;
+                    state.end_transaction();
                     return Err(failure(
                         codes::ROLLED_BACK,
                         "the cluster connection was lost inside the transaction; nothing of it was committed".into(),
@@ -291,7 +268,7 @@ impl Remote {
                         state.conn = None;
                         state.statements.clear();
                         if in_transaction {
-                            state.transaction = None;
+                            state.end_transaction();
                         }
                     }
                     let retry = broken
@@ -325,7 +302,11 @@ impl Remote {
     /// Runs every statement of `sql` (a transaction control statement as [`Stmt::execute`]).
     pub fn execute_batch(&self, sql: &str) -> rusqlite::Result<()> {
         match control_of(sql) {
-            Control::Sql => self.run(|state| conn(state).exec_sql(sql, &[])).map(|_| ()),
+            Control::Sql => {
+                self.deferred_sent()?;
+                self.begin_sent()?;
+                self.run(|state| conn(state).exec_sql(sql, &[])).map(|_| ())
+            }
             control => self.control(control).map(|_| ()),
         }
     }
@@ -339,32 +320,31 @@ impl Remote {
                 "cannot start a transaction within a transaction",
             )),
             Control::Begin(kind) => {
-                let busy_until = Instant::now() + BUSY_WAIT;
-                let mut delay = Duration::from_millis(1);
-                loop {
-                    let begun = self
-                        .run(|state| conn(state).begin_detached(kind == TransactionKind::Write));
-                    match begun {
-                        Ok(()) => break,
-                        Err(rusqlite::Error::SqliteFailure(failure, _))
-                            if failure.code == rusqlite::ErrorCode::DatabaseBusy
-                                && Instant::now() < busy_until =>
-                        {
-                            std::thread::sleep(delay);
-                            delay = (delay * 2).min(Duration::from_millis(50));
-                        }
-                        Err(other) => return Err(other),
-                    }
-                }
-                self.state.borrow_mut().transaction = Some(kind);
+                // Sent with the transaction's first statement (`begin_with`).
+                let mut state = self.state.borrow_mut();
+                state.transaction = Some(kind);
+                state.begin_pending = true;
+                Ok(0)
+            }
+            Control::Commit | Control::Rollback if self.ended_unsent(control) => {
+                // Nothing was sent: there is nothing to end.
                 Ok(0)
             }
             Control::Commit => {
                 let Some(kind) = open else {
                     return Err(sqlite_error(1, "cannot commit - no transaction is active"));
                 };
-                let committed = self.run(|state| conn(state).commit_detached());
-                self.state.borrow_mut().transaction = None;
+                // Held-back statements go in the COMMIT's request: dqlite stops at the first
+                // that fails, whose error is then the COMMIT's (the transaction rolled back).
+                let statements = std::mem::take(&mut self.state.borrow_mut().deferred).join(";\n");
+                self.begin_sent()?;
+                let committed = self.run(|state| match kind {
+                    // A read snapshot's COMMIT changes nothing: its reply is only checked
+                    // before the connection's next request.
+                    TransactionKind::Read => conn(state).commit_detached_unread(),
+                    TransactionKind::Write => conn(state).commit_detached_after(&statements),
+                });
+                self.state.borrow_mut().end_transaction();
                 match committed {
                     Ok(()) => Ok(0),
                     // A read snapshot's COMMIT changes nothing, whatever became of its reply.
@@ -385,7 +365,7 @@ impl Remote {
                 }
                 let deadline = self.deadline();
                 let mut state = self.state.borrow_mut();
-                state.transaction = None;
+                state.end_transaction();
                 if let Some(conn) = state.conn.as_mut() {
                     conn.set_deadline(Some(deadline));
                     // A lost reply breaks the connection, and the server rolls back when it
@@ -396,6 +376,102 @@ impl Remote {
                     }
                 }
                 Ok(0)
+            }
+        }
+    }
+}
+
+impl Remote {
+    /// Ends a transaction whose BEGIN was never sent (a COMMIT only when no statement is held
+    /// back either); false when its BEGIN was sent.
+    fn ended_unsent(&self, control: Control) -> bool {
+        let mut state = self.state.borrow_mut();
+        if !state.begin_pending || (control == Control::Commit && !state.deferred.is_empty()) {
+            return false;
+        }
+        state.end_transaction();
+        true
+    }
+
+    /// Holds back `sql` with `values` until the write transaction's next statement or COMMIT
+    /// ([`Stmt::execute_deferred`]); false (nothing held) outside a write transaction or where
+    /// its values cannot be written into its text exactly ([`values::inline`]).
+    fn defer(&self, sql: &str, values: &[Value]) -> bool {
+        let mut state = self.state.borrow_mut();
+        if state.transaction != Some(TransactionKind::Write) {
+            return false;
+        }
+        match values::inline(sql, values) {
+            Some(statement) => {
+                state.deferred.push(statement);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sends the held-back statements, if any, in one request: dqlite runs them in turn and
+    /// stops at the first that fails, whose error is returned (the statement that needed them
+    /// sent is then not run).
+    fn deferred_sent(&self) -> rusqlite::Result<()> {
+        let statements = {
+            let mut state = self.state.borrow_mut();
+            if state.deferred.is_empty() {
+                return Ok(());
+            }
+            std::mem::take(&mut state.deferred).join(";\n")
+        };
+        self.begin_sent()?;
+        self.run(|state| conn(state).exec_sql(&statements, &[]))
+            .map(|_| ())
+    }
+
+    /// Sends the pending BEGIN, if any, on its own (the next statement needs it begun).
+    fn begin_sent(&self) -> rusqlite::Result<()> {
+        if !self.state.borrow().begin_pending {
+            return Ok(());
+        }
+        self.begin_with(|state, immediate| conn(state).begin_detached(immediate))
+    }
+
+    /// Runs the pending BEGIN through `send` (which may carry the first statement with it,
+    /// returning that statement's result), as a file's connection waits for its busy timeout
+    /// while another connection's write transaction holds the lock. Until the BEGIN has
+    /// succeeded nothing is open on the server, so `send` is run again on a new leader
+    /// connection where it certainly had no effect, as a statement outside a transaction;
+    /// when the BEGIN fails, the transaction is not open.
+    fn begin_with<T>(
+        &self,
+        mut send: impl FnMut(&mut State, bool) -> dqlite_wire::Result<T>,
+    ) -> rusqlite::Result<T> {
+        let kind = self.state.borrow().transaction;
+        let immediate = kind == Some(TransactionKind::Write);
+        let busy_until = Instant::now() + BUSY_WAIT;
+        let mut delay = Duration::from_millis(1);
+        loop {
+            let sent = self.run(|state| send(state, immediate));
+            let mut state = self.state.borrow_mut();
+            // The server's transaction is open when the BEGIN succeeded, even if a statement
+            // sent with it failed.
+            let begun = state.conn.as_ref().is_some_and(Connection::in_transaction);
+            if begun {
+                state.begin_pending = false;
+                return sent;
+            }
+            match sent {
+                Err(rusqlite::Error::SqliteFailure(failure, _))
+                    if failure.code == rusqlite::ErrorCode::DatabaseBusy
+                        && Instant::now() < busy_until =>
+                {
+                    drop(state);
+                    std::thread::sleep(delay);
+                    delay = (delay * 2).min(Duration::from_millis(50));
+                }
+                other => {
+                    state.begin_pending = false;
+                    state.end_transaction();
+                    return other;
+                }
             }
         }
     }
@@ -457,6 +533,8 @@ impl Stmt<'_> {
             return self.remote.control(self.control);
         }
         self.check_count(&values)?;
+        self.remote.deferred_sent()?;
+        self.remote.begin_sent()?;
         let sql = &self.sql;
         let result = self.remote.run(|state| {
             let statement = statement(state, sql)?;
@@ -469,34 +547,58 @@ impl Stmt<'_> {
         Ok(result.rows_affected as usize)
     }
 
+    /// Runs the statement without reading how many rows it changed. Inside a write
+    /// transaction it may be held back and sent with the transaction's next statement (just
+    /// before it, all held-back statements in one request) or with its COMMIT (in the COMMIT's
+    /// request): one round trip for them all. dqlite runs them in turn and stops at the first
+    /// that fails, so nothing after a failing statement runs, and its error is returned by the
+    /// call that sent it (the next statement's, or the COMMIT's, which then rolls back).
+    /// Use it only where that is the same to the caller: the error would propagate unchanged,
+    /// and nothing between this statement and the next one can fail or be observed (no
+    /// argument read, no assignment to a caller's value). A ROLLBACK drops what is held back.
+    pub fn execute_deferred(&mut self, values: Vec<Value>) -> rusqlite::Result<()> {
+        if self.control == Control::Sql {
+            self.check_count(&values)?;
+            if self.remote.defer(&self.sql, &values) {
+                return Ok(());
+            }
+        }
+        self.execute(values).map(|_| ())
+    }
+
     /// The rows of the statement (received whole).
     pub fn query(&mut self, values: Vec<Value>) -> rusqlite::Result<Rows> {
         self.check_count(&values)?;
+        self.remote.deferred_sent()?;
         let sql = &self.sql;
-        let result = self.remote.run(|state| {
-            let statement = statement(state, sql)?;
-            let rows = conn(state)
-                .query(statement, &values)
-                .and_then(|rows| rows.collect_all());
-            match rows {
-                // dqlite 1.11 answers a query that fails while it steps with a failure whose
-                // code and message are the start of the rows header it had begun (the column
-                // count and the first column's name). A SELECT is run once more without rows
-                // to learn SQLite's own error; it changes nothing, whatever it answers.
-                Err(e) if e.outcome() == Outcome::Failed && is_select(sql) => {
-                    match conn(state).exec(statement, &values) {
-                        Err(real) if real.outcome() == Outcome::Failed => Err(real),
-                        _ => Err(e),
+        let select = is_select(sql);
+        let result =
+            if select && self.remote.state.borrow().begin_pending && Connection::can_send_ahead() {
+                // The transaction's first statement only reads: it goes with the BEGIN.
+                self.remote.begin_with(|state, immediate| {
+                    let statement = statement(state, sql)?;
+                    let rows = conn(state).begin_and_query(immediate, statement, &values);
+                    if conn(state).in_transaction() {
+                        step_error(state, statement, &values, rows)
+                    } else {
+                        rows
                     }
-                }
-                other => other,
-            }
-        })?;
-        Ok(Rows {
-            columns: result.columns,
-            rows: result.rows.into_iter(),
-            current: Vec::new(),
-        })
+                })?
+            } else {
+                self.remote.begin_sent()?;
+                self.remote.run(|state| {
+                    let statement = statement(state, sql)?;
+                    let rows = conn(state)
+                        .query(statement, &values)
+                        .and_then(|rows| rows.collect_all());
+                    if select {
+                        step_error(state, statement, &values, rows)
+                    } else {
+                        rows
+                    }
+                })?
+            };
+        Ok(Rows::new(result))
     }
 
     /// The first row, read by `f`.
@@ -513,6 +615,25 @@ impl Stmt<'_> {
     }
 }
 
+/// The rows of a plain SELECT, or its error as SQLite reports it: dqlite 1.11 answers a query
+/// that fails while it steps with a failure whose code and message are the start of the rows
+/// header it had begun (the column count and the first column's name). The SELECT is run once
+/// more without rows to learn SQLite's own error; it changes nothing, whatever it answers.
+fn step_error(
+    state: &mut State,
+    statement: dqlite_wire::Statement,
+    values: &[Value],
+    rows: dqlite_wire::Result<dqlite_wire::QueryResult>,
+) -> dqlite_wire::Result<dqlite_wire::QueryResult> {
+    match rows {
+        Err(e) if e.outcome() == Outcome::Failed => match conn(state).exec(statement, values) {
+            Err(real) if real.outcome() == Outcome::Failed => Err(real),
+            _ => Err(e),
+        },
+        other => other,
+    }
+}
+
 /// Whether `sql` is a plain SELECT (or VALUES): running it changes nothing.
 fn is_select(sql: &str) -> bool {
     let first = sql
@@ -523,224 +644,5 @@ fn is_select(sql: &str) -> bool {
     first.eq_ignore_ascii_case("SELECT") || first.eq_ignore_ascii_case("VALUES")
 }
 
-/// A query's rows received from the cluster.
-pub struct Rows {
-    columns: Vec<String>,
-    rows: std::vec::IntoIter<Vec<Value>>,
-    current: Vec<Value>,
-}
-
-impl Rows {
-    /// The next row.
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Option<Row<'_>> {
-        self.current = self.rows.next()?;
-        Some(Row::Remote(&self.current, &self.columns))
-    }
-}
-
-/// A bound value as the wire sends it.
-pub fn to_value(item: &(impl ToSql + ?Sized)) -> rusqlite::Result<Value> {
-    let output = item.to_sql()?;
-    let value = match &output {
-        ToSqlOutput::Borrowed(value) => *value,
-        ToSqlOutput::Owned(value) => ValueRef::from(value),
-        other => {
-            return Err(rusqlite::Error::ToSqlConversionFailure(
-                format!("a parameter the cluster cannot take: {other:?}").into(),
-            ))
-        }
-    };
-    Ok(match value {
-        ValueRef::Null => Value::Null,
-        ValueRef::Integer(n) => Value::Integer(n),
-        ValueRef::Real(x) => Value::Float(x),
-        ValueRef::Text(text) => Value::Text(
-            String::from_utf8(text.to_vec())
-                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?,
-        ),
-        ValueRef::Blob(bytes) => Value::Blob(bytes.to_vec()),
-    })
-}
-
-fn sqlite_error(code: i32, message: &str) -> rusqlite::Error {
-    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some(message.to_owned()))
-}
-
-fn failure(code: &'static str, message: String) -> rusqlite::Error {
-    rusqlite::Error::ToSqlConversionFailure(Box::new(Failure { code, message }))
-}
-
-/// A client error as the seam reports it.
-fn error(e: dqlite_wire::Error) -> rusqlite::Error {
-    if let ErrorKind::Sql { code, message } = e.kind() {
-        if e.outcome() == Outcome::Failed {
-            return sqlite_error(*code as i32, message);
-        }
-    }
-    let code = match e.kind() {
-        ErrorKind::ClusterMismatch(_) => {
-            return failure(
-                codes::CLUSTER_MISMATCH,
-                format!(
-                    "Pi Workflows cluster: {e}. A store uses one cluster: list only its nodes' \
-                     addresses (go-dqlite's shell lists them: dqlite -s ADDRESS DATABASE, then \
-                     .cluster); a node that formed a cluster of its own joins with a new, empty \
-                     data directory and --join"
-                ),
-            );
-        }
-        ErrorKind::InvalidArgument(message) => {
-            return failure(
-                codes::UNSUPPORTED_VALUE,
-                format!("Pi Workflows cluster: {message} (dqlite cannot store it)"),
-            );
-        }
-        ErrorKind::ReplyTooLarge { limit } => {
-            let (what, option) = match limit {
-                ReplyLimit::Rows(n) => (format!("{n} rows"), "maxReplyRows"),
-                ReplyLimit::Bytes(n) => (format!("{n} bytes"), "maxReplyBytes"),
-            };
-            return failure(
-                codes::REPLY_TOO_LARGE,
-                format!(
-                    "Pi Workflows cluster: a reply brought more than {what} (the cluster option \
-                     {option}); the rest was not read and its connection was closed, rolling \
-                     back any transaction open on it"
-                ),
-            );
-        }
-        ErrorKind::BadAddress { .. } => codes::BAD_ADDRESS,
-        ErrorKind::Unresolved { .. } => codes::UNRESOLVED,
-        ErrorKind::NotDqlite { .. } => codes::NOT_DQLITE,
-        ErrorKind::Refused { .. } => codes::REFUSED,
-        _ => match e.outcome() {
-            Outcome::Unknown => codes::OUTCOME_UNKNOWN,
-            Outcome::RolledBack => codes::ROLLED_BACK,
-            Outcome::NotApplied | Outcome::Failed => codes::UNAVAILABLE,
-        },
-    };
-    failure(code, format!("Pi Workflows cluster: {e}"))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::super::row::value_ref;
-    use super::*;
-
-    #[test]
-    fn transaction_statements_are_recognised_and_nothing_else() {
-        assert!(control_of("BEGIN") == Control::Begin(TransactionKind::Read));
-        assert!(control_of(" begin deferred; ") == Control::Begin(TransactionKind::Read));
-        assert!(control_of("BEGIN IMMEDIATE") == Control::Begin(TransactionKind::Write));
-        assert!(control_of("begin exclusive") == Control::Begin(TransactionKind::Write));
-        assert!(control_of("COMMIT") == Control::Commit);
-        assert!(control_of("END") == Control::Commit);
-        assert!(control_of("ROLLBACK") == Control::Rollback);
-        for sql in [
-            "SELECT 1",
-            "ROLLBACK TO SAVEPOINT a",
-            "BEGIN; SELECT 1",
-            "INSERT INTO t VALUES ('COMMIT')",
-        ] {
-            assert!(control_of(sql) == Control::Sql, "{sql}");
-        }
-    }
-
-    #[test]
-    fn only_plain_selects_are_run_again_for_their_error() {
-        assert!(is_select("SELECT 1"));
-        assert!(is_select("  (select x FROM t)"));
-        assert!(is_select("VALUES (1)"));
-        for sql in [
-            "UPDATE t SET a = 1 RETURNING a",
-            "WITH x AS (SELECT 1) DELETE FROM t",
-            "PRAGMA x",
-        ] {
-            assert!(!is_select(sql), "{sql}");
-        }
-    }
-
-    #[test]
-    fn values_cross_as_sqlite_storage_classes() {
-        let bound = [
-            to_value(&1_i64).unwrap(),
-            to_value(&2.5_f64).unwrap(),
-            to_value(&"text").unwrap(),
-            to_value(&vec![1_u8, 2]).unwrap(),
-            to_value(&Option::<i64>::None).unwrap(),
-        ];
-        assert_eq!(
-            bound,
-            [
-                Value::Integer(1),
-                Value::Float(2.5),
-                Value::Text("text".into()),
-                Value::Blob(vec![1, 2]),
-                Value::Null
-            ]
-        );
-        assert_eq!(value_ref(&Value::Unixtime(7)), ValueRef::Integer(7));
-        assert_eq!(value_ref(&Value::Boolean(true)), ValueRef::Integer(1));
-        assert_eq!(value_ref(&Value::Iso8601(String::new())), ValueRef::Null);
-        assert_eq!(
-            value_ref(&Value::Iso8601("2026-01-01".into())),
-            ValueRef::Text(b"2026-01-01")
-        );
-    }
-
-    #[test]
-    fn a_cluster_mismatch_has_its_own_code_and_names_both_clusters() {
-        let node = |id, address: &str| dqlite_wire::NodeInfo {
-            id,
-            address: address.into(),
-            role: 0,
-        };
-        let mismatch = dqlite_wire::identity::Mismatch {
-            kept: ("10.0.0.1:9001".into(), vec![node(1, "10.0.0.1:9001")]),
-            others: vec![("10.0.0.2:9001".into(), vec![node(1, "10.0.0.2:9001")])],
-            reconnection: false,
-        };
-        let e = error(dqlite_wire::Error::new(
-            ErrorKind::ClusterMismatch(Box::new(mismatch)),
-            Outcome::NotApplied,
-        ));
-        match crate::error::StoreError::from(e) {
-            crate::error::StoreError::Js { code, message, .. } => {
-                assert_eq!(code.as_deref(), Some(codes::CLUSTER_MISMATCH));
-                assert!(
-                    message.contains("10.0.0.1:9001 is in the cluster of [1@10.0.0.1:9001]")
-                        && message.contains("10.0.0.2:9001 is in the cluster of [1@10.0.0.2:9001]"),
-                    "{message}"
-                );
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_cluster_failure_keeps_its_code_and_an_sql_error_its_sqlite_code() {
-        let lost = error(dqlite_wire::Error::new(
-            ErrorKind::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
-            Outcome::Unknown,
-        ));
-        match crate::error::StoreError::from(lost) {
-            crate::error::StoreError::Js { name, code, .. } => {
-                assert_eq!(name, "Error");
-                assert_eq!(code.as_deref(), Some(codes::OUTCOME_UNKNOWN));
-            }
-            other => panic!("{other:?}"),
-        }
-        let unique = error(dqlite_wire::Error::from_failure(
-            2067,
-            "UNIQUE constraint failed: t.a".into(),
-        ));
-        assert_eq!(
-            crate::error::StoreError::from(unique),
-            crate::error::StoreError::Sqlite {
-                code: "SQLITE_CONSTRAINT_UNIQUE".into(),
-                message: "UNIQUE constraint failed: t.a".into()
-            }
-        );
-    }
-}
+mod tests;

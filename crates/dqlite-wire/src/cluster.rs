@@ -5,7 +5,8 @@
 //! leader is (a node that is itself the leader answers with its own
 //! address), follows the answer, and returns a connection to the leader with
 //! the database open. A round that finds no leader is repeated after an
-//! exponential backoff with jitter until the reconnect deadline passes; the
+//! exponential backoff with jitter ([`Backoff`], `backoff.rs`) until the
+//! reconnect deadline passes; the
 //! deadline holds inside a round as well (each dial, handshake and reply is
 //! bounded by it). With [`Config::fail_fast`], on a cluster never reached, a
 //! round whose addresses are plainly wrong (another service, a host that does
@@ -14,7 +15,7 @@
 //! Connections it returns watch their leader while a reply is late
 //! ([`Watch`]).
 //!
-//! [`Session`] keeps one leader connection and replaces it when it breaks.
+//! [`Session`] (`session.rs`) keeps one leader connection and replaces it when it breaks.
 //! It retries a call only when the call certainly had no effect
 //! ([`Outcome::NotApplied`]), and a transaction closure only when the
 //! transaction was certainly rolled back ([`Outcome::RolledBack`]); an
@@ -22,16 +23,16 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 pub use crate::address::parse_url;
+pub use crate::backoff::Backoff;
 use crate::budget::ReplyLimits;
-use crate::conn::{Connection, ExecResult, QueryResult, Timeouts, Transaction};
+use crate::conn::{Connection, Timeouts};
 use crate::error::{Error, ErrorKind, Outcome, Result};
 use crate::identity::Pin;
 use crate::message::NodeInfo;
-use crate::value::Value;
+pub use crate::session::Session;
 use crate::watch::Watch;
 
 /// Connection, backoff and deadline settings.
@@ -73,57 +74,6 @@ impl Default for Config {
             liveness_interval: Duration::from_secs(1),
             fail_fast: false,
         }
-    }
-}
-
-/// Exponential backoff with "equal jitter": attempt `n` waits a random
-/// duration in `[d/2, d]` where `d = min(max, initial * 2^n)`.
-#[derive(Debug)]
-pub struct Backoff {
-    initial: Duration,
-    max: Duration,
-    attempt: u32,
-    rng: u64,
-}
-
-impl Backoff {
-    pub fn new(initial: Duration, max: Duration) -> Backoff {
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let stack = &nanos as *const u64 as u64;
-        Backoff {
-            initial,
-            max,
-            attempt: 0,
-            rng: (nanos ^ stack.rotate_left(32)) | 1,
-        }
-    }
-
-    /// The next delay.
-    pub fn next_delay(&mut self) -> Duration {
-        let factor = 1u32.checked_shl(self.attempt.min(30)).unwrap_or(u32::MAX);
-        let ceiling = self.initial.saturating_mul(factor).min(self.max);
-        self.attempt = self.attempt.saturating_add(1);
-        // xorshift64*
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        let r = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
-        let half = ceiling / 2;
-        let span = (ceiling - half).as_nanos() as u64;
-        half + Duration::from_nanos(if span == 0 { 0 } else { r % (span + 1) })
-    }
-
-    /// Sleep for the next delay, but not past `deadline`. False when the
-    /// deadline has passed.
-    pub fn sleep_until_deadline(&mut self, deadline: Instant) -> bool {
-        let now = Instant::now();
-        if now >= deadline {
-            return false;
-        }
-        thread::sleep(self.next_delay().min(deadline - now));
-        Instant::now() < deadline
     }
 }
 
@@ -460,128 +410,9 @@ impl Cluster {
     }
 }
 
-/// One logical client of a cluster: a leader connection, replaced when it
-/// breaks, and calls retried only when retrying is safe.
-#[derive(Debug)]
-pub struct Session<'a> {
-    cluster: &'a Cluster,
-    conn: Option<Connection>,
-    reconnects: u64,
-}
-
-impl<'a> Session<'a> {
-    pub fn new(cluster: &'a Cluster) -> Session<'a> {
-        Session {
-            cluster,
-            conn: None,
-            reconnects: 0,
-        }
-    }
-
-    /// How many times the session had to (re)connect.
-    pub fn reconnects(&self) -> u64 {
-        self.reconnects
-    }
-
-    /// The current leader connection, connecting first when there is none.
-    pub fn connection(&mut self) -> Result<&mut Connection> {
-        let deadline = Instant::now() + self.cluster.config.reconnect_deadline;
-        self.ensure(deadline)
-    }
-
-    fn ensure(&mut self, deadline: Instant) -> Result<&mut Connection> {
-        if self.conn.as_ref().is_some_and(Connection::is_broken) {
-            self.conn = None;
-        }
-        if self.conn.is_none() {
-            let conn = self.cluster.connect_until(deadline)?;
-            self.reconnects += 1;
-            self.conn = Some(conn);
-        }
-        Ok(self.conn.as_mut().expect("connection set above"))
-    }
-
-    /// Run `op` on the leader connection; on an error that needs a new
-    /// connection, reconnect and run it again while the error says that is
-    /// safe (`retry_on`) and the deadline has not passed.
-    fn retry<T>(
-        &mut self,
-        retry_on: &[Outcome],
-        mut op: impl FnMut(&mut Connection) -> Result<T>,
-    ) -> Result<T> {
-        let deadline = Instant::now() + self.cluster.config.reconnect_deadline;
-        let mut backoff = Backoff::new(
-            self.cluster.config.backoff_initial,
-            self.cluster.config.backoff_max,
-        );
-        loop {
-            let conn = self.ensure(deadline)?;
-            conn.set_deadline(Some(deadline));
-            match op(conn) {
-                Ok(v) => return Ok(v),
-                Err(e) => {
-                    if e.needs_reconnect() || conn.is_broken() {
-                        self.conn = None;
-                    }
-                    let retryable = e.needs_reconnect() && retry_on.contains(&e.outcome());
-                    if !retryable || !backoff.sleep_until_deadline(deadline) {
-                        return Err(e);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Run `sql` (every statement; parameters bind to the first).
-    pub fn exec_sql(&mut self, sql: &str, params: &[Value]) -> Result<ExecResult> {
-        self.retry(&[Outcome::NotApplied], |c| c.exec_sql(sql, params))
-    }
-
-    /// The whole result of `sql` (a read: retried after any connection loss).
-    pub fn query_all(&mut self, sql: &str, params: &[Value]) -> Result<QueryResult> {
-        self.retry(&[Outcome::NotApplied], |c| c.query_all(sql, params))
-    }
-
-    /// Run `body` inside BEGIN … COMMIT. The whole transaction is run again
-    /// when it was certainly rolled back (connection or leadership lost
-    /// before COMMIT) or never started; a COMMIT whose reply was lost
-    /// returns [`Outcome::Unknown`]. `body` may therefore run more than once
-    /// and must not have effects outside the transaction.
-    pub fn transaction<T>(
-        &mut self,
-        mut body: impl FnMut(&mut Transaction<'_>) -> Result<T>,
-    ) -> Result<T> {
-        self.retry(&[Outcome::NotApplied, Outcome::RolledBack], |c| {
-            let mut tx = c.begin()?;
-            let v = body(&mut tx)?;
-            tx.commit()?;
-            Ok(v)
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_grows_to_its_cap_with_jitter_inside_bounds() {
-        let mut b = Backoff::new(Duration::from_millis(10), Duration::from_millis(200));
-        let delays: Vec<Duration> = (0..12).map(|_| b.next_delay()).collect();
-        for (i, d) in delays.iter().enumerate() {
-            let ceiling =
-                Duration::from_millis(10 * (1u64 << i.min(5))).min(Duration::from_millis(200));
-            assert!(
-                *d >= ceiling / 2 && *d <= ceiling,
-                "attempt {i}: {d:?} vs {ceiling:?}"
-            );
-        }
-        // Far attempts stay at the cap without overflowing.
-        let mut b = Backoff::new(Duration::from_secs(1), Duration::from_secs(2));
-        for _ in 0..100 {
-            assert!(b.next_delay() <= Duration::from_secs(2));
-        }
-    }
 
     #[test]
     fn candidates_put_the_last_leader_first_without_duplicates() {

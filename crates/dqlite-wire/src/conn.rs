@@ -1,14 +1,18 @@
-//! One connection to one dqlite node: handshake, requests, result streams,
-//! interactive transactions.
+//! One connection to one dqlite node: its handshake and its requests (this
+//! file); how a message goes out and its reply comes back, with the outcome
+//! of each failure (`framing`); result streams ([`Rows`], `rows`);
+//! interactive transactions ([`Transaction`], `transaction`).
 //!
-//! The protocol is strictly request/response on a connection (the server
-//! reads no new request while one is in flight), so a [`Connection`] is used
-//! through `&mut self` and a streaming [`Rows`] borrows it until the result
-//! is read to the end or interrupted. Any I/O or protocol failure marks the
+//! The server answers a connection's requests one at a time, in order: it
+//! reads the next request only once it has answered the one before, so
+//! requests written back to back wait in the socket and are run in turn
+//! ([`Connection::begin_and_query`] sends two at once). A [`Connection`] is
+//! used through `&mut self` and a streaming [`Rows`] borrows it until the
+//! result is read to the end or interrupted. Any I/O or protocol failure marks the
 //! connection broken: the byte stream can no longer be trusted, and every
 //! later call fails with [`ErrorKind::Broken`] until it is replaced.
 //!
-//! Each error's [`Outcome`] is decided here, where it is known whether the
+//! Each error's [`Outcome`] is decided in `framing`, where it is known whether the
 //! request was completely written, whether it may write, and whether it ran
 //! inside a transaction begun with [`Connection::begin`].
 //!
@@ -18,20 +22,26 @@
 //! first. A reply is also held to [`ReplyLimits`]. The first reply of a
 //! connection must look like dqlite's ([`crate::handshake`]).
 
+mod framing;
+mod rows;
+mod transaction;
+
 use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-use std::vec;
 
 use crate::address;
 use crate::budget::{Budget, ReplyLimits};
-use crate::deadline::{self, Idle, Stop};
+use crate::deadline;
 use crate::error::{Error, ErrorKind, Outcome, Result};
-use crate::handshake;
-use crate::message::{NodeInfo, Request, Response, RowsBatch};
+use crate::message::{NodeInfo, Request, Response};
 use crate::value::Value;
 use crate::watch::Watch;
-use crate::wire::{Header, MAX_BODY_BYTES, PROTOCOL_VERSION, WORD};
+use crate::wire::PROTOCOL_VERSION;
+
+use framing::{io_error, Reply};
+pub use rows::Rows;
+pub use transaction::Transaction;
 
 /// Socket timeouts of a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +110,9 @@ pub struct Connection {
     db: Option<u32>,
     broken: bool,
     in_tx: bool,
+    /// Requests sent whose replies are still to be read and only checked
+    /// ([`Connection::commit_detached_unread`]).
+    unread: usize,
 }
 
 impl Connection {
@@ -146,6 +159,7 @@ impl Connection {
             db: None,
             broken: false,
             in_tx: false,
+            unread: 0,
         };
         conn.write_all(&PROTOCOL_VERSION.to_le_bytes(), deadline)?;
         Ok(conn)
@@ -367,6 +381,36 @@ impl Connection {
         self.reattach()?.commit()
     }
 
+    /// COMMIT of a transaction begun with [`Connection::begin_detached`], after
+    /// `statements` in the same request ([`Transaction::commit_after`]).
+    pub fn commit_detached_after(&mut self, statements: &str) -> Result<()> {
+        self.reattach()?.commit_after(statements)
+    }
+
+    /// COMMIT of a read transaction begun with [`Connection::begin_detached`],
+    /// without waiting for its reply: a read transaction's COMMIT changes
+    /// nothing, whatever its reply says. The reply is read before the next
+    /// request is sent; if it is not a success, the connection is broken
+    /// (the server rolls back what was open on it) and that request fails
+    /// as never sent.
+    pub fn commit_detached_unread(&mut self) -> Result<()> {
+        if !self.in_tx {
+            return Err(Error::invalid_argument("no transaction is open"));
+        }
+        let db = self.db()?;
+        let frame = Request::ExecSql {
+            db,
+            sql: "COMMIT",
+            params: &[],
+        }
+        .encode()?;
+        let deadline = self.request_deadline();
+        self.send(&frame, deadline)?;
+        self.in_tx = false;
+        self.unread += 1;
+        Ok(())
+    }
+
     /// ROLLBACK of a transaction begun with [`Connection::begin_detached`].
     pub fn rollback_detached(&mut self) -> Result<()> {
         self.reattach()?.rollback()
@@ -403,462 +447,81 @@ impl Connection {
         })
     }
 
-    fn exec_request(&mut self, req: &Request<'_>, effect: Effect) -> Result<ExecResult> {
-        match self.call(req, effect)? {
-            Response::Result {
-                last_insert_id,
-                rows_affected,
-            } => Ok(ExecResult {
-                last_insert_id,
-                rows_affected,
-            }),
-            other => Err(self.unexpected(other, "result")),
-        }
-    }
-
-    fn start_rows(&mut self, req: &Request<'_>) -> Result<Rows<'_>> {
-        let mut reply = Reply {
-            deadline: self.request_deadline(),
-            budget: Budget::new(self.limits),
-        };
-        let batch = match self.call_with(req, Effect::Read, &mut reply)? {
-            Response::Rows(batch) => batch,
-            other => return Err(self.unexpected(other, "rows")),
-        };
-        let RowsBatch {
-            columns,
-            rows,
-            more,
-        } = batch;
-        Ok(Rows {
-            conn: self,
-            reply,
-            columns,
-            pending: rows.into_iter(),
-            more,
-            batches: 1,
-        })
-    }
-
-    /// Send one request and read its reply, deciding the outcome of any
-    /// failure. A failure response is returned as an error.
-    fn call(&mut self, req: &Request<'_>, effect: Effect) -> Result<Response> {
-        let mut reply = Reply {
-            deadline: self.request_deadline(),
-            budget: Budget::new(self.limits),
-        };
-        self.call_with(req, effect, &mut reply)
-    }
-
-    /// [`Connection::call`] within `reply`'s deadline and limits.
-    fn call_with(
+    /// BEGIN (IMMEDIATE when `immediate`) and a query sent together: one round
+    /// trip where the query would otherwise wait for the BEGIN's reply. The
+    /// server reads a connection's next request only once it has answered the
+    /// one before, so the query runs inside the transaction when the BEGIN
+    /// succeeds and on its own when it fails: `stmt` must only read (a plain
+    /// SELECT), so that it changes nothing either way.
+    ///
+    /// When the BEGIN fails, its error is returned (the query's reply is read
+    /// and dropped) and no transaction is open. Otherwise the transaction is
+    /// open, as after [`Connection::begin_detached`], and the query's whole
+    /// result or error is returned. Nothing the pair does can have been
+    /// applied, so a lost reply or a refusal that ends the connection is
+    /// [`Outcome::NotApplied`] for either request.
+    pub fn begin_and_query(
         &mut self,
-        req: &Request<'_>,
-        effect: Effect,
-        reply: &mut Reply,
-    ) -> Result<Response> {
-        // A transaction does not survive its connection: once the socket is
-        // unusable the server rolls it back.
-        let unsent = if self.in_tx {
-            Outcome::RolledBack
-        } else {
-            Outcome::NotApplied
+        immediate: bool,
+        stmt: Statement,
+        params: &[Value],
+    ) -> Result<QueryResult> {
+        if self.in_tx {
+            return Err(Error::invalid_argument("a transaction is already open"));
+        }
+        // The transaction begun here holds nothing yet: losing it loses nothing.
+        let nothing_lost = |e: Error| match e.outcome() {
+            Outcome::RolledBack => e.with_outcome(Outcome::NotApplied),
+            _ => e,
         };
-        if self.broken {
-            return Err(Error::new(ErrorKind::Broken, unsent));
+        if !Connection::can_send_ahead() {
+            self.begin_detached(immediate)?;
+            return self
+                .query(stmt, params)
+                .and_then(Rows::collect_all)
+                .map_err(nothing_lost);
         }
-        let frame = req.encode()?;
-        // A request that was not completely written was not executed: the
-        // server only acts on whole messages.
-        self.write_all(&frame, reply.deadline)
-            .map_err(|e| e.with_outcome(unsent))?;
-        let response = self
-            .read_response(reply)
-            .map_err(|e| self.lost_reply(e, effect))?;
-        match response {
-            Response::Failure { code, message } => {
-                let err = Error::from_failure(code, message);
-                let outcome = self.failure_outcome(&err, effect);
-                if err.needs_reconnect() {
-                    // Not the leader any more (or the server lost our
-                    // database/statement): this connection is done.
-                    self.broken = true;
-                }
-                Err(err.with_outcome(outcome))
-            }
-            other => Ok(other),
-        }
-    }
-
-    /// A reply that did not come whole: its outcome is a lost reply's, except
-    /// past the reply limits, where the request is known to have run and
-    /// fail (its outcome stays `Failed`: sending it again fails again).
-    fn lost_reply(&self, e: Error, effect: Effect) -> Error {
-        if matches!(e.kind(), ErrorKind::ReplyTooLarge { .. }) {
-            return e;
-        }
-        let outcome = self.lost_reply_outcome(effect);
-        e.with_outcome(outcome)
-    }
-
-    fn lost_reply_outcome(&self, effect: Effect) -> Outcome {
-        match (effect, self.in_tx) {
-            (Effect::Read, false) => Outcome::NotApplied,
-            (Effect::Read | Effect::Write, true) => Outcome::RolledBack,
-            (Effect::Write, false) | (Effect::Commit, _) => Outcome::Unknown,
-        }
-    }
-
-    fn failure_outcome(&self, err: &Error, effect: Effect) -> Outcome {
-        match err.kind() {
-            ErrorKind::NotLeader { .. } if self.in_tx => Outcome::RolledBack,
-            ErrorKind::NotLeader { .. } => Outcome::NotApplied,
-            ErrorKind::LeadershipLost { .. } => match (effect, self.in_tx) {
-                (Effect::Read, false) => Outcome::NotApplied,
-                (Effect::Read | Effect::Write, true) => Outcome::RolledBack,
-                (Effect::Write, false) | (Effect::Commit, _) => Outcome::Unknown,
-            },
-            _ => Outcome::Failed,
-        }
-    }
-
-    fn unexpected(&mut self, got: Response, want: &str) -> Error {
-        self.broken = true;
-        Error::protocol(format!("expected a {want} response, got {}", got.name()))
-    }
-
-    fn write_all(&mut self, bytes: &[u8], deadline: Instant) -> Result<()> {
-        let started = Instant::now();
-        deadline::write_all(&mut self.stream, bytes, deadline).map_err(|e| {
-            self.broken = true;
-            io_error(
-                e,
-                "write",
-                deadline.saturating_duration_since(started),
-                Outcome::NotApplied,
-            )
-        })
-    }
-
-    /// Read one message. Any failure breaks the connection; the caller sets
-    /// the outcome.
-    fn read_response(&mut self, reply: &mut Reply) -> Result<Response> {
-        let res = self.read_frame(reply).and_then(|(header, body)| {
-            if self.answered {
-                return Response::decode_within(&header, &body, &mut reply.budget);
-            }
-            let first = handshake::decode(&self.address, &header, &body)?;
-            self.answered = true;
-            Ok(first)
-        });
-        if res.is_err() {
-            self.broken = true;
-        }
-        res
-    }
-
-    fn read_frame(&mut self, reply: &mut Reply) -> Result<(Header, Vec<u8>)> {
-        let deadline = reply.deadline;
-        let started = Instant::now();
-        let waited = |e| {
-            io_error(
-                e,
-                "read",
-                deadline.saturating_duration_since(started),
-                Outcome::NotApplied,
-            )
-        };
-        let mut word = [0u8; WORD];
-        self.read_until(&mut word, deadline)
-            .map_err(|s| s.into_error(waited))?;
-        let header = Header::decode(word);
-        if !self.answered {
-            handshake::check_header(&self.address, word, &header)?;
-        }
-        if header.body_len() > MAX_BODY_BYTES {
-            return Err(Error::protocol(format!(
-                "response body of {} bytes exceeds the {MAX_BODY_BYTES}-byte limit",
-                header.body_len()
-            )));
-        }
-        reply.budget.admit_frame(header.body_len())?;
-        let mut body = vec![0u8; header.body_len()];
-        self.read_until(&mut body, deadline)
-            .map_err(|s| s.into_error(waited))?;
-        Ok((header, body))
-    }
-
-    /// Fill `buf` by `deadline`; meanwhile, when a watch is set, ask the other
-    /// nodes at its interval whether another one leads now.
-    fn read_until(&mut self, buf: &mut [u8], deadline: Instant) -> std::result::Result<(), Stop> {
-        let Connection {
-            stream,
-            address,
-            watch,
-            ..
-        } = self;
-        match watch {
-            None => deadline::read_exact(stream, buf, deadline, None),
-            Some(watch) => {
-                let mut check = || watch.check(address, deadline);
-                let idle = Idle {
-                    every: watch.every(),
-                    check: &mut check,
-                };
-                deadline::read_exact(stream, buf, deadline, Some(idle))
-            }
-        }
-    }
-
-    /// Read the next batch of a result stream, within its reply's deadline
-    /// and limits.
-    fn next_batch(&mut self, reply: &mut Reply) -> Result<RowsBatch> {
-        match self.read_response(reply) {
-            Ok(Response::Rows(batch)) => Ok(batch),
-            Ok(Response::Failure { code, message }) => {
-                let err = Error::from_failure(code, message);
-                let outcome = self.failure_outcome(&err, Effect::Read);
-                self.broken |= err.needs_reconnect();
-                Err(err.with_outcome(outcome))
-            }
-            Ok(other) => Err(self.unexpected(other, "rows")),
-            Err(e) => Err(self.lost_reply(e, Effect::Read)),
-        }
-    }
-
-    /// Send Interrupt and skip whatever the server still streams until its
-    /// Empty reply (by the deadline of a new request). Returns the number of
-    /// rows skipped.
-    fn interrupt_stream(&mut self) -> Result<u64> {
         let db = self.db()?;
-        let frame = Request::Interrupt { db }.encode()?;
+        let sql = if immediate {
+            "BEGIN IMMEDIATE"
+        } else {
+            "BEGIN"
+        };
+        let mut frames = Request::ExecSql {
+            db,
+            sql,
+            params: &[],
+        }
+        .encode()?;
+        frames.extend(
+            Request::Query {
+                db,
+                stmt: stmt.id,
+                params,
+            }
+            .encode()?,
+        );
         let deadline = self.request_deadline();
-        self.write_all(&frame, deadline)?;
-        let mut skipped = 0u64;
-        loop {
-            // Skipped batches are dropped at once: each is held to the limits
-            // on its own.
-            let mut reply = Reply {
-                deadline,
-                budget: Budget::new(self.limits),
-            };
-            match self.read_response(&mut reply) {
-                Ok(Response::Empty) => return Ok(skipped),
-                Ok(Response::Rows(batch)) => skipped += batch.rows.len() as u64,
-                // A failure ends the statement too; the next reply is Empty.
-                Ok(Response::Failure { .. }) => {}
-                Ok(other) => return Err(self.unexpected(other, "empty")),
-                Err(e) => {
-                    let outcome = self.lost_reply_outcome(Effect::Read);
-                    return Err(e.with_outcome(outcome));
-                }
-            }
-        }
-    }
-}
-
-/// The deadline and what is left of the limits of one request's reply.
-#[derive(Debug)]
-struct Reply {
-    deadline: Instant,
-    budget: Budget,
-}
-
-impl Stop {
-    fn into_error(self, io: impl FnOnce(io::Error) -> Error) -> Error {
-        match self {
-            Stop::Io(e) => io(e),
-            Stop::Check(e) => e,
-        }
-    }
-}
-
-fn io_error(e: io::Error, op: &'static str, timeout: Duration, outcome: Outcome) -> Error {
-    match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-            Error::new(ErrorKind::Timeout { op, after: timeout }, outcome)
-        }
-        _ => Error::new(ErrorKind::Io(e), outcome),
-    }
-}
-
-/// A result set being streamed. Dropping it before the end interrupts the
-/// query (and breaks the connection if that fails).
-#[derive(Debug)]
-pub struct Rows<'c> {
-    conn: &'c mut Connection,
-    reply: Reply,
-    columns: Vec<String>,
-    pending: vec::IntoIter<Vec<Value>>,
-    more: bool,
-    batches: u64,
-}
-
-impl Rows<'_> {
-    pub fn columns(&self) -> &[String] {
-        &self.columns
-    }
-
-    /// Rows responses received so far (the server sends about a memory page
-    /// of rows per response).
-    pub fn batches(&self) -> u64 {
-        self.batches
-    }
-
-    /// The next row, `None` at the end.
-    pub fn next_row(&mut self) -> Result<Option<Vec<Value>>> {
-        loop {
-            if let Some(row) = self.pending.next() {
-                return Ok(Some(row));
-            }
-            if !self.more {
-                return Ok(None);
-            }
-            // The stream is over whatever happens next.
-            self.more = false;
-            let batch = self.conn.next_batch(&mut self.reply)?;
-            self.batches += 1;
-            self.more = batch.more;
-            self.pending = batch.rows.into_iter();
-        }
-    }
-
-    /// Read everything left.
-    pub fn collect_all(mut self) -> Result<QueryResult> {
-        let mut rows = Vec::new();
-        while let Some(row) = self.next_row()? {
-            rows.push(row);
-        }
-        Ok(QueryResult {
-            columns: std::mem::take(&mut self.columns),
-            rows,
-        })
-    }
-
-    /// Stop the query. Returns the number of rows the server had already
-    /// produced and this client discarded (buffered ones included).
-    pub fn interrupt(mut self) -> Result<u64> {
-        let buffered = self.pending.len() as u64;
-        self.pending = Vec::new().into_iter();
-        if !self.more {
-            return Ok(buffered);
-        }
-        self.more = false;
-        Ok(buffered + self.conn.interrupt_stream()?)
-    }
-}
-
-impl Iterator for Rows<'_> {
-    type Item = Result<Vec<Value>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.next_row().transpose()
-    }
-}
-
-impl Drop for Rows<'_> {
-    fn drop(&mut self) {
-        if self.more {
-            self.more = false;
-            if self.conn.interrupt_stream().is_err() {
-                self.conn.broken = true;
-            }
-        }
-    }
-}
-
-/// An interactive transaction on one connection. Dropping it without
-/// `commit` rolls it back (and breaks the connection if that fails, which
-/// makes the server roll back when the socket closes).
-#[derive(Debug)]
-pub struct Transaction<'c> {
-    conn: &'c mut Connection,
-    done: bool,
-}
-
-impl Transaction<'_> {
-    pub fn exec_sql(&mut self, sql: &str, params: &[Value]) -> Result<ExecResult> {
-        self.conn.exec_sql(sql, params)
-    }
-
-    pub fn exec(&mut self, stmt: Statement, params: &[Value]) -> Result<ExecResult> {
-        self.conn.exec(stmt, params)
-    }
-
-    pub fn prepare(&mut self, sql: &str) -> Result<Statement> {
-        self.conn.prepare(sql)
-    }
-
-    pub fn query_sql(&mut self, sql: &str, params: &[Value]) -> Result<Rows<'_>> {
-        self.conn.query_sql(sql, params)
-    }
-
-    pub fn query(&mut self, stmt: Statement, params: &[Value]) -> Result<Rows<'_>> {
-        self.conn.query(stmt, params)
-    }
-
-    pub fn query_all(&mut self, sql: &str, params: &[Value]) -> Result<QueryResult> {
-        self.conn.query_all(sql, params)
-    }
-
-    /// COMMIT. A lost reply is [`Outcome::Unknown`]. A SQL error (e.g. a
-    /// deferred foreign key) is [`Outcome::Failed`] and the transaction is
-    /// then rolled back (nothing of it is committed).
-    pub fn commit(mut self) -> Result<()> {
-        let db = self.conn.db()?;
-        let req = Request::ExecSql {
-            db,
-            sql: "COMMIT",
-            params: &[],
+        self.send(&frames, deadline)?;
+        self.acknowledge_at_once();
+        let mut reply = Reply {
+            deadline,
+            budget: Budget::new(self.limits),
         };
-        match self.conn.exec_request(&req, Effect::Commit) {
-            Ok(_) => {
-                self.finish();
-                Ok(())
-            }
-            Err(e) => {
-                if e.outcome() == Outcome::Failed && self.rollback_inner().is_err() {
-                    // The socket closing rolls it back instead.
-                    self.conn.broken = true;
+        match self.receive(Effect::Read, &mut reply) {
+            Ok(Response::Result { .. }) => {}
+            Ok(other) => return Err(self.unexpected(other, "result")),
+            Err(begin) => {
+                if !self.broken {
+                    // Keep the stream in step: the query's reply comes all the same.
+                    let _ = self.receive_rows(deadline).and_then(Rows::collect_all);
                 }
-                self.finish();
-                Err(e)
+                return Err(begin);
             }
         }
-    }
-
-    /// ROLLBACK.
-    pub fn rollback(mut self) -> Result<()> {
-        let res = self.rollback_inner();
-        self.finish();
-        res
-    }
-
-    fn rollback_inner(&mut self) -> Result<()> {
-        let db = self.conn.db()?;
-        let req = Request::ExecSql {
-            db,
-            sql: "ROLLBACK",
-            params: &[],
-        };
-        // Once asked for, the rollback's result does not matter to the
-        // data: a lost reply means the socket is gone, which rolls back too.
-        self.conn.exec_request(&req, Effect::Read).map(|_| ())
-    }
-
-    fn finish(&mut self) {
-        self.done = true;
-        self.conn.in_tx = false;
-    }
-}
-
-impl Drop for Transaction<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            if !self.conn.broken && self.rollback_inner().is_err() {
-                self.conn.broken = true;
-            }
-            self.finish();
-        }
+        self.in_tx = true;
+        self.receive_rows(deadline)
+            .and_then(Rows::collect_all)
+            .map_err(nothing_lost)
     }
 }

@@ -10,7 +10,7 @@
 
 use std::io::{ErrorKind as IoKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -60,6 +60,11 @@ struct Shared {
     members: Mutex<Vec<String>>,
     stop: AtomicBool,
     started: Instant,
+    /// Requests that were already there when the reply to the one before was sent: the client
+    /// sent them without waiting for it.
+    sent_ahead: AtomicUsize,
+    /// The text of every EXEC_SQL request, in order.
+    exec_sql: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -88,6 +93,8 @@ impl FakeNode {
             members: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             started: Instant::now(),
+            sent_ahead: AtomicUsize::new(0),
+            exec_sql: Mutex::new(Vec::new()),
         });
         let acceptor = {
             let shared = shared.clone();
@@ -109,6 +116,21 @@ impl FakeNode {
     pub fn set_leader(&self, leader: Option<&str>) {
         let named = leader.map_or(Named::Itself, |l| Named::Other(l.to_owned()));
         *self.shared.named.lock().unwrap_or_else(|p| p.into_inner()) = named;
+    }
+
+    /// How many requests came before the reply to the request before them was sent (the
+    /// client wrote them together, one round trip for both).
+    pub fn sent_ahead(&self) -> usize {
+        self.shared.sent_ahead.load(Ordering::Relaxed)
+    }
+
+    /// The SQL text of every EXEC_SQL request so far, in order.
+    pub fn exec_sql(&self) -> Vec<String> {
+        self.shared
+            .exec_sql
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Fake nodes of one cluster: each lists all of them as members (a client keeps to one
@@ -214,6 +236,18 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
             }
             return;
         }
+        if header.kind == request::EXEC_SQL {
+            let mut d = Decoder::new(&body);
+            let sql = d.u64().and_then(|_| d.text()).unwrap_or_default();
+            shared
+                .exec_sql
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(sql);
+        }
+        if next_is_waiting(&stream) {
+            shared.sent_ahead.fetch_add(1, Ordering::Relaxed);
+        }
         let sent = match header.kind {
             request::QUERY | request::QUERY_SQL if shared.behaviour == Behaviour::EndlessRows => {
                 endless_rows(&mut stream, shared)
@@ -224,6 +258,16 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
             return;
         }
     }
+}
+
+/// Whether the client's next request is already there, before this reply is sent.
+fn next_is_waiting(stream: &TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let waiting = matches!(stream.peek(&mut [0u8; 1]), Ok(n) if n > 0);
+    let _ = stream.set_nonblocking(false);
+    waiting
 }
 
 /// Answer as an HTTP server answers bytes that are not HTTP. What the

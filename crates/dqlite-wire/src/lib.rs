@@ -13,8 +13,9 @@
 //!   each request bounded by one deadline (`deadline`) and its reply by
 //!   [`budget`]'s limits, its first reply checked to be dqlite's
 //!   (`handshake`);
-//! * [`cluster`] — leader discovery, reconnection with backoff, retrying
-//!   sessions; [`watch`] — noticing a leader that stopped answering;
+//! * [`cluster`] — leader discovery, reconnection with backoff (`backoff`),
+//!   retrying sessions (`session`); [`watch`] — noticing a leader that
+//!   stopped answering;
 //! * [`error`] — typed errors and the [`Outcome`] of the failed request;
 //! * [`identity`] — which cluster a node belongs to, and the pin that keeps a
 //!   [`Cluster`] on one;
@@ -22,6 +23,7 @@
 //!   `dqlite-demo` nodes); [`fake`] — scripted misbehaving nodes for tests.
 
 pub mod address;
+mod backoff;
 pub mod budget;
 pub mod cluster;
 pub mod conn;
@@ -32,6 +34,7 @@ mod handshake;
 pub mod harness;
 pub mod identity;
 pub mod message;
+mod session;
 pub mod value;
 pub mod watch;
 pub mod wire;

@@ -350,6 +350,92 @@ fn transactions_commit_and_roll_back() {
 
 #[test]
 #[ignore = "starts a dqlite cluster; run with --ignored"]
+fn a_begin_sent_with_its_query_opens_the_transaction_or_fails_alone() {
+    let c = start();
+    let mut conn = leader_conn(&c);
+    conn.exec_sql("CREATE TABLE t (id INTEGER PRIMARY KEY, pad TEXT)", &[])
+        .unwrap();
+    // Enough rows for several batches of a reply.
+    conn.exec_sql(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+         INSERT INTO t SELECT i, printf('%.200c', 'x') FROM n",
+        &[],
+    )
+    .unwrap();
+    let all = conn.prepare("SELECT id, pad FROM t WHERE id >= ?").unwrap();
+
+    let rows = conn
+        .begin_and_query(true, all, &[Value::Integer(1)])
+        .unwrap();
+    assert_eq!(rows.rows.len(), 2000);
+    assert!(conn.in_transaction());
+    conn.exec_sql("DELETE FROM t WHERE id > 10", &[]).unwrap();
+    conn.commit_detached().unwrap();
+    assert_eq!(count(&mut conn, "SELECT count(*) FROM t"), 10);
+
+    // Another connection holds the write lock: the BEGIN IMMEDIATE fails with SQLITE_BUSY, the
+    // query's reply is read all the same, and the connection answers its next request.
+    conn.exec_sql(
+        "WITH RECURSIVE n(i) AS (SELECT 11 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+         INSERT INTO t SELECT i, printf('%.200c', 'x') FROM n",
+        &[],
+    )
+    .unwrap();
+    let mut holder = leader_conn(&c);
+    holder.begin_detached(true).unwrap();
+    holder
+        .exec_sql("INSERT INTO t VALUES (5000, 'held')", &[])
+        .unwrap();
+    let busy = conn
+        .begin_and_query(true, all, &[Value::Integer(1)])
+        .unwrap_err();
+    assert_eq!(busy.code(), Some(5), "{busy}");
+    assert_eq!(busy.outcome(), Outcome::Failed);
+    assert!(!conn.in_transaction() && !conn.is_broken());
+    assert_eq!(count(&mut conn, "SELECT count(*) FROM t"), 2000);
+    holder.rollback_detached().unwrap();
+
+    // A failing query leaves the transaction open, as a query sent on its own does.
+    let bad = conn
+        .prepare("SELECT abs(-9223372036854775807 - 1 + id - id) FROM t")
+        .unwrap();
+    let overflow = conn.begin_and_query(false, bad, &[]).unwrap_err();
+    assert_eq!(overflow.outcome(), Outcome::Failed, "{overflow}");
+    assert!(conn.in_transaction());
+    conn.rollback_detached().unwrap();
+    assert_eq!(count(&mut conn, "SELECT count(*) FROM t"), 2000);
+}
+
+#[test]
+#[ignore = "starts a dqlite cluster; run with --ignored"]
+fn a_read_commit_unread_is_checked_before_the_next_request() {
+    let c = start();
+    let mut conn = leader_conn(&c);
+    conn.exec_sql("CREATE TABLE t (a INTEGER)", &[]).unwrap();
+    let all = conn.prepare("SELECT count(*) FROM t").unwrap();
+    conn.begin_and_query(false, all, &[]).unwrap();
+    conn.commit_detached_unread().unwrap();
+    assert!(!conn.in_transaction());
+    // The snapshot is gone: another connection's write is seen by the next read.
+    let mut other = leader_conn(&c);
+    other.exec_sql("INSERT INTO t VALUES (1)", &[]).unwrap();
+    assert_eq!(count(&mut conn, "SELECT count(*) FROM t"), 1);
+    assert!(!conn.is_broken());
+
+    // A COMMIT the server refuses (its transaction already ended) breaks the connection at
+    // the next request, which is not sent.
+    conn.begin_detached(false).unwrap();
+    conn.exec_sql("COMMIT", &[]).unwrap();
+    conn.commit_detached_unread().unwrap();
+    let next = conn.exec_sql("INSERT INTO t VALUES (2)", &[]).unwrap_err();
+    assert!(matches!(next.kind(), ErrorKind::Broken), "{next}");
+    assert_eq!(next.outcome(), Outcome::NotApplied);
+    assert!(conn.is_broken());
+    assert_eq!(count(&mut other, "SELECT count(*) FROM t"), 1);
+}
+
+#[test]
+#[ignore = "starts a dqlite cluster; run with --ignored"]
 fn interrupt_stops_a_long_query_and_keeps_the_connection() {
     let c = start();
     let mut conn = leader_conn(&c);

@@ -140,6 +140,28 @@ fn a_read_whose_reply_is_lost_is_safe_to_retry() {
 }
 
 #[test]
+fn a_database_the_node_dropped_was_not_used_and_a_transaction_on_it_is_gone() {
+    // A node that lost leadership (and may lead again already) has closed every connection's
+    // database: it refuses the request before running it.
+    let gone = || Step::Reply(response::FAILURE, failure_body(12, "no database opened"));
+    let (addr, h) = fake_node(vec![gone()]);
+    let mut c = open(&addr);
+    let err = c.exec_sql("INSERT INTO t VALUES (1)", &[]).unwrap_err();
+    assert_eq!(err.code(), Some(12));
+    assert_eq!(err.outcome(), Outcome::NotApplied, "{err}");
+    assert!(err.is_retry_safe() && err.needs_reconnect() && c.is_broken());
+    h.join().unwrap();
+
+    let (addr, h) = fake_node(vec![Step::Reply(response::RESULT, result_body()), gone()]);
+    let mut c = open(&addr);
+    c.begin_detached(true).unwrap();
+    let err = c.exec_sql("INSERT INTO t VALUES (1)", &[]).unwrap_err();
+    assert_eq!(err.outcome(), Outcome::RolledBack, "{err}");
+    assert!(c.is_broken());
+    h.join().unwrap();
+}
+
+#[test]
 fn not_leader_is_safe_and_leadership_lost_on_a_write_is_unknown() {
     let (addr, h) = fake_node(vec![Step::Reply(
         response::FAILURE,
