@@ -8,18 +8,18 @@
 #![allow(clippy::result_large_err)]
 
 pub mod addon;
-pub mod connection;
-pub mod controller;
-pub mod error;
-pub mod js;
-pub mod methods;
-pub mod runs;
-pub mod sql;
-pub mod state;
-pub mod store;
-pub mod time;
-pub mod trace;
-pub mod wire;
+mod connection;
+mod controller;
+mod error;
+mod js;
+mod methods;
+mod runs;
+mod sql;
+mod state;
+mod store;
+mod time;
+mod trace;
+mod wire;
 
 #[cfg(test)]
 mod cluster_fault_tests;

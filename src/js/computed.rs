@@ -41,18 +41,6 @@ pub fn time(value: Js<'_>, clock: i64) -> Result<i64> {
     }
 }
 
-/// A date the JS layer read with `Date.parse(…)`: epoch ms, `None` for NaN, or what it threw.
-pub fn parsed_date(value: Js<'_>) -> Result<Option<i64>> {
-    match value {
-        Js::Number(ms) if ms.is_finite() => Ok(Some(ms as i64)),
-        Js::Object(map) => match map.get("$error").and_then(Value::as_object) {
-            Some(error) => Err(thrown_error(error)),
-            None => Ok(None),
-        },
-        _ => Ok(None),
-    }
-}
-
 /// An error JavaScript threw in the JS layer (`{name, message, code?}`).
 pub fn thrown_error(error: &Map<String, Value>) -> StoreError {
     StoreError::Js {

@@ -110,27 +110,6 @@ impl Call {
     pub fn cx(&self) -> Option<&Cx> {
         self.live.as_ref().map(|(cx, _)| cx)
     }
-
-    /// The number of arguments the caller passed.
-    pub fn len(&self) -> usize {
-        match &self.live {
-            Some((_, args)) => args.len(),
-            None => self.args.len(),
-        }
-    }
-
-    /// Whether the caller passed no argument.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Positional argument `index`; `null` when absent or `undefined`.
-    pub fn arg(&self, index: usize) -> &Value {
-        match self.args.get(index) {
-            Some(value) if Js::of(value) != Js::Undefined => value,
-            _ => &Value::Null,
-        }
-    }
 }
 
 /// One JavaScript value as the reference's code sees it.
@@ -562,17 +541,6 @@ impl<'a> Js<'a> {
             (Js::BigInt(a), Js::BigInt(b)) => a == b,
             (Js::Live(a), Js::Live(b)) => a.strict_eq(b),
             _ => false,
-        }
-    }
-}
-
-impl<'a> Js<'a> {
-    /// The bytes of a byte view.
-    pub fn bytes(self) -> Option<Vec<u8>> {
-        match self {
-            Js::Bytes { hex, .. } => hex::decode(hex).ok(),
-            Js::Live(object) => object.bytes(),
-            _ => None,
         }
     }
 }

@@ -27,7 +27,7 @@ mod row;
 mod table;
 
 pub use crate::sql::retry::Access;
-pub use row::{Conversions, Declared, Handler, Method};
+pub use row::Method;
 pub use table::METHODS;
 
 /// Runs the public method at `index` of [`METHODS`].

@@ -22,7 +22,7 @@ pub use super::attribution::{
 pub(crate) use super::liveness::lease_columns;
 pub use super::liveness::{
     free_or_expired, holds_live, holds_unexpired, system_lease_expiry, Lease, CONTROLLER_TAKEABLE,
-    RUN_TAKEABLE, SYSTEM_LEASE_MS,
+    RUN_TAKEABLE,
 };
 use crate::error::{Result, StoreError};
 use crate::js::{bind_params, Param};

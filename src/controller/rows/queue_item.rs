@@ -1,8 +1,8 @@
 //! The resource's work-queue row: enqueueing it (or moving it earlier) and its version.
 
-use crate::sql::{params, Db, OptionalExtension};
+use crate::sql::{params, Db};
 
-use crate::error::{Result, StoreError};
+use crate::error::Result;
 
 /// Queues the resource, or moves an existing item earlier and bumps its version.
 pub fn enqueue_controller_row(
@@ -23,14 +23,4 @@ pub fn enqueue_controller_row(
     )?
     .execute(params![controller_resource_id, available_at, now, now])?;
     Ok(())
-}
-
-/// The queue item's `queue_version` (bumped by every enqueue).
-pub fn queue_version(conn: &Db, controller_resource_id: &str) -> Result<i64> {
-    conn.prepare_cached(
-        "SELECT queue_version FROM controller_queue WHERE controller_resource_id = ?",
-    )?
-    .query_row([controller_resource_id], |row| row.get(0))
-    .optional()?
-    .ok_or_else(|| StoreError::plain("Controller queue item is missing"))
 }

@@ -179,7 +179,8 @@ impl QueueStatus {
     }
 
     /// Whether a runner has started the run ([`status_sql!`]`(queue_started)`).
-    pub fn is_started(self) -> bool {
+    #[cfg(test)]
+    fn is_started(self) -> bool {
         matches!(
             self,
             QueueStatus::Parked | QueueStatus::Starting | QueueStatus::Running
