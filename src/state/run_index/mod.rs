@@ -50,8 +50,9 @@ use builder::Builder;
 use hooks::Hooks;
 use identity::StateFile;
 use journal::{Journal, Key};
+pub use mirror::answers::ListRevision;
+pub use mirror::Current;
 use mirror::{At, Mirror};
-pub use mirror::{Current, ListRevision};
 use position::WalPosition;
 pub use records::Shape;
 
