@@ -226,6 +226,13 @@ impl StateDb {
         }
     }
 
+    /// Whether the open's prune was started and not yet waited for (an open whose file
+    /// provably had nothing to prune starts none).
+    #[cfg(test)]
+    pub fn open_prune_pending(&self) -> bool {
+        self.prune_pending.load(Ordering::Acquire)
+    }
+
     /// Whether [`StateDb::close`] has not been called.
     pub fn is_open(&self) -> bool {
         self.connection.is_some()

@@ -210,15 +210,27 @@ impl StateDb {
         // Its commit is journaled like the store's own: a commit that deletes no run row is
         // still one the other processes' run indexes must be told about, not a gap.
         let conn = run_index::Journaled::new(conn, &self.file_path);
-        let pending = prune::at_open::start(&self.file_path, conn, cache, move || {
+        let started = prune::at_open::start(&self.file_path, conn, cache, move || {
             open_prune_helper(&file_path)
         })?;
-        *self
-            .prune
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(pending);
-        self.prune_pending.store(true, Ordering::Release);
+        if let Some(pending) = started {
+            *self
+                .prune
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(pending);
+            self.prune_pending.store(true, Ordering::Release);
+        }
         Ok(())
+    }
+}
+
+impl prune::at_open::PruneConnection for run_index::Journaled {
+    fn known_clean(&self) -> bool {
+        self.blobs_known_clean()
+    }
+
+    fn found_nothing(&self) {
+        self.mark_blobs_clean();
     }
 }
 

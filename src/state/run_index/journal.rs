@@ -34,8 +34,8 @@ use super::file_io::{read_at, write_at};
 use super::identity::StateFile;
 use super::journal_file::{self, HEADER};
 use super::position::WalPosition;
-use slot::{decode, encode, encode_slot, Binding, IN_FLIGHT, SLOT};
-pub use slot::{Entry, Images, Key, Slot};
+use slot::{decode, decode_mark, encode, encode_mark, encode_slot, Binding, IN_FLIGHT, MARK, SLOT};
+pub use slot::{BlobMark, Entry, Images, Key, Slot};
 
 /// Slots in the file: how many commits a reader may fall behind before it must rebuild.
 pub const SLOTS: u64 = 4096;
@@ -187,6 +187,25 @@ impl Journal {
         }
     }
 
+    /// Records that the file had no unreferenced blob at `mark` (in the header's spare bytes;
+    /// older builds ignore them). The caller holds the write lock, so no commit comes between.
+    pub fn set_blob_mark(&self, mark: &BlobMark) {
+        if !self.writable {
+            return;
+        }
+        let _ = self
+            .with_named_file(|file, binding| write_at(file, &encode_mark(mark, binding), MARK_AT));
+    }
+
+    /// The last [`BlobMark`] a writer recorded, if it reads whole.
+    pub fn blob_mark(&self) -> Option<BlobMark> {
+        let mut bytes = [0u8; MARK];
+        let binding = self
+            .with_file(|file, binding| read_at(file, &mut bytes, MARK_AT).map(|()| binding))
+            .ok()?;
+        decode_mark(&bytes, binding)
+    }
+
     /// A catch-up found a gap: if another process replaced the journal since it was opened,
     /// the next use opens the one now at its name.
     pub fn recheck(&self) {
@@ -254,6 +273,9 @@ impl Journal {
     }
 }
 
+/// Where the header keeps the [`BlobMark`]: its last bytes, which `journal_file` leaves zero.
+const MARK_AT: u64 = HEADER - MARK as u64;
+
 fn offset(commit: u32) -> u64 {
     HEADER + (u64::from(commit) % SLOTS) * SLOT as u64
 }
@@ -276,6 +298,7 @@ mod tests {
             after_salt: commit.is_multiple_of(2).then_some([5, 6]),
             keys,
             images: None,
+            blobs_clean: None,
         }
     }
 

@@ -39,6 +39,9 @@ pub struct Entry {
     /// `None` when the writer did not read them (its SQL was not the store's own, or the keys
     /// name what only the reader can resolve).
     pub images: Option<Images>,
+    /// The commit left no blob unreferenced that was not before (see `blob_refs`): the schema
+    /// version (16 bits) its writer read the referencing columns at.
+    pub blobs_clean: Option<u16>,
 }
 
 /// Run rowids with their image (`None`: the run is gone), as `mirror::image_of` makes them.
@@ -52,6 +55,17 @@ pub enum Slot {
     /// Its writer is committing: the entry comes once the commit is durable.
     InFlight,
 }
+
+/// A position at which the file had no blob that nothing refers to (its open's prune found
+/// none), at schema version `schema` (32 bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobMark {
+    pub position: WalPosition,
+    pub schema: u32,
+}
+
+/// Bytes of a [`BlobMark`].
+pub(super) const MARK: usize = 24;
 
 /// Bytes of one commit's slot.
 pub(super) const SLOT: usize = 1024;
@@ -95,6 +109,15 @@ pub(super) const IN_FLIGHT: u32 = 4;
 const IMAGES: u32 = 8;
 /// An image's length that says the run is gone.
 const GONE: u16 = u16::MAX;
+/// The entry's `blobs_clean` is set: its schema bits are the flags' upper 16.
+const BLOBS_CLEAN: u32 = 16;
+
+/// The flags that carry `blobs_clean` (older builds ignore them).
+fn clean_flags(entry: &Entry) -> u32 {
+    entry
+        .blobs_clean
+        .map_or(0, |schema| BLOBS_CLEAN | u32::from(schema) << 16)
+}
 
 /// The slot's bytes: a header (commit, positions, flags, file id, key bytes, checksum), then
 /// the keys (a tag byte each: 1 rowid, 2 run id, 3 resource id, 4 definition added, 6 blob
@@ -120,14 +143,14 @@ pub(super) fn encode(entry: &Entry, binding: Binding) -> [u8; SLOT] {
                 &entry.base,
                 entry.after_frames,
                 entry.after_salt,
-                IMAGES,
+                IMAGES | clean_flags(entry),
                 &bytes,
                 binding,
             );
         }
     }
     let mut keys = Vec::new();
-    let mut flags = 0;
+    let mut flags = clean_flags(entry);
     match &entry.keys {
         None => flags |= UNREPORTED,
         Some(list) => {
@@ -231,6 +254,7 @@ pub(super) fn decode(slot: &[u8; SLOT], commit: u32, binding: Binding) -> Option
         },
         after_frames: word(4),
         after_salt: (flags & KNOWN_SALT != 0).then(|| [word(6), word(7)]),
+        blobs_clean: (flags & BLOBS_CLEAN != 0).then_some((flags >> 16) as u16),
         keys: parsed,
         images,
     };
@@ -290,6 +314,39 @@ fn decode_keys(mut bytes: &[u8]) -> Option<Vec<Key>> {
     Some(keys)
 }
 
+/// A mark's bytes: commit, frames, salt, schema, then a checksum keyed like a slot's.
+pub(super) fn encode_mark(mark: &BlobMark, binding: Binding) -> [u8; MARK] {
+    let mut bytes = [0u8; MARK];
+    let position = &mark.position;
+    let words = [
+        position.commit,
+        position.frames,
+        position.salt[0],
+        position.salt[1],
+        mark.schema,
+    ];
+    for (at, word) in words.iter().enumerate() {
+        bytes[at * 4..at * 4 + 4].copy_from_slice(&word.to_le_bytes());
+    }
+    let check = checksum(binding.journal, &bytes[..20], &binding.file.to_le_bytes()) as u32;
+    bytes[20..].copy_from_slice(&check.to_le_bytes());
+    bytes
+}
+
+/// The mark in `bytes`, if whole and for this journal and file.
+pub(super) fn decode_mark(bytes: &[u8; MARK], binding: Binding) -> Option<BlobMark> {
+    let word = |at: usize| u32::from_le_bytes(bytes[at * 4..at * 4 + 4].try_into().unwrap());
+    let check = checksum(binding.journal, &bytes[..20], &binding.file.to_le_bytes()) as u32;
+    (word(5) == check).then(|| BlobMark {
+        position: WalPosition {
+            commit: word(0),
+            frames: word(1),
+            salt: [word(2), word(3)],
+        },
+        schema: word(4),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,5 +387,33 @@ mod tests {
         let other_file = Binding { file: 98, ..BOUND };
         assert_eq!(decode(&written, 12, other_journal), None);
         assert_eq!(decode(&written, 12, other_file), None);
+    }
+
+    #[test]
+    fn a_clean_commit_and_a_blob_mark_read_back_and_only_whole() {
+        for keys in [Some(vec![Key::Run(4)]), None] {
+            let mut clean = entry(30, keys);
+            clean.blobs_clean = Some(0xbeef);
+            let written = encode(&clean, BOUND);
+            assert_eq!(decode(&written, 30, BOUND), Some(Slot::Written(clean)));
+        }
+        let mark = BlobMark {
+            position: WalPosition {
+                commit: 9,
+                frames: 12,
+                salt: [1, 2],
+            },
+            schema: 77,
+        };
+        let bytes = encode_mark(&mark, BOUND);
+        assert_eq!(decode_mark(&bytes, BOUND), Some(mark));
+        assert_eq!(decode_mark(&[0; MARK], BOUND), None, "no mark written");
+        for at in 0..MARK {
+            let mut torn = bytes;
+            torn[at] ^= 0x10;
+            assert_eq!(decode_mark(&torn, BOUND), None, "byte {at}");
+        }
+        let other_file = Binding { file: 98, ..BOUND };
+        assert_eq!(decode_mark(&bytes, other_file), None);
     }
 }
