@@ -92,11 +92,13 @@ impl Current<'_> {
             return self.active_page(project, wanted, limit);
         }
         let passes = |view: &View| {
-            view.selected
-                && project.is_none_or(|project| view.project == project)
-                && wanted
-                    .as_ref()
-                    .is_none_or(|wanted| wanted.contains(&view.status))
+            mirror.run(view.rowid).is_some_and(|run| {
+                run.is_selected()
+                    && project.is_none_or(|project| run.project == project)
+                    && wanted
+                        .as_ref()
+                        .is_none_or(|wanted| wanted.contains(&run.status))
+            })
         };
         // Read in view order; runs with the same `q.created_at` are put in the list's own
         // order for their ties.
