@@ -222,6 +222,7 @@ impl RunIndex {
             {
                 *mirror = built.mirror;
                 mirror.verified_schema = Some(verified_schema);
+                give_back_freed_memory();
                 mirror.at = Some(at);
                 self.builds.fetch_add(1, Ordering::Relaxed);
             }
@@ -550,6 +551,17 @@ impl std::ops::Deref for Held {
 /// `TRUNCATE`, which this package never runs) is a gap for that reason too.
 fn follows(next: &WalPosition, frames: u32, salt: [u32; 2]) -> bool {
     next.frames == frames && next.salt == salt
+}
+
+/// Returns the memory freed since to the system: the build's own (its connection's page cache,
+/// the vectors it grew, on its thread's heap) and the index it replaced. glibc keeps freed heap
+/// memory otherwise, and the process's RSS kept what every build once used.
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// `PIW_RUN_INDEX=off`, read once per process.
