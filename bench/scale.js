@@ -727,15 +727,15 @@ async function main() {
     const rows = Object.keys(opens[first]).map((name) => [
       name,
       ...SIZES.map((size) => {
-        const value = opens[size][name].wall;
+        const { wall, cpu } = opens[size][name];
         const [impl, who] = name.split(' ');
         const reference = impl === 'native' ? opens[size][`ts ${who}`]?.wall : undefined;
-        return reference === undefined ? micros(value) : `${micros(value)} (ref ${ratio(reference, value)})`;
+        return `${micros(wall)} (CPU ${micros(cpu)}${reference === undefined ? '' : `; ref ${ratio(reference, wall)}`})`;
       }),
-      ratio(opens[last][name].wall, opens[first][name].wall),
+      `${ratio(opens[last][name].wall, opens[first][name].wall)} (CPU ${ratio(opens[last][name].cpu, opens[first][name].cpu)})`,
     ]);
     out += table(
-      '7. open + close (read-write) while the file stays open elsewhere, after a write by another store of this process (own) or by another process (other), µs (native: × faster than the reference)',
+      '7. open + close (read-write) while the file stays open elsewhere, after a write by another store of this process (own) or by another process (other), µs, wall (and the CPU time of the calling thread; native: × faster than the reference)',
       ['implementation, writer', ...SIZES.map(runs), growth],
       rows,
     );

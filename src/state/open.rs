@@ -209,7 +209,7 @@ impl StateDb {
         let file_path = self.file_path.clone();
         // Its commit is journaled like the store's own: a commit that deletes no run row is
         // still one the other processes' run indexes must be told about, not a gap.
-        let conn = run_index::Journaled::new(conn, &self.file_path);
+        let conn = run_index::Journaled::new(conn, &self.file_path, &self.run_index);
         let started = prune::at_open::start(&self.file_path, conn, cache, move || {
             open_prune_helper(&file_path)
         })?;

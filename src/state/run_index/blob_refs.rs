@@ -37,35 +37,65 @@ struct RefTable {
     /// `(index, name)` of each referencing column; `None`: the table has hidden columns, whose
     /// indexes the hook's would not match.
     columns: Option<Vec<(c_int, String)>>,
+    /// While reading: the names of the referencing columns.
+    referencing: Vec<String>,
 }
 
 impl RefColumns {
     pub fn read(conn: &Connection) -> Result<RefColumns> {
         let schema: i64 = conn.query_row("PRAGMA main.schema_version", [], |row| row.get(0))?;
-        let mut statement = conn.prepare(
-            "SELECT m.name, c.cid, c.name,
-               (SELECT max(h.hidden) FROM pragma_table_xinfo(m.name, 'main') h) <> 0
-             FROM sqlite_schema m, pragma_foreign_key_list(m.name, 'main') f,
-               pragma_table_xinfo(m.name, 'main') c
+        // The prune's own query (`prune::blob_references`), then each table's columns: one
+        // join of the pragmas over every table cost twice as much, on every open.
+        let mut statement = conn.prepare_cached(
+            "SELECT m.name, f.\"from\"
+             FROM sqlite_schema m, pragma_foreign_key_list(m.name, 'main') f
              WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND m.name <> 'blobs'
-               AND f.\"table\" = 'blobs' AND f.\"to\" = 'blob_hash' AND c.name = f.\"from\"
-             ORDER BY m.name, c.cid",
+               AND f.\"table\" = 'blobs' AND f.\"to\" = 'blob_hash'",
         )?;
-        let mut rows = statement.query([])?;
+        let mut referencing: Vec<(String, String)> = statement
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        referencing.sort();
+        let mut columns_of =
+            conn.prepare_cached("SELECT cid, name, hidden FROM pragma_table_xinfo(?, 'main')")?;
         let mut tables: Vec<RefTable> = Vec::new();
-        while let Some(row) = rows.next()? {
-            let name: String = row.get(0)?;
-            let column = (row.get::<_, c_int>(1)?, row.get::<_, String>(2)?);
-            let hidden: bool = row.get(3)?;
+        for (name, column) in referencing {
             if tables.last().is_none_or(|last| last.name != name) {
+                let mut columns = Vec::new();
+                let mut hidden = false;
+                let mut rows = columns_of.query([&name])?;
+                while let Some(row) = rows.next()? {
+                    hidden |= row.get::<_, i64>(2)? != 0;
+                    columns.push((row.get::<_, c_int>(0)?, row.get::<_, String>(1)?));
+                }
                 tables.push(RefTable {
                     name,
-                    columns: (!hidden).then(Vec::new),
+                    columns: (!hidden).then_some(columns),
+                    referencing: Vec::new(),
                 });
             }
-            if let Some(columns) = &mut tables.last_mut().expect("pushed").columns {
-                columns.push(column);
-            }
+            let table = tables.last_mut().expect("pushed");
+            table.referencing.push(column);
+        }
+        for table in &mut tables {
+            let referencing = std::mem::take(&mut table.referencing);
+            // SQLite's column names ignore ASCII case; a referencing column that matches no
+            // column (or two) leaves the table untracked: every change to it counts.
+            let found = |name: &String| {
+                let columns = table.columns.iter().flatten();
+                let matching = columns.filter(|(_, column)| column.eq_ignore_ascii_case(name));
+                matching.map(|(at, _)| *at).collect::<Vec<_>>()
+            };
+            let indexes: Vec<Vec<c_int>> = referencing.iter().map(found).collect();
+            table.columns = if indexes.iter().all(|at| at.len() == 1) {
+                let wanted: Vec<c_int> = indexes.into_iter().flatten().collect();
+                table.columns.take().map(|mut columns| {
+                    columns.retain(|(at, _)| wanted.contains(at));
+                    columns
+                })
+            } else {
+                None
+            };
         }
         let by_name = (tables.iter().enumerate())
             .map(|(at, table)| (Box::from(table.name.as_bytes()), at))

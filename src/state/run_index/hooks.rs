@@ -114,7 +114,7 @@ pub struct Hooks {
     changes: Mutex<Changes>,
     journal: Journal,
     /// The columns referring to blobs, once the schema was verified (see `blob_refs`).
-    blob_columns: std::sync::OnceLock<RefColumns>,
+    blob_columns: std::sync::OnceLock<Arc<RefColumns>>,
     /// Tests hold a commit between becoming visible and its entry: while the first is set the
     /// WAL hook waits (at most 10 s), and the second says it is waiting.
     #[cfg(test)]
@@ -139,11 +139,16 @@ impl Hooks {
     /// verified); until then every commit counts as one that may have left a blob unreferenced.
     pub fn read_blob_columns(&self, conn: &rusqlite::Connection) {
         if let Ok(columns) = RefColumns::read(conn) {
-            let _ = self.blob_columns.set(columns);
+            let _ = self.blob_columns.set(Arc::new(columns));
         }
     }
 
-    pub fn blob_columns(&self) -> Option<&RefColumns> {
+    /// The columns another connection of the same open read (at the schema version they say).
+    pub fn share_blob_columns(&self, columns: Arc<RefColumns>) {
+        let _ = self.blob_columns.set(columns);
+    }
+
+    pub fn blob_columns(&self) -> Option<&Arc<RefColumns>> {
         self.blob_columns.get()
     }
 }
@@ -242,9 +247,13 @@ unsafe extern "C" fn on_preupdate(
         changes.first_base = position::of_shared_memory(db);
     }
     let table = CStr::from_ptr(table).to_bytes();
-    changes
-        .blob_refs
-        .note(hooks.blob_columns.get(), db, operation, table, new_rowid);
+    changes.blob_refs.note(
+        hooks.blob_columns.get().map(|columns| &**columns),
+        db,
+        operation,
+        table,
+        new_rowid,
+    );
     let Some(kind) = mirrored(table) else {
         return;
     };

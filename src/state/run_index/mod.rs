@@ -351,13 +351,22 @@ pub struct Journaled {
 }
 
 impl Journaled {
-    pub fn new(conn: Connection, file_path: &Path) -> Journaled {
+    /// `alongside`: the store connection's index, whose columns referring to blobs it shares
+    /// (read when that connection's schema was verified, just before).
+    pub fn new(conn: Connection, file_path: &Path, alongside: &RunIndex) -> Journaled {
         // SAFETY: the box is dropped after the connection (field order).
         let journal = Journal::new(file_path, StateFile::of(&conn, file_path), true);
         let _ = journal.open_now();
         let hooks = unsafe { hooks::install(conn.handle(), journal) };
         unsafe { hooks::install_wal_hook(&hooks) };
-        hooks.read_blob_columns(&conn);
+        match alongside
+            .hooks
+            .as_ref()
+            .and_then(|other| other.blob_columns())
+        {
+            Some(columns) => hooks.share_blob_columns(columns.clone()),
+            None => hooks.read_blob_columns(&conn),
+        }
         Journaled { conn, hooks }
     }
 
