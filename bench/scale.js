@@ -39,7 +39,16 @@
 //    5,000 queued runs it may not take (2,500 other sessions' interactive runs, 2,500 headless
 //    runs with another runner's affinity), after its own write;
 // 6. the polls right after one commit by another application (bench/scale-foreign.js): the SQL
-//    poll, then each of six polls after the commit — how many pay for the index's rebuild.
+//    poll, then each of six polls after the commit — how many pay for the index's rebuild;
+// 7. open + close (read-write) of a store while the file stays open elsewhere, native and (with
+//    PIW_REF) the reference interleaved on copies of their own: after a run event recorded by
+//    another store of this process, and after a write of another process (a host renewing its
+//    claim: a short-lived process — a CLI command, a session — beside a running host);
+// 8. a host's claim in the file's mix (nothing it may take), after its own write and after
+//    another process's write (a session recording a run event), native and the reference
+//    interleaved, each on a copy of its own;
+// 9. the run index's memory: RSS growth of a fresh process polling until its index is built
+//    (bench/scale-memory.js), minus the same polls' with PIW_RUN_INDEX=off, per run.
 // The growth column is largest size / smallest size; a poll that reads only what it returns
 // stays near 1×.
 //
@@ -48,7 +57,8 @@
 // seconds, with at least 3 samples — for 1,000,000 runs), PIW_SCALE_ROOT (default /dev/shm when it
 // has room, else the temp folder), PIW_SCALE_REBUILD=1, PIW_SCALE_CACHE=<folder> (files another
 // build made), PIW_SCALE_BUILDER=fast|api, PIW_SCALE_CLAIM_BASE, PIW_SCALE_ONLY=own,writers,
-// reference,first,claim,foreign (tables to run), PIW_REF. Flags: --writers N, --reference.
+// reference,first,claim,foreign,open,hostclaim,memory (tables to run; the default leaves out
+// memory, which takes a minute a size), PIW_REF. Flags: --writers N, --reference.
 // Run against another build with PI_WORKFLOWS_NATIVE_PATH=/path/to/file.node.
 
 const crypto = require('node:crypto');
@@ -76,7 +86,7 @@ const REFERENCE = flag('reference') || Boolean(process.env.PIW_REF);
 const ITERATIONS = Number(process.env.PIW_SCALE_ITERATIONS ?? 40);
 const BUDGET_MS = Number(process.env.PIW_SCALE_BUDGET_S ?? 60) * 1000;
 const CLAIM_BASE = Number(process.env.PIW_SCALE_CLAIM_BASE ?? 10_000);
-const ONLY = new Set((process.env.PIW_SCALE_ONLY ?? 'own,writers,reference,first,claim,foreign').split(','));
+const ONLY = new Set((process.env.PIW_SCALE_ONLY ?? 'own,writers,reference,first,claim,foreign,open,hostclaim').split(','));
 
 /** /dev/shm when it has room for the largest file (about 3 kB a run) and two copies of it. */
 function root() {
@@ -451,12 +461,129 @@ async function measureForeign(source) {
   const { folder, file } = copyOf(source);
   const store = new SqliteControllerStore(file, { projectPath: PROJECT });
   try {
-    await settled(() => store.workflowRunListRevision());
+    // Until the index answers (a poll under 5 ms), whatever the machine's load: the first
+    // build of a large file may outlast `settled`'s 2 s, and a build still running at the
+    // foreign commit would be of the file before it.
+    const until = Date.now() + 120_000;
+    for (let fast = false; !fast && Date.now() < until; ) {
+      const start = process.hrtime.bigint();
+      store.workflowRunListRevision();
+      fast = Number(process.hrtime.bigint() - start) < 5e6;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     return await pollsAfterForeignCommit(store, file);
   } finally {
     store.close();
     fs.rmSync(folder, { recursive: true, force: true });
   }
+}
+
+/** The implementations to measure side by side: native, and the reference when PIW_REF is set. */
+const IMPLS = ['native', ...(process.env.PIW_REF ? ['ts'] : [])];
+
+/**
+ * Table 7: open + close (read-write) while the file stays open elsewhere, by implementation and
+ * by who wrote before each sample: `own` another store of this process (a run event), `other`
+ * another process (a host renewing its claim).
+ */
+async function measureOpenClose(source, size) {
+  const setups = {};
+  const cleanup = [];
+  try {
+    for (const impl of IMPLS) {
+      const Store = await loadStore(impl);
+      const own = copyOf(source);
+      const keeper = new Store(own.file, { projectPath: PROJECT });
+      const terminal = terminalOf(size);
+      cleanup.push(() => keeper.close(), () => fs.rmSync(own.folder, { recursive: true, force: true }));
+      setups[`${impl} own`] = {
+        write: (i) => keeper.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.touch', payload: { i } }),
+        operation: () => new Store(own.file, { projectPath: PROJECT }).close(),
+      };
+      const other = copyOf(source);
+      const writers = await startWriters([other.file], impl, size);
+      cleanup.push(() => writers.close(), () => fs.rmSync(other.folder, { recursive: true, force: true }));
+      setups[`${impl} other`] = {
+        write: (i) => writers.writeAll(i),
+        operation: () => new Store(other.file, { projectPath: PROJECT }).close(),
+      };
+    }
+    return await timedTogether(setups);
+  } finally {
+    for (const step of cleanup) await step();
+  }
+}
+
+/**
+ * Table 8: a host's claim (nothing it may take) by implementation and by who wrote before each
+ * poll: `own` the polling store (a run event), `other` another process (a session's writes).
+ */
+async function measureHostClaim(source, size) {
+  const setups = {};
+  const cleanup = [];
+  const claim = POLLS['claimNextWorkflowRun, host, nothing claimable'];
+  try {
+    for (const impl of IMPLS) {
+      const Store = await loadStore(impl);
+      const terminal = terminalOf(size);
+      for (const who of ['own', 'other']) {
+        const copy = copyOf(source);
+        cleanup.push(() => fs.rmSync(copy.folder, { recursive: true, force: true }));
+        let writers;
+        if (who === 'other') {
+          const child = fork(path.join(__dirname, 'scale-writer.js'), [copy.file, 'session', impl, '2', String(size)], { stdio: 'inherit' });
+          await new Promise((resolve) => child.once('message', resolve));
+          writers = {
+            writeAll: (i) =>
+              new Promise((resolve, reject) => {
+                child.once('message', (message) => (message.op === 'error' ? reject(new Error(message.message)) : resolve()));
+                child.send({ op: 'write', i });
+              }),
+            close: () =>
+              new Promise((resolve) => {
+                child.once('exit', resolve);
+                child.send({ op: 'close' });
+              }),
+          };
+          cleanup.unshift(() => writers.close());
+        }
+        const store = new Store(copy.file, { projectPath: PROJECT });
+        cleanup.unshift(() => store.close());
+        await settled((i) => claim(store, i));
+        setups[`${impl} ${who}`] = {
+          write:
+            who === 'own'
+              ? (i) => store.recordRunEvent({ runId: terminal(i), workflowRef: 'builtin:echo', type: 'bench.touch', payload: { i } })
+              : (i) => writers.writeAll(i),
+          operation: (i) => claim(store, i),
+        };
+      }
+    }
+    return await timedTogether(setups, nothing);
+  } finally {
+    for (const step of cleanup) await step();
+  }
+}
+
+/** Table 9: the index's memory at `size` runs (bench/scale-memory.js), in bytes a run. */
+function measureMemory(source, size) {
+  const probe = (polls, env) => {
+    const { folder, file } = copyOf(source);
+    try {
+      const out = execFileSync(process.execPath, [path.join(__dirname, 'scale-memory.js'), file, String(polls)], {
+        env: { ...process.env, ...env },
+        encoding: 'utf8',
+        maxBuffer: 1 << 20,
+      });
+      return JSON.parse(out.trim().split('\n').at(-1));
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
+  };
+  const on = probe(0, {});
+  const off = probe(on.polls, { PIW_RUN_INDEX: 'off' });
+  const growth = (p) => p.rssAfterMiB - p.rssBeforeMiB;
+  return { on, off, indexMiB: growth(on) - growth(off), perRun: ((growth(on) - growth(off)) * 2 ** 20) / size };
 }
 
 const micros = (value) => (value === undefined ? '–' : value < 100 ? value.toFixed(1) : Math.round(value).toLocaleString('en-US'));
@@ -585,11 +712,70 @@ async function main() {
     const rows = [];
     for (const size of SIZES) {
       const { sql, after } = await measureForeign(file(size));
-      rows.push([runs(size), micros(sql), ...after.map(micros)]);
+      rows.push([runs(size), micros(sql), ...after.map(({ wall, cpu }) => `${micros(wall)} (CPU ${micros(cpu)})`)]);
     }
     out += table(
-      '6. native, listWorkflowRuns({limit: 100}) after one commit by another application (better-sqlite3, another process), µs: the SQL poll, then each of the polls after the commit, 50 ms apart',
+      '6. native, listWorkflowRuns({limit: 100}) after one commit by another application (better-sqlite3, another process), µs: the SQL poll, then each of the polls after the commit, 50 ms apart (wall, and the CPU time of the polling thread: a poll that waited for the build spent little)',
       ['file', 'SQL poll', ...Array.from({ length: POLLS_AFTER }, (_, n) => `poll ${n + 1}`)],
+      rows,
+    );
+    flush();
+  }
+  if (ONLY.has('open')) {
+    const opens = {};
+    for (const size of SIZES) opens[size] = await measureOpenClose(file(size), size);
+    const rows = Object.keys(opens[first]).map((name) => [
+      name,
+      ...SIZES.map((size) => {
+        const { wall, cpu } = opens[size][name];
+        const [impl, who] = name.split(' ');
+        const reference = impl === 'native' ? opens[size][`ts ${who}`]?.wall : undefined;
+        return `${micros(wall)} (CPU ${micros(cpu)}${reference === undefined ? '' : `; ref ${ratio(reference, wall)}`})`;
+      }),
+      `${ratio(opens[last][name].wall, opens[first][name].wall)} (CPU ${ratio(opens[last][name].cpu, opens[first][name].cpu)})`,
+    ]);
+    out += table(
+      '7. open + close (read-write) while the file stays open elsewhere, after a write by another store of this process (own) or by another process (other), µs, wall (and the CPU time of the calling thread; native: × faster than the reference)',
+      ['implementation, writer', ...SIZES.map(runs), growth],
+      rows,
+    );
+    flush();
+  }
+  if (ONLY.has('hostclaim')) {
+    const claims = {};
+    for (const size of SIZES) claims[size] = await measureHostClaim(file(size), size);
+    const rows = Object.keys(claims[first]).map((name) => [
+      name,
+      ...SIZES.map((size) => {
+        const value = claims[size][name].wall;
+        const [impl, who] = name.split(' ');
+        const reference = impl === 'native' ? claims[size][`ts ${who}`]?.wall : undefined;
+        return reference === undefined ? micros(value) : `${micros(value)} (ref ${ratio(reference, value)})`;
+      }),
+      ratio(claims[last][name].wall, claims[first][name].wall),
+    ]);
+    out += table(
+      "8. a host's claimNextWorkflowRun in the file's mix (nothing it may take), after its own write (own) or another process's (other), µs/op (native: × faster than the reference)",
+      ['implementation, writer', ...SIZES.map(runs), growth],
+      rows,
+    );
+    flush();
+  }
+  if (ONLY.has('memory')) {
+    const rows = [];
+    for (const size of SIZES) {
+      const memory = measureMemory(file(size), size);
+      rows.push([
+        runs(size),
+        `${memory.indexMiB.toFixed(1)} MiB`,
+        `${Math.round(memory.perRun)} B`,
+        `${(memory.on.rssAfterMiB - memory.on.rssBeforeMiB).toFixed(1)} / ${(memory.off.rssAfterMiB - memory.off.rssBeforeMiB).toFixed(1)} MiB`,
+        `${memory.on.polls}${memory.on.indexed ? '' : ' (not indexed)'}`,
+      ]);
+    }
+    out += table(
+      '9. the run index\'s memory: RSS growth of a fresh process polling until the index answers, minus the same polls with PIW_RUN_INDEX=off',
+      ['file', 'index', 'a run', 'growth with / without', 'polls'],
       rows,
     );
     flush();

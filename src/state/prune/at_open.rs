@@ -93,6 +93,16 @@ pub fn wait_for_pending(path: &Path) {
     }
 }
 
+/// The prune's connection, and what it knows of the prunes before it (the run index's journal
+/// keeps that, see `run_index::Journaled`).
+pub trait PruneConnection: std::ops::Deref<Target = Connection> + Send + 'static {
+    /// In the prune's write transaction, before it changed anything: the file provably has no
+    /// blob that nothing refers to, so there is nothing to read.
+    fn known_clean(&self) -> bool;
+    /// The prune found nothing to delete (its write lock still held).
+    fn found_nothing(&self);
+}
+
 /// Page cache sizes of the prune's connection: while it reads, while it deletes.
 pub struct CacheSizes {
     pub scan: i64,
@@ -101,13 +111,18 @@ pub struct CacheSizes {
 
 /// Starts the prune of `path` on `conn` (a connection of its own, configured): takes the
 /// write lock here, on the caller's thread (an error taking it is the open's error), then
-/// hands the connection, in its transaction, to a thread that reads, deletes and commits.
+/// hands the connection, in its transaction, to a thread that reads, deletes and commits;
+/// `None` when there is nothing to prune.
+///
+/// When the file provably has nothing to prune (see [`PruneConnection::known_clean`]), the
+/// transaction ends at once and nothing is left running: a close does not wait for a read of
+/// the whole file that could delete nothing.
 pub fn start(
     path: &Path,
-    conn: impl std::ops::Deref<Target = Connection> + Send + 'static,
+    conn: impl PruneConnection,
     cache: CacheSizes,
     open_helper: impl Fn() -> Option<Connection> + Send + Sync + 'static,
-) -> Result<Arc<PendingPrune>> {
+) -> Result<Option<Arc<PendingPrune>>> {
     conn.pragma_update(None, "cache_size", cache.scan)?;
     let enforced: bool = conn.query_row("PRAGMA foreign_keys", [], |row| row.get(0))?;
     if enforced {
@@ -115,6 +130,11 @@ pub fn start(
         conn.pragma_update(None, "foreign_keys", "OFF")?;
     }
     conn.execute_batch("BEGIN IMMEDIATE")?;
+    if conn.known_clean() {
+        // Nothing was changed: the commit writes nothing.
+        conn.execute_batch("COMMIT")?;
+        return Ok(None);
+    }
     let pending = Arc::new(PendingPrune {
         outcome: Mutex::new(None),
         finished: Condvar::new(),
@@ -148,7 +168,7 @@ pub fn start(
             mine.finish(outcome);
         });
     match spawned {
-        Ok(_) => Ok(pending),
+        Ok(_) => Ok(Some(pending)),
         // The closure (and with it the connection, rolling its transaction back) is dropped.
         Err(error) => {
             deregister(&key, &pending);
@@ -169,7 +189,7 @@ fn deregister(key: &Path, prune: &Arc<PendingPrune>) {
 
 /// The rest of the prune's transaction, begun by [`start`]: committed, or rolled back.
 fn run(
-    conn: &Connection,
+    conn: &impl PruneConnection,
     cache: &CacheSizes,
     open_helper: impl Fn() -> Option<Connection> + Sync,
 ) -> Result<()> {
@@ -178,6 +198,9 @@ fn run(
         // The delete with the full cache, so that it never spills pages before its commit.
         conn.pragma_update(None, "cache_size", cache.delete)?;
         prune::delete_blobs(conn, &rowids)?;
+        if rowids.is_empty() {
+            conn.found_nothing();
+        }
         conn.execute_batch("COMMIT")?;
         Ok(())
     })();
@@ -287,5 +310,108 @@ mod tests {
         let mut state = open_read_write(&file, NOW);
         assert_eq!(blob_count(&state), 0);
         assert_eq!(state.close(), Ok(()));
+    }
+
+    /// A store that keeps the file open (so that its WAL and journal stay) and can write
+    /// through the API.
+    mod known_clean {
+        use serde_json::json;
+
+        use super::*;
+        use crate::methods::dispatch;
+        use crate::store::{resolve_project, Store};
+        use crate::wire::Call;
+
+        fn call(state: &StateDb, method: &str, options: serde_json::Value) {
+            let project = resolve_project(state, "/prune/known-clean", NOW).unwrap();
+            let store = Store::new(state, project.as_deref());
+            dispatch(&store, method, &Call::new(vec![options], NOW)).unwrap();
+        }
+
+        fn doc(value: serde_json::Value) -> serde_json::Value {
+            json!({ "$c": crate::state::json::canonical(&value) })
+        }
+
+        fn put_spec(state: &StateDb, version: u32) {
+            call(
+                state,
+                "putResource",
+                json!({
+                    "controller": "c", "key": "k", "now": NOW,
+                    "spec": doc(json!({ "v": version })), "initialStatus": doc(json!({})),
+                }),
+            );
+        }
+
+        /// Opens and closes a store: whether its open read the file for its prune, and the
+        /// blobs after it.
+        fn open_close(file: &Path) -> (bool, i64) {
+            let mut state = open_read_write(file, NOW);
+            let read = state.open_prune_pending();
+            let blobs = blob_count(&state);
+            // Whether it read or not, a full prune finds nothing left.
+            assert_eq!(state.prune_unreferenced_blobs(), Ok(0));
+            state.close().unwrap();
+            (read, blobs)
+        }
+
+        #[test]
+        fn an_open_reads_the_file_only_when_a_commit_since_the_last_clean_prune_may_have_left_a_blob_unreferenced(
+        ) {
+            let dir = Scratch::new("open-prune-known-clean");
+            let file = dir.file("state.sqlite");
+            let keeper = open_read_write(&file, NOW);
+            // The keeper's own prune found nothing (a new file); the first resource's blobs are
+            // inserted with the row that refers to them.
+            put_spec(&keeper, 0);
+            let (read, blobs) = open_close(&file);
+            assert!(!read);
+            assert_eq!(open_close(&file), (false, blobs));
+            // A commit that inserts a blob and the row that refers to it leaves none behind.
+            call(
+                &keeper,
+                "recordEvent",
+                json!({
+                    "controller": "c", "key": "k", "type": "note", "now": NOW,
+                    "payload": doc(json!({ "n": 1 })),
+                }),
+            );
+            assert_eq!(open_close(&file), (false, blobs + 1));
+            // A spec replaced leaves the old one unreferenced: read, and it goes.
+            put_spec(&keeper, 1);
+            let (read, blobs) = open_close(&file);
+            assert!(read);
+            // That prune deleted something, so the next one reads once more, then none.
+            assert!(open_close(&file).0);
+            assert!(!open_close(&file).0);
+            // A blob inserted through the store's connection outside a store call (no row of
+            // the transaction is checked to refer to it): read, and it goes.
+            let conn = keeper.file_conn().unwrap();
+            conn.execute(
+                "INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
+                 VALUES (randomblob(32), 'text/plain', 1, x'00', 0)",
+                [],
+            )
+            .unwrap();
+            assert_eq!(open_close(&file), (true, blobs));
+            assert!(open_close(&file).0);
+            // Another application's commit (no journal entry): read, and its orphan goes.
+            let foreign = rusqlite::Connection::open(&file).unwrap();
+            foreign
+                .execute(
+                    "INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
+                     VALUES (randomblob(32), 'text/plain', 1, x'00', 0)",
+                    [],
+                )
+                .unwrap();
+            drop(foreign);
+            assert_eq!(open_close(&file), (true, blobs));
+            assert!(open_close(&file).0);
+            assert!(!open_close(&file).0);
+            // A reference taken away by raw SQL (a run of its own rows, cascades alike).
+            conn.execute("DELETE FROM events", []).unwrap();
+            assert!(open_close(&file).0);
+            drop(keeper);
+        }
     }
 }

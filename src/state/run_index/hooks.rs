@@ -16,8 +16,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::ffi;
 
+use super::blob_refs::{BlobRefs, RefColumns};
 use super::journal::{Entry, Images, Journal, Key};
 use super::position::{self, WalPosition};
+use super::preupdate::{sqlite3_preupdate_hook, sqlite3_preupdate_new, sqlite3_preupdate_old};
 
 /// `PRAGMA wal_autocheckpoint` as the state opens the file (the reference's value).
 pub const AUTOCHECKPOINT_FRAMES: c_int = 1000;
@@ -25,36 +27,6 @@ pub const AUTOCHECKPOINT_FRAMES: c_int = 1000;
 const OWN_ENTRIES: usize = 4096;
 /// Past this many keys in one transaction, its entry says "rebuild" instead.
 const MAX_KEYS: usize = 50_000;
-
-// The pre-update hook's API (SQLITE_ENABLE_PREUPDATE_HOOK; libsqlite3-sys has no bindings for
-// it without bindgen).
-extern "C" {
-    fn sqlite3_preupdate_hook(
-        db: *mut ffi::sqlite3,
-        callback: Option<
-            unsafe extern "C" fn(
-                *mut c_void,
-                *mut ffi::sqlite3,
-                c_int,
-                *const c_char,
-                *const c_char,
-                ffi::sqlite3_int64,
-                ffi::sqlite3_int64,
-            ),
-        >,
-        context: *mut c_void,
-    ) -> *mut c_void;
-    fn sqlite3_preupdate_old(
-        db: *mut ffi::sqlite3,
-        column: c_int,
-        value: *mut *mut ffi::sqlite3_value,
-    ) -> c_int;
-    fn sqlite3_preupdate_new(
-        db: *mut ffi::sqlite3,
-        column: c_int,
-        value: *mut *mut ffi::sqlite3_value,
-    ) -> c_int;
-}
 
 /// A written `runs` row's `run_id` and `resource_id`.
 type RunKeys = (Box<[u8]>, Box<[u8]>);
@@ -79,6 +51,8 @@ pub struct Changes {
     base: Option<WalPosition>,
     /// This connection's commits, oldest first.
     own: VecDeque<Arc<Entry>>,
+    /// What the transaction did to blob references (see `blob_refs`).
+    blob_refs: BlobRefs,
 }
 
 impl Changes {
@@ -110,6 +84,14 @@ impl Changes {
         keys
     }
 
+    pub fn blob_refs(&self) -> &BlobRefs {
+        &self.blob_refs
+    }
+
+    pub fn blob_refs_mut(&mut self) -> &mut BlobRefs {
+        &mut self.blob_refs
+    }
+
     /// The rows `pending()`'s keys name, read at the end of the transaction.
     pub fn set_images(&mut self, images: Images) {
         self.images = Some(images);
@@ -131,6 +113,8 @@ pub struct Hooks {
     db: *mut ffi::sqlite3,
     changes: Mutex<Changes>,
     journal: Journal,
+    /// The columns referring to blobs, once the schema was verified (see `blob_refs`).
+    blob_columns: std::sync::OnceLock<Arc<RefColumns>>,
     /// Tests hold a commit between becoming visible and its entry: while the first is set the
     /// WAL hook waits (at most 10 s), and the second says it is waiting.
     #[cfg(test)]
@@ -150,6 +134,23 @@ impl Hooks {
     pub fn journal(&self) -> &Journal {
         &self.journal
     }
+
+    /// Reads the columns referring to blobs on `conn` (the hooks' connection, its schema
+    /// verified); until then every commit counts as one that may have left a blob unreferenced.
+    pub fn read_blob_columns(&self, conn: &rusqlite::Connection) {
+        if let Ok(columns) = RefColumns::read(conn) {
+            let _ = self.blob_columns.set(Arc::new(columns));
+        }
+    }
+
+    /// The columns another connection of the same open read (at the schema version they say).
+    pub fn share_blob_columns(&self, columns: Arc<RefColumns>) {
+        let _ = self.blob_columns.set(columns);
+    }
+
+    pub fn blob_columns(&self) -> Option<&Arc<RefColumns>> {
+        self.blob_columns.get()
+    }
 }
 
 /// Installs the pre-update, commit and rollback hooks on `db` (the WAL hook comes with
@@ -162,6 +163,7 @@ pub unsafe fn install(db: *mut ffi::sqlite3, journal: Journal) -> Box<Hooks> {
         db,
         changes: Mutex::default(),
         journal,
+        blob_columns: std::sync::OnceLock::new(),
         #[cfg(test)]
         wal_hook_hold: Default::default(),
     });
@@ -244,7 +246,15 @@ unsafe extern "C" fn on_preupdate(
     if changes.first_base.is_none() {
         changes.first_base = position::of_shared_memory(db);
     }
-    let Some(kind) = mirrored(CStr::from_ptr(table).to_bytes()) else {
+    let table = CStr::from_ptr(table).to_bytes();
+    changes.blob_refs.note(
+        hooks.blob_columns.get().map(|columns| &**columns),
+        db,
+        operation,
+        table,
+        new_rowid,
+    );
+    let Some(kind) = mirrored(table) else {
         return;
     };
     // A new blob changes no record: one is kept only when every document it read was there.
@@ -326,6 +336,7 @@ unsafe extern "C" fn on_rollback(context: *mut c_void) {
     changes.images = None;
     changes.unreported = false;
     changes.first_base = None;
+    changes.blob_refs.clear();
     // A commit that failed after its commit hook: its slot's mark goes.
     if let Some(base) = changes.base.take() {
         hooks.journal.withdraw(base.commit.wrapping_add(1));
@@ -363,6 +374,10 @@ unsafe extern "C" fn on_wal_commit(
         changes.written_runs.clear();
         let unreported = std::mem::replace(&mut changes.unreported, false);
         let images = changes.images.take();
+        let blobs_clean = (changes.blob_refs.is_clean())
+            .then(|| hooks.blob_columns.get().map(|columns| columns.schema))
+            .flatten();
+        changes.blob_refs.clear();
         changes.base.take().map(|base| {
             let commit = base.commit.wrapping_add(1);
             let frames = frames as u32;
@@ -377,6 +392,7 @@ unsafe extern "C" fn on_wal_commit(
                 after_salt,
                 images: images.filter(|_| !unreported),
                 keys: (!unreported).then_some(keys),
+                blobs_clean,
             });
             if changes.own.len() == OWN_ENTRIES {
                 changes.own.pop_front();

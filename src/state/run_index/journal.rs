@@ -20,7 +20,9 @@
 //!
 //! Nothing here is part of the database: the journal can be deleted at any time (readers then
 //! rebuild once), and a file without one is read as before. Which file may serve as the
-//! journal is `journal_file`'s to say.
+//! journal is `journal_file`'s to say; a slot's bytes are `slot`'s.
+
+mod slot;
 
 use std::fs::File;
 use std::io;
@@ -32,64 +34,13 @@ use super::file_io::{read_at, write_at};
 use super::identity::StateFile;
 use super::journal_file::{self, HEADER};
 use super::position::WalPosition;
+use slot::{decode, decode_mark, encode, encode_mark, encode_slot, Binding, IN_FLIGHT, MARK, SLOT};
+pub use slot::{BlobMark, Entry, Images, Key, Slot};
 
-/// Bytes of one commit's slot.
-const SLOT: usize = 1024;
 /// Slots in the file: how many commits a reader may fall behind before it must rebuild.
 pub const SLOTS: u64 = 4096;
 /// The journal file's length: its header and every slot.
 const FILE_BYTES: u64 = HEADER + SLOTS * SLOT as u64;
-/// Where a slot's keys begin.
-const KEYS_AT: usize = 64;
-
-/// A change a commit made that may move a run in the index.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Key {
-    /// A `runs` row, by rowid (before and after an update that moved it).
-    Run(i64),
-    /// A row of `run_queue` or `run_bindings`, by its `run_id`.
-    RunId(Box<[u8]>),
-    /// A row of `resources` or `leases`, by its `resource_id`.
-    ResourceId(Box<[u8]>),
-    /// A `workflow_definitions` row was inserted: runs without one may now join it.
-    DefinitionAdded,
-    /// A `blobs` row was changed or deleted: run records that read a document may differ (the
-    /// index's own rows read none).
-    BlobChanged,
-}
-
-/// One commit: the runs it may have changed, and the WAL positions it went from and to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    /// The wal-index commit counter after this commit.
-    pub commit: u32,
-    /// The WAL as this commit's transaction found it.
-    pub base: WalPosition,
-    /// The WAL's last frame after the commit.
-    pub after_frames: u32,
-    /// The WAL's salt after the commit, when the writer could read it back.
-    pub after_salt: Option<[u32; 2]>,
-    /// `None`: the commit changed what the keys cannot say (a definition changed or went, too
-    /// many keys): readers rebuild.
-    pub keys: Option<Vec<Key>>,
-    /// The rows of the runs the keys name, as the writer read them just before it committed
-    /// (`None` for a run that is gone): a reader takes them instead of reading the runs again.
-    /// `None` when the writer did not read them (its SQL was not the store's own, or the keys
-    /// name what only the reader can resolve).
-    pub images: Option<Images>,
-}
-
-/// Run rowids with their image (`None`: the run is gone), as `mirror::image_of` makes them.
-pub type Images = Vec<(i64, Option<Box<[u8]>>)>;
-
-/// What a commit's slot holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Slot {
-    /// The commit's entry.
-    Written(Entry),
-    /// Its writer is committing: the entry comes once the commit is durable.
-    InFlight,
-}
 
 /// The journal of one state file, opened when first needed (see `journal_file` for which file
 /// that may be).
@@ -103,14 +54,6 @@ pub struct Journal {
     /// The read-ahead's buffer, kept between catch-ups: a fresh zeroed one per poll was a
     /// fifth of a catch-up's instructions.
     read_buffer: Mutex<Vec<u8>>,
-}
-
-/// What a slot is bound to: the state file its commit was made on, and the journal it is in
-/// (its identity keys the checksum). A slot bound to anything else reads as missing.
-#[derive(Debug, Clone, Copy)]
-struct Binding {
-    file: u64,
-    journal: u64,
 }
 
 enum Handle {
@@ -244,6 +187,25 @@ impl Journal {
         }
     }
 
+    /// Records that the file had no unreferenced blob at `mark` (in the header's spare bytes;
+    /// older builds ignore them). The caller holds the write lock, so no commit comes between.
+    pub fn set_blob_mark(&self, mark: &BlobMark) {
+        if !self.writable {
+            return;
+        }
+        let _ = self
+            .with_named_file(|file, binding| write_at(file, &encode_mark(mark, binding), MARK_AT));
+    }
+
+    /// The last [`BlobMark`] a writer recorded, if it reads whole.
+    pub fn blob_mark(&self) -> Option<BlobMark> {
+        let mut bytes = [0u8; MARK];
+        let binding = self
+            .with_file(|file, binding| read_at(file, &mut bytes, MARK_AT).map(|()| binding))
+            .ok()?;
+        decode_mark(&bytes, binding)
+    }
+
     /// A catch-up found a gap: if another process replaced the journal since it was opened,
     /// the next use opens the one now at its name.
     pub fn recheck(&self) {
@@ -311,240 +273,20 @@ impl Journal {
     }
 }
 
+/// Where the header keeps the [`BlobMark`]: its last bytes, which `journal_file` leaves zero.
+const MARK_AT: u64 = HEADER - MARK as u64;
+
 fn offset(commit: u32) -> u64 {
     HEADER + (u64::from(commit) % SLOTS) * SLOT as u64
 }
 
-/// A slot's checksum over its header and its keys, keyed with the journal's identity, eight
-/// bytes at a time (FNV's byte at a time was most of decoding a slot). It tells a torn slot, or
-/// one of another journal, not an adversary's: no one else can write a journal that is used.
-fn checksum(identity: u64, header: &[u8], keys: &[u8]) -> u64 {
-    const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut hash =
-        (0x243f_6a88_85a3_08d3 ^ (keys.len() as u64) ^ identity).wrapping_mul(MULTIPLIER);
-    for part in [header, keys] {
-        let mut words = part.chunks_exact(8);
-        for word in &mut words {
-            let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-            hash = (hash ^ word).wrapping_mul(MULTIPLIER);
-            hash ^= hash >> 29;
-        }
-        let mut tail = [0u8; 8];
-        tail[..words.remainder().len()].copy_from_slice(words.remainder());
-        hash = (hash ^ u64::from_le_bytes(tail)).wrapping_mul(MULTIPLIER);
-        hash ^= hash >> 32;
-    }
-    hash
-}
-
-const KNOWN_SALT: u32 = 1;
-const UNREPORTED: u32 = 2;
-const IN_FLIGHT: u32 = 4;
-/// The slot holds the entry's images, not its keys.
-const IMAGES: u32 = 8;
-/// An image's length that says the run is gone.
-const GONE: u16 = u16::MAX;
-
-/// The slot's bytes: a header (commit, positions, flags, file id, key bytes, checksum), then
-/// the keys (a tag byte each: 1 rowid, 2 run id, 3 resource id, 4 definition added, 6 blob
-/// changed; 5 tags an image).
-fn encode(entry: &Entry, binding: Binding) -> [u8; SLOT] {
-    if let (Some(_), Some(images)) = (&entry.keys, &entry.images) {
-        let mut bytes = Vec::new();
-        for (rowid, image) in images {
-            bytes.push(5);
-            bytes.extend_from_slice(&rowid.to_le_bytes());
-            match image {
-                None => bytes.extend_from_slice(&GONE.to_le_bytes()),
-                Some(image) => {
-                    bytes.extend_from_slice(&(image.len() as u16).to_le_bytes());
-                    bytes.extend_from_slice(image);
-                }
-            }
-        }
-        // Within a slot, no image's length can reach GONE.
-        if bytes.len() <= SLOT - KEYS_AT {
-            return encode_slot(
-                entry.commit,
-                &entry.base,
-                entry.after_frames,
-                entry.after_salt,
-                IMAGES,
-                &bytes,
-                binding,
-            );
-        }
-    }
-    let mut keys = Vec::new();
-    let mut flags = 0;
-    match &entry.keys {
-        None => flags |= UNREPORTED,
-        Some(list) => {
-            for key in list {
-                match key {
-                    Key::Run(rowid) => {
-                        keys.push(1);
-                        keys.extend_from_slice(&rowid.to_le_bytes());
-                    }
-                    Key::RunId(text) | Key::ResourceId(text) => {
-                        keys.push(if matches!(key, Key::RunId(_)) { 2 } else { 3 });
-                        keys.extend_from_slice(&(text.len() as u32).to_le_bytes());
-                        keys.extend_from_slice(text);
-                    }
-                    Key::DefinitionAdded => keys.push(4),
-                    Key::BlobChanged => keys.push(6),
-                }
-            }
-            if keys.len() > SLOT - KEYS_AT {
-                keys.clear();
-                flags |= UNREPORTED;
-            }
-        }
-    }
-    encode_slot(
-        entry.commit,
-        &entry.base,
-        entry.after_frames,
-        entry.after_salt,
-        flags,
-        &keys,
-        binding,
-    )
-}
-
-fn encode_slot(
-    commit: u32,
-    base: &WalPosition,
-    after_frames: u32,
-    after_salt: Option<[u32; 2]>,
-    mut flags: u32,
-    keys: &[u8],
-    binding: Binding,
-) -> [u8; SLOT] {
-    let mut slot = [0u8; SLOT];
-    if after_salt.is_some() {
-        flags |= KNOWN_SALT;
-    }
-    let after_salt = after_salt.unwrap_or_default();
-    let words = [
-        commit,
-        base.frames,
-        base.salt[0],
-        base.salt[1],
-        after_frames,
-        flags,
-        after_salt[0],
-        after_salt[1],
-        keys.len() as u32,
-    ];
-    for (at, word) in words.iter().enumerate() {
-        slot[at * 4..at * 4 + 4].copy_from_slice(&word.to_le_bytes());
-    }
-    slot[40..48].copy_from_slice(&binding.file.to_le_bytes());
-    slot[KEYS_AT..KEYS_AT + keys.len()].copy_from_slice(keys);
-    let checksum = checksum(binding.journal, &slot[..48], keys);
-    slot[48..56].copy_from_slice(&checksum.to_le_bytes());
-    slot
-}
-
-/// What a slot holds for commit `commit`, if it is whole and for that commit.
-fn decode(slot: &[u8; SLOT], commit: u32, binding: Binding) -> Option<Slot> {
-    let word = |at: usize| u32::from_le_bytes(slot[at * 4..at * 4 + 4].try_into().unwrap());
-    let length = word(8) as usize;
-    if length > SLOT - KEYS_AT || slot[40..48] != binding.file.to_le_bytes() {
-        return None;
-    }
-    let keys = &slot[KEYS_AT..KEYS_AT + length];
-    if word(0) != commit
-        || slot[48..56] != checksum(binding.journal, &slot[..48], keys).to_le_bytes()
-    {
-        return None;
-    }
-    let flags = word(5);
-    if flags & IN_FLIGHT != 0 {
-        return Some(Slot::InFlight);
-    }
-    let (parsed, images) = if flags & UNREPORTED != 0 {
-        (None, None)
-    } else if flags & IMAGES != 0 {
-        (Some(Vec::new()), Some(decode_images(keys)?))
-    } else {
-        (Some(decode_keys(keys)?), None)
-    };
-    let entry = Entry {
-        commit: word(0),
-        base: WalPosition {
-            commit: word(0).wrapping_sub(1),
-            frames: word(1),
-            salt: [word(2), word(3)],
-        },
-        after_frames: word(4),
-        after_salt: (flags & KNOWN_SALT != 0).then(|| [word(6), word(7)]),
-        keys: parsed,
-        images,
-    };
-    Some(Slot::Written(entry))
-}
-
-fn decode_images(mut bytes: &[u8]) -> Option<Images> {
-    let mut images = Vec::new();
-    while let Some((&tag, rest)) = bytes.split_first() {
-        if tag != 5 {
-            return None;
-        }
-        let (rowid, rest) = rest.split_first_chunk::<8>()?;
-        let (length, rest) = rest.split_first_chunk::<2>()?;
-        let length = u16::from_le_bytes(*length);
-        bytes = rest;
-        let image = if length == GONE {
-            None
-        } else {
-            let (image, rest) = bytes.split_at_checked(usize::from(length))?;
-            bytes = rest;
-            Some(Box::from(image))
-        };
-        images.push((i64::from_le_bytes(*rowid), image));
-    }
-    Some(images)
-}
-
-fn decode_keys(mut bytes: &[u8]) -> Option<Vec<Key>> {
-    let mut keys = Vec::new();
-    while let Some((&tag, rest)) = bytes.split_first() {
-        bytes = rest;
-        let key = match tag {
-            1 => {
-                let (rowid, rest) = bytes.split_at_checked(8)?;
-                bytes = rest;
-                Key::Run(i64::from_le_bytes(rowid.try_into().ok()?))
-            }
-            2 | 3 => {
-                let (length, rest) = bytes.split_at_checked(4)?;
-                let length = u32::from_le_bytes(length.try_into().ok()?) as usize;
-                let (text, rest) = rest.split_at_checked(length)?;
-                bytes = rest;
-                let text = Box::from(text);
-                if tag == 2 {
-                    Key::RunId(text)
-                } else {
-                    Key::ResourceId(text)
-                }
-            }
-            4 => Key::DefinitionAdded,
-            6 => Key::BlobChanged,
-            _ => return None,
-        };
-        keys.push(key);
-    }
-    Some(keys)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::slot::KEYS_AT;
     use super::*;
     use crate::test_support::Scratch;
 
-    fn entry(commit: u32, keys: Option<Vec<Key>>) -> Entry {
+    pub(super) fn entry(commit: u32, keys: Option<Vec<Key>>) -> Entry {
         Entry {
             commit,
             base: WalPosition {
@@ -556,13 +298,9 @@ mod tests {
             after_salt: commit.is_multiple_of(2).then_some([5, 6]),
             keys,
             images: None,
+            blobs_clean: None,
         }
     }
-
-    const BOUND: Binding = Binding {
-        file: 99,
-        journal: 7,
-    };
 
     /// A new state file at `path`: its identity as a connection would find it.
     #[cfg(unix)]
@@ -580,38 +318,6 @@ mod tests {
             uid: metadata.uid(),
             mode: 0o600,
         }
-    }
-
-    #[test]
-    fn a_slot_with_any_byte_changed_reads_as_missing() {
-        let keys = vec![Key::Run(42), Key::RunId(Box::from(&b"run-7"[..]))];
-        let written = encode(&entry(12, Some(keys.clone())), BOUND);
-        assert_eq!(
-            decode(&written, 12, BOUND),
-            Some(Slot::Written(entry(12, Some(keys))))
-        );
-        let used = KEYS_AT + 1 + 8 + 1 + 4 + 5;
-        // Bytes 48..56 hold the checksum, 56..64 are unused.
-        for at in (0..48).chain(KEYS_AT..used) {
-            for flip in [0x01, 0x80, 0xff] {
-                let mut torn = written;
-                torn[at] ^= flip;
-                assert_eq!(decode(&torn, 12, BOUND), None, "byte {at} ^ {flip:#x}");
-            }
-        }
-        // Two words swapped (a checksum that only adds them up would not see it).
-        let mut swapped = written;
-        swapped.copy_within(4..8, 0);
-        swapped[4..8].copy_from_slice(&written[0..4]);
-        assert_eq!(decode(&swapped, 12, BOUND), None);
-        // The same bytes in another journal (another identity), or for another file.
-        let other_journal = Binding {
-            journal: 8,
-            ..BOUND
-        };
-        let other_file = Binding { file: 98, ..BOUND };
-        assert_eq!(decode(&written, 12, other_journal), None);
-        assert_eq!(decode(&written, 12, other_file), None);
     }
 
     #[cfg(unix)]

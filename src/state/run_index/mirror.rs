@@ -1,28 +1,32 @@
 //! The run index's contents: one compact entry per `runs` row with what its joins find, the
 //! orders the run polls read, and how the entries follow the changed runs.
 //!
-//! Kept small (112 bytes a run, see the size test): the runs in one rowid-sorted
+//! Kept small (96 bytes a run, see the size test): the runs in one rowid-sorted
 //! vector, the view order in one sorted vector whose entries carry what the list filters
 //! test, ordered sets only for the few runs that are active (queued, starting, running,
 //! parked) and for the host's claim candidates. Lease owners and runner affinities are kept
 //! as hashes: the claim reads them only to narrow its candidates, and a collision only adds
 //! one the claim's own SQL then turns down.
+//!
+//! What a run's row is read from is `rows`'s; what the polls read of the contents, `answers`'s.
+
+pub(super) mod answers;
+mod rows;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, MutexGuard};
 
-use rusqlite::types::{FromSql, FromSqlError, ToSqlOutput, ValueRef};
-use rusqlite::{Connection, OptionalExtension, Row};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension};
 use rustc_hash::FxHashMap;
 
-use super::file_io::fnv;
 use super::journal::Key;
 use super::position::WalPosition;
-use super::records::{RecordCache, Shape};
+use super::records::RecordCache;
 use crate::error::Result;
-use crate::runs::machine::status::status_sql;
-use crate::state::leases::free_or_expired;
+pub(super) use rows::{affected_runs, image_of};
+use rows::{column, columns_of, decode_image, run_by_rowid_sql, text_hash, Columns, RUN_ROWS};
 
 /// The snapshot an index describes: a WAL position under a schema version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +35,8 @@ pub(super) struct At {
     pub(super) schema: i64,
 }
 
-/// One read's access to an up-to-date index (see `RunIndex::current`).
+/// One read's access to an up-to-date index (see `RunIndex::current`); what it answers is
+/// `answers`'s.
 pub struct Current<'a>(pub(super) MutexGuard<'a, Mirror>);
 
 /// What an entry has (bits of [`Run::flags`]).
@@ -101,15 +106,12 @@ impl Run {
     }
 }
 
-/// A run in the view order, with what the list filters test.
+/// A run in the view order: its key only (what the list filters test is the run's, looked up
+/// by rowid — 16 bytes a run less than a copy of it here).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct View {
     q_created: i64,
     rowid: i64,
-    r_created: i64,
-    project: u32,
-    status: u8,
-    selected: bool,
 }
 
 impl View {
@@ -192,155 +194,6 @@ pub(super) struct Mirror {
     /// How many runs were taken from images (tests tell the two ways of catching up apart).
     #[cfg(test)]
     pub(super) images_applied: usize,
-}
-
-/// The columns of one run and its joins; `WHERE r.rowid = ?` for one run.
-const RUN_ROWS: &str = concat!(
-    "SELECT r.rowid, r.project_id, r.created_at, r.status = ",
-    status_sql!(waiting),
-    ",
-    r.paused = 1, q.rowid, q.status, q.available_at, q.created_at, q.updated_at,
-    q.error_code IS 'workflowSourceChanged', q.affinity_runner_id, s.rowid, s.revision, d.rowid,
-    l.rowid, l.owner_id, l.expires_at, b.rowid, b.execution_mode = 'headless'
-    FROM runs r LEFT JOIN run_queue q ON q.run_id = r.run_id
-    LEFT JOIN resources s ON s.resource_id = r.resource_id
-    LEFT JOIN workflow_definitions d ON d.definition_digest = r.definition_digest
-    LEFT JOIN leases l ON l.resource_id = r.resource_id
-    LEFT JOIN run_bindings b ON b.run_id = r.run_id"
-);
-
-/// The hash owners and affinities are kept as: 32 bits, since a collision only adds a claim
-/// candidate (the claim's SQL still decides), and a run is 8 bytes smaller.
-fn text_hash(text: &[u8]) -> u32 {
-    let hash = fnv(&[text]);
-    (hash ^ (hash >> 32)) as u32
-}
-
-/// How many columns `RUN_ROWS` has.
-const RUN_COLUMNS: usize = 20;
-
-/// The columns of one `RUN_ROWS` row.
-type Columns<'a> = [ValueRef<'a>; RUN_COLUMNS];
-
-fn columns_of<'a>(row: &'a Row<'_>) -> rusqlite::Result<Columns<'a>> {
-    let mut columns = [ValueRef::Null; RUN_COLUMNS];
-    for (at, column) in columns.iter_mut().enumerate() {
-        *column = row.get_ref(at)?;
-    }
-    Ok(columns)
-}
-
-/// Column `at` as a `T`, with the error `Row::get` would give.
-fn column<T: FromSql>(columns: &Columns<'_>, at: usize) -> rusqlite::Result<T> {
-    T::column_result(columns[at]).map_err(|error| match error {
-        FromSqlError::InvalidType => {
-            rusqlite::Error::InvalidColumnType(at, String::new(), columns[at].data_type())
-        }
-        other => {
-            rusqlite::Error::FromSqlConversionFailure(at, columns[at].data_type(), Box::new(other))
-        }
-    })
-}
-
-/// The rowids of the runs `keys` name, at the snapshot `conn` reads: run rowids as they are,
-/// queue, binding, resource and lease rows by the run that joins them now (the one a row
-/// joined before is named by its own key: the pre-update hook reports the old value too),
-/// an added definition by the runs that had none (`orphans`).
-pub(super) fn affected_runs(
-    conn: &Connection,
-    keys: &BTreeSet<Key>,
-    orphans: &BTreeSet<i64>,
-) -> Result<BTreeSet<i64>> {
-    let mut affected = BTreeSet::new();
-    for key in keys {
-        let (sql, text) = match key {
-            Key::Run(rowid) => {
-                affected.insert(*rowid);
-                continue;
-            }
-            Key::DefinitionAdded => {
-                affected.extend(orphans.iter().copied());
-                continue;
-            }
-            Key::BlobChanged => continue,
-            Key::RunId(text) => ("SELECT rowid FROM runs WHERE run_id = ?", text),
-            Key::ResourceId(text) => ("SELECT rowid FROM runs WHERE resource_id = ?", text),
-        };
-        let text = ToSqlOutput::Borrowed(ValueRef::Text(text));
-        let mut owners = conn.prepare_cached(sql)?;
-        for owner in owners.query_map([text], |row| row.get::<_, i64>(0))? {
-            affected.insert(owner?);
-        }
-    }
-    Ok(affected)
-}
-
-/// `RUN_ROWS` for one run, as an image another process's index can apply (see
-/// [`encode_image`]): `Some(None)` when the run is gone, `None` when no image can be made.
-pub(super) fn image_of(conn: &Connection, rowid: i64) -> Option<Option<Vec<u8>>> {
-    let image = conn
-        .prepare_cached(run_by_rowid_sql())
-        .ok()?
-        .query_row([rowid], |row| Ok(encode_image(&columns_of(row)?)))
-        .optional()
-        .ok()?;
-    match image {
-        None => Some(None),
-        Some(image) => image.map(Some),
-    }
-}
-
-fn run_by_rowid_sql() -> &'static str {
-    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SQL.get_or_init(|| format!("{RUN_ROWS} WHERE r.rowid = ?"))
-}
-
-/// A row's columns as bytes: per column a tag (0 NULL, 1 integer, 2 text), then an integer's
-/// 8 bytes or a text's 2-byte length and bytes. Other types (not in `RUN_ROWS` of the
-/// reference's schema) and texts over 64 KiB make no image.
-fn encode_image(columns: &Columns<'_>) -> Option<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(128);
-    for column in columns {
-        match column {
-            ValueRef::Null => bytes.push(0),
-            ValueRef::Integer(value) => {
-                bytes.push(1);
-                bytes.extend_from_slice(&value.to_le_bytes());
-            }
-            ValueRef::Text(text) if text.len() <= usize::from(u16::MAX) => {
-                bytes.push(2);
-                bytes.extend_from_slice(&(text.len() as u16).to_le_bytes());
-                bytes.extend_from_slice(text);
-            }
-            _ => return None,
-        }
-    }
-    Some(bytes)
-}
-
-fn decode_image(mut bytes: &[u8]) -> Option<Columns<'_>> {
-    let mut columns = [ValueRef::Null; RUN_COLUMNS];
-    for column in columns.iter_mut() {
-        let (&tag, rest) = bytes.split_first()?;
-        bytes = rest;
-        *column = match tag {
-            0 => ValueRef::Null,
-            1 => {
-                let (value, rest) = bytes.split_first_chunk::<8>()?;
-                bytes = rest;
-                ValueRef::Integer(i64::from_le_bytes(*value))
-            }
-            2 => {
-                let (length, rest) = bytes.split_first_chunk::<2>()?;
-                let (text, rest) =
-                    rest.split_at_checked(usize::from(u16::from_le_bytes(*length)))?;
-                bytes = rest;
-                ValueRef::Text(text)
-            }
-            _ => return None,
-        };
-    }
-    bytes.is_empty().then_some(columns)
 }
 
 impl Mirror {
@@ -646,261 +499,7 @@ fn view_of(rowid: i64, run: &Run) -> Option<View> {
     run.is_viewed().then_some(View {
         q_created: run.q_created,
         rowid,
-        r_created: run.r_created,
-        project: run.project,
-        status: run.status,
-        selected: run.is_selected(),
     })
-}
-
-/// `{count, sum of revisions, max(updated_at) or 0}` of every run joined with its queue and
-/// resource rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ListRevision {
-    /// `count(*)`.
-    pub count: i64,
-    /// `COALESCE(sum(res.revision), 0)`.
-    pub revision_sum: i64,
-    /// `COALESCE(max(q.updated_at), 0)`.
-    pub updated_at: i64,
-}
-
-impl Current<'_> {
-    /// The record of run `rowid` a list kept, still exact at this snapshot (see `records`).
-    pub fn record(&self, shape: Shape, rowid: i64) -> Option<&str> {
-        self.0.records.get(shape, rowid)
-    }
-
-    /// Keeps the record of run `rowid`, read at this snapshot with every document it reads.
-    pub fn keep_record(&mut self, shape: Shape, rowid: i64, record: &str) {
-        self.0.records.keep(shape, rowid, record);
-    }
-
-    /// The list revision; `None` when its sum leaves SQLite's integers (SQLite's `sum()`
-    /// then fails: the caller takes the SQL path for its error).
-    pub fn list_revision(&self) -> Option<ListRevision> {
-        let mirror = &self.0;
-        Some(ListRevision {
-            count: mirror.revised,
-            revision_sum: i64::try_from(mirror.revision_sum).ok()?,
-            updated_at: if mirror.revised > 0 {
-                mirror.max_updated
-            } else {
-                0
-            },
-        })
-    }
-
-    /// The rowids of the view list's page (`ORDER BY q.created_at DESC` with its ties in
-    /// rowid order, see `runs::reads`).
-    pub fn view_page(&self, offset: usize, limit: usize) -> Vec<i64> {
-        self.0
-            .views
-            .iter()
-            .rev()
-            .skip(offset)
-            .take(limit)
-            .map(|view| view.rowid)
-            .collect()
-    }
-
-    /// The rowids of `listWorkflowRuns` without exclusions, in its order (see
-    /// `runs::reads::list_workflow_runs`): of `project` (or every project), of `statuses`
-    /// (or any status), at most `limit`.
-    pub fn list_page(
-        &self,
-        project: Option<&str>,
-        statuses: Option<&[&[u8]]>,
-        limit: Option<usize>,
-    ) -> Vec<i64> {
-        let limit = limit.unwrap_or(usize::MAX);
-        let mirror = &self.0;
-        let Some(project) = mirror.project_filter(project) else {
-            return Vec::new();
-        };
-        let wanted: Option<Vec<u8>> = statuses.map(|statuses| {
-            statuses
-                .iter()
-                .filter_map(|text| mirror.statuses.find(text))
-                .map(|number| number as u8)
-                .collect()
-        });
-        if limit == 0 || wanted.as_ref().is_some_and(Vec::is_empty) {
-            return Vec::new();
-        }
-        let all_active = wanted.as_ref().is_some_and(|wanted| {
-            wanted
-                .iter()
-                .all(|status| ACTIVE.contains(&mirror.statuses.text(u32::from(*status))))
-        });
-        if all_active {
-            let wanted = wanted.as_deref().unwrap_or_default();
-            return self.active_page(project, wanted, limit);
-        }
-        let passes = |view: &View| {
-            view.selected
-                && project.is_none_or(|project| view.project == project)
-                && wanted
-                    .as_ref()
-                    .is_none_or(|wanted| wanted.contains(&view.status))
-        };
-        // Read in view order; runs with the same `q.created_at` are put in the list's own
-        // order for their ties.
-        let mut page = Vec::new();
-        let mut group: Vec<&View> = Vec::new();
-        let mut views = mirror.views.iter().rev().peekable();
-        while page.len() < limit {
-            let Some(view) = views.next() else {
-                break;
-            };
-            if passes(view) {
-                group.push(view);
-            }
-            if views
-                .peek()
-                .is_some_and(|next| next.q_created == view.q_created)
-            {
-                continue;
-            }
-            let mut rowids: Vec<i64> = group.iter().map(|view| view.rowid).collect();
-            if rowids.len() > 1 {
-                self.order_ties(&mut rowids, project.is_some(), wanted.is_some());
-            }
-            page.extend(rowids);
-            group.clear();
-        }
-        page.truncate(limit);
-        page
-    }
-
-    /// The page of `list_page` for statuses that are all [`ACTIVE`]: from their own sets.
-    fn active_page(&self, project: Option<u32>, wanted: &[u8], limit: usize) -> Vec<i64> {
-        let mirror = &self.0;
-        let mut found: Vec<(i64, i64)> = Vec::new();
-        for status in wanted {
-            let Some(set) = mirror.active.get(status) else {
-                continue;
-            };
-            // The first `limit` of this status, and every run tied with the last of them.
-            let mut taken = 0;
-            let mut last: Option<i64> = None;
-            for &(Reverse(q_created), rowid) in set {
-                if taken >= limit && last != Some(q_created) {
-                    break;
-                }
-                let matches = project.is_none_or(|project| {
-                    mirror.run(rowid).is_some_and(|run| run.project == project)
-                });
-                if matches {
-                    found.push((q_created, rowid));
-                    taken += 1;
-                    last = Some(q_created);
-                }
-            }
-        }
-        found.sort_unstable_by_key(|&(q_created, rowid)| (Reverse(q_created), rowid));
-        found.dedup();
-        let mut page = Vec::new();
-        let mut at = 0;
-        while at < found.len() && page.len() < limit {
-            let end = found[at..]
-                .iter()
-                .position(|entry| entry.0 != found[at].0)
-                .map_or(found.len(), |length| at + length);
-            let mut rowids: Vec<i64> = found[at..end].iter().map(|entry| entry.1).collect();
-            if rowids.len() > 1 {
-                self.order_ties(&mut rowids, project.is_some(), true);
-            }
-            page.extend(rowids);
-            at = end;
-        }
-        page.truncate(limit);
-        page
-    }
-
-    /// Orders runs with one `q.created_at` as the list does: `r.created_at DESC, r.rowid` for a
-    /// project; `q.status, q.available_at, q.rowid` for every project with statuses; rowid
-    /// otherwise.
-    fn order_ties(&self, rowids: &mut [i64], project: bool, by_status: bool) {
-        let mirror = &self.0;
-        let run = |rowid: i64| mirror.run(rowid).copied().unwrap_or_default();
-        if project {
-            rowids.sort_by_key(|&rowid| (Reverse(run(rowid).r_created), rowid));
-        } else if by_status {
-            rowids.sort_by(|&a, &b| {
-                let (x, y) = (run(a), run(b));
-                let status = |run: &Run| mirror.statuses.text(u32::from(run.status));
-                (status(&x), x.available_at, x.q_rowid, a).cmp(&(
-                    status(&y),
-                    y.available_at,
-                    y.q_rowid,
-                    b,
-                ))
-            });
-        } else {
-            rowids.sort_unstable();
-        }
-    }
-
-    /// A superset of the runs a host's `claimNextWorkflowRun` may pick at `now` (rowids,
-    /// ascending): the row-local predicates, the project, and, when the runner binds as
-    /// `runner` (text), the lease, affinity and availability tests. The caller's SQL makes the
-    /// pick among them.
-    pub fn host_candidates(
-        &self,
-        project: Option<&str>,
-        runner: Option<&str>,
-        now: i64,
-    ) -> Vec<i64> {
-        let mirror = &self.0;
-        let Some(project) = mirror.project_filter(project) else {
-            return Vec::new();
-        };
-        // `now` is bound as a double: the comparisons are exact only within 2^53.
-        let exact_now = now.unsigned_abs() <= 1 << 53;
-        let runner = runner.map(|runner| text_hash(runner.as_bytes()));
-        let reserved: Vec<i64> = match runner {
-            Some(runner) => mirror
-                .reserved
-                .get(&runner)
-                .into_iter()
-                .flatten()
-                .copied()
-                .collect(),
-            None => mirror.reserved.values().flatten().copied().collect(),
-        };
-        let mut found: Vec<i64> = mirror
-            .candidates
-            .iter()
-            .chain(&reserved)
-            .copied()
-            .filter(|rowid| {
-                let Some(run) = mirror.run(*rowid) else {
-                    return false;
-                };
-                if project.is_some_and(|project| run.project != project) {
-                    return false;
-                }
-                if exact_now && run.available_at > now {
-                    return false;
-                }
-                let Some(runner) = runner else {
-                    return true;
-                };
-                let status = mirror.statuses.text(u32::from(run.status));
-                let affinity_passes = !run.has(has::AFFINITY)
-                    || run.affinity == runner
-                    || matches!(status, "parked" | "starting" | "running");
-                let expires_at = run.has(has::EXPIRY).then_some(run.expires_at);
-                let lease_passes = !exact_now
-                    || free_or_expired(run.has(has::OWNER), expires_at, now)
-                    || run.owner == runner;
-                affinity_passes && lease_passes
-            })
-            .collect();
-        found.sort_unstable();
-        found
-    }
 }
 
 #[cfg(test)]
@@ -911,6 +510,6 @@ mod tests {
     fn an_entry_stays_small() {
         // What a run costs in the two vectors every run is in (the sets hold active runs only).
         let per_run = std::mem::size_of::<(i64, Run)>() + std::mem::size_of::<View>();
-        assert!(per_run <= 112, "{per_run} bytes a run");
+        assert!(per_run <= 96, "{per_run} bytes a run");
     }
 }

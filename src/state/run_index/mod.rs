@@ -26,6 +26,7 @@
 //!   schema holds anything (it could shadow a main table), outside WAL mode, or while
 //!   statements are recorded for the bench (the recorder owns the connection's hooks).
 
+mod blob_refs;
 mod builder;
 mod file_io;
 mod hooks;
@@ -34,6 +35,7 @@ mod journal;
 mod journal_file;
 mod mirror;
 mod position;
+mod preupdate;
 mod records;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,9 +51,10 @@ use crate::error::Result;
 use builder::Builder;
 use hooks::Hooks;
 use identity::StateFile;
-use journal::{Journal, Key};
+use journal::{BlobMark, Journal, Key};
+pub use mirror::answers::ListRevision;
+pub use mirror::Current;
 use mirror::{At, Mirror};
-pub use mirror::{Current, ListRevision};
 use position::WalPosition;
 pub use records::Shape;
 
@@ -163,6 +166,7 @@ impl RunIndex {
         if let Some(hooks) = &self.hooks {
             // SAFETY: as in `install`.
             unsafe { hooks::install_wal_hook(hooks) };
+            hooks.read_blob_columns(conn);
         }
         self.lock().verified_schema = Some(version);
         Ok(())
@@ -218,6 +222,7 @@ impl RunIndex {
             {
                 *mirror = built.mirror;
                 mirror.verified_schema = Some(verified_schema);
+                give_back_freed_memory();
                 mirror.at = Some(at);
                 self.builds.fetch_add(1, Ordering::Relaxed);
             }
@@ -253,6 +258,7 @@ impl RunIndex {
         let Some(hooks) = &self.hooks else {
             return;
         };
+        confirm_blob_refs(hooks, conn);
         let keys: BTreeSet<Key> = match hooks.changes().pending() {
             Some(keys) if keys.len() <= MAX_CAPTURED_RUNS => keys.into_iter().collect(),
             _ => return,
@@ -318,25 +324,115 @@ impl RunIndex {
     }
 }
 
+/// Checks, before the commit, that every blob the transaction inserted is referred to by a row
+/// it wrote (see `blob_refs`): only then can its entry say it left no blob unreferenced.
+fn confirm_blob_refs(hooks: &Hooks, conn: &Connection) {
+    let Some(columns) = hooks.blob_columns() else {
+        return;
+    };
+    let Some(refs) = hooks.changes().blob_refs().to_confirm() else {
+        return;
+    };
+    if blob_refs::confirm(conn, columns, &refs) {
+        hooks.changes().blob_refs_mut().set_confirmed();
+    }
+}
+
+/// At most this many commits since the last blob mark are checked (see
+/// [`Journaled::blobs_known_clean`]); past it, the open's prune reads the file.
+const MAX_MARK_COMMITS: u32 = 1024;
+
 /// A connection of the state's own that no index reads from (the open's prune), whose commits
 /// are journaled for the indexes of every other connection.
 pub struct Journaled {
     // Declared first, so closed before the hooks that point into `hooks` go.
     conn: Connection,
-    _hooks: Box<Hooks>,
+    hooks: Box<Hooks>,
 }
 
 impl Journaled {
-    pub fn new(conn: Connection, file_path: &Path) -> Journaled {
+    /// `alongside`: the store connection's index, whose columns referring to blobs it shares
+    /// (read when that connection's schema was verified, just before).
+    pub fn new(conn: Connection, file_path: &Path, alongside: &RunIndex) -> Journaled {
         // SAFETY: the box is dropped after the connection (field order).
         let journal = Journal::new(file_path, StateFile::of(&conn, file_path), true);
         let _ = journal.open_now();
         let hooks = unsafe { hooks::install(conn.handle(), journal) };
         unsafe { hooks::install_wal_hook(&hooks) };
-        Journaled {
-            conn,
-            _hooks: hooks,
+        match alongside
+            .hooks
+            .as_ref()
+            .and_then(|other| other.blob_columns())
+        {
+            Some(columns) => hooks.share_blob_columns(columns.clone()),
+            None => hooks.read_blob_columns(&conn),
         }
+        Journaled { conn, hooks }
+    }
+
+    /// Whether the file, as this connection's write transaction (just begun, nothing changed
+    /// yet) sees it, provably has no blob that nothing refers to: a writer's blob mark (its
+    /// prune found none at a position, see [`Journaled::mark_blobs_clean`]) and, from there to
+    /// here, only journaled commits that say they left none, chaining exactly as a catch-up's
+    /// (docs/run-index.md, "What a reader believes"), at the same schema. Anything else —
+    /// another application's commit, a writer killed before its entry, a log restarted, a
+    /// dirty commit — is `false`: the prune reads the file.
+    pub fn blobs_known_clean(&self) -> bool {
+        let journal = self.hooks.journal();
+        let Some(mark) = journal.blob_mark() else {
+            return false;
+        };
+        let Ok(schema) = self.schema_version() else {
+            return false;
+        };
+        // SAFETY: the connection holds the write lock, outside any statement.
+        let Some(now) = (unsafe { position::of_shared_memory(self.conn.handle()) }) else {
+            return false;
+        };
+        if mark.schema != schema as u32 {
+            return false;
+        }
+        let count = now.commit.wrapping_sub(mark.position.commit);
+        if count > MAX_MARK_COMMITS {
+            return false;
+        }
+        let (mut frames, mut salt) = (mark.position.frames, mark.position.salt);
+        if count > 0 {
+            let first = mark.position.commit.wrapping_add(1);
+            for slot in journal.read_ahead(first, count) {
+                let Some(journal::Slot::Written(entry)) = slot else {
+                    return false;
+                };
+                if !follows(&entry.base, frames, salt) || entry.blobs_clean != Some(schema as u16) {
+                    return false;
+                }
+                frames = entry.after_frames;
+                salt = entry.after_salt.unwrap_or(entry.base.salt);
+            }
+        }
+        follows(&now, frames, salt)
+    }
+
+    /// Records that the prune in this connection's write transaction found no blob to delete,
+    /// at the position the transaction sees (the write lock is held: nothing else can commit).
+    pub fn mark_blobs_clean(&self) {
+        let Ok(schema) = self.schema_version() else {
+            return;
+        };
+        // SAFETY: as in `blobs_known_clean`.
+        if let Some(position) = unsafe { position::of_shared_memory(self.conn.handle()) } {
+            let mark = BlobMark {
+                position,
+                schema: schema as u32,
+            };
+            self.hooks.journal().set_blob_mark(&mark);
+        }
+    }
+
+    fn schema_version(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA main.schema_version", [], |row| row.get(0))?)
     }
 }
 
@@ -464,6 +560,17 @@ impl std::ops::Deref for Held {
 /// `TRUNCATE`, which this package never runs) is a gap for that reason too.
 fn follows(next: &WalPosition, frames: u32, salt: [u32; 2]) -> bool {
     next.frames == frames && next.salt == salt
+}
+
+/// Returns the memory freed since to the system: the build's own (its connection's page cache,
+/// the vectors it grew, on its thread's heap) and the index it replaced. glibc keeps freed heap
+/// memory otherwise, and the process's RSS kept what every build once used.
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// `PIW_RUN_INDEX=off`, read once per process.
