@@ -1,17 +1,18 @@
 //! Recovery parks: the claimant parks a run whose workflow source changed (`SOURCE_CHANGED`)
 //! or whose effect's outcome is unknown (`EFFECT_AMBIGUOUS`), keeping why as the queue error.
 
-use crate::sql::params_from_iter;
-use serde_json::json;
+use crate::sql::Db;
+use serde_json::{json, Value};
 
 use super::checks::{
     claimed_row, inconsistent_of, options_now, release_live_lease, run_id_read_again,
 };
-use super::machine::moves::{Table, EFFECT_AMBIGUOUS, SOURCE_CHANGED};
+use super::machine::moves::{Move, Table, EFFECT_AMBIGUOUS, SOURCE_CHANGED};
 use super::machine::record;
+use super::row::RunRow;
 use crate::controller::rows::put_caller_text;
 use crate::error::{Result, StoreError};
-use crate::js::{bind_params, token_hash_js, Js, Param};
+use crate::js::{token_hash_js, Js, Param};
 use crate::state::blobs::put_text;
 use crate::state::leases::Actor;
 use crate::store::Store;
@@ -55,54 +56,35 @@ pub fn park_for_source_change(store: &Store, call: &Call) -> Result<bool> {
         let Some(row) = claimed_row(conn, options, now)? else {
             return Ok(false);
         };
-        let lease = row.lease();
         let mut cut = String::new();
         let detail = sliced_detail(call, options, &mut cut)?;
         let error_hash = put_caller_text(conn, detail, now)?;
         // The updates bind `options.runId` as they read it.
-        let run = SOURCE_CHANGED.apply(
+        let run = SOURCE_CHANGED.apply_bound(
             conn,
             Table::Run,
-            params_from_iter(bind_params(&[
+            &[
                 Param::Js(detail),
                 Param::int(now),
                 Param::Js(options.get("runId")?),
-            ])?),
+            ],
         )?;
-        let queue = SOURCE_CHANGED.apply(
+        let queue = SOURCE_CHANGED.apply_bound(
             conn,
             Table::Queue,
-            params_from_iter(bind_params(&[
+            &[
                 Param::blob(&error_hash[..]),
                 Param::int(now),
                 Param::int(now),
                 Param::Js(options.get("runId")?),
-            ])?),
+            ],
         )?;
-        if run != 1 || queue != 1 {
-            return Err(inconsistent_of(
-                options,
-                "has inconsistent source-change state",
-            ));
-        }
-        let token_hash = token_hash_js(options.get("claimToken")?)?;
-        if !release_live_lease(conn, &row.resource_id, &token_hash, lease.generation, now)? {
-            return Err(inconsistent_of(
-                options,
-                "claim changed during source recovery",
-            ));
-        }
-        let payload = json!({ "status": "parked", "code": "workflowSourceChanged" });
-        let viewed = options.get("runId")?;
-        record(
-            conn,
-            &row,
-            (SOURCE_CHANGED.event, &payload),
-            Actor::Holder(&lease),
-            now,
-            run_id_read_again(viewed, &row.run_id),
-        )?;
-        Ok(true)
+        let parked = Parked {
+            inconsistent: "has inconsistent source-change state",
+            claim_changed: "claim changed during source recovery",
+            payload: json!({ "status": "parked", "code": "workflowSourceChanged" }),
+        };
+        parked.settle(conn, options, &row, &SOURCE_CHANGED, (run, queue), now)
     })
 }
 
@@ -116,62 +98,82 @@ pub fn park_for_ambiguous_effect(store: &Store, call: &Call) -> Result<bool> {
         let Some(row) = claimed_row(conn, options, now)? else {
             return Ok(false);
         };
-        let lease = row.lease();
         let error_hash = put_text(conn, AMBIGUOUS_EFFECT_DETAIL, now)?;
         // The updates bind `options.runId` as they read it, each its own read.
         let mv = &EFFECT_AMBIGUOUS;
-        mv.apply(
+        mv.apply_bound(
             conn,
             Table::Attempts,
-            params_from_iter(bind_params(&[
-                Param::int(now),
-                Param::Js(options.get("runId")?),
-            ])?),
+            &[Param::int(now), Param::Js(options.get("runId")?)],
         )?;
-        let run = mv.apply(
+        let run = mv.apply_bound(
             conn,
             Table::Run,
-            params_from_iter(bind_params(&[
+            &[
                 Param::text(AMBIGUOUS_EFFECT_DETAIL),
                 Param::int(now),
                 Param::int(now),
                 Param::Js(options.get("runId")?),
-            ])?),
+            ],
         )?;
-        let queue = mv.apply(
+        let queue = mv.apply_bound(
             conn,
             Table::Queue,
-            params_from_iter(bind_params(&[
+            &[
                 Param::blob(&error_hash[..]),
                 Param::int(now),
                 Param::Js(options.get("runId")?),
-            ])?),
+            ],
         )?;
+        let parked = Parked {
+            inconsistent: "has inconsistent ambiguous-effect state",
+            claim_changed: "claim changed during effect recovery",
+            payload: json!({ "status": "waiting", "code": "effectAmbiguous" }),
+        };
+        parked.settle(conn, options, &row, mv, (run, queue), now)
+    })
+}
+
+/// What the two recovery parks do after their updates, in the reference's order: judge the
+/// updates, release the caller's live lease, then the revision, event and viewer deltas.
+struct Parked {
+    /// The error when an update did not change exactly one row.
+    inconsistent: &'static str,
+    /// The error when the lease could not be released.
+    claim_changed: &'static str,
+    /// The event's payload.
+    payload: Value,
+}
+
+impl Parked {
+    fn settle(
+        self,
+        conn: &Db,
+        options: Js<'_>,
+        row: &RunRow,
+        mv: &Move,
+        (run, queue): (usize, usize),
+        now: i64,
+    ) -> Result<bool> {
         if run != 1 || queue != 1 {
-            return Err(inconsistent_of(
-                options,
-                "has inconsistent ambiguous-effect state",
-            ));
+            return Err(inconsistent_of(options, self.inconsistent));
         }
+        let lease = row.lease();
         let token_hash = token_hash_js(options.get("claimToken")?)?;
         if !release_live_lease(conn, &row.resource_id, &token_hash, lease.generation, now)? {
-            return Err(inconsistent_of(
-                options,
-                "claim changed during effect recovery",
-            ));
+            return Err(inconsistent_of(options, self.claim_changed));
         }
-        let payload = json!({ "status": "waiting", "code": "effectAmbiguous" });
         let viewed = options.get("runId")?;
         record(
             conn,
-            &row,
-            (mv.event, &payload),
+            row,
+            (mv.event, &self.payload),
             Actor::Holder(&lease),
             now,
             run_id_read_again(viewed, &row.run_id),
         )?;
         Ok(true)
-    })
+    }
 }
 
 #[cfg(test)]

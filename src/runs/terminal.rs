@@ -2,7 +2,7 @@
 //! or starting run without a token), and the control plane cancels one whose claim is absent
 //! or expired (`CANCEL_STALE`); a cancellation ends the run's dependents with it.
 
-use crate::sql::{params, params_from_iter};
+use crate::sql::params;
 use serde_json::json;
 
 use super::checks::{
@@ -14,7 +14,7 @@ use super::machine::status::{QueueStatus, RunStatus};
 use super::row::run_row_of;
 use crate::controller::rows::put_caller_text;
 use crate::error::{Result, StoreError};
-use crate::js::{bind_params, canonical_literal, token_hash_js, Bound, Js, Param};
+use crate::js::{canonical_literal, token_hash_js, Bound, Js, Param};
 use crate::state::blobs::put_text;
 use crate::state::ids::random_uuid;
 use crate::state::json::canonical;
@@ -237,15 +237,15 @@ fn cancel_stale<'a>(
         let stored_owner = leases::stored_owner_id(conn, &row.resource_id)?.unwrap_or_default();
         let control_id = stored_owner.as_slice();
         let error_hash = put_text(conn, "Workflow run cancelled", now)?;
-        let queue = CANCEL_STALE.apply(
+        let queue = CANCEL_STALE.apply_bound(
             conn,
             Table::Queue,
-            params_from_iter(bind_params(&[
+            &[
                 Param::blob(&error_hash[..]),
                 Param::int(now),
                 Param::int(now),
                 Param::Js(run_id_again()?),
-            ])?),
+            ],
         )?;
         if queue != 1 {
             return Err(inconsistent_at(
@@ -253,15 +253,15 @@ fn cancel_stale<'a>(
                 "has inconsistent queue state",
             ));
         }
-        let run = CANCEL_STALE.apply(
+        let run = CANCEL_STALE.apply_bound(
             conn,
             Table::Run,
-            params_from_iter(bind_params(&[
+            &[
                 Param::blob(&error_hash[..]),
                 Param::int(now),
                 Param::int(now),
                 Param::Js(run_id_again()?),
-            ])?),
+            ],
         )?;
         if run != 1 {
             return Err(inconsistent_at(

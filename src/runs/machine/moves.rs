@@ -10,7 +10,8 @@
 //! below hold each update's SQL to the statuses the table names.
 
 use crate::error::Result;
-use crate::sql::{Db, Params};
+use crate::js::{bind_params, Param};
+use crate::sql::{params_from_iter, Db, Params};
 
 use super::status::{status_sql, QueueStatus as Q, RunStatus as R};
 
@@ -90,6 +91,11 @@ impl Move {
             .map(|(_, sql)| *sql)
             .unwrap_or_else(|| panic!("the move of {:?} updates no {table:?}", self.methods));
         Ok(conn.prepare_cached(sql)?.execute(params)?)
+    }
+
+    /// [`Move::apply`] with values bound as better-sqlite3 binds the reference's arguments.
+    pub fn apply_bound(&self, conn: &Db, table: Table, values: &[Param<'_>]) -> Result<usize> {
+        self.apply(conn, table, params_from_iter(bind_params(values)?))
     }
 }
 

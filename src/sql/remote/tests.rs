@@ -105,6 +105,12 @@ fn held_back_statements_go_with_the_next_statement_or_the_commit_in_one_request(
     select(&db);
     insert.execute_deferred(params![7, "f"]).unwrap();
     db.prepare_cached("COMMIT").unwrap().execute([]).unwrap();
+    // A read snapshot's COMMIT is sent without waiting for its reply: give the node up to 5 s
+    // to have read it (under load it may not have yet).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while sent(start).len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert_eq!(sent(start), ["BEGIN", "COMMIT"]);
 }
 
