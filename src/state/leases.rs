@@ -145,32 +145,23 @@ pub fn take(
                 Param::int(from_generation),
             ],
         )?,
-        HolderKind::Controller => execute(
+        // The controller and the system differ only in the owner type written and in whether a
+        // lease without an expiry may be taken.
+        HolderKind::Controller | HolderKind::System => execute(
             conn,
-            "UPDATE leases
+            if matches!(holder.kind, HolderKind::Controller) {
+                "UPDATE leases
          SET generation = ?, owner_type = 'controller', owner_id = ?, token_hash = ?,
              acquired_at = ?, heartbeat_at = ?, expires_at = ?
          WHERE resource_id = ? AND generation = ?
-           AND (owner_id IS NULL OR expires_at <= ?)",
-            &[
-                generation,
-                owner_id,
-                token_hash,
-                Param::int(now),
-                Param::int(now),
-                expires_at,
-                Param::text(resource_id),
-                Param::int(from_generation),
-                Param::int(now),
-            ],
-        )?,
-        HolderKind::System => execute(
-            conn,
-            "UPDATE leases
+           AND (owner_id IS NULL OR expires_at <= ?)"
+            } else {
+                "UPDATE leases
                  SET generation = ?, owner_type = 'system', owner_id = ?, token_hash = ?,
                      acquired_at = ?, heartbeat_at = ?, expires_at = ?
                  WHERE resource_id = ? AND generation = ?
-                   AND (owner_id IS NULL OR expires_at IS NULL OR expires_at <= ?)",
+                   AND (owner_id IS NULL OR expires_at IS NULL OR expires_at <= ?)"
+            },
             &[
                 generation,
                 owner_id,
@@ -197,45 +188,29 @@ pub fn renew(
     expires_at: Param<'_>,
     now: i64,
 ) -> Result<bool> {
-    let owner_id = holder.owner_id.clone();
-    let token_hash = Param::blob(holder.token_hash);
-    let bound_owner_type = |owner_type: Param<'_>| {
-        execute(
-            conn,
-            "UPDATE leases SET heartbeat_at = ?, expires_at = ?
-                 WHERE resource_id = ? AND owner_type = ? AND owner_id = ?
-                   AND token_hash = ? AND generation = ? AND expires_at > ?",
-            &[
-                Param::int(now),
-                expires_at.clone(),
-                Param::text(resource_id),
-                owner_type,
-                owner_id.clone(),
-                token_hash.clone(),
-                generation.clone(),
-                Param::int(now),
-            ],
-        )
+    // Every kind is fenced by its owner type; a controller's or the system's is bound as the
+    // text the reference writes as a literal, which matches the same rows.
+    let owner_type = match &holder.kind {
+        HolderKind::Runner(owner_type) => owner_type.clone(),
+        HolderKind::Controller => Param::text("controller"),
+        HolderKind::System => Param::text("system"),
     };
-    let changed = match &holder.kind {
-        HolderKind::Runner(owner_type) => bound_owner_type(owner_type.clone())?,
-        HolderKind::System => bound_owner_type(Param::text("system"))?,
-        HolderKind::Controller => execute(
-            conn,
-            "UPDATE leases SET heartbeat_at = ?, expires_at = ?
-         WHERE resource_id = ? AND owner_type = 'controller' AND owner_id = ?
-           AND token_hash = ? AND generation = ? AND expires_at > ?",
-            &[
-                Param::int(now),
-                expires_at.clone(),
-                Param::text(resource_id),
-                owner_id.clone(),
-                token_hash.clone(),
-                generation.clone(),
-                Param::int(now),
-            ],
-        )?,
-    };
+    let changed = execute(
+        conn,
+        "UPDATE leases SET heartbeat_at = ?, expires_at = ?
+             WHERE resource_id = ? AND owner_type = ? AND owner_id = ?
+               AND token_hash = ? AND generation = ? AND expires_at > ?",
+        &[
+            Param::int(now),
+            expires_at,
+            Param::text(resource_id),
+            owner_type,
+            holder.owner_id.clone(),
+            Param::blob(holder.token_hash),
+            generation,
+            Param::int(now),
+        ],
+    )?;
     Ok(changed == 1)
 }
 
