@@ -191,6 +191,62 @@ fn or_null(value: Js<'_>) -> Param<'_> {
     }
 }
 
+/// The scheduler's update of a workflow row; `$reserve` is what is set before the run ID
+/// (the reserved run for `updateWorkflow`, nothing for `completeWorkflow`).
+macro_rules! scheduler_update_sql {
+    ($reserve:literal) => {
+        concat!(
+            "UPDATE controller_workflows SET ",
+            $reserve,
+            "run_id = CASE
+               WHEN ? IS NOT NULL AND EXISTS(SELECT 1 FROM runs WHERE run_id = ?) THEN ?
+               ELSE run_id
+             END,
+             status = ?, attempt_count = COALESCE(?, attempt_count),
+             error_hash = ?, updated_at = ?
+             WHERE request_id = ?"
+        )
+    };
+}
+
+/// Stores the error text of `update`, then the scheduler's update with its values bound in
+/// order, each a read of `update` as in the reference: `update.runId ?? null` four times when
+/// it `reserves` the run (`updateWorkflow`), three times when not (`completeWorkflow`), then
+/// `update.state`, `update.attempt ?? null`, the error hash, `now` and the request ID.
+fn store_scheduler_update(
+    conn: &Db,
+    reserves: bool,
+    update: Js<'_>,
+    request_id: Js<'_>,
+    now: i64,
+) -> Result<()> {
+    let (sql, run_id_reads) = if reserves {
+        (
+            scheduler_update_sql!("reserved_run_id = COALESCE(?, reserved_run_id), "),
+            4,
+        )
+    } else {
+        (scheduler_update_sql!(""), 3)
+    };
+    let error_hash = update_error_hash(conn, update, now)?;
+    let mut statement = conn.prepare_cached(sql)?;
+    let mut values = Vec::with_capacity(run_id_reads + 5);
+    for _ in 0..run_id_reads {
+        values.push(or_null(update.get("runId")?));
+    }
+    values.extend([
+        Param::Js(update.get("state")?),
+        or_null(update.get("attempt")?),
+        error_hash
+            .as_ref()
+            .map_or(Param::null(), |hash| Param::blob(&hash[..])),
+        Param::int(now),
+        Param::Js(request_id),
+    ]);
+    statement.execute(params_from_iter(bind_params(&values)?))?;
+    Ok(())
+}
+
 pub fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let request_id = Js::arg(call, 0);
     let update = Js::arg(call, 1);
@@ -199,32 +255,7 @@ pub fn update_workflow(store: &Store, call: &Call) -> Result<Reply> {
         let row = require_workflow_row(conn, request_id)?;
         let source = require_controller_row_by_uid(conn, Js::String(&row.resource_uid))?;
         assert_controller_claim(conn, &source, Js::arg(call, 2), now, true)?;
-        let error_hash = update_error_hash(conn, update, now)?;
-        let mut statement = conn.prepare_cached(
-            "UPDATE controller_workflows
-             SET reserved_run_id = COALESCE(?, reserved_run_id),
-                 run_id = CASE
-                   WHEN ? IS NOT NULL AND EXISTS(SELECT 1 FROM runs WHERE run_id = ?) THEN ?
-                   ELSE run_id
-                 END,
-                 status = ?, attempt_count = COALESCE(?, attempt_count),
-                 error_hash = ?, updated_at = ?
-             WHERE request_id = ?",
-        )?;
-        // Four `update.runId ?? null`: four reads.
-        statement.execute(params_from_iter(bind_params(&[
-            or_null(update.get("runId")?),
-            or_null(update.get("runId")?),
-            or_null(update.get("runId")?),
-            or_null(update.get("runId")?),
-            Param::Js(update.get("state")?),
-            or_null(update.get("attempt")?),
-            error_hash
-                .as_ref()
-                .map_or(Param::null(), |hash| Param::blob(&hash[..])),
-            Param::int(now),
-            Param::Js(request_id),
-        ])?))?;
+        store_scheduler_update(conn, true, update, request_id, now)?;
         map_workflow(conn, &require_workflow_row(conn, request_id)?)
     })?;
     Ok(Reply::value(record))
@@ -256,30 +287,7 @@ pub fn complete_workflow(store: &Store, call: &Call) -> Result<Reply> {
     let source = require_controller_row_by_uid(conn, Js::String(&row.resource_uid))?;
     let now = call.clock;
     let record = store.write(|conn| {
-        let error_hash = update_error_hash(conn, update, now)?;
-        let mut statement = conn.prepare_cached(
-            "UPDATE controller_workflows
-             SET run_id = CASE
-                   WHEN ? IS NOT NULL AND EXISTS(SELECT 1 FROM runs WHERE run_id = ?) THEN ?
-                   ELSE run_id
-                 END,
-                 status = ?, attempt_count = COALESCE(?, attempt_count),
-                 error_hash = ?, updated_at = ?
-             WHERE request_id = ?",
-        )?;
-        // Three `update.runId ?? null`, then `update.state`: each a read.
-        statement.execute(params_from_iter(bind_params(&[
-            or_null(update.get("runId")?),
-            or_null(update.get("runId")?),
-            or_null(update.get("runId")?),
-            Param::Js(update.get("state")?),
-            or_null(update.get("attempt")?),
-            error_hash
-                .as_ref()
-                .map_or(Param::null(), |hash| Param::blob(&hash[..])),
-            Param::int(now),
-            Param::Js(request_id),
-        ])?))?;
+        store_scheduler_update(conn, false, update, request_id, now)?;
         let revision = resource_revision(conn, &source.resource_id)?;
         bump_resource(conn, &source.resource_id, revision, now)?;
         let payload = completion_payload(
