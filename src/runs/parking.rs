@@ -2,14 +2,14 @@
 //! `COMPLETE`), and a parked run waiting on an interaction is paused and resumed (`PAUSE`,
 //! `RESUME`).
 
-use crate::sql::params;
+use crate::sql::{params, Db};
 use serde_json::json;
 
 use super::checks::{has_pending_interaction, live_claim_of, options_now, run_holder};
 use super::machine::moves::{Move, Table, COMPLETE, PARK, PAUSE, RESUME};
 use super::machine::record;
 use super::machine::status::{QueueStatus, RunStatus};
-use super::row::run_row_of;
+use super::row::{run_row_of, RunRow};
 use crate::error::Result;
 use crate::js::{token_hash_js, Js, Param};
 use crate::state::leases::{self, Actor, Fence};
@@ -80,74 +80,65 @@ fn release_run_claim(
 
 /// Pauses a parked, ownerless run that waits on a pending interaction (idempotent).
 pub fn pause_parked(store: &Store, call: &Call) -> Result<bool> {
-    let now = options_now(call)?;
-    store.write(|conn| {
-        // `options.runId` is read inside the reference's transaction.
-        let run_id = Js::arg(call, 0).get_or_undefined("runId")?;
-        let Some(row) = run_row_of(conn, run_id)? else {
-            return Ok(false);
-        };
-        let run_id = row.run_id.as_str();
-        if row.queue_status() != Some(QueueStatus::Parked) {
-            return Ok(false);
-        }
-        let lease = row.lease();
-        if lease.is_live(now) || !has_pending_interaction(conn, run_id)? {
-            return Ok(false);
+    toggle_pause(store, call, &PAUSE, "parked", |conn, row, now| {
+        if row.queue_status() != Some(QueueStatus::Parked) || !awaits_interaction(conn, row, now)? {
+            return Ok(Some(false));
         }
         if row.paused == 1 {
-            return Ok(true);
+            return Ok(Some(true));
         }
-        if !matches!(
+        Ok((!matches!(
             row.run_status(),
             Some(RunStatus::Running | RunStatus::Waiting)
-        ) {
-            return Ok(false);
-        }
-        let changed = PAUSE.apply(conn, Table::Run, params![now, run_id])?;
-        if changed != 1 {
-            return Ok(false);
-        }
-        record(
-            conn,
-            &row,
-            (PAUSE.event, &json!({ "status": "parked" })),
-            Actor::Control(None),
-            now,
-            &row.run_id,
-        )?;
-        Ok(true)
+        ))
+        .then_some(false))
     })
 }
 
 /// Lifts the pause of a parked, waiting, ownerless run that still has a pending interaction.
 pub fn resume_paused(store: &Store, call: &Call) -> Result<bool> {
+    toggle_pause(store, call, &RESUME, "waiting", |conn, row, now| {
+        let ready = row.queue_status() == Some(QueueStatus::Parked)
+            && row.run_status() == Some(RunStatus::Waiting)
+            && row.paused == 1
+            && awaits_interaction(conn, row, now)?;
+        Ok((!ready).then_some(false))
+    })
+}
+
+/// Whether the run's lease is not live at `now` and the run has a pending interaction (asked
+/// only then).
+fn awaits_interaction(conn: &Db, row: &RunRow, now: i64) -> Result<bool> {
+    Ok(!row.lease().is_live(now) && has_pending_interaction(conn, &row.run_id)?)
+}
+
+/// The frame pause and resume share: `options.runId` is read inside the reference's
+/// transaction, `judge` answers for a row the move does not apply to (`Some`), then `mv` is
+/// applied to the run and recorded with the run's new `status`.
+fn toggle_pause(
+    store: &Store,
+    call: &Call,
+    mv: &Move,
+    status: &str,
+    judge: impl FnOnce(&Db, &RunRow, i64) -> Result<Option<bool>>,
+) -> Result<bool> {
     let now = options_now(call)?;
     store.write(|conn| {
-        // `options.runId` is read inside the reference's transaction.
         let run_id = Js::arg(call, 0).get_or_undefined("runId")?;
         let Some(row) = run_row_of(conn, run_id)? else {
             return Ok(false);
         };
-        let run_id = row.run_id.as_str();
-        if row.queue_status() != Some(QueueStatus::Parked)
-            || row.run_status() != Some(RunStatus::Waiting)
-            || row.paused != 1
-        {
-            return Ok(false);
+        if let Some(answer) = judge(conn, &row, now)? {
+            return Ok(answer);
         }
-        let lease = row.lease();
-        if lease.is_live(now) || !has_pending_interaction(conn, run_id)? {
-            return Ok(false);
-        }
-        let changed = RESUME.apply(conn, Table::Run, params![now, run_id])?;
+        let changed = mv.apply(conn, Table::Run, params![now, row.run_id])?;
         if changed != 1 {
             return Ok(false);
         }
         record(
             conn,
             &row,
-            (RESUME.event, &json!({ "status": "waiting" })),
+            (mv.event, &json!({ "status": status })),
             Actor::Control(None),
             now,
             &row.run_id,
