@@ -149,6 +149,25 @@ pub fn run_on(db: &Db, sql: &str, params: &Value) -> Result<Value> {
     }
 }
 
+/// `{columns, rows}` from the cursor `$rows` (rusqlite's or the remote engine's: the same calls,
+/// with no trait in common), each row encoded as `$names.len()` tagged values, stopping after
+/// `$limit` rows.
+macro_rules! rows_reply {
+    ($names:expr, $rows:expr, $safe_integers:expr, $limit:expr) => {{
+        let width = $names.len();
+        let out = collect_rows(
+            || {
+                $rows
+                    .next()?
+                    .map(|row| encode_row(width, $safe_integers, |index| row.get_ref(index)))
+                    .transpose()
+            },
+            $limit,
+        )?;
+        Ok(json!({ "columns": $names, "rows": out }))
+    }};
+}
+
 /// [`query`] on either engine.
 pub fn query_on(
     db: &Db,
@@ -163,18 +182,9 @@ pub fn query_on(
             let (names, values) = described(sql, |statement| {
                 Ok((column_names(statement), bound_values(statement, params)?))
             })?;
-            let width = names.len();
             let mut statement = db.prepare_cached(sql)?;
             let mut rows = statement.query(params_from_iter(values.iter().map(|(_, v)| v)))?;
-            let out = collect_rows(
-                || {
-                    rows.next()?
-                        .map(|row| encode_row(width, safe_integers, |index| row.get_ref(index)))
-                        .transpose()
-                },
-                limit,
-            )?;
-            Ok(json!({ "columns": names, "rows": out }))
+            rows_reply!(names, rows, safe_integers, limit)
         }
     }
 }
@@ -232,17 +242,8 @@ pub fn query(
     let mut statement = conn.prepare_cached(sql)?;
     let names = column_names(&statement);
     bind(&mut statement, params)?;
-    let width = names.len();
     let mut rows = statement.raw_query();
-    let out = collect_rows(
-        || {
-            rows.next()?
-                .map(|row| encode_row(width, safe_integers, |index| row.get_ref(index)))
-                .transpose()
-        },
-        limit,
-    )?;
-    Ok(json!({ "columns": names, "rows": out }))
+    rows_reply!(names, rows, safe_integers, limit)
 }
 
 /// A statement's result column names.
