@@ -19,6 +19,11 @@ fn select(db: &crate::sql::Db) -> usize {
     rows.count()
 }
 
+/// Prepares and runs one statement that binds nothing, as the store's transaction steps do.
+fn step(db: &crate::sql::Db, sql: &str) {
+    db.prepare_cached(sql).unwrap().execute([]).unwrap();
+}
+
 #[test]
 fn a_transaction_sends_its_begin_with_its_first_select_in_one_round_trip() {
     let (db, node) = on_fake_leader();
@@ -31,25 +36,19 @@ fn a_transaction_sends_its_begin_with_its_first_select_in_one_round_trip() {
         assert_eq!(node.sent_ahead(), before + together, "{begin} went alone");
         assert!(!db.is_autocommit());
         db.execute("INSERT INTO t VALUES (?)", ["v"]).unwrap();
-        db.prepare_cached("COMMIT").unwrap().execute([]).unwrap();
+        step(&db, "COMMIT");
         assert!(db.is_autocommit());
     }
     // A first statement that writes waits for its BEGIN, as before.
     let before = node.sent_ahead();
-    db.prepare_cached("BEGIN IMMEDIATE")
-        .unwrap()
-        .execute([])
-        .unwrap();
+    step(&db, "BEGIN IMMEDIATE");
     db.execute("INSERT INTO t VALUES (?)", ["v"]).unwrap();
     select(&db);
-    db.prepare_cached("COMMIT").unwrap().execute([]).unwrap();
+    step(&db, "COMMIT");
     assert_eq!(node.sent_ahead(), before);
     // A transaction ended before any statement never reached the server.
     for end in ["COMMIT", "ROLLBACK"] {
-        db.prepare_cached("BEGIN IMMEDIATE")
-            .unwrap()
-            .execute([])
-            .unwrap();
+        step(&db, "BEGIN IMMEDIATE");
         db.execute_batch(end).unwrap();
         assert!(db.is_autocommit());
         assert!(db.execute_batch(end).is_err(), "no transaction is open");
@@ -61,15 +60,12 @@ fn held_back_statements_go_with_the_next_statement_or_the_commit_in_one_request(
     let (db, node) = on_fake_leader();
     let sent = |from: usize| node.exec_sql()[from..].to_vec();
     let start = node.exec_sql().len();
-    db.prepare_cached("BEGIN IMMEDIATE")
-        .unwrap()
-        .execute([])
-        .unwrap();
+    step(&db, "BEGIN IMMEDIATE");
     select(&db);
     let mut insert = db.prepare_cached("INSERT INTO t VALUES (?, ?)").unwrap();
     insert.execute_deferred(params![1, "a'b"]).unwrap();
     insert.execute_deferred(params![-2, vec![0xab_u8]]).unwrap();
-    db.prepare_cached("COMMIT").unwrap().execute([]).unwrap();
+    step(&db, "COMMIT");
     assert_eq!(
         sent(start),
         [
@@ -80,16 +76,13 @@ fn held_back_statements_go_with_the_next_statement_or_the_commit_in_one_request(
     // Before a statement that needs a reply, in one request of their own; a REAL cannot be
     // written into the text exactly, so that statement is sent as it comes.
     let start = node.exec_sql().len();
-    db.prepare_cached("BEGIN IMMEDIATE")
-        .unwrap()
-        .execute([])
-        .unwrap();
+    step(&db, "BEGIN IMMEDIATE");
     select(&db);
     insert.execute_deferred(params![3, "c"]).unwrap();
     insert.execute_deferred(params![4, "d"]).unwrap();
     insert.execute_deferred(params![5, 0.5]).unwrap();
     insert.execute_deferred(params![6, "e"]).unwrap();
-    db.prepare_cached("ROLLBACK").unwrap().execute([]).unwrap();
+    step(&db, "ROLLBACK");
     assert_eq!(
         sent(start),
         [
@@ -101,10 +94,10 @@ fn held_back_statements_go_with_the_next_statement_or_the_commit_in_one_request(
     );
     // Outside a write transaction nothing is held back.
     let start = node.exec_sql().len();
-    db.prepare_cached("BEGIN").unwrap().execute([]).unwrap();
+    step(&db, "BEGIN");
     select(&db);
     insert.execute_deferred(params![7, "f"]).unwrap();
-    db.prepare_cached("COMMIT").unwrap().execute([]).unwrap();
+    step(&db, "COMMIT");
     // A read snapshot's COMMIT is sent without waiting for its reply: give the node up to 5 s
     // to have read it (under load it may not have yet).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
