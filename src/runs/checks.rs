@@ -35,13 +35,7 @@ pub fn live_claim_row_of(
 
 /// [`live_claim_row_of`] for a row already read in this transaction.
 pub fn live_claim_of(row: RunRow, claim_token: Js<'_>, now: i64) -> Result<Option<RunRow>> {
-    let live = leases::holds_live(
-        row.owner_id.as_deref(),
-        row.token_hash.as_deref(),
-        row.claim_expires_at,
-        now,
-        || token_hash_js(claim_token),
-    )?;
+    let live = row.claim().holds_live(now, || token_hash_js(claim_token))?;
     Ok(live.then_some(row))
 }
 

@@ -11,7 +11,7 @@ use crate::js::{params_for, Js};
 use crate::state::columns::{
     blob_at, is_utf8_error, lossy_string_at, opt_blob_at, opt_lossy_string_at, opt_str_at, str_at,
 };
-use crate::state::leases::Lease;
+use crate::state::leases::{Claim, Lease};
 
 /// The columns of the reference's `workflowRunSelect`, then the rest of the run's lease (so a
 /// path that reads the run has its whole lease without reading it again), followed by a
@@ -143,6 +143,15 @@ impl RunRow {
             owner_type: self.owner_type.clone(),
             owner_id: self.owner_id.clone(),
             token_hash: self.token_hash.clone(),
+            expires_at: self.claim_expires_at,
+        }
+    }
+
+    /// The claim columns of the run's lease, borrowed, for a claim check.
+    pub fn claim(&self) -> Claim<'_> {
+        Claim {
+            owner_id: self.owner_id.as_deref(),
+            token_hash: self.token_hash.as_deref(),
             expires_at: self.claim_expires_at,
         }
     }

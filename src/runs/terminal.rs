@@ -108,13 +108,9 @@ fn terminal_run(
             None
         } else {
             let mut presented = None;
-            let live = leases::holds_unexpired(
-                lease.owner_id.as_deref(),
-                lease.token_hash.as_deref(),
-                lease.expires_at,
-                now,
-                || Ok::<_, StoreError>(*presented.insert(token_hash_js(claim_token)?)),
-            )?;
+            let live = lease.claim().holds_unexpired(now, || {
+                Ok::<_, StoreError>(*presented.insert(token_hash_js(claim_token)?))
+            })?;
             if !live {
                 return Ok(false);
             }

@@ -9,7 +9,6 @@ use super::parking::release_by_call;
 use super::row::run_row_of;
 use crate::error::Result;
 use crate::js::{params_for, token_hash_js, Js};
-use crate::state::leases;
 use crate::store::Store;
 use crate::wire::{Call, Reply};
 
@@ -23,13 +22,9 @@ pub fn delete(store: &Store, call: &Call) -> Result<bool> {
         let Some(row) = run_row_of(conn, options.get("runId")?)? else {
             return Ok(false);
         };
-        let live = leases::holds_unexpired(
-            row.owner_id.as_deref(),
-            row.token_hash.as_deref(),
-            row.claim_expires_at,
-            now,
-            || token_hash_js(options.get_or_undefined("claimToken")?),
-        )?;
+        let live = row.claim().holds_unexpired(now, || {
+            token_hash_js(options.get_or_undefined("claimToken")?)
+        })?;
         if !live {
             return Ok(false);
         }

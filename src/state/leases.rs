@@ -21,8 +21,7 @@ pub use super::attribution::{
 };
 pub(crate) use super::liveness::lease_columns;
 pub use super::liveness::{
-    free_or_expired, holds_live, holds_unexpired, system_lease_expiry, Lease, CONTROLLER_TAKEABLE,
-    RUN_TAKEABLE,
+    free_or_expired, system_lease_expiry, Claim, Lease, CONTROLLER_TAKEABLE, RUN_TAKEABLE,
 };
 use crate::error::{Result, StoreError};
 use crate::js::{bind_params, Param};

@@ -1,5 +1,5 @@
 //! Lease liveness, one owner: the `leases` row as read ([`Lease`]), whether it is live or
-//! unexpired at a time, whether a caller's token holds it ([`holds_live`]), the same rules as
+//! unexpired at a time, whether a caller's token holds it ([`Claim`]), the same rules as
 //! SQL conditions for the reads that find takeable rows, and the system lease's expiry.
 
 use crate::sql::Row;
@@ -55,6 +55,15 @@ pub fn system_lease_expiry(now: i64) -> i64 {
 }
 
 impl Lease {
+    /// Its claim columns, borrowed, for a claim check.
+    pub fn claim(&self) -> Claim<'_> {
+        Claim {
+            owner_id: self.owner_id.as_deref(),
+            token_hash: self.token_hash.as_deref(),
+            expires_at: self.expires_at,
+        }
+    }
+
     /// The lease read by [`lease_columns!`] from column `first` on; `None` when a left join
     /// found no lease row (a NULL generation).
     pub fn from_columns(row: &Row<'_>, first: usize) -> rusqlite::Result<Option<Lease>> {
@@ -93,54 +102,74 @@ impl Lease {
     }
 }
 
-/// The claim check both holders' verifications share: the lease has an owner, an expiry and a
-/// token, the presented token hashes to it, and it is unexpired at `now`. `presented` (the
-/// presented token's hash) is asked for only once the lease has an owner, an expiry and a
-/// token, so a token the caller cannot hash fails only then, as in the reference.
-pub fn holds_live<E>(
-    owner_id: Option<&str>,
-    token_hash: Option<&[u8]>,
-    expires_at: Option<i64>,
-    now: i64,
-    presented: impl FnOnce() -> std::result::Result<[u8; 32], E>,
-) -> std::result::Result<bool, E> {
-    let (Some(_), Some(expires_at), Some(hash)) = (owner_id, expires_at, token_hash) else {
-        return Ok(false);
-    };
-    Ok(hash == presented()? && expires_at > now)
+/// A lease's claim columns as a claim check reads them (a run row's or a [`Lease`]'s).
+#[derive(Debug, Clone, Copy)]
+pub struct Claim<'a> {
+    pub owner_id: Option<&'a str>,
+    pub token_hash: Option<&'a [u8]>,
+    pub expires_at: Option<i64>,
 }
 
-/// [`holds_live`] with the expiry judged before the token is hashed (`terminalRun`,
-/// `deleteWorkflowRun`): on an expired lease a token the caller cannot hash is not asked for.
-pub fn holds_unexpired<E>(
-    owner_id: Option<&str>,
-    token_hash: Option<&[u8]>,
-    expires_at: Option<i64>,
-    now: i64,
-    presented: impl FnOnce() -> std::result::Result<[u8; 32], E>,
-) -> std::result::Result<bool, E> {
-    if expires_at.is_none_or(|expires_at| expires_at <= now) {
-        return Ok(false);
+impl Claim<'_> {
+    /// The claim check both holders' verifications share: the lease has an owner, an expiry
+    /// and a token, the presented token hashes to it, and it is unexpired at `now`.
+    /// `presented` (the presented token's hash) is asked for only once the lease has an owner,
+    /// an expiry and a token, so a token the caller cannot hash fails only then, as in the
+    /// reference.
+    pub fn holds_live<E>(
+        self,
+        now: i64,
+        presented: impl FnOnce() -> std::result::Result<[u8; 32], E>,
+    ) -> std::result::Result<bool, E> {
+        let (Some(_), Some(expires_at), Some(hash)) =
+            (self.owner_id, self.expires_at, self.token_hash)
+        else {
+            return Ok(false);
+        };
+        Ok(hash == presented()? && expires_at > now)
     }
-    holds_live(owner_id, token_hash, expires_at, now, presented)
+
+    /// [`Claim::holds_live`] with the expiry judged before the token is hashed
+    /// (`terminalRun`, `deleteWorkflowRun`): on an expired lease a token the caller cannot
+    /// hash is not asked for.
+    pub fn holds_unexpired<E>(
+        self,
+        now: i64,
+        presented: impl FnOnce() -> std::result::Result<[u8; 32], E>,
+    ) -> std::result::Result<bool, E> {
+        if self.expires_at.is_none_or(|expires_at| expires_at <= now) {
+            return Ok(false);
+        }
+        self.holds_live(now, presented)
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{holds_live, holds_unexpired};
+    use super::Claim;
     use crate::js::token_hash;
 
     const NOW: i64 = 1_000;
     const EXPIRES: i64 = 31_000;
+
+    fn claim<'a>(
+        owner_id: Option<&'a str>,
+        token_hash: Option<&'a [u8]>,
+        expires_at: Option<i64>,
+    ) -> Claim<'a> {
+        Claim {
+            owner_id,
+            token_hash,
+            expires_at,
+        }
+    }
 
     #[test]
     fn a_live_claim_needs_owner_expiry_and_the_token_and_hashes_only_then() {
         let hash = token_hash("token-a");
         let refused = || Err::<[u8; 32], &str>("not hashable");
         let live = |owner, stored: Option<&[u8]>, expires, now| {
-            holds_live(owner, stored, expires, now, || {
-                Ok::<_, &str>(token_hash("token-a"))
-            })
+            claim(owner, stored, expires).holds_live(now, || Ok::<_, &str>(token_hash("token-a")))
         };
         assert_eq!(live(Some("a"), Some(&hash), Some(EXPIRES), NOW), Ok(true));
         assert_eq!(
@@ -154,9 +183,12 @@ mod tests {
             (Some("a"), None, Some(EXPIRES)),
             (Some("a"), Some(&hash[..]), None),
         ] {
-            assert_eq!(holds_live(owner, stored, expires, NOW, refused), Ok(false));
+            assert_eq!(
+                claim(owner, stored, expires).holds_live(NOW, refused),
+                Ok(false)
+            );
         }
-        let asked = holds_live(Some("a"), Some(&hash), Some(EXPIRES), EXPIRES, refused);
+        let asked = claim(Some("a"), Some(&hash), Some(EXPIRES)).holds_live(EXPIRES, refused);
         assert_eq!(asked, Err("not hashable"));
     }
 
@@ -165,16 +197,12 @@ mod tests {
         let hash = token_hash("token-a");
         let refused = || Err::<[u8; 32], &str>("not hashable");
         let presented = || Ok::<_, &str>(token_hash("token-a"));
-        let unexpired = holds_unexpired(Some("a"), Some(&hash), Some(EXPIRES), NOW, presented);
-        assert_eq!(unexpired, Ok(true));
-        let expired = holds_unexpired(Some("a"), Some(&hash), Some(EXPIRES), EXPIRES, refused);
-        assert_eq!(expired, Ok(false));
-        let asked = holds_unexpired(Some("a"), Some(&hash), Some(EXPIRES), NOW, refused);
-        assert_eq!(asked, Err("not hashable"));
-        assert_eq!(
-            holds_unexpired(None, Some(&hash), Some(EXPIRES), NOW, refused),
-            Ok(false)
-        );
+        let held = claim(Some("a"), Some(&hash), Some(EXPIRES));
+        assert_eq!(held.holds_unexpired(NOW, presented), Ok(true));
+        assert_eq!(held.holds_unexpired(EXPIRES, refused), Ok(false));
+        assert_eq!(held.holds_unexpired(NOW, refused), Err("not hashable"));
+        let ownerless = claim(None, Some(&hash), Some(EXPIRES));
+        assert_eq!(ownerless.holds_unexpired(NOW, refused), Ok(false));
     }
 }
 
