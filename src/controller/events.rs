@@ -14,7 +14,7 @@ use rusqlite::types::ValueRef;
 
 use super::json_arg;
 use super::rows::claim::require_claim_row;
-use super::rows::documented::joined_document_text;
+use super::rows::documented::joined_payload_text;
 use super::rows::{bump_controller_resource, ResourceRef};
 use crate::error::Result;
 use crate::js::timestamp;
@@ -155,10 +155,7 @@ fn write_events(conn: &Db, sql: &str, bound: &[Bound<'_>], out: &mut String) -> 
         count += 1;
         let (seq, recorded_at) = (row.get(0)?, row.get(1)?);
         let (controller, key, event_type) = (text_at(row, 2)?, text_at(row, 3)?, text_at(row, 4)?);
-        let payload = match row.get_ref(5)? {
-            ValueRef::Null => Cow::Borrowed("{}"),
-            _ => Cow::Owned(joined_document_text(row, 6)?),
-        };
+        let payload = joined_payload_text(row, 5)?;
         ControllerEvent {
             seq,
             recorded_at,

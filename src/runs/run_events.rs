@@ -1,14 +1,11 @@
 //! Run events: appending a caller's event to a run's log, and paging through the events of
 //! every run in sequence order. Both write their records with `RunEvent::write`.
 
-use std::borrow::Cow;
-
 use crate::sql::{params_from_iter, Db};
-use rusqlite::types::ValueRef;
 
 use super::checks::runner_owner_type;
 use super::row::run_row_of;
-use crate::controller::rows::documented::joined_document_text;
+use crate::controller::rows::documented::joined_payload_text;
 use crate::error::{Result, StoreError};
 use crate::js::{bind_all, message_error, params_for, Js, Param};
 use crate::state::columns::{opt_str_at, str_at};
@@ -173,10 +170,7 @@ fn run_event_list_text(conn: &Db, seq: Js<'_>, limit: Js<'_>) -> Result<String> 
         let (seq, recorded_at) = (row.get(0)?, row.get(1)?);
         let (run_id, workflow_ref) = (str_at(row, 2)?, str_at(row, 3)?);
         let (event_type, runner_id) = (str_at(row, 4)?, opt_str_at(row, 5)?);
-        let payload = match row.get_ref(6)? {
-            ValueRef::Null => Cow::Borrowed("{}"),
-            _ => Cow::Owned(joined_document_text(row, 7)?),
-        };
+        let payload = joined_payload_text(row, 6)?;
         RunEvent {
             seq,
             recorded_at,

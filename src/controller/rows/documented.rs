@@ -1,6 +1,7 @@
 //! A controller row read with its spec and status documents and its finalizers: a whole
 //! `ControllerResource` record in one statement, and the joined blob columns it reads.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use crate::sql::{Db, Row};
@@ -76,6 +77,15 @@ pub fn joined_document_text(row: &Row<'_>, media: usize) -> Result<String> {
         _ => "".into(),
     };
     record_text(&text).map_err(StoreError::plain)
+}
+
+/// An event's payload as written out: `{}` where its hash (column `hash`) is NULL, else the
+/// [`joined_document_text`] of the media type and content that follow it.
+pub fn joined_payload_text(row: &Row<'_>, hash: usize) -> Result<Cow<'static, str>> {
+    Ok(match row.get_ref(hash)? {
+        ValueRef::Null => Cow::Borrowed("{}"),
+        _ => Cow::Owned(joined_document_text(row, hash + 1)?),
+    })
 }
 
 /// The record text of a joined JSON blob, failing as `JsonReads::get_text` fails.
