@@ -2,7 +2,7 @@
 // The store's public methods as the JS layer needs them: the core's method table (src/methods/,
 // the one list of names, in call-index order) with each method's conversions compiled once.
 // Each entry is `{name, index, time, date, json, claim, echo, echoProps, lease, plain}`; what
-// each conversion means is documented on `Conversions` in src/methods/mod.rs.
+// each conversion means is documented on `Conversions` in src/methods/row.rs.
 
 const { binding } = require('./native.js');
 

@@ -7,8 +7,8 @@
 //! `state.rs`: `NativeState`, one state database connection (shared by a JS `StateDatabase`
 //! and the stores built on it); `open.rs`: its open options, file or cluster; `store.rs`:
 //! `NativeStore`, a store bound to a project, and its synchronous and asynchronous calls;
-//! `guard.rs`: one call at a time on a connection (its lock, nested calls, panics); `bench.rs`:
-//! the bench's hooks.
+//! `guard.rs`: one call at a time on a connection (its lock, nested calls run on the outer
+//! call's connection, panics); `bench.rs`: the bench's hooks.
 
 mod bench;
 mod guard;

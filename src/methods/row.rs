@@ -20,7 +20,7 @@ pub struct Method {
     /// What the JS layer does before and after the core runs it.
     pub js: Conversions,
     /// Unpacks the arguments and runs the method in its domain module. Every argument is read
-    /// through `crate::js::Js`: live through napi in a synchronous call (src/js/live.rs), from
+    /// through `crate::js::Js`: live through napi in a synchronous call (src/js/live/), from
     /// the JS layer's snapshot in a `store.async` one.
     pub run: Handler,
 }
