@@ -74,6 +74,8 @@ function thrown(fn: () => unknown): any {
 function stateFile(file: string): string {
   fs.mkdirSync(path.dirname(file), { recursive: true });
   new SqliteControllerStore(file, { global: true }).close();
+  // Only the file, as its owner's reference store leaves it (not this package's close stamp).
+  fs.rmSync(`${file}-runlog`, { force: true });
   return file;
 }
 

@@ -171,6 +171,9 @@ describe('a journal that is not private is never used, written or deleted', () =
   test('a symbolic link at its name is not followed, and its target keeps every byte', async () => {
     const { dir, file, project, runlog } = folder('symlink');
     new SqliteControllerStore(file, { projectPath: project }).close();
+    // The clean close's stamp (docs/run-index.md, "Across the last close") makes way for the link.
+    expect(fs.statSync(runlog).size).toBe(64);
+    fs.rmSync(runlog);
     const victim = path.join(dir, 'victim.txt');
     const bytes = Buffer.from('precious '.repeat(125).slice(0, 1120));
     fs.writeFileSync(victim, bytes);
@@ -211,7 +214,9 @@ describe('a journal that is not private is never used, written or deleted', () =
     for (let step = 0; step < 15; step += 1) await writer.call('act', { now: (now += 1_000) });
     const earlier = fs.readFileSync(runlog);
     await writer.close();
-    expect(fs.existsSync(runlog)).toBe(false);
+    // The last close took the journal along, or left a clean close's 64-byte stamp.
+    if (fs.existsSync(runlog)) expect(fs.statSync(runlog).size).toBe(64);
+    fs.rmSync(runlog, { force: true });
     fs.writeFileSync(runlog, earlier, { mode: 0o666 });
     fs.chmodSync(runlog, 0o666);
     const root = process.getuid?.() === 0;

@@ -252,12 +252,17 @@ impl StateDb {
     fn close_connection(&mut self) {
         // The connection is closed (dropped) first, as before the trace and the run index hear
         // of it.
+        let writer = self.mode == Mode::ReadWrite;
+        let before = match (&self.connection, writer) {
+            (Some(Db::File(conn)), true) => self.run_index.before_close(conn),
+            _ => None,
+        };
         if let Some(local) = self.connection.take().map(|db| db.file().is_some()) {
             if let Some(id) = self.trace_id {
                 crate::trace::detach(id);
             }
-            if local && self.mode == Mode::ReadWrite {
-                self.run_index.closed(&self.file_path);
+            if local && writer {
+                self.run_index.closed(&self.file_path, before);
             }
         }
     }

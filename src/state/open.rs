@@ -144,8 +144,10 @@ impl StateDb {
             Mode::ReadOnly if existed => conn.pragma_update(None, "synchronous", "FULL")?,
             Mode::ReadOnly => {}
         }
+        let verified_at: i64 =
+            conn.query_row("PRAGMA main.schema_version", [], |row| row.get(0))?;
         verify::verify_schema(db)?;
-        self.run_index.schema_verified(conn)?;
+        self.run_index.schema_verified(conn, Some(verified_at))?;
         match self.mode {
             Mode::ReadOnly => conn.pragma_update(None, "query_only", "ON")?,
             Mode::ReadWrite => self.start_prune()?,
@@ -199,6 +201,15 @@ impl StateDb {
     /// [`PRUNE_SCAN_CACHE_PAGES`]), deleting with the full one, so that a large delete never
     /// spills pages before its commit. Returns once the prune holds the write lock.
     fn start_prune(&self) -> Result<()> {
+        // Proven clean, on the store's own connection: no connection, thread or read of its
+        // own. The write lock is taken as the prune's would be (the open fails as it would).
+        let own = self.file_conn()?;
+        own.execute_batch("BEGIN IMMEDIATE")?;
+        let clean = self.run_index.blobs_known_clean(own);
+        own.execute_batch("COMMIT")?;
+        if clean {
+            return Ok(());
+        }
         let conn = open_connection(&self.file_path, Mode::ReadWrite)?;
         conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
         StateDb::configure_read_write_conn(&conn)?;

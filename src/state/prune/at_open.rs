@@ -312,6 +312,149 @@ mod tests {
         assert_eq!(state.close(), Ok(()));
     }
 
+    /// The file's last close leaves a stamp that lets the next open skip its read.
+    mod close_stamp {
+        use super::*;
+
+        fn journal(file: &Path) -> PathBuf {
+            let mut name = file.as_os_str().to_owned();
+            name.push("-runlog");
+            PathBuf::from(name)
+        }
+
+        /// Opens and closes a store alone: whether its open read the file for its prune.
+        fn open_close(file: &Path) -> bool {
+            let mut state = open_read_write(file, NOW);
+            let read = state.open_prune_pending();
+            state.close().unwrap();
+            read
+        }
+
+        fn insert_orphan(file: &Path) {
+            let foreign = rusqlite::Connection::open(file).unwrap();
+            foreign
+                .execute(
+                    "INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
+                     VALUES (randomblob(32), 'text/plain', 1, x'00', 0)",
+                    [],
+                )
+                .unwrap();
+        }
+
+        fn blobs(file: &Path) -> i64 {
+            let reader = rusqlite::Connection::open(file).unwrap();
+            reader
+                .query_row("SELECT COUNT(*) FROM blobs", [], |row| row.get(0))
+                .unwrap()
+        }
+
+        #[test]
+        fn a_clean_last_close_leaves_a_stamp_the_next_open_believes() {
+            let dir = Scratch::new("close-stamp");
+            let file = file_to_prune(&dir);
+            // The prune that deleted something proves nothing: no stamp, the journal goes.
+            assert!(open_close(&file));
+            assert!(!journal(&file).exists());
+            // One that found nothing marks the file clean; the last close stamps it, leaving
+            // the journal's header alone.
+            assert!(open_close(&file));
+            assert_eq!(std::fs::metadata(journal(&file)).unwrap().len(), 64);
+            assert!(!open_close(&file));
+            assert!(!open_close(&file));
+            // A writer of this package taking the stamped journal gets its slots back.
+            let state = open_read_write(&file, NOW);
+            let length = std::fs::metadata(journal(&file)).unwrap().len();
+            assert_eq!(length, 64 + 4096 * 1024);
+            drop(state);
+            assert!(!open_close(&file));
+        }
+
+        #[test]
+        fn a_commit_of_another_program_after_the_close_is_seen_and_pruned() {
+            let dir = Scratch::new("close-stamp-foreign");
+            let file = file_to_prune(&dir);
+            open_close(&file);
+            open_close(&file);
+            assert!(!open_close(&file));
+            let before = blobs(&file);
+            insert_orphan(&file);
+            assert_eq!(blobs(&file), before + 1);
+            assert!(open_close(&file));
+            assert_eq!(blobs(&file), before);
+        }
+
+        #[test]
+        fn a_commit_left_in_the_wal_is_seen() {
+            let dir = Scratch::new("close-stamp-wal");
+            let file = file_to_prune(&dir);
+            open_close(&file);
+            open_close(&file);
+            // Another program's commit, its WAL kept (as after a crash): the file itself is as
+            // the stamp left it, the log is not.
+            let foreign = rusqlite::Connection::open(&file).unwrap();
+            foreign.pragma_update(None, "journal_mode", "WAL").unwrap();
+            foreign
+                .execute_batch("PRAGMA wal_autocheckpoint = 0")
+                .unwrap();
+            let before = blobs(&file);
+            insert_orphan(&file);
+            let wal = dir.file("state.sqlite-wal");
+            let kept = std::fs::read(&wal).unwrap();
+            drop(foreign);
+            // Dropped last, it checkpointed: put its log back as a crash would have left it.
+            std::fs::write(&wal, kept).unwrap();
+            std::fs::copy(dir.file("state.sqlite"), dir.file("copy")).unwrap();
+            assert!(open_close(&file));
+            assert_eq!(blobs(&file), before);
+        }
+
+        #[test]
+        fn a_backup_copied_over_the_file_is_not_the_stamped_file() {
+            let dir = Scratch::new("close-stamp-restore");
+            let file = file_to_prune(&dir);
+            open_close(&file);
+            open_close(&file);
+            let clean = blobs(&file);
+            // A backup of the clean file, which another program then gave an orphan.
+            let backup = dir.file("backup.sqlite");
+            std::fs::copy(&file, &backup).unwrap();
+            insert_orphan(&backup);
+            assert!(!open_close(&file));
+            // Restored in place: same device and inode, another content.
+            std::fs::copy(&backup, &file).unwrap();
+            assert_eq!(blobs(&file), clean + 1);
+            assert!(open_close(&file));
+            assert_eq!(blobs(&file), clean);
+        }
+
+        #[test]
+        fn a_close_that_is_not_the_last_leaves_no_stamp() {
+            let dir = Scratch::new("close-stamp-shared");
+            let file = file_to_prune(&dir);
+            open_close(&file);
+            open_close(&file);
+            // Another program holds the file while the store closes, then commits and closes
+            // last: the store's close proved nothing.
+            let foreign = rusqlite::Connection::open(&file).unwrap();
+            foreign
+                .query_row("SELECT COUNT(*) FROM blobs", [], |row| row.get::<_, i64>(0))
+                .unwrap();
+            let state = open_read_write(&file, NOW);
+            drop(state);
+            let before = blobs(&file);
+            foreign
+                .execute(
+                    "INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
+                     VALUES (randomblob(32), 'text/plain', 1, x'00', 0)",
+                    [],
+                )
+                .unwrap();
+            drop(foreign);
+            assert!(open_close(&file));
+            assert_eq!(blobs(&file), before);
+        }
+    }
+
     /// A store that keeps the file open (so that its WAL and journal stay) and can write
     /// through the API.
     mod known_clean {

@@ -18,20 +18,24 @@
 //! at that version.
 
 use std::ffi::c_int;
+use std::sync::OnceLock;
 
 use rusqlite::{ffi, Connection};
 use rustc_hash::FxHashMap;
 
 use super::preupdate::{sqlite3_preupdate_new, sqlite3_preupdate_old};
 use crate::error::Result;
+use crate::state::schema::STATE_SCHEMA_SQL;
 
 /// The columns referring to `blobs.blob_hash`, by table, read at schema version `schema`.
+#[derive(Clone, Debug, PartialEq)]
 pub struct RefColumns {
     tables: Vec<RefTable>,
     by_name: FxHashMap<Box<[u8]>, usize>,
     pub schema: u16,
 }
 
+#[derive(Clone, Debug, PartialEq)]
 struct RefTable {
     name: String,
     /// `(index, name)` of each referencing column; `None`: the table has hidden columns, whose
@@ -42,6 +46,21 @@ struct RefTable {
 }
 
 impl RefColumns {
+    /// The columns of a file whose schema objects were verified equal to the state schema's
+    /// text at version `schema`: those of that text, read once per process (reading them from
+    /// each file was a quarter of an open's instructions).
+    pub fn of_state_schema(schema: i64) -> Option<RefColumns> {
+        static EXPECTED: OnceLock<Option<RefColumns>> = OnceLock::new();
+        let expected = EXPECTED.get_or_init(|| {
+            let memory = Connection::open_in_memory().ok()?;
+            memory.execute_batch(STATE_SCHEMA_SQL).ok()?;
+            RefColumns::read(&memory).ok()
+        });
+        let mut columns = expected.clone()?;
+        columns.schema = schema as u16;
+        Some(columns)
+    }
+
     pub fn read(conn: &Connection) -> Result<RefColumns> {
         let schema: i64 = conn.query_row("PRAGMA main.schema_version", [], |row| row.get(0))?;
         // The prune's own query (`prune::blob_references`), then each table's columns: one
@@ -257,4 +276,24 @@ pub fn confirm(conn: &Connection, columns: &RefColumns, refs: &BlobRefs) -> bool
 
 fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RefColumns;
+    use crate::test_support::{open_read_write, Scratch};
+
+    #[test]
+    fn the_state_schemas_columns_are_those_a_state_file_has() {
+        let dir = Scratch::new("blob-refs-state-schema");
+        let state = open_read_write(&dir.file("state.sqlite"), 1_789_257_600_000);
+        let conn = state.file_conn().unwrap();
+        let read = RefColumns::read(conn).unwrap();
+        assert!(read.tables.len() > 5, "{read:?}");
+        assert!(read.tables.iter().all(|table| table.columns.is_some()));
+        let version: i64 = conn
+            .query_row("PRAGMA schema_version", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(RefColumns::of_state_schema(version), Some(read));
+    }
 }

@@ -137,8 +137,11 @@ impl Hooks {
 
     /// Reads the columns referring to blobs on `conn` (the hooks' connection, its schema
     /// verified); until then every commit counts as one that may have left a blob unreferenced.
-    pub fn read_blob_columns(&self, conn: &rusqlite::Connection) {
-        if let Ok(columns) = RefColumns::read(conn) {
+    /// `exact_at`: the schema version at which the file's schema objects were verified equal to
+    /// the state schema's (their columns are then known without reading).
+    pub fn read_blob_columns(&self, conn: &rusqlite::Connection, exact_at: Option<i64>) {
+        let known = exact_at.and_then(RefColumns::of_state_schema);
+        if let Ok(columns) = known.map(Ok).unwrap_or_else(|| RefColumns::read(conn)) {
             let _ = self.blob_columns.set(Arc::new(columns));
         }
     }

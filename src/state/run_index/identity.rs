@@ -118,3 +118,31 @@ mod tests {
         assert_ne!(second.id, first.id);
     }
 }
+
+/// A hash of the file at `path`'s device, inode, size and modification and change times: what
+/// any write to it changes (see `clean_proof`); `None` when it cannot be read.
+pub fn fingerprint(path: &Path) -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let metadata = std::fs::metadata(path).ok()?;
+        let words = [
+            metadata.dev(),
+            metadata.ino(),
+            metadata.size(),
+            metadata.mtime() as u64,
+            metadata.mtime_nsec() as u64,
+            metadata.ctime() as u64,
+            metadata.ctime_nsec() as u64,
+        ]
+        .map(u64::to_le_bytes);
+        let parts: Vec<&[u8]> = words.iter().map(|word| &word[..]).collect();
+        Some(super::file_io::fnv(&parts))
+    }
+    // Elsewhere no change time says that a file was written: no close stamp is believed.
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}

@@ -197,6 +197,27 @@ impl Journal {
             .with_named_file(|file, binding| write_at(file, &encode_mark(mark, binding), MARK_AT));
     }
 
+    /// Takes the [`BlobMark`] away: what it proved no longer holds.
+    pub fn clear_blob_mark(&self) {
+        if self.writable && self.blob_mark().is_some() {
+            let _ = self.with_named_file(|file, _| write_at(file, &[0u8; MARK], MARK_AT));
+        }
+    }
+
+    /// Leaves a close stamp (the file's last connection closed it clean, see `clean_proof`)
+    /// and shortens the file to its header: the slots describe a WAL that is gone. Whether it
+    /// was written.
+    pub fn stamp_closed(&self, stamp: &BlobMark) -> bool {
+        if !self.writable {
+            return false;
+        }
+        let stamped = self.with_named_file(|file, binding| {
+            write_at(file, &encode_mark(stamp, binding), MARK_AT)?;
+            file.set_len(HEADER)
+        });
+        stamped.is_ok()
+    }
+
     /// The last [`BlobMark`] a writer recorded, if it reads whole.
     pub fn blob_mark(&self) -> Option<BlobMark> {
         let mut bytes = [0u8; MARK];

@@ -73,6 +73,15 @@ pub fn open(path: &Path, state: &StateFile, writable: bool, length: u64) -> Open
         }
         match read_header(&file) {
             Header::Ours { identity, state_id } if state_id == state.id => {
+                // A journal a close shortened to its header (see `Journal::stamp_closed`) gets
+                // its slots back from the first writer, as a new one has them.
+                if writable
+                    && file
+                        .metadata()
+                        .is_ok_and(|metadata| metadata.len() < length)
+                {
+                    let _ = file.set_len(length);
+                }
                 return Opened::Trusted(Trusted { file, identity });
             }
             Header::Ours { .. } | Header::OursStale => {

@@ -28,6 +28,7 @@
 
 mod blob_refs;
 mod builder;
+mod clean_proof;
 mod file_io;
 mod hooks;
 mod identity;
@@ -49,13 +50,14 @@ use rusqlite::Connection;
 use super::temp_schema;
 use crate::error::Result;
 use builder::Builder;
+pub use clean_proof::BeforeClose;
 use hooks::Hooks;
 use identity::StateFile;
-use journal::{BlobMark, Journal, Key};
+use journal::{Journal, Key};
 pub use mirror::answers::ListRevision;
 pub use mirror::Current;
 use mirror::{At, Mirror};
-use position::WalPosition;
+use position::follows;
 pub use records::Shape;
 
 /// Files with fewer runs than this build their index in the poll itself: the build costs
@@ -160,13 +162,16 @@ impl RunIndex {
     }
 
     /// Records the schema the open verified, once the connection's pragmas are set (the WAL
-    /// hook replaces the autocheckpoint pragma's, see `hooks`).
-    pub fn schema_verified(&self, conn: &Connection) -> Result<()> {
+    /// hook replaces the autocheckpoint pragma's, see `hooks`). `verified_at`: the schema
+    /// version read just before the objects were verified equal to the state schema's.
+    pub fn schema_verified(&self, conn: &Connection, verified_at: Option<i64>) -> Result<()> {
         let version: i64 = conn.query_row("PRAGMA main.schema_version", [], |row| row.get(0))?;
         if let Some(hooks) = &self.hooks {
             // SAFETY: as in `install`.
             unsafe { hooks::install_wal_hook(hooks) };
-            hooks.read_blob_columns(conn);
+            // The version only grows: unchanged since before the check, the objects are those
+            // it verified.
+            hooks.read_blob_columns(conn, verified_at.filter(|at| *at == version));
         }
         self.lock().verified_schema = Some(version);
         Ok(())
@@ -287,17 +292,41 @@ impl RunIndex {
         hooks.changes().set_images(images);
     }
 
+    /// Whether the file, as the write transaction open on `conn` (this index's connection,
+    /// just begun, nothing changed yet) sees it, provably has no blob that nothing refers to
+    /// (see `clean_proof`): the open's prune then need not start.
+    pub fn blobs_known_clean(&self, conn: &Connection) -> bool {
+        self.hooks
+            .as_ref()
+            .is_some_and(|hooks| clean_proof::known_clean(hooks.journal(), conn, &self.file_path))
+    }
+
+    /// Just before `conn` (this index's connection) closes: what tells, after the close,
+    /// whether it may leave a close stamp (see `clean_proof`).
+    pub fn before_close(&self, conn: &Connection) -> Option<BeforeClose> {
+        let hooks = self.hooks.as_ref()?;
+        clean_proof::before_close(hooks.journal(), conn, &self.file_path)
+    }
+
     /// The connection was closed. When SQLite removed the WAL — the file's last connection
     /// closed — the journal goes too, so that a closed state is only the file, as the
-    /// reference leaves it. (Another process opening meanwhile finds no journal: gaps, never
-    /// wrong answers.)
-    pub fn closed(&self, file_path: &Path) {
+    /// reference leaves it; unless the close proved the file clean (`before`), when it is
+    /// left shortened to its header, a close stamp in it, so that the next open need not read
+    /// the whole file for its prune. (Another process opening meanwhile finds no journal:
+    /// gaps, never wrong answers.)
+    pub fn closed(&self, file_path: &Path, before: Option<BeforeClose>) {
         let Some(hooks) = &self.hooks else {
             return;
         };
         let mut wal = file_path.as_os_str().to_owned();
         wal.push("-wal");
-        if !Path::new(&wal).exists() {
+        if Path::new(&wal).exists() {
+            return;
+        }
+        let stamped = before.is_some_and(|before| {
+            clean_proof::stamp_after_close(hooks.journal(), before, file_path)
+        });
+        if !stamped {
             hooks.journal().remove();
         }
     }
@@ -338,16 +367,13 @@ fn confirm_blob_refs(hooks: &Hooks, conn: &Connection) {
     }
 }
 
-/// At most this many commits since the last blob mark are checked (see
-/// [`Journaled::blobs_known_clean`]); past it, the open's prune reads the file.
-const MAX_MARK_COMMITS: u32 = 1024;
-
 /// A connection of the state's own that no index reads from (the open's prune), whose commits
 /// are journaled for the indexes of every other connection.
 pub struct Journaled {
     // Declared first, so closed before the hooks that point into `hooks` go.
     conn: Connection,
     hooks: Box<Hooks>,
+    file_path: PathBuf,
 }
 
 impl Journaled {
@@ -365,74 +391,26 @@ impl Journaled {
             .and_then(|other| other.blob_columns())
         {
             Some(columns) => hooks.share_blob_columns(columns.clone()),
-            None => hooks.read_blob_columns(&conn),
+            None => hooks.read_blob_columns(&conn, None),
         }
-        Journaled { conn, hooks }
+        Journaled {
+            conn,
+            hooks,
+            file_path: file_path.to_path_buf(),
+        }
     }
 
     /// Whether the file, as this connection's write transaction (just begun, nothing changed
-    /// yet) sees it, provably has no blob that nothing refers to: a writer's blob mark (its
-    /// prune found none at a position, see [`Journaled::mark_blobs_clean`]) and, from there to
-    /// here, only journaled commits that say they left none, chaining exactly as a catch-up's
-    /// (docs/run-index.md, "What a reader believes"), at the same schema. Anything else —
-    /// another application's commit, a writer killed before its entry, a log restarted, a
-    /// dirty commit — is `false`: the prune reads the file.
+    /// yet) sees it, provably has no blob that nothing refers to (see `clean_proof`). Anything
+    /// unproven — another application's commit, a writer killed before its entry, a log
+    /// restarted, a dirty commit — is `false`: the prune reads the file.
     pub fn blobs_known_clean(&self) -> bool {
-        let journal = self.hooks.journal();
-        let Some(mark) = journal.blob_mark() else {
-            return false;
-        };
-        let Ok(schema) = self.schema_version() else {
-            return false;
-        };
-        // SAFETY: the connection holds the write lock, outside any statement.
-        let Some(now) = (unsafe { position::of_shared_memory(self.conn.handle()) }) else {
-            return false;
-        };
-        if mark.schema != schema as u32 {
-            return false;
-        }
-        let count = now.commit.wrapping_sub(mark.position.commit);
-        if count > MAX_MARK_COMMITS {
-            return false;
-        }
-        let (mut frames, mut salt) = (mark.position.frames, mark.position.salt);
-        if count > 0 {
-            let first = mark.position.commit.wrapping_add(1);
-            for slot in journal.read_ahead(first, count) {
-                let Some(journal::Slot::Written(entry)) = slot else {
-                    return false;
-                };
-                if !follows(&entry.base, frames, salt) || entry.blobs_clean != Some(schema as u16) {
-                    return false;
-                }
-                frames = entry.after_frames;
-                salt = entry.after_salt.unwrap_or(entry.base.salt);
-            }
-        }
-        follows(&now, frames, salt)
+        clean_proof::known_clean(self.hooks.journal(), &self.conn, &self.file_path)
     }
 
-    /// Records that the prune in this connection's write transaction found no blob to delete,
-    /// at the position the transaction sees (the write lock is held: nothing else can commit).
+    /// Records that the prune in this connection's write transaction found no blob to delete.
     pub fn mark_blobs_clean(&self) {
-        let Ok(schema) = self.schema_version() else {
-            return;
-        };
-        // SAFETY: as in `blobs_known_clean`.
-        if let Some(position) = unsafe { position::of_shared_memory(self.conn.handle()) } {
-            let mark = BlobMark {
-                position,
-                schema: schema as u32,
-            };
-            self.hooks.journal().set_blob_mark(&mark);
-        }
-    }
-
-    fn schema_version(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA main.schema_version", [], |row| row.get(0))?)
+        clean_proof::mark_clean(self.hooks.journal(), &self.conn, &self.file_path);
     }
 }
 
@@ -549,17 +527,6 @@ impl std::ops::Deref for Held {
             Held::Read(entry) => entry,
         }
     }
-}
-
-/// Whether a WAL at `next` is the one a commit left at `frames` under `salt`: the same frame
-/// and the same salt, exactly. A position is believed only when it is the one before: SQLite
-/// draws a WAL's salt at random when it starts the log and again whenever it restarts it, so
-/// an entry of an earlier log — another session of the file's, one before a restart, one of
-/// a copy — does not name this one's positions (docs/run-index.md, "What a reader believes").
-/// A log restarted by a checkpoint between two commits (`wal_checkpoint(RESTART)` or
-/// `TRUNCATE`, which this package never runs) is a gap for that reason too.
-fn follows(next: &WalPosition, frames: u32, salt: [u32; 2]) -> bool {
-    next.frames == frames && next.salt == salt
 }
 
 /// Returns the memory freed since to the system: the build's own (its connection's page cache,

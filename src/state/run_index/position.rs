@@ -34,6 +34,19 @@ impl WalPosition {
     }
 }
 
+/// Whether a WAL at `next` is the one a commit left at `frames` under `salt`: the same frame
+/// and the same salt, exactly. A position is believed only when it is the one before: SQLite
+/// draws a WAL's salt at random when it starts the log and again whenever it restarts it, so
+/// an entry of an earlier log — another session of the file's, one before a restart, one of
+/// a copy — does not name this one's positions (docs/run-index.md, "What a reader believes").
+/// The one position every log shares is the start of one nothing was written to yet (commit
+/// 0, frame 0, salt 0): only a blob mark could outlive its log there (see `clean_proof`).
+/// A log restarted by a checkpoint between two commits (`wal_checkpoint(RESTART)` or
+/// `TRUNCATE`, which this package never runs) is a gap for that reason too.
+pub fn follows(next: &WalPosition, frames: u32, salt: [u32; 2]) -> bool {
+    next.frames == frames && next.salt == salt
+}
+
 /// The position of the read transaction open on `conn` (`None` outside WAL mode, outside a
 /// transaction, or when it cannot be told).
 pub fn of_snapshot(conn: &Connection) -> Option<WalPosition> {

@@ -64,6 +64,32 @@ pub struct BlobMark {
     pub schema: u32,
 }
 
+/// The `commit` and `frames` of a close stamp's mark (see `clean_proof`): no position has
+/// them (a WAL of 2^32 frames), so older builds take the stamp for a mark nothing chains from.
+const CLOSED: u32 = u32::MAX;
+
+impl BlobMark {
+    /// A close stamp: the file was left clean by its last connection when its
+    /// `identity::fingerprint` was `fingerprint`.
+    pub fn at_close(fingerprint: u64, schema: u32) -> BlobMark {
+        BlobMark {
+            position: WalPosition {
+                commit: CLOSED,
+                frames: CLOSED,
+                salt: [fingerprint as u32, (fingerprint >> 32) as u32],
+            },
+            schema,
+        }
+    }
+
+    /// The fingerprint of a close stamp; `None` for a position.
+    pub fn closed_fingerprint(&self) -> Option<u64> {
+        let position = &self.position;
+        (position.commit == CLOSED && position.frames == CLOSED)
+            .then(|| u64::from(position.salt[0]) | (u64::from(position.salt[1]) << 32))
+    }
+}
+
 /// Bytes of a [`BlobMark`].
 pub(super) const MARK: usize = 24;
 
