@@ -40,10 +40,11 @@
 //    runs with another runner's affinity), after its own write;
 // 6. the polls right after one commit by another application (bench/scale-foreign.js): the SQL
 //    poll, then each of six polls after the commit — how many pay for the index's rebuild;
-// 7. open + close (read-write) of a store while the file stays open elsewhere, native and (with
-//    PIW_REF) the reference interleaved on copies of their own: after a run event recorded by
+// 7. open + close (read-write) of a store, native and (with PIW_REF) the reference interleaved on
+//    copies of their own: while the file stays open elsewhere, after a run event recorded by
 //    another store of this process, and after a write of another process (a host renewing its
-//    claim: a short-lived process — a CLI command, a session — beside a running host);
+//    claim: a short-lived process — a CLI command, a session — beside a running host); and on a
+//    file nobody else holds (alone: every close is the file's last);
 // 8. a host's claim in the file's mix (nothing it may take), after its own write and after
 //    another process's write (a session recording a run event), native and the reference
 //    interleaved, each on a copy of its own;
@@ -482,9 +483,9 @@ async function measureForeign(source) {
 const IMPLS = ['native', ...(process.env.PIW_REF ? ['ts'] : [])];
 
 /**
- * Table 7: open + close (read-write) while the file stays open elsewhere, by implementation and
- * by who wrote before each sample: `own` another store of this process (a run event), `other`
- * another process (a host renewing its claim).
+ * Table 7: open + close (read-write) by implementation and by who wrote before each sample while
+ * the file stays open elsewhere: `own` another store of this process (a run event), `other`
+ * another process (a host renewing its claim); and `alone`: nobody else holds the file.
  */
 async function measureOpenClose(source, size) {
   const setups = {};
@@ -506,6 +507,13 @@ async function measureOpenClose(source, size) {
       setups[`${impl} other`] = {
         write: (i) => writers.writeAll(i),
         operation: () => new Store(other.file, { projectPath: PROJECT }).close(),
+      };
+      // Nobody else holds the file: each close is its last (a CLI command on a file no session has open).
+      const alone = copyOf(source);
+      cleanup.push(() => fs.rmSync(alone.folder, { recursive: true, force: true }));
+      setups[`${impl} alone`] = {
+        write: () => {},
+        operation: () => new Store(alone.file, { projectPath: PROJECT }).close(),
       };
     }
     return await timedTogether(setups);
@@ -735,7 +743,7 @@ async function main() {
       `${ratio(opens[last][name].wall, opens[first][name].wall)} (CPU ${ratio(opens[last][name].cpu, opens[first][name].cpu)})`,
     ]);
     out += table(
-      '7. open + close (read-write) while the file stays open elsewhere, after a write by another store of this process (own) or by another process (other), µs, wall (and the CPU time of the calling thread; native: × faster than the reference)',
+      '7. open + close (read-write) while the file stays open elsewhere, after a write by another store of this process (own) or by another process (other), and on a file nobody else holds (alone), µs, wall (and the CPU time of the calling thread; native: × faster than the reference)',
       ['implementation, writer', ...SIZES.map(runs), growth],
       rows,
     );

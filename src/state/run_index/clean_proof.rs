@@ -6,10 +6,10 @@
 //!   blob unreferenced (`blob_refs`), chaining exactly as a catch-up's, at the same schema;
 //! - **a close stamp**: the file's last connection closed it clean. The WAL is gone then, and
 //!   with it every position, so the stamp names the file as it was left: a hash of its device,
-//!   inode, size and modification and change times (`identity::fingerprint`). Every commit
-//!   reaches the file through a checkpoint, which writes it and so moves its change time (which
-//!   no one can set back but the clock); a commit not yet checkpointed is in a WAL. So the file
-//!   is still as the stamp left it when the fingerprint is the same and the WAL holds no frame.
+//!   inode, size and modification time (`identity::fingerprint`). Every commit reaches the file
+//!   through a checkpoint, which writes it and so moves its modification time; a commit not yet
+//!   checkpointed is in a WAL. So the file is still as the stamp left it when the fingerprint is
+//!   the same and the WAL holds no frame.
 //!
 //! A stamp is left only when the close proves there was nothing after the clean position it
 //! saw: its read snapshot's position chains from the mark as above, and the WAL, which the last
@@ -18,12 +18,15 @@
 //! a commit after the snapshot, a gap in the chain — leaves no stamp (the journal goes, as it
 //! always did), and the next open reads the file.
 //!
-//! The limit: a change made by another program between the close's checkpoint and the stat
-//! after it (microseconds) is taken for the close's own; and a change within the same tick of
-//! the kernel's coarse clock as the close's checkpoint, with the file's size unchanged, leaves
-//! the fingerprint unchanged on kernels without fine-grained timestamps (before Linux 6.13). A
-//! wrong belief can only keep an unreferenced blob in the file until a later open's prune
-//! reads it: a prune never deletes what a proof says, it only skips.
+//! The limits: a change made by another program between the close's checkpoint and the stat
+//! after it (microseconds) is taken for the close's own; a change within the same tick of the
+//! kernel's coarse clock as the close's checkpoint, with the file's size unchanged, leaves the
+//! fingerprint unchanged on kernels without fine-grained timestamps (before Linux 6.13); and so
+//! does a different file of the same size copied into place with the same modification time,
+//! to the nanosecond (`cp -p` keeps the copy's own). The change time would tell those apart,
+//! but every open moves it: its final `chmod`, as the reference's, changes no byte and still
+//! counts as a change. A wrong belief can only keep an unreferenced blob in the file until a
+//! later open's prune reads it: a proof only ever skips a prune, it never makes one delete.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -119,8 +119,9 @@ mod tests {
     }
 }
 
-/// A hash of the file at `path`'s device, inode, size and modification and change times: what
-/// any write to it changes (see `clean_proof`); `None` when it cannot be read.
+/// A hash of the file at `path`'s device, inode, size and modification time: what a write to
+/// it changes (see `clean_proof`; not the change time, which each open's final `chmod` moves);
+/// `None` when it cannot be read.
 pub fn fingerprint(path: &Path) -> Option<u64> {
     #[cfg(unix)]
     {
@@ -132,14 +133,12 @@ pub fn fingerprint(path: &Path) -> Option<u64> {
             metadata.size(),
             metadata.mtime() as u64,
             metadata.mtime_nsec() as u64,
-            metadata.ctime() as u64,
-            metadata.ctime_nsec() as u64,
         ]
         .map(u64::to_le_bytes);
         let parts: Vec<&[u8]> = words.iter().map(|word| &word[..]).collect();
         Some(super::file_io::fnv(&parts))
     }
-    // Elsewhere no change time says that a file was written: no close stamp is believed.
+    // Elsewhere no close stamp is believed.
     #[cfg(not(unix))]
     {
         let _ = path;
