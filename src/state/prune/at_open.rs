@@ -330,15 +330,28 @@ mod tests {
             read
         }
 
+        /// A file whose last close left a stamp (its open's prune found nothing).
+        fn stamped_file(dir: &Scratch) -> PathBuf {
+            let file = file_to_prune(dir);
+            // The prune that deleted something proves nothing; the next one found nothing.
+            assert!(open_close(&file));
+            assert!(!journal(&file).exists());
+            assert!(open_close(&file));
+            assert_eq!(std::fs::metadata(journal(&file)).unwrap().len(), 64);
+            file
+        }
+
+        fn orphan_on(conn: &rusqlite::Connection) {
+            conn.execute(
+                "INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
+                 VALUES (randomblob(32), 'text/plain', 1, x'00', 0)",
+                [],
+            )
+            .unwrap();
+        }
+
         fn insert_orphan(file: &Path) {
-            let foreign = rusqlite::Connection::open(file).unwrap();
-            foreign
-                .execute(
-                    "INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
-                     VALUES (randomblob(32), 'text/plain', 1, x'00', 0)",
-                    [],
-                )
-                .unwrap();
+            orphan_on(&rusqlite::Connection::open(file).unwrap());
         }
 
         fn blobs(file: &Path) -> i64 {
@@ -348,17 +361,17 @@ mod tests {
                 .unwrap()
         }
 
+        /// After another program's change, the next open reads the file and prunes the orphan.
+        fn assert_read_and_pruned(file: &Path, clean: i64) {
+            assert_eq!(blobs(file), clean + 1);
+            assert!(open_close(file));
+            assert_eq!(blobs(file), clean);
+        }
+
         #[test]
         fn a_clean_last_close_leaves_a_stamp_the_next_open_believes() {
             let dir = Scratch::new("close-stamp");
-            let file = file_to_prune(&dir);
-            // The prune that deleted something proves nothing: no stamp, the journal goes.
-            assert!(open_close(&file));
-            assert!(!journal(&file).exists());
-            // One that found nothing marks the file clean; the last close stamps it, leaving
-            // the journal's header alone.
-            assert!(open_close(&file));
-            assert_eq!(std::fs::metadata(journal(&file)).unwrap().len(), 64);
+            let file = stamped_file(&dir);
             assert!(!open_close(&file));
             assert!(!open_close(&file));
             // A writer of this package taking the stamped journal gets its slots back.
@@ -372,48 +385,49 @@ mod tests {
         #[test]
         fn a_commit_of_another_program_after_the_close_is_seen_and_pruned() {
             let dir = Scratch::new("close-stamp-foreign");
-            let file = file_to_prune(&dir);
-            open_close(&file);
-            open_close(&file);
-            assert!(!open_close(&file));
-            let before = blobs(&file);
+            let file = stamped_file(&dir);
+            let clean = blobs(&file);
             insert_orphan(&file);
-            assert_eq!(blobs(&file), before + 1);
-            assert!(open_close(&file));
-            assert_eq!(blobs(&file), before);
+            assert_read_and_pruned(&file, clean);
         }
 
         #[test]
-        fn a_commit_left_in_the_wal_is_seen() {
+        fn a_commit_left_in_the_wal_is_seen_though_the_file_is_as_stamped() {
             let dir = Scratch::new("close-stamp-wal");
-            let file = file_to_prune(&dir);
-            open_close(&file);
-            open_close(&file);
-            // Another program's commit, its WAL kept (as after a crash): the file itself is as
-            // the stamp left it, the log is not.
-            let foreign = rusqlite::Connection::open(&file).unwrap();
-            foreign.pragma_update(None, "journal_mode", "WAL").unwrap();
-            foreign
-                .execute_batch("PRAGMA wal_autocheckpoint = 0")
+            let file = stamped_file(&dir);
+            let clean = blobs(&file);
+            let bytes = std::fs::read(&file).unwrap();
+            let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+            // Another program's commit, left in its WAL as a crash leaves it: its connection
+            // is not the last (`holder` is), so it does not checkpoint.
+            let holder = rusqlite::Connection::open(&file).unwrap();
+            holder
+                .query_row("SELECT COUNT(*) FROM blobs", [], |row| row.get::<_, i64>(0))
                 .unwrap();
-            let before = blobs(&file);
             insert_orphan(&file);
             let wal = dir.file("state.sqlite-wal");
-            let kept = std::fs::read(&wal).unwrap();
-            drop(foreign);
-            // Dropped last, it checkpointed: put its log back as a crash would have left it.
-            std::fs::write(&wal, kept).unwrap();
-            std::fs::copy(dir.file("state.sqlite"), dir.file("copy")).unwrap();
+            let log = std::fs::read(&wal).unwrap();
+            drop(holder);
+            // The holder closed last and checkpointed: put the file back as it was, to the
+            // nanosecond of its modification time, and the log as the crash left it.
+            std::fs::write(&file, &bytes).unwrap();
+            let reopened = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+            reopened.set_modified(modified).unwrap();
+            drop(reopened);
+            assert_eq!(
+                std::fs::metadata(&file).unwrap().modified().unwrap(),
+                modified
+            );
+            std::fs::write(&wal, log).unwrap();
+            // (Counting the blobs first would checkpoint the log into the file.)
             assert!(open_close(&file));
-            assert_eq!(blobs(&file), before);
+            assert_eq!(blobs(&file), clean);
         }
 
         #[test]
         fn a_backup_copied_over_the_file_is_not_the_stamped_file() {
             let dir = Scratch::new("close-stamp-restore");
-            let file = file_to_prune(&dir);
-            open_close(&file);
-            open_close(&file);
+            let file = stamped_file(&dir);
             let clean = blobs(&file);
             // A backup of the clean file, which another program then gave an orphan.
             let backup = dir.file("backup.sqlite");
@@ -422,36 +436,26 @@ mod tests {
             assert!(!open_close(&file));
             // Restored in place: same device and inode, another content.
             std::fs::copy(&backup, &file).unwrap();
-            assert_eq!(blobs(&file), clean + 1);
-            assert!(open_close(&file));
-            assert_eq!(blobs(&file), clean);
+            assert_read_and_pruned(&file, clean);
         }
 
         #[test]
         fn a_close_that_is_not_the_last_leaves_no_stamp() {
             let dir = Scratch::new("close-stamp-shared");
             let file = file_to_prune(&dir);
-            open_close(&file);
-            open_close(&file);
-            // Another program holds the file while the store closes, then commits and closes
-            // last: the store's close proved nothing.
+            assert!(open_close(&file));
+            assert!(!journal(&file).exists());
+            // Another program holds the file while a store opens it (its prune finds nothing,
+            // at a log nothing was written to: the same position in every WAL) and closes,
+            // then commits and closes last. The store's mark must not pass for the next log's.
             let foreign = rusqlite::Connection::open(&file).unwrap();
-            foreign
+            let clean = foreign
                 .query_row("SELECT COUNT(*) FROM blobs", [], |row| row.get::<_, i64>(0))
                 .unwrap();
-            let state = open_read_write(&file, NOW);
-            drop(state);
-            let before = blobs(&file);
-            foreign
-                .execute(
-                    "INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
-                     VALUES (randomblob(32), 'text/plain', 1, x'00', 0)",
-                    [],
-                )
-                .unwrap();
-            drop(foreign);
             assert!(open_close(&file));
-            assert_eq!(blobs(&file), before);
+            orphan_on(&foreign);
+            drop(foreign);
+            assert_read_and_pruned(&file, clean);
         }
     }
 
