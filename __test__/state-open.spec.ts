@@ -447,7 +447,9 @@ describe('a constructor that throws after opening', () => {
     expect(() => new SqliteControllerStore(file, { projectPath: 5 })).toThrow(
       'The "paths[0]" argument must be of type string. Received type number (5)',
     );
-    expect(fs.readdirSync(dir)).toEqual(['state.sqlite']);
+    // Only the file and the clean last close's stamp (docs/run-index.md, "Across the last close").
+    expect(fs.readdirSync(dir).sort()).toEqual(['state.sqlite', 'state.sqlite-runlog']);
+    expect(fs.statSync(`${file}-runlog`).size).toBe(64);
   });
 });
 
