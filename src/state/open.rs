@@ -202,11 +202,13 @@ impl StateDb {
     /// spills pages before its commit. Returns once the prune holds the write lock.
     fn start_prune(&self) -> Result<()> {
         // Proven clean, on the store's own connection: no connection, thread or read of its
-        // own. The write lock is taken as the prune's would be (the open fails as it would).
+        // own. The write lock is taken as the prune's would be (the open fails as it would),
+        // and let go by a ROLLBACK: nothing changed, and a COMMIT would leave the next commit's
+        // journal slot marked in flight (its commit hook runs; no frame follows to settle it).
         let own = self.file_conn()?;
         own.execute_batch("BEGIN IMMEDIATE")?;
         let clean = self.run_index.blobs_known_clean(own);
-        own.execute_batch("COMMIT")?;
+        own.execute_batch("ROLLBACK")?;
         if clean {
             return Ok(());
         }

@@ -131,8 +131,9 @@ pub fn start(
     }
     conn.execute_batch("BEGIN IMMEDIATE")?;
     if conn.known_clean() {
-        // Nothing was changed: the commit writes nothing.
-        conn.execute_batch("COMMIT")?;
+        // Nothing was changed: a COMMIT would write nothing, but leave the next commit's
+        // journal slot marked in flight (see `StateDb::start_prune`).
+        conn.execute_batch("ROLLBACK")?;
         return Ok(None);
     }
     let pending = Arc::new(PendingPrune {
@@ -200,8 +201,11 @@ fn run(
         prune::delete_blobs(conn, &rowids)?;
         if rowids.is_empty() {
             conn.found_nothing();
+            // Nothing changed: no commit (see `start`).
+            conn.execute_batch("ROLLBACK")?;
+        } else {
+            conn.execute_batch("COMMIT")?;
         }
-        conn.execute_batch("COMMIT")?;
         Ok(())
     })();
     if outcome.is_err() && !conn.is_autocommit() {

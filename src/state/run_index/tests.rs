@@ -853,3 +853,20 @@ fn after_a_foreign_commit_the_second_poll_answers_from_the_rebuilt_index() {
         check(conn, index, round);
     }
 }
+
+#[test]
+fn an_open_that_proves_the_file_clean_leaves_no_commit_in_flight() {
+    let scratch = Scratch::new("run-index-proven-open");
+    let file = scratch.file("state.sqlite");
+    // A new file's prune finds nothing; its last close leaves a stamp the next open believes.
+    crate::test_support::open_read_write(&file, 0)
+        .close()
+        .unwrap();
+    let mut state = crate::test_support::open_read_write(&file, 0);
+    assert!(!state.open_prune_pending());
+    let hooks = state.run_index.hooks.as_ref().unwrap();
+    // The check's empty transaction is no commit: its slot holds no in-flight mark, which a
+    // reader would wait on after another program's first commit.
+    assert_eq!(hooks.journal().read(1), None);
+    state.close().unwrap();
+}
