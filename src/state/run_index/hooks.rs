@@ -140,8 +140,11 @@ impl Hooks {
     /// `exact_at`: the schema version at which the file's schema objects were verified equal to
     /// the state schema's (their columns are then known without reading).
     pub fn read_blob_columns(&self, conn: &rusqlite::Connection, exact_at: Option<i64>) {
-        let known = exact_at.and_then(RefColumns::of_state_schema);
-        if let Ok(columns) = known.map(Ok).unwrap_or_else(|| RefColumns::read(conn)) {
+        let columns = match exact_at.and_then(RefColumns::of_state_schema) {
+            Some(known) => Ok(known),
+            None => RefColumns::read(conn),
+        };
+        if let Ok(columns) = columns {
             let _ = self.blob_columns.set(Arc::new(columns));
         }
     }
