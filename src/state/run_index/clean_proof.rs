@@ -160,10 +160,10 @@ pub fn before_close(journal: &Journal, conn: &Connection, file: &Path) -> Option
     Some(BeforeClose { at, schema, wal })
 }
 
-/// After the close: when it was the file's last (SQLite deleted the WAL) and nothing was
+/// After the file's last close (the caller saw SQLite delete the WAL): when nothing was
 /// committed past what `before` saw, leaves a close stamp in the journal and returns `true`.
 pub fn stamp_after_close(journal: &Journal, before: BeforeClose, file: &Path) -> bool {
-    if wal_path(file).exists() || !wal_ends_at(&before.wal, before.at) {
+    if !wal_ends_at(&before.wal, before.at) {
         return false;
     }
     let Some(stamp) = fingerprint(file) else {
@@ -200,7 +200,8 @@ fn wal_ends_at(wal: &File, at: WalPosition) -> bool {
     }
 }
 
-fn wal_path(file: &Path) -> PathBuf {
+/// SQLite's WAL beside `file`.
+pub fn wal_path(file: &Path) -> PathBuf {
     let mut wal = file.as_os_str().to_owned();
     wal.push("-wal");
     PathBuf::from(wal)

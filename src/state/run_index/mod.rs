@@ -318,9 +318,7 @@ impl RunIndex {
         let Some(hooks) = &self.hooks else {
             return;
         };
-        let mut wal = file_path.as_os_str().to_owned();
-        wal.push("-wal");
-        if Path::new(&wal).exists() {
+        if clean_proof::wal_path(file_path).exists() {
             return;
         }
         let stamped = before.is_some_and(|before| {
