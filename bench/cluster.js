@@ -3,7 +3,9 @@
 // (reserve, claim, mark running, complete), a poll (claimNextWorkflowRun with nothing due) and a
 // controller claimNext + settleClaim, on a state file in /dev/shm (or the temp folder) and on a
 // local three-node dqlite cluster (crates/dqlite-wire's dqlite-test-cluster: loopback, every
-// write replicated to a quorum). Median and p99 in µs over PIW_CLUSTER_ITERATIONS (300).
+// write replicated to a quorum). Median and p99 in µs over PIW_CLUSTER_ITERATIONS (300), and on
+// the cluster the requests a row writes to the leader (its round trips; a write carries one
+// request or several sent together).
 
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
@@ -12,6 +14,7 @@ const path = require('node:path');
 const readline = require('node:readline');
 
 const { SqliteControllerStore } = require('../index.js');
+const { binding } = require('../lib/native.js');
 const { reservation } = require('./fixtures');
 
 const ITERATIONS = Number(process.env.PIW_CLUSTER_ITERATIONS ?? 300);
@@ -23,10 +26,14 @@ function stats(samples) {
   return { p50: Math.round(at(0.5)), p99: Math.round(at(0.99)) };
 }
 
-function time(fn) {
+/** µs `fn` took; its request writes are added to `requests` (when given). */
+function time(fn, requests) {
+  const writes = binding.clusterRequestWrites();
   const start = process.hrtime.bigint();
   fn();
-  return Number(process.hrtime.bigint() - start) / 1000;
+  const elapsed = Number(process.hrtime.bigint() - start) / 1000;
+  if (requests) requests.push(binding.clusterRequestWrites() - writes);
+  return elapsed;
 }
 
 function rows(store, label) {
@@ -34,6 +41,7 @@ function rows(store, label) {
   const lifecycle = [];
   const poll = [];
   const claim = [];
+  const requests = { lifecycle: [], poll: [], 'claimNext+settle+enqueue': [] };
   for (let i = 0; i < ITERATIONS; i += 1) {
     const runId = `${label}-${i}`;
     lifecycle.push(
@@ -42,18 +50,22 @@ function rows(store, label) {
         store.claimWorkflowRun({ runId, runnerId: 'host', claimToken: `${runId}-t`, leaseMs: 30_000 });
         store.markWorkflowRunRunning({ runId, claimToken: `${runId}-t` });
         store.completeWorkflowRun({ runId, claimToken: `${runId}-t` });
-      }),
+      }, requests.lifecycle),
     );
-    poll.push(time(() => store.claimNextWorkflowRun({ runnerId: 'host', claimToken: `poll-${i}`, leaseMs: 30_000 })));
+    poll.push(
+      time(() => store.claimNextWorkflowRun({ runnerId: 'host', claimToken: `poll-${i}`, leaseMs: 30_000 }), requests.poll),
+    );
     claim.push(
       time(() => {
         const held = store.claimNext({ controllers: ['bench'], ownerId: 'host', leaseMs: 30_000 });
         if (held) store.settleClaim(held);
         store.enqueue({ controller: 'bench', key: 'k' });
-      }),
+      }, requests['claimNext+settle+enqueue']),
     );
   }
-  return { lifecycle: stats(lifecycle), poll: stats(poll), 'claimNext+settle+enqueue': stats(claim) };
+  const timed = { lifecycle: stats(lifecycle), poll: stats(poll), 'claimNext+settle+enqueue': stats(claim) };
+  for (const [row, counts] of Object.entries(requests)) timed[row].requests = stats(counts).p50;
+  return timed;
 }
 
 async function main() {
@@ -75,11 +87,11 @@ async function main() {
     child.stdin.end('stop\n');
   }
   console.log(`µs per call (p50 / p99), ${ITERATIONS} iterations`);
-  console.log('| row | file | cluster (3 nodes, loopback) |');
-  console.log('|---|---|---|');
+  console.log('| row | file | cluster (3 nodes, loopback) | requests (cluster) |');
+  console.log('|---|---|---|---|');
   for (const row of Object.keys(out.file)) {
     const cell = (engine) => `${out[engine][row].p50} / ${out[engine][row].p99}`;
-    console.log(`| ${row} | ${cell('file')} | ${cell('cluster')} |`);
+    console.log(`| ${row} | ${cell('file')} | ${cell('cluster')} | ${out.cluster[row].requests} |`);
   }
 }
 

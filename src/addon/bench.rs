@@ -17,6 +17,13 @@ pub fn record_mark(label: String) {
     trace::mark(&label);
 }
 
+/// Bench only: how many times this process has written requests to a dqlite node so far
+/// (a write carries one request or several sent together; bench:cluster divides by calls).
+#[napi]
+pub fn cluster_request_writes() -> f64 {
+    dqlite_wire::request_writes() as f64
+}
+
 /// Bench only: the CPU time of the calling thread so far, in nanoseconds
 /// (`CLOCK_THREAD_CPUTIME_ID`; `-1` where the platform has no such clock). bench:scale reads it
 /// around each timed call, so that a poll's cost can be read apart from the time its thread

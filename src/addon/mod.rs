@@ -22,7 +22,7 @@ use napi_derive::napi;
 
 use crate::js;
 
-pub use bench::{record_mark, record_statements, thread_cpu_time_ns};
+pub use bench::{cluster_request_writes, record_mark, record_statements, thread_cpu_time_ns};
 pub use state::NativeState;
 pub use store::{NativeStore, StoreCall};
 

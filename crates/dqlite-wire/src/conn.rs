@@ -23,6 +23,7 @@
 //! connection must look like dqlite's ([`crate::handshake`]).
 
 mod framing;
+pub use framing::request_writes;
 mod rows;
 mod transaction;
 

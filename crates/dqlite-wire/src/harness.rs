@@ -12,6 +12,12 @@
 //! answer) and resumed with SIGCONT.
 //! Dropping the cluster SIGKILLs every node and removes the directory.
 //! Every wait is bounded and fails with the node logs in its message.
+//! With `piw-dqlite-node`, [`DELAY_VAR`] puts a network delay between the
+//! nodes and their clients ([`delay`]).
+
+mod delay;
+
+pub use delay::DELAY_VAR;
 
 use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader};
@@ -61,6 +67,9 @@ impl NodeProgram {
             }
             NodeProgram::Piw(path) => {
                 let mut cmd = Command::new(path);
+                if let Some(bind) = &node.bind {
+                    cmd.args(["--bind", bind]);
+                }
                 cmd.args(["--address", &node.db, "--dir"]);
                 cmd
             }
@@ -151,6 +160,8 @@ fn free_port() -> io::Result<u16> {
 struct Node {
     api: String,
     db: String,
+    /// Where the node listens when a delay proxy holds `db` ([`delay`]).
+    bind: Option<String>,
     dir: PathBuf,
     log: PathBuf,
     child: Option<Child>,
@@ -213,12 +224,23 @@ impl TestCluster {
             cluster.nodes.push(Node {
                 api: format!("127.0.0.1:{api}"),
                 db: format!("127.0.0.1:{db}"),
+                bind: None,
                 log: cluster.root.join(format!("node{}.log", i + 1)),
                 dir,
                 child: None,
                 started: false,
                 frozen: false,
             });
+        }
+        let delay = delay::from_env().filter(|_| matches!(cluster.program, NodeProgram::Piw(_)));
+        if let Some(delay) = delay {
+            for node in &mut cluster.nodes {
+                let hidden = format!("127.0.0.1:{}", free_port().map_err(|e| e.to_string())?);
+                let listener =
+                    TcpListener::bind(&node.db).map_err(|e| format!("{}: {e}", node.db))?;
+                delay::forward(listener, hidden.clone(), delay);
+                node.bind = Some(hidden);
+            }
         }
         let deadline = Instant::now() + timeout;
         // The first node bootstraps (`--bootstrap` for piw-dqlite-node); the

@@ -41,7 +41,9 @@ pub mod wire;
 
 pub use budget::ReplyLimits;
 pub use cluster::{parse_url, Backoff, Cluster, Config, Session};
-pub use conn::{Connection, ExecResult, QueryResult, Rows, Statement, Timeouts, Transaction};
+pub use conn::{
+    request_writes, Connection, ExecResult, QueryResult, Rows, Statement, Timeouts, Transaction,
+};
 pub use error::{Error, ErrorKind, Outcome, ReplyLimit, Result};
 pub use message::NodeInfo;
 pub use value::Value;

@@ -4,6 +4,7 @@
 //! it ran inside a transaction.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Connection, Effect, ExecResult, Rows};
@@ -13,6 +14,16 @@ use crate::error::{Error, ErrorKind, Outcome, Result, SQLITE_NOTFOUND};
 use crate::handshake;
 use crate::message::{Request, Response, RowsBatch};
 use crate::wire::{Header, MAX_BODY_BYTES, WORD};
+
+/// Request writes of every connection of the process ([`request_writes`]).
+static WRITES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times this process's connections have written requests to a node (one write
+/// carries one request, or several sent together): what a caller's round trips are counted
+/// by (bench:cluster).
+pub fn request_writes() -> u64 {
+    WRITES.load(Ordering::Relaxed)
+}
 
 impl Connection {
     /// Whether requests may be sent ahead of the replies before them
@@ -108,6 +119,7 @@ impl Connection {
 
     /// Write one or more whole request frames.
     pub(super) fn send(&mut self, frames: &[u8], deadline: Instant) -> Result<()> {
+        WRITES.fetch_add(1, Ordering::Relaxed);
         // A transaction does not survive its connection: once the socket is
         // unusable the server rolls it back.
         let unsent = if self.in_tx {
