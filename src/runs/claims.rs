@@ -274,6 +274,7 @@ pub fn renew(store: &Store, call: &Call) -> Result<Reply> {
             Some(text) => text,
             None => std::borrow::Cow::Owned(again.template()?),
         };
+        conn.hold_writes_until_commit();
         record_viewer_deltas(conn, &again, SUMMARY_REPLAY, now)?;
         Ok(true)
     })?;
@@ -356,6 +357,7 @@ pub fn update_claimed_run_status(
         }
         // The lease is as the claim check read it: only the queue row changed since.
         let lease = row.lease();
+        conn.hold_writes_until_commit();
         let revision = bump_resource_revision(conn, &row.resource_id, now)?;
         leases::insert_attributed_event(
             conn,

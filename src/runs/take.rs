@@ -119,6 +119,8 @@ pub fn claim_run_in_transaction(
     if !options.preserve_queue_status {
         CLAIM.apply(conn, Table::Queue, params![now, row.run_id])?;
     }
+    // From here to the COMMIT: SQL, and JavaScript only for a `claimToken` object (below).
+    conn.hold_writes_until_commit();
     let revision = bump_resource_revision(conn, &row.resource_id, now)?;
     let actor = Actor::Taker {
         owner_type,
@@ -150,6 +152,10 @@ pub fn claim_run_in_transaction(
             ..claimed
         }
     };
+    if matches!(claim.claim_token, Js::Live(_)) {
+        // Its `toString` runs where the reference's runs: after the writes.
+        conn.send_held()?;
+    }
     let claim_token = claim.claim_token.template_json()?;
     let reads = record_reads.borrowed();
     let record = match reads.is_complete(&claimed.borrowed()) {

@@ -119,6 +119,37 @@ impl Db {
             Db::Remote(remote) => remote.last_insert_rowid(),
         }
     }
+
+    /// The caller of a write transaction promises that from here to its COMMIT it runs no
+    /// JavaScript (a getter, a coercion, an assignment): on a cluster the writes whose count
+    /// nobody reads ([`Db::holds_writes`]) then wait and go together, in the COMMIT's request
+    /// when nothing reads in between. A held statement that fails fails the request that
+    /// carries it with its own error, and nothing after it runs; a step that fails before
+    /// they are sent reports their failure first (`StateDb::write` sends them), as they,
+    /// sent alone, would have failed before it. On a file, nothing changes.
+    pub fn hold_writes_until_commit(&self) {
+        if let Db::Remote(remote) = self {
+            remote.hold_writes();
+        }
+    }
+
+    /// Whether writes may be held back now ([`Db::hold_writes_until_commit`] on a cluster).
+    #[inline]
+    pub fn holds_writes(&self) -> bool {
+        match self {
+            Db::File(_) => false,
+            Db::Remote(remote) => remote.holds_writes(),
+        }
+    }
+
+    /// Sends the writes held back, if any: an error path reports their failure first, as the
+    /// statements, sent alone, would have failed before it.
+    pub fn send_held(&self) -> rusqlite::Result<()> {
+        match self {
+            Db::File(_) => Ok(()),
+            Db::Remote(remote) => remote.send_held(),
+        }
+    }
 }
 
 /// A prepared statement of either engine.
@@ -168,10 +199,8 @@ impl<'c> Stmt<'c> {
     /// ([`remote::Stmt::execute_deferred`]): its error, if it fails, is then returned by that
     /// later call and nothing after it runs. Only where that is the same to the caller: the
     /// error propagates unchanged (`?`), and nothing between this statement and the next can
-    /// fail or touch a JS value (an argument's getter, an in-place assignment).
-    // Tested (here and in the cluster suite); no domain module holds a statement back yet:
-    // docs/cluster.md, "What is sent together".
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// fail or touch a JS value (an argument's getter, an in-place assignment) — the promise
+    /// of [`Db::hold_writes_until_commit`], whose [`Db::holds_writes`] the callers ask.
     #[inline]
     pub fn execute_deferred<P: Params>(&mut self, params: P) -> rusqlite::Result<()> {
         match self {

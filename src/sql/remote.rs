@@ -66,6 +66,9 @@ struct State {
     /// Statements of the open write transaction held back by [`Stmt::execute_deferred`], with
     /// their values written in: sent before the next statement, or with the COMMIT.
     deferred: Vec<String>,
+    /// The write transaction's caller promised that no JavaScript runs before its COMMIT
+    /// ([`Remote::hold_writes`]): the writes whose count it does not need may wait.
+    holding: bool,
 }
 
 impl State {
@@ -74,6 +77,7 @@ impl State {
         self.transaction = None;
         self.begin_pending = false;
         self.deferred.clear();
+        self.holding = false;
     }
 }
 
@@ -178,9 +182,32 @@ impl Remote {
         self.state.borrow().transaction.is_none()
     }
 
-    /// The rowid of the last row an INSERT of this connection added.
+    /// The rowid of the last row an INSERT of this connection added (a held-back insert is
+    /// not counted: a caller that needs its rowid does not hold it back).
     pub fn last_insert_rowid(&self) -> i64 {
         self.state.borrow().last_insert_rowid
+    }
+
+    /// From here to the write transaction's COMMIT, the caller runs no JavaScript (see
+    /// `Db::hold_writes_until_commit`): writes whose count is not needed may then be held back
+    /// and sent together ([`Remote::holds_writes`], [`Stmt::execute_deferred`]). Nothing
+    /// outside a write transaction; it ends with the transaction.
+    pub fn hold_writes(&self) {
+        let mut state = self.state.borrow_mut();
+        if state.transaction == Some(TransactionKind::Write) {
+            state.holding = true;
+        }
+    }
+
+    /// Whether [`Remote::hold_writes`] is in force.
+    pub fn holds_writes(&self) -> bool {
+        self.state.borrow().holding
+    }
+
+    /// Sends what is held back now (an error path that must report a held statement's failure
+    /// before its own, as the statement would have failed first had it been sent alone).
+    pub fn send_held(&self) -> rusqlite::Result<()> {
+        self.deferred_sent()
     }
 
     /// How long a call waits for a leader (`reconnectDeadlineMs`), and so how long its reruns
@@ -377,14 +404,12 @@ impl Remote {
     }
 
     /// Holds back `sql` with `values` until the write transaction's next statement or COMMIT
-    /// ([`Stmt::execute_deferred`]); false (nothing held) outside a write transaction or where
-    /// its values cannot be written into its text exactly ([`values::inline`]).
-    // Tested (here and in the cluster suite); no domain module holds a statement back yet:
-    // docs/cluster.md, "What is sent together".
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// ([`Stmt::execute_deferred`]); false (nothing held) unless its caller promised
+    /// ([`Remote::hold_writes`]: only inside a write transaction), or where its values cannot
+    /// be written into its text exactly ([`values::inline`]).
     fn defer(&self, sql: &str, values: &[Value]) -> bool {
         let mut state = self.state.borrow_mut();
-        if state.transaction != Some(TransactionKind::Write) {
+        if !state.holding {
             return false;
         }
         match values::inline(sql, values) {
@@ -539,12 +564,10 @@ impl Stmt<'_> {
     /// request): one round trip for them all. dqlite runs them in turn and stops at the first
     /// that fails, so nothing after a failing statement runs, and its error is returned by the
     /// call that sent it (the next statement's, or the COMMIT's, which then rolls back).
-    /// Use it only where that is the same to the caller: the error would propagate unchanged,
-    /// and nothing between this statement and the next one can fail or be observed (no
-    /// argument read, no assignment to a caller's value). A ROLLBACK drops what is held back.
-    // Tested (here and in the cluster suite); no domain module holds a statement back yet:
-    // docs/cluster.md, "What is sent together".
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// Held only after [`Remote::hold_writes`]: the caller's promise that the error would
+    /// propagate unchanged and nothing JavaScript can observe runs before the next statement
+    /// (no argument read, no assignment to a caller's value). A ROLLBACK drops what is held
+    /// back.
     pub fn execute_deferred(&mut self, values: Vec<Value>) -> rusqlite::Result<()> {
         if self.control == Control::Sql {
             self.check_count(&values)?;

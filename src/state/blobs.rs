@@ -42,22 +42,13 @@ pub struct Blob {
 /// comparison reports. The failed statement changes nothing.
 pub fn put_blob(conn: &Db, content: &[u8], media_type: &str, now: i64) -> Result<BlobHash> {
     let hash = sha256(content);
-    let put = conn
-        .prepare_cached(
-            "INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
-             VALUES (?, ?, ?, ?, ?)
-             ON CONFLICT(blob_hash) DO UPDATE SET byte_length = -1
-             WHERE NOT (media_type = excluded.media_type
-                        AND byte_length = excluded.byte_length
-                        AND content = excluded.content)",
-        )?
-        .execute(params![
-            &hash[..],
-            media_type,
-            content.len() as i64,
-            content,
-            now
-        ]);
+    let put = conn.prepare_cached(PUT_ONE)?.execute(params![
+        &hash[..],
+        media_type,
+        content.len() as i64,
+        content,
+        now
+    ]);
     match put {
         Ok(_) => Ok(hash),
         Err(error) if is_conflict_marker(&error) => {
@@ -99,11 +90,61 @@ pub fn put_jsons<const N: usize>(conn: &Db, texts: [&str; N], now: i64) -> Resul
     }
 }
 
+/// [`put_json`] held back until the transaction's next statement or COMMIT when
+/// [`Db::holds_writes`] (a cluster write past its caller's promise), else run now. A conflict
+/// then fails the request that carries it with the `CHECK` failure, which the write
+/// transaction reports as the put would ([`conflict_of_held_put`]).
+pub fn put_json_held(conn: &Db, canonical_text: &str, now: i64) -> Result<BlobHash> {
+    if !conn.holds_writes() {
+        return put_json(conn, canonical_text, now);
+    }
+    let hash = sha256(canonical_text.as_bytes());
+    conn.prepare_cached(PUT_ONE)?.execute_deferred(params![
+        &hash[..],
+        MEDIA_JSON,
+        canonical_text.len() as i64,
+        canonical_text.as_bytes(),
+        now
+    ])?;
+    Ok(hash)
+}
+
+/// A write transaction's error as the store reports it: the `CHECK` failure of a put held
+/// back ([`put_json_held`]) is the put's conflict. Only a put's upsert writes a negative
+/// length (the store writes no other table with that check), so nothing else is renamed.
+pub fn conflict_of_held_put(error: StoreError) -> StoreError {
+    match &error {
+        StoreError::Sqlite { code, message }
+            if code == "SQLITE_CONSTRAINT_CHECK" && message.ends_with(CONFLICT_MARKER) =>
+        {
+            StoreError::plain("Content-addressed blob conflict")
+        }
+        _ => error,
+    }
+}
+
+/// The end of SQLite's message for the `CHECK` a conflicting put fails.
+const CONFLICT_MARKER: &str = "byte_length >= 0";
+
 /// The upsert clause of a put: see [`put_blob`].
-const PUT_CONFLICT: &str = "ON CONFLICT(blob_hash) DO UPDATE SET byte_length = -1
+macro_rules! put_conflict {
+    () => {
+        "ON CONFLICT(blob_hash) DO UPDATE SET byte_length = -1
              WHERE NOT (media_type = excluded.media_type
                         AND byte_length = excluded.byte_length
-                        AND content = excluded.content)";
+                        AND content = excluded.content)"
+    };
+}
+
+/// One put: see [`put_blob`].
+const PUT_ONE: &str = concat!(
+    "INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at)
+             VALUES (?, ?, ?, ?, ?) ",
+    put_conflict!()
+);
+
+/// [`put_conflict`] for the multi-row put.
+const PUT_CONFLICT: &str = put_conflict!();
 
 /// The `CHECK` failure a conflicting put provokes. An insert never fails it: its length is
 /// the content's, never negative.
@@ -112,7 +153,7 @@ fn is_conflict_marker(error: &rusqlite::Error) -> bool {
         error,
         rusqlite::Error::SqliteFailure(failure, Some(message))
             if failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_CHECK
-                && message.ends_with("byte_length >= 0")
+                && message.ends_with(CONFLICT_MARKER)
     )
 }
 

@@ -282,13 +282,23 @@ impl StateDb {
         // or inside an outer store call that a getter of its arguments re-entered) leaves that
         // transaction open: the reference's BEGIN runs before its `try`.
         conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        let outcome = operation(conn).and_then(|value| {
-            if let Some(file) = conn.file() {
-                self.run_index.capture(file);
-            }
-            conn.prepare_cached("COMMIT")?.execute([])?;
-            Ok(value)
-        });
+        // On a cluster, writes the operation held back (`Db::hold_writes_until_commit`) go with
+        // the COMMIT: when the operation fails first, they are sent, and their failure, which
+        // the reference meets before the operation's, wins. A put's conflict held back that
+        // way fails as `CHECK` until `conflict_of_held_put` names it.
+        let outcome = operation(conn)
+            .map_err(|error| match conn.send_held() {
+                Ok(()) => error,
+                Err(held) => held.into(),
+            })
+            .and_then(|value| {
+                if let Some(file) = conn.file() {
+                    self.run_index.capture(file);
+                }
+                conn.prepare_cached("COMMIT")?.execute([])?;
+                Ok(value)
+            })
+            .map_err(blobs::conflict_of_held_put);
         if outcome.is_err() && !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }

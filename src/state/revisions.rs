@@ -7,11 +7,11 @@ use crate::sql::{params, params_from_iter, Db, OptionalExtension};
 
 use std::sync::LazyLock;
 
-use super::blobs::{put_json, stored_json_test, BlobHash};
+use super::blobs::{put_json, put_json_held, stored_json_test, BlobHash};
 use super::ids::{random_uuid, sha256};
 use super::viewer::record_run_resource_deltas;
 use crate::error::{Result, StoreError};
-use crate::js::{bind_params, Bound, Param};
+use crate::js::{bind_params, Bound, Js, Param};
 
 /// The resource's revision, or `Resource is missing: <id>`.
 pub fn resource_revision(conn: &Db, resource_id: &str) -> Result<i64> {
@@ -110,6 +110,16 @@ pub fn insert_event_params(
     payload: Payload<'_>,
 ) -> Result<String> {
     let event_id = format!("event-{}", random_uuid());
+    if conn.holds_writes() {
+        insert_event_held(
+            conn,
+            event,
+            &event_id,
+            [event_type, actor_id, lease_generation],
+            payload,
+        )?;
+        return Ok(event_id);
+    }
     // The reference puts the payload first: a forged blob fails before a value that cannot
     // be bound does. A fresh payload is put now (its hash is the put's); a repeated one only
     // when the conditional insert below finds it missing.
@@ -147,6 +157,58 @@ pub fn insert_event_params(
     conn.prepare_cached(INSERT_EVENT)?
         .execute(params_from_iter(row))?;
     Ok(event_id)
+}
+
+/// [`insert_event_params`] past the caller's promise ([`Db::holds_writes`]): the payload put
+/// (unless stored) and the row held back, to go with what follows. The row is bound first:
+/// when that fails, the payload is put now and its failure, which the reference meets first,
+/// wins. A caller's object is bound only with nothing held back (binding an array reads its
+/// elements, which JavaScript may observe).
+fn insert_event_held(
+    conn: &Db,
+    event: &EventBase<'_>,
+    event_id: &str,
+    [event_type, actor_id, lease_generation]: [Param<'_>; 3],
+    payload: Payload<'_>,
+) -> Result<()> {
+    let stored = match payload {
+        Payload::Stored(hash) => Some(*hash),
+        Payload::Fresh | Payload::Repeated => None,
+    };
+    let payload_hash = stored.unwrap_or_else(|| sha256(event.payload.as_bytes()));
+    let params = [
+        Param::text(event_id),
+        Param::text(event.resource_id),
+        Param::int(event.revision),
+        event_type,
+        Param::text(event.actor_type),
+        actor_id,
+        lease_generation,
+        Param::blob(&payload_hash[..]),
+        Param::int(event.now),
+    ];
+    if params
+        .iter()
+        .any(|param| matches!(param, Param::Js(Js::Live(_))))
+    {
+        conn.send_held()?;
+    }
+    let row = bind_params(&params);
+    let row = match row {
+        Ok(row) => row,
+        Err(error) => {
+            if stored.is_none() {
+                put_json(conn, event.payload, event.now)?;
+            }
+            return Err(error);
+        }
+    };
+    if stored.is_none() {
+        put_json_held(conn, event.payload, event.now)?;
+    }
+    conn.prepare_cached(INSERT_EVENT)?
+        .execute_deferred(params_from_iter(row))?;
+    Ok(())
 }
 
 /// [`INSERT_EVENT`] of the bound `row` if its payload (`payload`, whose hash the row holds)

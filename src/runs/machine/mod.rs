@@ -20,7 +20,8 @@ use crate::state::viewer::{
 
 /// The `events` row and viewer deltas a move of `row` ends with: bump, the move's event
 /// attributed to `actor`, then the explicit summary/replay deltas of `viewer_run_id` (the
-/// row's id, or the `options.runId` the reference reads again for them).
+/// row's id, or the `options.runId` the reference reads again for them). The last thing a
+/// move does: its callers return, and commit, after it.
 pub fn record(
     conn: &Db,
     row: &RunRow,
@@ -29,6 +30,7 @@ pub fn record(
     now: i64,
     viewer_run_id: &str,
 ) -> Result<()> {
+    conn.hold_writes_until_commit();
     let revision = advance_resource_revision(conn, &row.resource_id, now)?;
     let payload = canonical(event.1);
     let insert_event = || {

@@ -63,6 +63,10 @@ fn held_back_statements_go_with_the_next_statement_or_the_commit_in_one_request(
     step(&db, "BEGIN IMMEDIATE");
     select(&db);
     let mut insert = db.prepare_cached("INSERT INTO t VALUES (?, ?)").unwrap();
+    // Nothing is held back before the transaction's caller promises (`hold_writes_until_commit`).
+    insert.execute_deferred(params![0, "sent"]).unwrap();
+    db.hold_writes_until_commit();
+    assert!(db.holds_writes());
     insert.execute_deferred(params![1, "a'b"]).unwrap();
     insert.execute_deferred(params![-2, vec![0xab_u8]]).unwrap();
     step(&db, "COMMIT");
@@ -73,11 +77,13 @@ fn held_back_statements_go_with_the_next_statement_or_the_commit_in_one_request(
             "INSERT INTO t VALUES (1, 'a''b');\nINSERT INTO t VALUES ((-2), X'AB');\nCOMMIT"
         ]
     );
+    assert!(!db.holds_writes(), "the promise ends with its transaction");
     // Before a statement that needs a reply, in one request of their own; a REAL cannot be
     // written into the text exactly, so that statement is sent as it comes.
     let start = node.exec_sql().len();
     step(&db, "BEGIN IMMEDIATE");
     select(&db);
+    db.hold_writes_until_commit();
     insert.execute_deferred(params![3, "c"]).unwrap();
     insert.execute_deferred(params![4, "d"]).unwrap();
     insert.execute_deferred(params![5, 0.5]).unwrap();
@@ -96,6 +102,8 @@ fn held_back_statements_go_with_the_next_statement_or_the_commit_in_one_request(
     let start = node.exec_sql().len();
     step(&db, "BEGIN");
     select(&db);
+    db.hold_writes_until_commit();
+    assert!(!db.holds_writes());
     insert.execute_deferred(params![7, "f"]).unwrap();
     step(&db, "COMMIT");
     // A read snapshot's COMMIT is sent without waiting for its reply: give the node up to 5 s
@@ -157,6 +165,7 @@ fn a_held_back_statement_that_fails_fails_its_call_with_its_own_error_and_nothin
     // Held back until the COMMIT, or until the next statement: the same error, from that
     // call, and nothing of the transaction is applied, the statements after it included.
     let with_commit = write(&db, || {
+        db.hold_writes_until_commit();
         let mut statement = db.prepare_cached(insert)?;
         statement.execute_deferred(params![2, "two"])?;
         statement.execute_deferred(params![1, "again"])?;
@@ -169,6 +178,7 @@ fn a_held_back_statement_that_fails_fails_its_call_with_its_own_error_and_nothin
     assert_eq!(rows(), [1]);
     let mut reached = false;
     let before_next = write(&db, || {
+        db.hold_writes_until_commit();
         let mut statement = db.prepare_cached(insert)?;
         statement.execute_deferred(params![2, "two"])?;
         statement.execute_deferred(params![1, "again"])?;
@@ -185,6 +195,7 @@ fn a_held_back_statement_that_fails_fails_its_call_with_its_own_error_and_nothin
     assert_eq!(rows(), [1]);
     // And when every statement succeeds, all of them are committed.
     write(&db, || {
+        db.hold_writes_until_commit();
         let mut statement = db.prepare_cached(insert)?;
         statement.execute_deferred(params![2, "two"])?;
         statement.execute_deferred(params![3, "it's"])?;

@@ -1,0 +1,232 @@
+// Writes held back to the COMMIT on a cluster (issue 36 item 4; docs/cluster.md, "What is sent
+// together"): the run lifecycle's last writes go in the COMMIT's request, and a held statement
+// that fails fails the call as it fails on a file. The failure here is the one a put can meet: a
+// forged blob under the hash of the document the call stores (the reference's
+// "Content-addressed blob conflict"), written through `state.connection` before the call.
+
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { clusterForSuite, type TestCluster } from '../support/cluster';
+
+const { SqliteControllerStore, StateDatabase } = require('../../index.js');
+const { binding } = require('../../lib/native.js');
+const { reservation } = require('../../bench/fixtures');
+
+type Store = InstanceType<typeof SqliteControllerStore>;
+type Connection = { prepare(sql: string): { run(...values: unknown[]): unknown; get(...values: unknown[]): any } };
+
+let cluster: TestCluster;
+let databases = 0;
+
+clusterForSuite((started) => (cluster = started));
+
+const RUN = 'run-held';
+const LIFECYCLE_CLAIM = { runId: RUN, runnerId: 'host-1', claimToken: 'token-1', leaseMs: 60_000 };
+/** A lease whose end is past JavaScript's dates: the claim's record then fails (RangeError). */
+const PAST_DATES = 8.64e15;
+
+/** A store and a read-write connection on a fresh database of `engine`. */
+function open(engine: 'file' | 'cluster'): { store: Store; connection: Connection; close(): void } {
+  let address: string;
+  let folder: string | undefined;
+  if (engine === 'file') {
+    folder = fs.mkdtempSync(path.join(os.tmpdir(), 'piw-held-'));
+    address = path.join(folder, 'state.sqlite');
+  } else {
+    databases += 1;
+    address = cluster.url(`held-${Date.now().toString(36)}-${databases}`);
+  }
+  const store = new SqliteControllerStore(address, { projectPath: '/held' });
+  const state = new StateDatabase({ filePath: address });
+  return {
+    store,
+    connection: state.connection,
+    close() {
+      state.close();
+      store.close();
+      if (folder !== undefined) fs.rmSync(folder, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Stores `other` under the hash of `text`: a later put of `text` conflicts. */
+function forge(connection: Connection, text: string): void {
+  const hash = crypto.createHash('sha256').update(text).digest();
+  const other = Buffer.from(`${text} `);
+  connection
+    .prepare('INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at) VALUES (?, ?, ?, ?, 0)')
+    .run(hash, 'application/json', other.length, other);
+}
+
+/** The viewer patch of the run's next presentation revision. */
+function nextPatch(connection: Connection): string {
+  const { presentation_revision: revision } = connection
+    .prepare('SELECT presentation_revision FROM viewer_runs WHERE run_id = ?')
+    .get(RUN);
+  return `[{"op":"replace","path":"/presentationRevision","value":${revision + 1}}]`;
+}
+
+/** What a caller sees of a thrown error. */
+function seen(error: unknown): object {
+  const own = Object.fromEntries(Object.entries(error as object));
+  return { class: (error as Error).constructor.name, name: (error as Error).name, message: (error as Error).message, own };
+}
+
+/** The rows a failed call must leave as they were. */
+function snapshot(store: Store, connection: Connection): object {
+  return {
+    run: store.getWorkflowRun(RUN),
+    events: connection.prepare('SELECT count(*) AS n FROM events').get().n,
+    deltas: connection.prepare('SELECT count(*) AS n FROM viewer_deltas').get().n,
+    viewer: connection.prepare('SELECT presentation_revision FROM viewer_runs').get().presentation_revision,
+  };
+}
+
+/** Each lifecycle step on `engine`, the step named `failing` after forging what it stores. */
+function lifecycleWithForgery(
+  engine: 'file' | 'cluster',
+  failing: string,
+  forged: (c: Connection) => string,
+  leaseMs: number,
+): object {
+  const { store, connection, close } = open(engine);
+  const CLAIM = { ...LIFECYCLE_CLAIM, leaseMs };
+  try {
+    const steps: [string, () => unknown][] = [
+      ['reserve', () => store.reserveWorkflowRun({ ...reservation(RUN, 'session-1'), runnerId: CLAIM.runnerId })],
+      ['claim', () => store.claimWorkflowRun(CLAIM)],
+      ['mark', () => store.markWorkflowRunRunning(CLAIM)],
+      ['renew', () => store.renewWorkflowRunClaim(CLAIM)],
+      ['complete', () => store.completeWorkflowRun(CLAIM)],
+    ];
+    for (const [name, step] of steps) {
+      if (name !== failing) {
+        step();
+        continue;
+      }
+      forge(connection, forged(connection));
+      const before = snapshot(store, connection);
+      let thrown: unknown;
+      try {
+        step();
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeDefined();
+      expect(snapshot(store, connection)).toEqual(before);
+      return seen(thrown);
+    }
+    throw new Error(`no step ${failing}`);
+  } finally {
+    close();
+  }
+}
+
+const FORGERIES: [string, string, (connection: Connection) => string, number][] = [
+  // The claim's viewer deltas: its bump's patch.
+  ['claim', 'claim', nextPatch, 60_000],
+  // The same, when the record that follows the writes fails too: the writes fail first.
+  ['claim past the Date range', 'claim', nextPatch, PAST_DATES],
+  // markWorkflowRunRunning's event payload.
+  ['mark', 'mark', () => '{"status":"running"}', 60_000],
+  // renewWorkflowRunClaim's viewer deltas.
+  ['renew', 'renew', nextPatch, 60_000],
+  // completeWorkflowRun's event payload (after its bump's deltas, before its own).
+  ['complete', 'complete', () => '{"status":"done"}', 60_000],
+];
+
+describe('writes held back to the COMMIT fail as on a file', () => {
+  for (const [title, step, forged, leaseMs] of FORGERIES) {
+    it(`${title}: a forged blob is the reference's conflict, and nothing is written`, () => {
+      const onFile = lifecycleWithForgery('file', step, forged, leaseMs);
+      expect(onFile).toEqual({ class: 'Error', name: 'Error', message: 'Content-addressed blob conflict', own: {} });
+      expect(lifecycleWithForgery('cluster', step, forged, leaseMs)).toEqual(onFile);
+    });
+  }
+
+  it("a claimToken object's toString runs as on a file: for the record, not after a failed write", () => {
+    const claimed = (engine: 'file' | 'cluster', forged: boolean): object => {
+      const { store, connection, close } = open(engine);
+      try {
+        store.reserveWorkflowRun({ ...reservation(RUN, 'session-1'), runnerId: LIFECYCLE_CLAIM.runnerId });
+        if (forged) forge(connection, nextPatch(connection));
+        // A token the hash takes as bytes, whose `toString` only the record calls.
+        let calls = 0;
+        class Token extends Uint8Array {
+          override toString(): string {
+            calls += 1;
+            return 'token-1';
+          }
+        }
+        const claimToken = new Token(Buffer.from('token-1'));
+        let outcome: object;
+        try {
+          outcome = { claimed: store.claimWorkflowRun({ ...LIFECYCLE_CLAIM, claimToken }).claimToken === claimToken };
+        } catch (error) {
+          outcome = { error: seen(error) };
+        }
+        return { ...outcome, calls };
+      } finally {
+        close();
+      }
+    };
+    for (const forged of [false, true]) {
+      const onFile = claimed('file', forged);
+      expect(onFile).toMatchObject(forged ? { calls: 0 } : { claimed: true, calls: 1 });
+      expect(claimed('cluster', forged)).toEqual(onFile);
+    }
+  });
+
+  it('a lease past the Date range alone is RangeError on both', () => {
+    const refused = (engine: 'file' | 'cluster'): object => {
+      const { store, close } = open(engine);
+      try {
+        store.reserveWorkflowRun({ ...reservation(RUN, 'session-1'), runnerId: LIFECYCLE_CLAIM.runnerId });
+        let thrown: unknown;
+        try {
+          store.claimWorkflowRun({ ...LIFECYCLE_CLAIM, leaseMs: PAST_DATES });
+        } catch (error) {
+          thrown = error;
+        }
+        return { error: seen(thrown), run: store.getWorkflowRun(RUN).leaseGeneration };
+      } finally {
+        close();
+      }
+    };
+    const onFile = refused('file');
+    expect(onFile).toMatchObject({ error: { class: 'RangeError', message: 'Invalid time value' } });
+    expect(refused('cluster')).toEqual(onFile);
+  });
+});
+
+test("the lifecycle's last writes go with the COMMIT: requests written per call", () => {
+  const { store, close } = open('cluster');
+  try {
+    const writes = (call: () => unknown): number => {
+      const before = binding.clusterRequestWrites();
+      call();
+      return binding.clusterRequestWrites() - before;
+    };
+    // Twice: the first lifecycle also prepares each statement on the leader.
+    let counts: Record<string, number> = {};
+    for (const round of [1, 2]) {
+      const runId = `${RUN}-${round}`;
+      const claim = { ...LIFECYCLE_CLAIM, runId };
+      counts = {
+        reserve: writes(() => store.reserveWorkflowRun({ ...reservation(runId, `session-${round}`), runnerId: claim.runnerId })),
+        claim: writes(() => store.claimWorkflowRun(claim)),
+        mark: writes(() => store.markWorkflowRunRunning(claim)),
+        renew: writes(() => store.renewWorkflowRunClaim(claim)),
+        complete: writes(() => store.completeWorkflowRun(claim)),
+      };
+    }
+    // BEGIN with the first read; then each statement whose result is read; then the held
+    // writes with the COMMIT. Before: claim 9, mark 7, renew 5, complete 9.
+    expect(counts).toEqual({ reserve: 13, claim: 6, mark: 5, renew: 4, complete: 6 });
+  } finally {
+    close();
+  }
+});
