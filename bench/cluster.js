@@ -87,7 +87,9 @@ async function main() {
     child.stdin.end('stop\n');
   }
   console.log(`µs per call (p50 / p99), ${ITERATIONS} iterations`);
-  console.log('| row | file | cluster (3 nodes, loopback) | requests (cluster) |');
+  const delay = Number(process.env.PIW_DQLITE_DELAY_US ?? 0);
+  const network = delay > 0 ? `loopback + ${delay} µs each way` : 'loopback';
+  console.log(`| row | file | cluster (3 nodes, ${network}) | requests (cluster) |`);
   console.log('|---|---|---|---|');
   for (const row of Object.keys(out.file)) {
     const cell = (engine) => `${out[engine][row].p50} / ${out[engine][row].p99}`;
