@@ -128,17 +128,8 @@ pub fn insert_event_params(
         Payload::Stored(hash) => *hash,
         Payload::Repeated => sha256(event.payload.as_bytes()),
     };
-    let row = bind_params(&[
-        Param::text(&event_id),
-        Param::text(event.resource_id),
-        Param::int(event.revision),
-        event_type,
-        Param::text(event.actor_type),
-        actor_id,
-        lease_generation,
-        Param::blob(&payload_hash[..]),
-        Param::int(event.now),
-    ]);
+    let caller = [event_type, actor_id, lease_generation];
+    let row = bind_params(&event_row(event, &event_id, caller, &payload_hash));
     let row = match row {
         Ok(row) => row,
         Err(error) => {
@@ -168,7 +159,7 @@ fn insert_event_held(
     conn: &Db,
     event: &EventBase<'_>,
     event_id: &str,
-    [event_type, actor_id, lease_generation]: [Param<'_>; 3],
+    caller: [Param<'_>; 3],
     payload: Payload<'_>,
 ) -> Result<()> {
     let stored = match payload {
@@ -176,17 +167,7 @@ fn insert_event_held(
         Payload::Fresh | Payload::Repeated => None,
     };
     let payload_hash = stored.unwrap_or_else(|| sha256(event.payload.as_bytes()));
-    let params = [
-        Param::text(event_id),
-        Param::text(event.resource_id),
-        Param::int(event.revision),
-        event_type,
-        Param::text(event.actor_type),
-        actor_id,
-        lease_generation,
-        Param::blob(&payload_hash[..]),
-        Param::int(event.now),
-    ];
+    let params = event_row(event, event_id, caller, &payload_hash);
     if params
         .iter()
         .any(|param| matches!(param, Param::Js(Js::Live(_))))
@@ -209,6 +190,27 @@ fn insert_event_held(
     conn.prepare_cached(INSERT_EVENT)?
         .execute_deferred(params_from_iter(row))?;
     Ok(())
+}
+
+/// An `events` row's values in [`INSERT_EVENT`]'s order: the caller's `[event_type, actor_id,
+/// lease_generation]` among the store's own.
+fn event_row<'a>(
+    event: &EventBase<'a>,
+    event_id: &'a str,
+    [event_type, actor_id, lease_generation]: [Param<'a>; 3],
+    payload_hash: &BlobHash,
+) -> [Param<'a>; 9] {
+    [
+        Param::text(event_id),
+        Param::text(event.resource_id),
+        Param::int(event.revision),
+        event_type,
+        Param::text(event.actor_type),
+        actor_id,
+        lease_generation,
+        Param::blob(&payload_hash[..]),
+        Param::int(event.now),
+    ]
 }
 
 /// [`INSERT_EVENT`] of the bound `row` if its payload (`payload`, whose hash the row holds)
