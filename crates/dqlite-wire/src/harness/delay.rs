@@ -20,7 +20,11 @@ pub const DELAY_VAR: &str = "PIW_DQLITE_DELAY_US";
 
 /// The one-way delay [`DELAY_VAR`] asks for, if any.
 pub fn from_env() -> Option<Duration> {
-    let micros: u64 = std::env::var(DELAY_VAR).ok()?.trim().parse().ok()?;
+    parse(&std::env::var(DELAY_VAR).ok()?)
+}
+
+fn parse(micros: &str) -> Option<Duration> {
+    let micros: u64 = micros.trim().parse().ok()?;
     (micros > 0).then_some(Duration::from_micros(micros))
 }
 
@@ -91,4 +95,65 @@ fn acknowledge_at_once(stream: &TcpStream) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = stream;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An echo server on loopback: what it reads it writes back, until the end of its input.
+    fn echo_server() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        thread::spawn(move || {
+            if let Ok((mut stream, _)) = listener.accept() {
+                let mut buffer = [0u8; 4096];
+                while let Ok(n) = stream.read(&mut buffer) {
+                    if n == 0 || stream.write_all(&buffer[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        address
+    }
+
+    #[test]
+    fn bytes_arrive_whole_in_order_and_no_sooner_than_the_delay_each_way() {
+        let delay = Duration::from_millis(30);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy = listener.local_addr().unwrap();
+        forward(listener, echo_server(), delay);
+        let mut client = TcpStream::connect(proxy).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let sent: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let start = Instant::now();
+        client.write_all(&sent[..1]).unwrap();
+        let mut first = [0u8; 1];
+        client.read_exact(&mut first).unwrap();
+        assert!(start.elapsed() >= 2 * delay, "{:?}", start.elapsed());
+        assert_eq!(first[0], sent[0]);
+        // The rest, larger than a read: back whole and in order, then the end of the stream.
+        let writer = {
+            let mut client = client.try_clone().unwrap();
+            let rest = sent[1..].to_vec();
+            thread::spawn(move || {
+                client.write_all(&rest).unwrap();
+                client.shutdown(Shutdown::Write).unwrap();
+            })
+        };
+        let mut back = Vec::new();
+        client.read_to_end(&mut back).unwrap();
+        writer.join().unwrap();
+        assert_eq!(back, sent[1..]);
+    }
+
+    #[test]
+    fn the_delay_is_asked_for_in_microseconds_and_zero_is_none() {
+        assert_eq!(parse(" 250"), Some(Duration::from_micros(250)));
+        assert_eq!(parse("0"), None);
+        assert_eq!(parse("x"), None);
+    }
 }
