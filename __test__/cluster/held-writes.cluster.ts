@@ -223,10 +223,92 @@ test("the lifecycle's last writes go with the COMMIT: requests written per call"
         complete: writes(() => store.completeWorkflowRun(claim)),
       };
     }
-    // BEGIN with the first read; then each statement whose result is read; then the held
-    // writes with the COMMIT. Before: claim 9, mark 7, renew 5, complete 9.
-    expect(counts).toEqual({ reserve: 13, claim: 6, mark: 5, renew: 4, complete: 6 });
+    // BEGIN with the first read (which also reads the revisions the call advances); then each
+    // statement whose result is read (the lease taken or released, the queue moved); then the
+    // held writes with the COMMIT. Before: claim 9, mark 7, renew 5, complete 9.
+    expect(counts).toEqual({ reserve: 13, claim: 3, mark: 3, renew: 3, complete: 4 });
   } finally {
     close();
   }
+});
+
+/** What two engines must agree on after `scenario`: its outcomes and the revisions it moved. */
+function revisionsAfter(engine: 'file' | 'cluster', scenario: (store: Store, connection: Connection) => unknown[]): object {
+  const { store, connection, close } = open(engine);
+  try {
+    const outcomes = scenario(store, connection).map((step) => {
+      try {
+        return { value: (step as () => unknown)() };
+      } catch (error) {
+        return { error: seen(error) };
+      }
+    });
+    const rows = (sql: string) => (connection.prepare(sql) as unknown as { all(): unknown[] }).all();
+    return {
+      outcomes,
+      resources: rows("SELECT resource_id, revision FROM resources WHERE resource_type = 'run' ORDER BY resource_id"),
+      viewer: rows('SELECT run_id, presentation_revision, retained_from_revision FROM viewer_runs ORDER BY run_id'),
+      deltas: rows('SELECT run_id, presentation_revision, count(*) AS n FROM viewer_deltas GROUP BY 1, 2 ORDER BY 1, 2'),
+      events: rows('SELECT resource_id, resource_revision, event_type FROM events ORDER BY event_seq'),
+    };
+  } finally {
+    close();
+  }
+}
+
+describe('revisions known from the first read, written without reading them back', () => {
+  const reserve = (store: Store, runId: string) =>
+    store.reserveWorkflowRun({ ...reservation(runId, `session-${runId}`), runnerId: LIFECYCLE_CLAIM.runnerId });
+  const claim = (runId: string) => ({ ...LIFECYCLE_CLAIM, runId });
+
+  it('a run without its viewer projection: the moves fall back to reading it, as on a file', () => {
+    const scenario = (store: Store, connection: Connection) => {
+      reserve(store, RUN);
+      connection.prepare('DELETE FROM viewer_runs WHERE run_id = ?').run(RUN);
+      return [
+        () => store.claimWorkflowRun(claim(RUN)).status,
+        () => store.markWorkflowRunRunning(claim(RUN)),
+        () => store.renewWorkflowRunClaim(claim(RUN)),
+        () => store.completeWorkflowRun(claim(RUN)),
+      ];
+    };
+    const onFile = revisionsAfter('file', scenario);
+    expect(onFile).toMatchObject({
+      outcomes: [{ value: 'starting' }, { value: true }, { error: { message: `Viewer projection does not exist for workflow run: ${RUN}` } }, {}],
+    });
+    expect(revisionsAfter('cluster', scenario)).toEqual(onFile);
+  });
+
+  it("renewWorkflowRunClaim whose runId reads as another run the second time: that run's deltas", () => {
+    const scenario = (store: Store) => {
+      reserve(store, RUN);
+      reserve(store, 'run-other');
+      store.claimWorkflowRun(claim(RUN));
+      let reads = 0;
+      const options = {
+        ...claim(RUN),
+        get runId() {
+          reads += 1;
+          return reads === 1 ? RUN : 'run-other';
+        },
+      };
+      return [() => store.renewWorkflowRunClaim(options), () => reads];
+    };
+    const onFile = revisionsAfter('file', scenario);
+    expect(onFile).toMatchObject({ outcomes: [{ value: true }, { value: 2 }] });
+    expect(revisionsAfter('cluster', scenario)).toEqual(onFile);
+  });
+
+  it('a whole lifecycle, twice past the 256 revisions a run keeps: the same revisions and deltas', () => {
+    const scenario = (store: Store) => {
+      reserve(store, RUN);
+      const steps: (() => unknown)[] = [() => store.claimWorkflowRun(claim(RUN)).status, () => store.markWorkflowRunRunning(claim(RUN))];
+      for (let i = 0; i < 300; i += 1) steps.push(() => store.renewWorkflowRunClaim(claim(RUN)));
+      steps.push(() => store.completeWorkflowRun(claim(RUN)));
+      return steps;
+    };
+    const onFile = revisionsAfter('file', scenario) as { viewer: { presentation_revision: number }[] };
+    expect(onFile.viewer[0].presentation_revision).toBeGreaterThan(300);
+    expect(revisionsAfter('cluster', scenario)).toEqual(onFile);
+  });
 });

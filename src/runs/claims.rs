@@ -5,17 +5,17 @@
 use crate::sql::{params, params_from_iter, OptionalExtension};
 use serde_json::{json, Value};
 
-use super::checks::{live_claim_row_of, options_now, runner_owner_type};
+use super::checks::{live_claim_of, live_claim_row_of, options_now, runner_owner_type};
 use super::machine::moves::{Move, Table, MARK_RUNNING};
 use super::machine::status::status_sql;
-use super::row::{rowid_list, run_row_of, RUN_SELECT};
+use super::row::{rowid_list, run_row_of, run_row_with_revisions_of, RUN_SELECT};
 use super::take::{claim_run, ClaimOptions, RunClaim};
 use crate::error::Result;
 use crate::js::{greater_than, lease_sum, params_for, token_hash_js, Js, Param, Spread};
 use crate::state::json::canonical;
 use crate::state::leases::{self, bound_text, Actor, Holder, HolderKind, RUN_TAKEABLE};
-use crate::state::revisions::bump_resource_revision;
-use crate::state::viewer::{record_viewer_deltas, SUMMARY_REPLAY};
+use crate::state::revisions::bump_known_run_revision;
+use crate::state::viewer::{record_known_viewer_deltas, SUMMARY_REPLAY};
 use crate::store::{in_read_transaction, Store};
 use crate::wire::{Call, Reply};
 
@@ -248,7 +248,7 @@ pub fn renew(store: &Store, call: &Call) -> Result<Reply> {
         // `this.workflowRunRow(options.runId)`: read inside the transaction, as the reference
         // reads it (a getter that calls the store sees the transaction open).
         let run_id = args.get_or_undefined("runId")?;
-        let Some(row) = run_row_of(conn, run_id)? else {
+        let Some((row, known)) = run_row_with_revisions_of(conn, run_id)? else {
             return Ok(false);
         };
         let Some(owner_id) = row.owner_id.as_deref() else {
@@ -275,7 +275,9 @@ pub fn renew(store: &Store, call: &Call) -> Result<Reply> {
             None => std::borrow::Cow::Owned(again.template()?),
         };
         conn.hold_writes_until_commit();
-        record_viewer_deltas(conn, &again, SUMMARY_REPLAY, now)?;
+        // The revision read is of the row's run: another run id read again reads its own.
+        let known = known.presentation.filter(|_| *again == row.run_id);
+        record_known_viewer_deltas(conn, &again, known, SUMMARY_REPLAY, now)?;
         Ok(true)
     })?;
     Ok(Reply::value(renewed))
@@ -347,7 +349,10 @@ pub fn update_claimed_run_status(
     now: i64,
 ) -> Result<bool> {
     store.write(|conn| {
-        let Some(row) = live_claim_row_of(conn, run_id, claim_token, now)? else {
+        let Some((row, known)) = run_row_with_revisions_of(conn, run_id)? else {
+            return Ok(false);
+        };
+        let Some(row) = live_claim_of(row, claim_token, now)? else {
             return Ok(false);
         };
         let run_id = row.run_id.as_str();
@@ -358,7 +363,7 @@ pub fn update_claimed_run_status(
         // The lease is as the claim check read it: only the queue row changed since.
         let lease = row.lease();
         conn.hold_writes_until_commit();
-        let revision = bump_resource_revision(conn, &row.resource_id, now)?;
+        let revision = bump_known_run_revision(conn, (&row.resource_id, run_id), known, now)?;
         leases::insert_attributed_event(
             conn,
             &row.resource_id,

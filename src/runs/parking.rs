@@ -9,7 +9,7 @@ use super::checks::{has_pending_interaction, live_claim_of, options_now, run_hol
 use super::machine::moves::{Move, Table, COMPLETE, PARK, PAUSE, RESUME};
 use super::machine::record;
 use super::machine::status::{QueueStatus, RunStatus};
-use super::row::{run_row_of, RunRow};
+use super::row::{run_row_with_revisions_of, RunRow};
 use crate::error::Result;
 use crate::js::{token_hash_js, Js, Param};
 use crate::state::leases::{self, Actor, Fence};
@@ -43,7 +43,7 @@ fn release_run_claim(
     store.write(|conn| {
         // `verifyWorkflowRunClaim` reads the row `workflowRunRow` has just read, by the same
         // bound value, in the same transaction: the one read answers both.
-        let Some(row) = run_row_of(conn, run_id)? else {
+        let Some((row, known)) = run_row_with_revisions_of(conn, run_id)? else {
             return Ok(false);
         };
         let Some(row) = live_claim_of(row, claim_token, now)? else {
@@ -68,7 +68,7 @@ fn release_run_claim(
         }
         record(
             conn,
-            &row,
+            (&row, known),
             (mv.event, &json!({ "status": status.as_str() })),
             Actor::Holder(&lease),
             now,
@@ -125,7 +125,7 @@ fn toggle_pause(
     let now = options_now(call)?;
     store.write(|conn| {
         let run_id = Js::arg(call, 0).get_or_undefined("runId")?;
-        let Some(row) = run_row_of(conn, run_id)? else {
+        let Some((row, known)) = run_row_with_revisions_of(conn, run_id)? else {
             return Ok(false);
         };
         if let Some(answer) = judge(conn, &row, now)? {
@@ -137,7 +137,7 @@ fn toggle_pause(
         }
         record(
             conn,
-            &row,
+            (&row, known),
             (mv.event, &json!({ "status": status })),
             Actor::Control(None),
             now,

@@ -2,6 +2,7 @@
 //! or whose effect's outcome is unknown (`EFFECT_AMBIGUOUS`), keeping why as the queue error.
 
 use crate::sql::Db;
+use crate::state::revisions::KnownRevisions;
 use serde_json::{json, Value};
 
 use super::checks::{
@@ -166,7 +167,7 @@ impl Parked {
         let viewed = options.get("runId")?;
         record(
             conn,
-            row,
+            (row, KnownRevisions::default()),
             (mv.event, &self.payload),
             Actor::Holder(&lease),
             now,

@@ -12,6 +12,7 @@ use crate::state::columns::{
     blob_at, is_utf8_error, lossy_string_at, opt_blob_at, opt_lossy_string_at, opt_str_at, str_at,
 };
 use crate::state::leases::{Claim, Lease};
+use crate::state::revisions::KnownRevisions;
 
 /// The columns of the reference's `workflowRunSelect`, then the rest of the run's lease (so a
 /// path that reads the run has its whole lease without reading it again), followed by a
@@ -280,6 +281,56 @@ pub fn run_row_of(conn: &Db, run_id: Js<'_>) -> Result<Option<RunRow>> {
     let params = params_for(&statement, &[run_id])?;
     Ok(statement
         .query_row(params_from_iter(&params), RunRow::from_row)
+        .optional()?)
+}
+
+/// The [`KnownRevisions`] a read built by [`with_known_revisions`] holds at column `at`.
+pub fn known_revisions(row: &Row<'_>, at: usize) -> rusqlite::Result<KnownRevisions> {
+    Ok(KnownRevisions {
+        resource: row.get(at)?,
+        presentation: row.get(at + 1)?,
+    })
+}
+
+/// `select` (a run read: [`RUN_SELECT`]'s columns, maybe more, then its `FROM`) with the two
+/// columns of [`KnownRevisions`] after its columns (before those a record read adds at the end).
+pub fn with_known_revisions(select: &str) -> String {
+    let from = select
+        .find(RUN_FROM)
+        .expect("a run read has RUN_SELECT's FROM");
+    format!(
+        "{},
+    (SELECT revision FROM resources WHERE resource_id = r.resource_id),
+    (SELECT presentation_revision FROM viewer_runs WHERE run_id = r.run_id){}",
+        &select[..from],
+        &select[from..]
+    )
+}
+
+/// Where [`RUN_SELECT`]'s columns end.
+const RUN_FROM: &str = "\n    FROM runs r";
+
+/// [`run_row_of`] with, on a cluster, the run's [`KnownRevisions`] read in the same statement (on
+/// a file none: a move there reads each revision back as it advances it, in one statement).
+pub fn run_row_with_revisions_of(
+    conn: &Db,
+    run_id: Js<'_>,
+) -> Result<Option<(RunRow, KnownRevisions)>> {
+    if conn.remote().is_none() {
+        return Ok(run_row_of(conn, run_id)?.map(|row| (row, KnownRevisions::default())));
+    }
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql =
+        SQL.get_or_init(|| format!("{} WHERE r.run_id = ?", with_known_revisions(RUN_SELECT)));
+    let mut statement = conn.prepare_cached(sql)?;
+    let params = params_for(&statement, &[run_id])?;
+    Ok(statement
+        .query_row(params_from_iter(&params), |row| {
+            Ok((
+                RunRow::from_row(row)?,
+                known_revisions(row, RUN_COLUMN_COUNT)?,
+            ))
+        })
         .optional()?)
 }
 

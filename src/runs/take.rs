@@ -14,14 +14,14 @@ use super::records::{
     map_run_record_with_token, map_workflow_run_with, run_record_select, OwnedRecordReads,
     RecordReads,
 };
-use super::row::{RunRow, RUN_COLUMN_COUNT, RUN_SELECT};
+use super::row::{known_revisions, with_known_revisions, RunRow, RUN_COLUMN_COUNT, RUN_SELECT};
 use crate::error::Result;
 use crate::js::{bind_all, lease_sum, params_for, token_hash_js, Js, Param, Sum};
 use crate::state::blobs::JsonReads;
 use crate::state::json::canonical;
 use crate::state::leases::{self, Holder, HolderKind};
 use crate::state::leases::{insert_attributed_event_of, Actor};
-use crate::state::revisions::{bump_resource_revision, Payload};
+use crate::state::revisions::{bump_known_run_revision, KnownRevisions, Payload};
 use crate::store::Store;
 use crate::time::js_iso;
 
@@ -73,6 +73,7 @@ pub fn claim_run_in_transaction(
         row,
         pending_interaction,
         record_reads,
+        known,
     } = read;
     if row.is_queue_terminal() || (!options.allow_pending_interaction && pending_interaction) {
         return Ok(None);
@@ -116,12 +117,12 @@ pub fn claim_run_in_transaction(
         return Ok(None);
     }
     let expires_at = stored_expiry(conn, &row.resource_id, &expires_sum)?.unwrap_or_default();
-    if !options.preserve_queue_status {
-        CLAIM.apply(conn, Table::Queue, params![now, row.run_id])?;
-    }
     // From here to the COMMIT: SQL, and JavaScript only for a `claimToken` object (below).
     conn.hold_writes_until_commit();
-    let revision = bump_resource_revision(conn, &row.resource_id, now)?;
+    if !options.preserve_queue_status {
+        CLAIM.apply_unread(conn, Table::Queue, params![now, row.run_id])?;
+    }
+    let revision = bump_known_run_revision(conn, (&row.resource_id, &row.run_id), known, now)?;
     let actor = Actor::Taker {
         owner_type,
         owner_id: Param::Own(bound[0].clone()),
@@ -172,6 +173,8 @@ struct ClaimRead {
     row: RunRow,
     pending_interaction: bool,
     record_reads: OwnedRecordReads,
+    /// On a cluster, the revisions the claim's bookkeeping advances.
+    known: KnownRevisions,
 }
 
 /// [`ClaimRead`] of the run `run_id` (the caller's value, bound as better-sqlite3 binds it).
@@ -179,8 +182,12 @@ struct ClaimRead {
 /// finds what the reference's `WHERE run_id = ?` with the same value finds.
 fn claim_read_of(conn: &Db, run_id: Js<'_>) -> Result<Option<ClaimRead>> {
     static SQL: OnceLock<String> = OnceLock::new();
-    let sql = SQL.get_or_init(|| {
-        let with_pending = RUN_SELECT.replacen(
+    static CLUSTER_SQL: OnceLock<String> = OnceLock::new();
+    let on_cluster = conn.remote().is_some();
+    // The run's columns, then whether an interaction is pending, then (on a cluster) the
+    // revisions the claim advances, then its record's (read from the end).
+    let with_pending = || {
+        RUN_SELECT.replacen(
             "\n    FROM runs r",
             concat!(
                 ",\n    EXISTS (SELECT 1 FROM interactive_requests i
@@ -189,9 +196,13 @@ fn claim_read_of(conn: &Db, run_id: Js<'_>) -> Result<Option<ClaimRead>> {
                 ")\n    FROM runs r"
             ),
             1,
-        );
-        run_record_select(&with_pending, true, "WHERE r.run_id = ?")
-    });
+        )
+    };
+    let record = |select: &str| run_record_select(select, true, "WHERE r.run_id = ?");
+    let sql = match on_cluster {
+        true => CLUSTER_SQL.get_or_init(|| record(&with_known_revisions(&with_pending()))),
+        false => SQL.get_or_init(|| record(&with_pending())),
+    };
     let mut statement = conn.prepare_cached(sql)?;
     let params = params_for(&statement, &[run_id])?;
     Ok(statement
@@ -200,6 +211,10 @@ fn claim_read_of(conn: &Db, run_id: Js<'_>) -> Result<Option<ClaimRead>> {
                 row: RunRow::from_row(row)?,
                 pending_interaction: row.get::<_, i64>(RUN_COLUMN_COUNT)? != 0,
                 record_reads: RecordReads::from_row(row, true)?.to_owned(),
+                known: match on_cluster {
+                    true => known_revisions(row, RUN_COLUMN_COUNT + 1)?,
+                    false => KnownRevisions::default(),
+                },
             })
         })
         .optional()?)

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 
 use super::blobs::{put_json, put_json_held, stored_json_test, BlobHash};
 use super::ids::{random_uuid, sha256};
-use super::viewer::record_run_resource_deltas;
+use super::viewer::{record_known_run_resource_deltas, record_run_resource_deltas};
 use crate::error::{Result, StoreError};
 use crate::js::{bind_params, Bound, Js, Param};
 
@@ -68,6 +68,51 @@ pub fn advance_resource_revision(conn: &Db, resource_id: &str, now: i64) -> Resu
     .query_row(params![now, resource_id], |row| row.get(0))
     .optional()?
     .ok_or_else(|| StoreError::plain(format!("Resource is missing: {resource_id}")))
+}
+
+/// The revisions a run move's bookkeeping advances, as the move's first read found them (on a
+/// cluster: `crate::runs::row::run_row_with_revisions_of`), so that a move holding its last
+/// writes to the COMMIT (`Db::hold_writes_until_commit`) writes them without reading them back.
+/// Within the move's write transaction nothing else moves them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KnownRevisions {
+    /// `resources.revision` of the run's resource (`None`: no row, or not read).
+    pub resource: Option<i64>,
+    /// `viewer_runs.presentation_revision` of the run (`None`: no projection, or not read).
+    pub presentation: Option<i64>,
+}
+
+/// [`advance_resource_revision`], or, with the revision `known` and writes held, the update held
+/// back and `known + 1` returned.
+pub fn advance_known_resource_revision(
+    conn: &Db,
+    resource_id: &str,
+    known: Option<i64>,
+    now: i64,
+) -> Result<i64> {
+    match known {
+        Some(revision) if conn.holds_writes() => {
+            conn.prepare_cached(
+                "UPDATE resources SET revision = revision + 1, updated_at = ? WHERE resource_id = ?",
+            )?
+            .execute_deferred(params![now, resource_id])?;
+            Ok(revision + 1)
+        }
+        _ => advance_resource_revision(conn, resource_id, now),
+    }
+}
+
+/// [`bump_resource_revision`] of run `run_id`'s resource, from what its read knew
+/// ([`advance_known_resource_revision`], `record_known_run_resource_deltas`).
+pub fn bump_known_run_revision(
+    conn: &Db,
+    (resource_id, run_id): (&str, &str),
+    known: KnownRevisions,
+    now: i64,
+) -> Result<i64> {
+    let revision = advance_known_resource_revision(conn, resource_id, known.resource, now)?;
+    record_known_run_resource_deltas(conn, (resource_id, run_id), known.presentation, now)?;
+    Ok(revision)
 }
 
 /// The columns of an event the store computes itself, for [`insert_event_params`].

@@ -87,25 +87,29 @@ pub fn record_viewer_deltas(
 
 /// What [`record_run_resource_deltas`] for run `run_id`'s resource, then `between` (the bump's
 /// event), then [`record_viewer_deltas`] of `drafts` write, with the two `viewer_runs`
-/// changes made in one statement (nothing else reads or writes that row meanwhile). `None`,
-/// with nothing written and `between` not run, when the run has no viewer projection.
+/// changes made in one statement (nothing else reads or writes that row meanwhile), held back
+/// when its revision is `known` and writes are held. `None`, with nothing written and
+/// `between` not run, when the run has no viewer projection.
 pub fn record_bump_and_viewer_deltas(
     conn: &Db,
-    run_id: &str,
+    (run_id, known): (&str, Option<i64>),
     drafts: &[ViewerDraft],
     now: i64,
     between: impl FnOnce() -> Result<()>,
 ) -> Result<Option<()>> {
-    let advanced: Option<(i64, i64)> = conn
-        .prepare_cached(
-            "UPDATE viewer_runs
-             SET presentation_revision = presentation_revision + 2,
-                 retained_from_revision = MAX(1, presentation_revision + 3 - 256),
-                 updated_at = ?
-             WHERE run_id = ? RETURNING presentation_revision, retained_from_revision",
-        )?
-        .query_row(params![now, run_id], |row| Ok((row.get(0)?, row.get(1)?)))
-        .optional()?;
+    let advanced: Option<(i64, i64)> = match known {
+        Some(current) if conn.holds_writes() => Some(advance_known(conn, run_id, current, 2, now)?),
+        _ => conn
+            .prepare_cached(
+                "UPDATE viewer_runs
+                 SET presentation_revision = presentation_revision + 2,
+                     retained_from_revision = MAX(1, presentation_revision + 3 - 256),
+                     updated_at = ?
+                 WHERE run_id = ? RETURNING presentation_revision, retained_from_revision",
+            )?
+            .query_row(params![now, run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?,
+    };
     let Some((revision, retained_from)) = advanced else {
         return Ok(None);
     };
@@ -122,6 +126,71 @@ pub fn record_bump_and_viewer_deltas(
     between()?;
     write_deltas(conn, run_id, revision, retained_from, drafts, now)?;
     Ok(Some(()))
+}
+
+/// [`record_run_resource_deltas`] of run `run_id` (the run of `resource_id`) whose
+/// presentation revision its read found (`known`): with writes held, the change is held back
+/// too, its values computed as the `RETURNING` would give them.
+pub fn record_known_run_resource_deltas(
+    conn: &Db,
+    (resource_id, run_id): (&str, &str),
+    known: Option<i64>,
+    now: i64,
+) -> Result<()> {
+    match known {
+        Some(current) if conn.holds_writes() => {
+            let (revision, retained_from) = advance_known(conn, run_id, current, 1, now)?;
+            write_deltas(
+                conn,
+                run_id,
+                revision,
+                retained_from,
+                RUN_RESOURCE_BUMP,
+                now,
+            )
+        }
+        _ => record_run_resource_deltas(conn, resource_id, now),
+    }
+}
+
+/// [`record_viewer_deltas`] of a run whose presentation revision its read found (`known`), as
+/// [`record_known_run_resource_deltas`] does.
+pub fn record_known_viewer_deltas(
+    conn: &Db,
+    run_id: &str,
+    known: Option<i64>,
+    drafts: &[ViewerDraft],
+    now: i64,
+) -> Result<i64> {
+    match known {
+        Some(current) if conn.holds_writes() => {
+            let (revision, retained_from) = advance_known(conn, run_id, current, 1, now)?;
+            write_deltas(conn, run_id, revision, retained_from, drafts, now)?;
+            Ok(revision)
+        }
+        _ => record_viewer_deltas(conn, run_id, drafts, now),
+    }
+}
+
+/// The `viewer_runs` change of `steps` presentation revisions from `current`, held back: the
+/// new revision and the first one kept, as the `RETURNING` of [`record_viewer_deltas`] gives them.
+fn advance_known(
+    conn: &Db,
+    run_id: &str,
+    current: i64,
+    steps: i64,
+    now: i64,
+) -> Result<(i64, i64)> {
+    conn.prepare_cached(
+        "UPDATE viewer_runs
+         SET presentation_revision = presentation_revision + ?,
+             retained_from_revision = MAX(1, presentation_revision + ? + 1 - 256),
+             updated_at = ?
+         WHERE run_id = ?",
+    )?
+    .execute_deferred(params![steps, steps, now, run_id])?;
+    let revision = current + steps;
+    Ok((revision, (revision - VIEWER_DELTA_RETENTION + 1).max(1)))
 }
 
 /// The deltas of a bump of `resource_id`, when it is a run with a viewer projection (one

@@ -84,13 +84,24 @@ impl Move {
     /// Runs the move's update of `table` with `params` (bound in the statement's order); the
     /// number of rows it changed. The caller judges the count: a guard that no longer holds.
     pub fn apply<P: Params>(&self, conn: &Db, table: Table, params: P) -> Result<usize> {
-        let sql = self
-            .updates
+        Ok(conn.prepare_cached(self.sql(table))?.execute(params)?)
+    }
+
+    /// The move's update of `table`.
+    fn sql(&self, table: Table) -> &'static str {
+        self.updates
             .iter()
             .find(|(of, _)| *of == table)
             .map(|(_, sql)| *sql)
-            .unwrap_or_else(|| panic!("the move of {:?} updates no {table:?}", self.methods));
-        Ok(conn.prepare_cached(sql)?.execute(params)?)
+            .unwrap_or_else(|| panic!("the move of {:?} updates no {table:?}", self.methods))
+    }
+
+    /// [`Move::apply`] when nobody reads its count: held back to go with what follows when the
+    /// write holds its writes (`Db::hold_writes_until_commit`).
+    pub fn apply_unread<P: Params>(&self, conn: &Db, table: Table, params: P) -> Result<()> {
+        Ok(conn
+            .prepare_cached(self.sql(table))?
+            .execute_deferred(params)?)
     }
 
     /// [`Move::apply`] with values bound as better-sqlite3 binds the reference's arguments.
