@@ -7,7 +7,7 @@ use crate::sql::{Db, Row};
 use rusqlite::types::ValueRef;
 use serde_json::{json, Map, Value};
 
-use super::row::{RunRow, RunRowRef};
+use super::row::{with_columns, RunRow, RunRowRef};
 use crate::error::{Result, StoreError};
 use crate::state::blobs::{read_text, BlobHash, JsonReads, MEDIA_JSON};
 use crate::state::columns::lossy_string_at;
@@ -119,9 +119,6 @@ const DOCUMENT_COLUMN_COUNT: usize = 4;
 /// `RUN_SELECT` with [`RUN_RECORD_COLUMNS`] and, with `documents`, [`RUN_DOCUMENT_COLUMNS`]
 /// (for a single run), else the run's row id (for a list's page), followed by `clause`.
 pub fn run_record_select(run_select: &str, documents: bool, clause: &str) -> String {
-    let from = run_select
-        .find("\n    FROM runs r")
-        .expect("RUN_SELECT has a FROM");
     let (columns, joins) = if documents {
         (
             format!("{RUN_RECORD_COLUMNS}{RUN_DOCUMENT_COLUMNS}"),
@@ -133,11 +130,7 @@ pub fn run_record_select(run_select: &str, documents: bool, clause: &str) -> Str
             RUN_RECORD_JOINS.to_owned(),
         )
     };
-    format!(
-        "{}{columns}{}{joins} {clause}",
-        &run_select[..from],
-        &run_select[from..]
-    )
+    format!("{}{joins} {clause}", with_columns(run_select, &columns))
 }
 
 /// What [`RUN_RECORD_COLUMNS`] (and [`RUN_DOCUMENT_COLUMNS`]) read for one run, borrowed from

@@ -292,23 +292,25 @@ pub fn known_revisions(row: &Row<'_>, at: usize) -> rusqlite::Result<KnownRevisi
     })
 }
 
-/// `select` (a run read: [`RUN_SELECT`]'s columns, maybe more, then its `FROM`) with the two
-/// columns of [`KnownRevisions`] after its columns (before those a record read adds at the end).
-pub fn with_known_revisions(select: &str) -> String {
+/// `select` (a run read: [`RUN_SELECT`]'s columns, maybe more, then its `FROM` and joins) with
+/// `columns` (each led by a comma) after its own.
+pub fn with_columns(select: &str, columns: &str) -> String {
     let from = select
-        .find(RUN_FROM)
+        .find("\n    FROM runs r")
         .expect("a run read has RUN_SELECT's FROM");
-    format!(
-        "{},
-    (SELECT revision FROM resources WHERE resource_id = r.resource_id),
-    (SELECT presentation_revision FROM viewer_runs WHERE run_id = r.run_id){}",
-        &select[..from],
-        &select[from..]
-    )
+    format!("{}{columns}{}", &select[..from], &select[from..])
 }
 
-/// Where [`RUN_SELECT`]'s columns end.
-const RUN_FROM: &str = "\n    FROM runs r";
+/// `select` ([`with_columns`]) with the two columns of [`KnownRevisions`] after its own (before
+/// those a record read adds at the end).
+pub fn with_known_revisions(select: &str) -> String {
+    with_columns(
+        select,
+        ",
+    (SELECT revision FROM resources WHERE resource_id = r.resource_id),
+    (SELECT presentation_revision FROM viewer_runs WHERE run_id = r.run_id)",
+    )
+}
 
 /// [`run_row_of`] with, on a cluster, the run's [`KnownRevisions`] read in the same statement (on
 /// a file none: a move there reads each revision back as it advances it, in one statement).

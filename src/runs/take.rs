@@ -14,7 +14,9 @@ use super::records::{
     map_run_record_with_token, map_workflow_run_with, run_record_select, OwnedRecordReads,
     RecordReads,
 };
-use super::row::{known_revisions, with_known_revisions, RunRow, RUN_COLUMN_COUNT, RUN_SELECT};
+use super::row::{
+    known_revisions, with_columns, with_known_revisions, RunRow, RUN_COLUMN_COUNT, RUN_SELECT,
+};
 use crate::error::Result;
 use crate::js::{bind_all, lease_sum, params_for, token_hash_js, Js, Param, Sum};
 use crate::state::blobs::JsonReads;
@@ -187,15 +189,14 @@ fn claim_read_of(conn: &Db, run_id: Js<'_>) -> Result<Option<ClaimRead>> {
     // The run's columns, then whether an interaction is pending, then (on a cluster) the
     // revisions the claim advances, then its record's (read from the end).
     let with_pending = || {
-        RUN_SELECT.replacen(
-            "\n    FROM runs r",
+        with_columns(
+            RUN_SELECT,
             concat!(
                 ",\n    EXISTS (SELECT 1 FROM interactive_requests i
                    WHERE i.run_id = r.run_id AND i.status = ",
                 status_sql!(pending),
-                ")\n    FROM runs r"
+                ")"
             ),
-            1,
         )
     };
     let record = |select: &str| run_record_select(select, true, "WHERE r.run_id = ?");
