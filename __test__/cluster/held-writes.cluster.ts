@@ -75,6 +75,15 @@ function seen(error: unknown): object {
   return { class: (error as Error).constructor.name, name: (error as Error).name, message: (error as Error).message, own };
 }
 
+/** A call's value, or what a caller sees of what it threw. */
+function outcomeOf(call: () => unknown): { value?: unknown; error?: object } {
+  try {
+    return { value: call() };
+  } catch (error) {
+    return { error: seen(error) };
+  }
+}
+
 /** The rows a failed call must leave as they were. */
 function snapshot(store: Store, connection: Connection): object {
   return {
@@ -109,15 +118,10 @@ function lifecycleWithForgery(
       }
       forge(connection, forged(connection));
       const before = snapshot(store, connection);
-      let thrown: unknown;
-      try {
-        step();
-      } catch (error) {
-        thrown = error;
-      }
-      expect(thrown).toBeDefined();
+      const { error } = outcomeOf(step);
+      expect(error).toBeDefined();
       expect(snapshot(store, connection)).toEqual(before);
-      return seen(thrown);
+      return error as object;
     }
     throw new Error(`no step ${failing}`);
   } finally {
@@ -185,13 +189,8 @@ describe('writes held back to the COMMIT fail as on a file', () => {
       const { store, close } = open(engine);
       try {
         store.reserveWorkflowRun({ ...reservation(RUN, 'session-1'), runnerId: LIFECYCLE_CLAIM.runnerId });
-        let thrown: unknown;
-        try {
-          store.claimWorkflowRun({ ...LIFECYCLE_CLAIM, leaseMs: PAST_DATES });
-        } catch (error) {
-          thrown = error;
-        }
-        return { error: seen(thrown), run: store.getWorkflowRun(RUN).leaseGeneration };
+        const { error } = outcomeOf(() => store.claimWorkflowRun({ ...LIFECYCLE_CLAIM, leaseMs: PAST_DATES }));
+        return { error, run: store.getWorkflowRun(RUN).leaseGeneration };
       } finally {
         close();
       }
@@ -236,13 +235,7 @@ test("the lifecycle's last writes go with the COMMIT: requests written per call"
 function revisionsAfter(engine: 'file' | 'cluster', scenario: (store: Store, connection: Connection) => unknown[]): object {
   const { store, connection, close } = open(engine);
   try {
-    const outcomes = scenario(store, connection).map((step) => {
-      try {
-        return { value: (step as () => unknown)() };
-      } catch (error) {
-        return { error: seen(error) };
-      }
-    });
+    const outcomes = scenario(store, connection).map((step) => outcomeOf(step as () => unknown));
     const rows = (sql: string) => (connection.prepare(sql) as unknown as { all(): unknown[] }).all();
     return {
       outcomes,

@@ -204,12 +204,6 @@ impl Remote {
         self.state.borrow().holding
     }
 
-    /// Sends what is held back now (an error path that must report a held statement's failure
-    /// before its own, as the statement would have failed first had it been sent alone).
-    pub fn send_held(&self) -> rusqlite::Result<()> {
-        self.deferred_sent()
-    }
-
     /// How long a call waits for a leader (`reconnectDeadlineMs`), and so how long its reruns
     /// after lost transactions go on (`crate::sql::retry`).
     pub fn reconnect_deadline(&self) -> std::time::Duration {
@@ -313,7 +307,7 @@ impl Remote {
     pub fn execute_batch(&self, sql: &str) -> rusqlite::Result<()> {
         match control_of(sql) {
             Control::Sql => {
-                self.deferred_sent()?;
+                self.send_held()?;
                 self.begin_sent()?;
                 self.run(|state| conn(state).exec_sql(sql, &[])).map(|_| ())
             }
@@ -423,8 +417,9 @@ impl Remote {
 
     /// Sends the held-back statements, if any, in one request: dqlite runs them in turn and
     /// stops at the first that fails, whose error is returned (the statement that needed them
-    /// sent is then not run).
-    fn deferred_sent(&self) -> rusqlite::Result<()> {
+    /// sent is then not run). Also for an error path that must report a held statement's
+    /// failure before its own, as the statement, sent alone, would have failed first.
+    pub fn send_held(&self) -> rusqlite::Result<()> {
         let statements = {
             let mut state = self.state.borrow_mut();
             if state.deferred.is_empty() {
@@ -544,7 +539,7 @@ impl Stmt<'_> {
             return self.remote.control(self.control);
         }
         self.check_count(&values)?;
-        self.remote.deferred_sent()?;
+        self.remote.send_held()?;
         self.remote.begin_sent()?;
         let sql = &self.sql;
         let result = self.remote.run(|state| {
@@ -581,7 +576,7 @@ impl Stmt<'_> {
     /// The rows of the statement (received whole).
     pub fn query(&mut self, values: Vec<Value>) -> rusqlite::Result<Rows> {
         self.check_count(&values)?;
-        self.remote.deferred_sent()?;
+        self.remote.send_held()?;
         let sql = &self.sql;
         let select = is_select(sql);
         let result =
