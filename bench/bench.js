@@ -15,9 +15,9 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
-const { SqliteControllerStore } = require('..');
 const { binding } = require('../lib/native.js');
 const { REFERENCE } = require('./reference.js');
+const { loadStore } = require('./scale-impl.js');
 
 const SCALE = Number(process.env.PIW_BENCH_SCALE ?? 1);
 const DISK_SCALE = Number(process.env.PIW_BENCH_DISK_SCALE ?? 0.1);
@@ -71,14 +71,15 @@ function freshFolder(root) {
   return fs.mkdtempSync(path.join(root, 'piw-bench-'));
 }
 
-/** A store on `folder`'s database, for the project at `projectPath` (default: the folder). */
-function openStore(folder, projectPath = folder) {
-  return new SqliteControllerStore(path.join(folder, 'state.sqlite'), { projectPath });
+/** A `Store` on `folder`'s database, for the project at `projectPath` (default: the folder). */
+function openStore(Store, folder, projectPath = folder) {
+  return new Store(path.join(folder, 'state.sqlite'), { projectPath });
 }
 
-function runLifecycle(root, factor) {
+// Every workload takes the store class first: this package's, or (PIW_REF) the reference's.
+function runLifecycle(Store, root, factor) {
   const folder = freshFolder(root);
-  const store = openStore(folder);
+  const store = openStore(Store, folder);
   const timer = new Timer();
   try {
     for (let index = 0; index < scaled(2000, factor); index += 1) {
@@ -100,9 +101,9 @@ function runLifecycle(root, factor) {
 
 const LIFECYCLE = ['reserve', 'claim', 'markRunning', 'renew', 'complete'];
 
-function controllerLoop(root, factor) {
+function controllerLoop(Store, root, factor) {
   const folder = freshFolder(root);
-  const store = openStore(folder);
+  const store = openStore(Store, folder);
   const timer = new Timer();
   try {
     for (let index = 0; index < scaled(500, factor); index += 1) {
@@ -140,10 +141,10 @@ function controllerLoop(root, factor) {
 }
 
 /** A database with 5,000 runs in every state and 500 controller resources, built once. */
-function populatedDatabase() {
+function populatedDatabase(Store) {
   const root = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
   const folder = freshFolder(root);
-  const store = openStore(folder);
+  const store = openStore(Store, folder);
   const runs = scaled(5000);
   for (let index = 0; index < runs; index += 1) {
     const runId = `run-${index}`;
@@ -170,10 +171,10 @@ function copyDatabase(source, root) {
   return folder;
 }
 
-function reads(source, root) {
+function reads(Store, source, root) {
   const folder = copyDatabase(source, root);
   // The copy's project is the populated one, so project-scoped reads find its runs and resources.
-  const store = openStore(folder, source.folder);
+  const store = openStore(Store, folder, source.folder);
   const timer = new Timer();
   const n = scaled(2000);
   const runId = (i) => `run-${(i * 7919) % source.runs}`;
@@ -205,20 +206,20 @@ function reads(source, root) {
   return timer;
 }
 
-function openClose(source, root) {
+function openClose(Store, source, root) {
   const folder = copyDatabase(source, root);
   const timer = new Timer();
   try {
-    for (let i = 0; i < 20; i += 1) timer.time('openClose', () => openStore(folder, source.folder).close());
+    for (let i = 0; i < 20; i += 1) timer.time('openClose', () => openStore(Store, folder, source.folder).close());
   } finally {
     fs.rmSync(folder, { recursive: true, force: true });
   }
   return timer;
 }
 
-function oneCommit(root, factor) {
+function oneCommit(Store, root, factor) {
   const folder = freshFolder(root);
-  const store = openStore(folder);
+  const store = openStore(Store, folder);
   const timer = new Timer();
   try {
     const connection = store.state.connection;
@@ -270,12 +271,28 @@ function betterSqliteCommit(root, factor) {
   return timer;
 }
 
-/** Per-operation µs, median over repetitions of a workload that returns its Timer. */
-function repeat(measure) {
-  const timers = Array.from({ length: REPETITIONS }, () => measure());
+/** The store classes measured: this package's, and the reference's when PIW_REF names it. */
+const stores = { native: undefined, reference: undefined };
+
+/** Per-operation µs of each timer's operations, the median over repetitions. */
+function medians(timers) {
   const result = {};
   for (const name of timers[0].totals.keys()) result[name] = median(timers.map((timer) => timer.perOp(name)));
   return result;
+}
+
+/**
+ * Per-operation µs of `workload(Store)`, median over repetitions, for this package and (with
+ * PIW_REF) the reference, their repetitions interleaved so that both see the same machine.
+ */
+function repeat(workload) {
+  const ours = [];
+  const theirs = [];
+  for (let i = 0; i < REPETITIONS; i += 1) {
+    ours.push(workload(stores.native));
+    if (stores.reference !== undefined) theirs.push(workload(stores.reference));
+  }
+  return { measured: medians(ours), here: theirs.length === 0 ? {} : medians(theirs) };
 }
 
 /**
@@ -290,7 +307,7 @@ function floorOf(workload, root, seed) {
   binding.recordStatements(trace);
   recording = true;
   try {
-    timer = workload(path.dirname(traceFolder));
+    timer = workload(stores.native, path.dirname(traceFolder));
   } finally {
     recording = false;
     binding.recordStatements(null);
@@ -311,27 +328,32 @@ function floorOf(workload, root, seed) {
   }
 }
 
-/** Measured and floor µs per operation of one workload on `root`. */
+/** Measured (ours and the reference's here) and floor µs per operation of one workload on `root`. */
 function measure(workload, root, seed) {
-  return { measured: repeat(() => workload(root)), floor: floorOf(workload, root, seed) };
+  return { ...repeat((Store) => workload(Store, root)), floor: floorOf(workload, root, seed) };
 }
 
 const sum = (values) => values.reduce((a, b) => a + b, 0);
 
 /** The table rows: a label and, per row, the operation names whose µs it shows. */
 function rows(root, source, factor) {
-  const lifecycle = measure((where) => runLifecycle(where, factor), root);
-  const loop = measure((where) => controllerLoop(where, factor), root);
-  const read = measure((where) => reads(source, where), root, source.file);
-  const open = measure((where) => openClose(source, where), root, source.file);
-  const commit = measure((where) => oneCommit(where, factor), root);
-  const plain = betterSqliteCommit(root, factor) === undefined ? undefined : repeat(() => betterSqliteCommit(root, factor));
+  const lifecycle = measure((Store, where) => runLifecycle(Store, where, factor), root);
+  const loop = measure((Store, where) => controllerLoop(Store, where, factor), root);
+  const read = measure((Store, where) => reads(Store, source, where), root, source.file);
+  const open = measure((Store, where) => openClose(Store, source, where), root, source.file);
+  const commit = measure((Store, where) => oneCommit(Store, where, factor), root);
+  const plain =
+    betterSqliteCommit(root, factor) === undefined
+      ? undefined
+      : medians(Array.from({ length: REPETITIONS }, () => betterSqliteCommit(root, factor)));
   const pick = (result, names) => ({
     measured: names.map((name) => result.measured[name]),
+    here: names.map((name) => result.here[name] ?? NaN),
     floor: names.map((name) => result.floor[name]),
   });
   const whole = (result, names) => ({
     measured: sum(names.map((name) => result.measured[name])),
+    here: sum(names.map((name) => result.here[name] ?? NaN)),
     floor: sum(names.map((name) => result.floor[name] ?? NaN)),
   });
   // Write transactions per operation, for the "× its commits" column.
@@ -348,7 +370,7 @@ function rows(root, source, factor) {
     'listEvents(100) / listRunEventsAfter(0, 100)': pick(read, ['listEvents', 'listRunEventsAfter']),
     'open + close, populated database': pick(open, ['openClose']),
     'one commit (BEGIN IMMEDIATE, 1 INSERT, COMMIT)': pick(commit, ['commit']),
-    'machine check: that commit through better-sqlite3': { measured: [plain?.commit ?? NaN], floor: [NaN] },
+    'machine check: that commit through better-sqlite3': { measured: [plain?.commit ?? NaN], here: [NaN], floor: [NaN] },
   };
 }
 
@@ -362,37 +384,42 @@ const ratio = (numerator, denominator) => {
 };
 
 function table(label, results) {
-  const header = ['workload', 'µs/op', 'ops/s', 'floor µs/op', '× floor', '× its commits', 'reference µs/op', 'speedup vs reference'];
+  const measuredHere = stores.reference !== undefined;
+  const header = ['workload', 'µs/op', 'ops/s', 'floor µs/op', '× floor', '× its commits', 'reference µs/op (recorded)', 'speedup vs recorded'];
+  if (measuredHere) header.push('reference here µs/op', 'speedup vs reference here');
   const lines = [`| ${header.join(' | ')} |`, `|${header.map((_, i) => (i === 0 ? '---' : '---:')).join('|')}|`];
-  for (const [workload, { measured, floor, commits, commit }] of Object.entries(results)) {
+  for (const [workload, { measured, here, floor, commits, commit }] of Object.entries(results)) {
     const reference = REFERENCE[workload]?.[label];
     const ours = list(measured);
     const floors = list(floor);
-    lines.push(
-      `| ${[
-        workload,
-        joined(ours, micros),
-        joined(ours, perSecond),
-        joined(floors, micros),
-        ours.map((value, i) => ratio(value, floors[i])).join(' / '),
-        commits === undefined ? '–' : ours.map((value, i) => ratio(value, commits[i] * commit)).join(' / '),
-        reference === undefined ? '–' : joined(reference, micros),
-        reference === undefined ? '–' : ours.map((value, i) => ratio(list(reference)[i], value)).join(' / '),
-      ].join(' | ')} |`,
-    );
+    const cells = [
+      workload,
+      joined(ours, micros),
+      joined(ours, perSecond),
+      joined(floors, micros),
+      ours.map((value, i) => ratio(value, floors[i])).join(' / '),
+      commits === undefined ? '–' : ours.map((value, i) => ratio(value, commits[i] * commit)).join(' / '),
+      reference === undefined ? '–' : joined(reference, micros),
+      reference === undefined ? '–' : ours.map((value, i) => ratio(list(reference)[i], value)).join(' / '),
+    ];
+    if (measuredHere) cells.push(joined(here, micros), ours.map((value, i) => ratio(list(here)[i], value)).join(' / '));
+    lines.push(`| ${cells.join(' | ')} |`);
   }
   return lines.join('\n');
 }
 
-function main() {
+async function main() {
+  stores.native = await loadStore('native');
+  if (process.env.PIW_REF) stores.reference = await loadStore('ts');
   const roots = [['temp folder', os.tmpdir(), DISK_SCALE]];
   if (fs.existsSync(SHM)) roots.push(['/dev/shm', SHM, 1]);
-  const source = populatedDatabase();
+  const source = populatedDatabase(stores.native);
   const sizeMiB = fs.statSync(source.file).size / 1024 / 1024;
   process.stdout.write(
     `scale ${SCALE} (write workloads on the temp folder ×${DISK_SCALE}), ${REPETITIONS} repetitions, ` +
       `populated database ${sizeMiB.toFixed(1)} MiB (${source.runs} runs)` +
-      `${fs.existsSync(FLOOR) ? '' : '; floor not built (cargo build --release -p piw-floor)'}\n`,
+      `${fs.existsSync(FLOOR) ? '' : '; floor not built (cargo build --release -p piw-floor)'}` +
+      `${stores.reference === undefined ? '; no PIW_REF: the reference only as recorded elsewhere' : '; the reference (PIW_REF) measured here, repetitions interleaved'}\n`,
   );
   try {
     for (const [label, root, factor] of roots) {
@@ -405,6 +432,11 @@ function main() {
   process.stdout.write(`\npeak RSS: ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB\n`);
 }
 
-if (require.main === module) main();
+if (require.main === module) {
+  main().catch((error) => {
+    process.stderr.write(`${error.stack ?? error}\n`);
+    process.exitCode = 1;
+  });
+}
 
 module.exports = { runLifecycle, controllerLoop, reads, openClose, oneCommit, populatedDatabase, floorOf };
