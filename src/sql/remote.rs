@@ -182,10 +182,11 @@ impl Remote {
         self.state.borrow().transaction.is_none()
     }
 
-    /// The rowid of the last row an INSERT of this connection added (a held-back insert is
-    /// not counted: a caller that needs its rowid does not hold it back).
-    pub fn last_insert_rowid(&self) -> i64 {
-        self.state.borrow().last_insert_rowid
+    /// The rowid of the last row an INSERT of this connection added: the writes held back are
+    /// sent first (the server's answer to them carries its connection's last rowid).
+    pub fn last_insert_rowid(&self) -> rusqlite::Result<i64> {
+        self.send_held()?;
+        Ok(self.state.borrow().last_insert_rowid)
     }
 
     /// From here to the write transaction's COMMIT, the caller runs no JavaScript (see
@@ -415,21 +416,41 @@ impl Remote {
         }
     }
 
+    /// The held-back statements (taken), or `None` when nothing is held.
+    fn take_held(&self) -> Option<String> {
+        let mut state = self.state.borrow_mut();
+        if state.deferred.is_empty() {
+            return None;
+        }
+        Some(std::mem::take(&mut state.deferred).join(";\n"))
+    }
+
+    /// The held-back statements then `sql` with `values`, as one text (taken); `None` when
+    /// nothing is held or `values` cannot be written into `sql` exactly ([`values::inline`]).
+    fn take_held_then(&self, sql: &str, values: &[Value]) -> Option<String> {
+        let mut state = self.state.borrow_mut();
+        if state.deferred.is_empty() {
+            return None;
+        }
+        let statement = values::inline(sql, values)?;
+        let mut statements = std::mem::take(&mut state.deferred);
+        statements.push(statement);
+        Some(statements.join(";\n"))
+    }
+
     /// Sends the held-back statements, if any, in one request: dqlite runs them in turn and
     /// stops at the first that fails, whose error is returned (the statement that needed them
     /// sent is then not run). Also for an error path that must report a held statement's
     /// failure before its own, as the statement, sent alone, would have failed first.
     pub fn send_held(&self) -> rusqlite::Result<()> {
-        let statements = {
-            let mut state = self.state.borrow_mut();
-            if state.deferred.is_empty() {
-                return Ok(());
-            }
-            std::mem::take(&mut state.deferred).join(";\n")
+        let Some(statements) = self.take_held() else {
+            return Ok(());
         };
         self.begin_sent()?;
-        self.run(|state| conn(state).exec_sql(&statements, &[]))
-            .map(|_| ())
+        let result = self.run(|state| conn(state).exec_sql(&statements, &[]))?;
+        // `sqlite3_last_insert_rowid` of the leader's connection after the last of them.
+        self.state.borrow_mut().last_insert_rowid = result.last_insert_id;
+        Ok(())
     }
 
     /// Sends the pending BEGIN, if any, on its own (the next statement needs it begun).
@@ -539,6 +560,16 @@ impl Stmt<'_> {
             return self.remote.control(self.control);
         }
         self.check_count(&values)?;
+        if let Some(statements) = self.remote.take_held_then(&self.sql, &values) {
+            // The held writes and this statement in one request, run in turn up to the first
+            // that fails: the reply is the last one's count and the connection's last rowid.
+            self.remote.begin_sent()?;
+            let result = self
+                .remote
+                .run(|state| conn(state).exec_sql(&statements, &[]))?;
+            self.remote.state.borrow_mut().last_insert_rowid = result.last_insert_id;
+            return Ok(result.rows_affected as usize);
+        }
         self.remote.send_held()?;
         self.remote.begin_sent()?;
         let sql = &self.sql;
@@ -576,9 +607,24 @@ impl Stmt<'_> {
     /// The rows of the statement (received whole).
     pub fn query(&mut self, values: Vec<Value>) -> rusqlite::Result<Rows> {
         self.check_count(&values)?;
-        self.remote.send_held()?;
         let sql = &self.sql;
         let select = is_select(sql);
+        if select {
+            if let Some(statements) = self.remote.take_held() {
+                // The held writes and this read sent together: the read runs after them
+                // whatever they did, and changes nothing; their failure is the answer.
+                self.remote.begin_sent()?;
+                let result = self.remote.run(|state| {
+                    let statement = statement(state, sql)?;
+                    let (exec, rows) =
+                        conn(state).exec_sql_and_query(&statements, statement, &values)?;
+                    state.last_insert_rowid = exec.last_insert_id;
+                    step_error(state, statement, &values, rows)
+                })?;
+                return Ok(Rows::new(result));
+            }
+        }
+        self.remote.send_held()?;
         let result =
             if select && self.remote.state.borrow().begin_pending && Connection::can_send_ahead() {
                 // The transaction's first statement only reads: it goes with the BEGIN.

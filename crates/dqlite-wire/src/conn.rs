@@ -448,6 +448,71 @@ impl Connection {
         })
     }
 
+    /// `sql` (statements without parameters, which dqlite runs in turn up to the first that
+    /// fails) and a query sent together, inside a transaction: one round trip where the query
+    /// would otherwise wait for `sql`'s reply. The server answers them in turn and runs the
+    /// query whatever `sql` did, so `stmt` must only read (a plain SELECT): after a failure
+    /// it changes nothing either way.
+    ///
+    /// When `sql` fails, its error is returned (the query's reply is read and dropped);
+    /// otherwise its result and the query's whole result or error.
+    pub fn exec_sql_and_query(
+        &mut self,
+        sql: &str,
+        stmt: Statement,
+        params: &[Value],
+    ) -> Result<(ExecResult, Result<QueryResult>)> {
+        if !self.in_tx {
+            return Err(Error::invalid_argument("no transaction is open"));
+        }
+        if !Connection::can_send_ahead() {
+            let exec = self.exec_sql(sql, &[])?;
+            let rows = self.query(stmt, params).and_then(Rows::collect_all);
+            return Ok((exec, rows));
+        }
+        let db = self.db()?;
+        let mut frames = Request::ExecSql {
+            db,
+            sql,
+            params: &[],
+        }
+        .encode()?;
+        frames.extend(
+            Request::Query {
+                db,
+                stmt: stmt.id,
+                params,
+            }
+            .encode()?,
+        );
+        let deadline = self.request_deadline();
+        self.send(&frames, deadline)?;
+        self.acknowledge_at_once();
+        let mut reply = Reply {
+            deadline,
+            budget: Budget::new(self.limits),
+        };
+        let exec = match self.receive(Effect::Write, &mut reply) {
+            Ok(Response::Result {
+                last_insert_id,
+                rows_affected,
+            }) => ExecResult {
+                last_insert_id,
+                rows_affected,
+            },
+            Ok(other) => return Err(self.unexpected(other, "result")),
+            Err(e) => {
+                if !self.broken {
+                    // Keep the stream in step: the query's reply comes all the same.
+                    let _ = self.receive_rows(deadline).and_then(Rows::collect_all);
+                }
+                return Err(e);
+            }
+        };
+        let rows = self.receive_rows(deadline).and_then(Rows::collect_all);
+        Ok((exec, rows))
+    }
+
     /// BEGIN (IMMEDIATE when `immediate`) and a query sent together: one round
     /// trip where the query would otherwise wait for the BEGIN's reply. The
     /// server reads a connection's next request only once it has answered the

@@ -57,8 +57,8 @@ pub fn to_value(item: &(impl ToSql + ?Sized)) -> rusqlite::Result<Value> {
 
 /// `sql` with each parameter replaced by its value as an SQL literal, for a request that runs
 /// several statements (libdqlite 1.11 binds parameters to the first statement of a text only).
-/// `None` where that cannot be exact or safe: a REAL (its decimal text need not read back as
-/// the same double), text with a NUL character, a named parameter, a comment or a `;` in `sql`
+/// `None` where that cannot be exact or safe: a REAL other than a whole number below 2^53 (its
+/// decimal text need not read back as the same double; -0 neither), text with a NUL character, a named parameter, a comment or a `;` in `sql`
 /// (a comment would swallow what follows it in the joined text, an empty statement ends the
 /// request there), a parameter index without a value.
 pub fn inline(sql: &str, values: &[Value]) -> Option<String> {
@@ -124,6 +124,17 @@ fn literal(value: &Value, out: &mut String) -> Option<()> {
         // In parentheses: `- ?` must not become a comment.
         Value::Integer(n) if *n < 0 => write!(out, "({n})").ok()?,
         Value::Integer(n) => write!(out, "{n}").ok()?,
+        // A whole number below 2^53 is read back exactly, as a REAL (`5.0`): JavaScript's
+        // numbers, bound as better-sqlite3 binds them (a claim's generation, say).
+        Value::Float(x) if x.fract() == 0.0 && x.abs() < 9_007_199_254_740_992.0 && *x != 0.0 => {
+            let n = *x as i64;
+            if n < 0 {
+                write!(out, "({n}.0)").ok()?;
+            } else {
+                write!(out, "{n}.0").ok()?;
+            }
+        }
+        Value::Float(x) if *x == 0.0 && x.is_sign_positive() => out.push_str("0.0"),
         Value::Text(text) if !text.contains('\0') => {
             out.push('\'');
             out.push_str(&text.replace('\'', "''"));
@@ -173,6 +184,16 @@ mod tests {
                 "SELECT 1 - ?, [a?b] FROM (SELECT 2 AS [a?b])",
                 vec![Value::Integer(-3)],
             ),
+            (
+                "SELECT ?, typeof(?1), 1 - ?, ?, ?, typeof(?5), CAST(?5 AS TEXT)",
+                vec![
+                    Value::Float(5.0),
+                    Value::Float(-7.0),
+                    Value::Float(9_007_199_254_740_991.0),
+                    Value::Float(0.0),
+                    Value::Float(-9_007_199_254_740_991.0),
+                ],
+            ),
         ];
         for (sql, values) in cases {
             let inlined = inline(sql, &values).unwrap_or_else(|| panic!("{sql}"));
@@ -210,7 +231,16 @@ mod tests {
         ] {
             assert_eq!(inline(sql, &one), None, "{sql}");
         }
-        assert_eq!(inline("SELECT ?", &[Value::Float(0.1)]), None);
+        for x in [
+            0.1,
+            -0.0,
+            9_007_199_254_740_992.0,
+            1e300,
+            f64::NAN,
+            f64::INFINITY,
+        ] {
+            assert_eq!(inline("SELECT ?", &[Value::Float(x)]), None, "{x}");
+        }
         assert_eq!(inline("SELECT ?", &[Value::Text("a\0b".into())]), None);
         assert_eq!(
             inline(
