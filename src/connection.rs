@@ -144,7 +144,7 @@ pub fn run_on(db: &Db, sql: &str, params: &Value) -> Result<Value> {
             let values = described(sql, |statement| bound_values(statement, params))?;
             let mut statement = db.prepare_cached(sql)?;
             let changes = statement.execute(params_from_iter(values.iter().map(|(_, v)| v)))?;
-            Ok(json!({ "changes": changes, "lastInsertRowid": db.last_insert_rowid() }))
+            Ok(json!({ "changes": changes, "lastInsertRowid": db.last_insert_rowid()? }))
         }
     }
 }

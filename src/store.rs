@@ -13,12 +13,27 @@ pub struct Store<'a> {
     /// The state database, locked for the duration of the call.
     pub state: &'a StateDb,
     project_id: Option<&'a str>,
+    /// The call's arguments are a snapshot: nothing it does runs JavaScript ([`Store::write`]).
+    runs_no_javascript: bool,
 }
 
 impl<'a> Store<'a> {
     /// Binds `state` to `project_id` (`None` for the global view).
     pub fn new(state: &'a StateDb, project_id: Option<&'a str>) -> Store<'a> {
-        Store { state, project_id }
+        Store {
+            state,
+            project_id,
+            runs_no_javascript: false,
+        }
+    }
+
+    /// The same store for a call that reads a snapshot of its arguments (`store.async`, on a
+    /// worker thread): no getter, coercion or assignment of the caller's can run during it.
+    pub fn running_no_javascript(self) -> Store<'a> {
+        Store {
+            runs_no_javascript: true,
+            ..self
+        }
     }
 
     /// The open connection, or the closed-connection TypeError.
@@ -26,9 +41,17 @@ impl<'a> Store<'a> {
         self.state.conn()
     }
 
-    /// One `BEGIN IMMEDIATE` transaction: [`StateDb::write`].
+    /// One `BEGIN IMMEDIATE` transaction: [`StateDb::write`]. A call that runs no JavaScript
+    /// makes `Db::hold_writes_until_commit`'s promise from the start: on a cluster every
+    /// write whose count it does not read then waits for the next read or the COMMIT.
     pub fn write<T>(&self, operation: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
-        self.state.write(operation)
+        if !self.runs_no_javascript {
+            return self.state.write(operation);
+        }
+        self.state.write(|conn| {
+            conn.hold_writes_until_commit();
+            operation(conn)
+        })
     }
 
     /// Whether the state database was opened read-only.

@@ -131,7 +131,7 @@ fn run_store_call(
         let Ok(Value::Array(args)) = serde_json::from_str(args_json) else {
             return Err(StoreError::plain("Store arguments are not a JSON array"));
         };
-        let store = Store::new(state, project_id);
+        let store = Store::new(state, project_id).running_no_javascript();
         let reply = methods::dispatch_at(&store, method, &Call::new(args, clock as i64))?;
         Ok(reply.encode())
     })

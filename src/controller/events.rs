@@ -79,7 +79,7 @@ pub fn record_event(store: &Store, call: &Call) -> Result<Reply> {
         let mut event = String::with_capacity(128);
         ControllerEvent {
             // The events INSERT is the last row insert: `event_seq` is its rowid (AUTOINCREMENT).
-            seq: conn.last_insert_rowid(),
+            seq: conn.last_insert_rowid()?,
             recorded_at: now,
             controller: None,
             key: None,

@@ -301,7 +301,7 @@ pub fn settle_claim(
                     conn.prepare_cached(
                         "DELETE FROM controller_queue WHERE controller_resource_id = ?",
                     )?
-                    .execute([&row.controller_resource_id])?;
+                    .execute_deferred([&row.controller_resource_id])?;
                 }
             }
             Some(requeue) => requeue_row(call, conn, row, requeue, now)?,

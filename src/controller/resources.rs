@@ -201,7 +201,7 @@ fn create_resource(
            resource_id, resource_type, aggregate_key, revision, created_at, updated_at
          ) VALUES (?, 'controller', ?, 1, ?, ?)",
     )?
-    .execute(params![resource_id, controller_resource_id, now, now])?;
+    .execute_deferred(params![resource_id, controller_resource_id, now, now])?;
     insert_lease(conn, &resource_id)?;
     let mut insert = conn.prepare_cached(
         "INSERT INTO controller_resources(
@@ -210,7 +210,7 @@ fn create_resource(
          ) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)",
     )?;
     let (controller, key) = reference.parts()?;
-    insert.execute(params_from_iter(bind_params(&[
+    insert.execute_deferred(params_from_iter(bind_params(&[
         Param::text(&controller_resource_id),
         Param::text(&resource_id),
         Param::text(project_id),

@@ -112,10 +112,11 @@ impl Db {
         }
     }
 
-    /// The rowid of the last row inserted through this connection.
-    pub fn last_insert_rowid(&self) -> i64 {
+    /// The rowid of the last row inserted through this connection (on a cluster the writes
+    /// held back are sent first: one of them may be that insert).
+    pub fn last_insert_rowid(&self) -> rusqlite::Result<i64> {
         match self {
-            Db::File(conn) => conn.last_insert_rowid(),
+            Db::File(conn) => Ok(conn.last_insert_rowid()),
             Db::Remote(remote) => remote.last_insert_rowid(),
         }
     }

@@ -86,7 +86,7 @@ pub fn require_lease(conn: &Db, resource_id: &str) -> Result<Lease> {
 /// Inserts the generation-0 lease row every new resource gets.
 pub fn insert_lease(conn: &Db, resource_id: &str) -> Result<()> {
     conn.prepare_cached("INSERT INTO leases(resource_id, generation) VALUES (?, 0)")?
-        .execute([resource_id])?;
+        .execute_deferred([resource_id])?;
     Ok(())
 }
 

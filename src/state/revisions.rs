@@ -31,18 +31,25 @@ pub fn bump_resource(conn: &Db, resource_id: &str, expected: i64, now: i64) -> R
 /// Compare-and-set `revision` from `expected` to `expected + 1`, nothing else: for resources
 /// that are never a run's (controller and effect resources), where [`bump_resource`]'s look
 /// for a run to record viewer deltas of would always come back empty.
+///
+/// Every caller's `expected` is the revision it read in this write transaction, which nothing
+/// else can move: the compare-and-set holds, and a write that holds its writes to the COMMIT
+/// (`Db::holds_writes`) holds this one too, unchecked.
 pub fn compare_and_set_revision(
     conn: &Db,
     resource_id: &str,
     expected: i64,
     now: i64,
 ) -> Result<()> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE resources SET revision = revision + 1, updated_at = ?
+    let mut update = conn.prepare_cached(
+        "UPDATE resources SET revision = revision + 1, updated_at = ?
              WHERE resource_id = ? AND revision = ?",
-        )?
-        .execute(params![now, resource_id, expected])?;
+    )?;
+    if conn.holds_writes() {
+        update.execute_deferred(params![now, resource_id, expected])?;
+        return Ok(());
+    }
+    let changed = update.execute(params![now, resource_id, expected])?;
     if changed != 1 {
         return Err(StoreError::plain("Resource revision conflict"));
     }

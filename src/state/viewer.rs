@@ -23,22 +23,28 @@ pub const RUN_RESOURCE_BUMP: &[ViewerDraft] = &[
     ("inspector", "run"),
 ];
 
-/// Inserts the run's `viewer_runs` row (revision 1); returns its presentation revision.
-pub fn initialize_viewer_run(conn: &Db, run_id: &str, now: i64) -> Result<i64> {
-    let inserted = conn
-        .prepare_cached(
-            "INSERT INTO viewer_runs(run_id, presentation_revision, retained_from_revision, updated_at)
+/// Inserts the run's `viewer_runs` row (revision 1), or keeps the one an earlier run of this
+/// id left.
+pub fn initialize_viewer_run(conn: &Db, run_id: &str, now: i64) -> Result<()> {
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO viewer_runs(run_id, presentation_revision, retained_from_revision, updated_at)
              VALUES (?, 1, 1, ?) ON CONFLICT(run_id) DO NOTHING",
-        )?
-        .execute(params![run_id, now])?;
-    if inserted == 1 {
-        return Ok(1);
+    )?;
+    if conn.holds_writes() {
+        // Held to the COMMIT: the insert's count only chooses the read below, which finds the
+        // row the insert conflicted with.
+        insert.execute_deferred(params![run_id, now])?;
+        return Ok(());
     }
-    presentation_revision(conn, run_id)?.ok_or_else(|| {
-        StoreError::plain(format!(
+    if insert.execute(params![run_id, now])? == 1 {
+        return Ok(());
+    }
+    match presentation_revision(conn, run_id)? {
+        Some(_) => Ok(()),
+        None => Err(StoreError::plain(format!(
             "Viewer projection could not be initialized for workflow run: {run_id}"
-        ))
-    })
+        ))),
+    }
 }
 
 fn presentation_revision(conn: &Db, run_id: &str) -> Result<Option<i64>> {

@@ -21,6 +21,6 @@ pub fn enqueue_controller_row(
            queue_version = controller_queue.queue_version + 1,
            updated_at = excluded.updated_at",
     )?
-    .execute(params![controller_resource_id, available_at, now, now])?;
+    .execute_deferred(params![controller_resource_id, available_at, now, now])?;
     Ok(())
 }

@@ -36,7 +36,7 @@ impl<'a> Reservation<'a> {
             "INSERT INTO resources(resource_id, resource_type, aggregate_key, revision, created_at, updated_at)
              VALUES (?, 'run', ?, 1, ?, ?)",
         )?
-        .execute(crate::sql::params_from_iter(&values))?;
+        .execute_deferred(crate::sql::params_from_iter(&values))?;
         insert_lease(conn, &resource_id)?;
         let project_id = project_id.ok_or_else(|| {
             StoreError::plain("Controller project is not registered in the state database")
@@ -113,7 +113,7 @@ impl<'a> Reservation<'a> {
              ) VALUES (?, ?, ?, ?)
              ON CONFLICT(definition_digest) DO NOTHING",
         )?
-        .execute(crate::sql::params_from_iter(&values))?;
+        .execute_deferred(crate::sql::params_from_iter(&values))?;
         Ok(())
     }
 
@@ -163,7 +163,7 @@ impl<'a> Reservation<'a> {
             status_sql!(queued),
             ", 0, ?, ?, ?)"
         ))?
-        .execute(crate::sql::params_from_iter(&values))?;
+        .execute_deferred(crate::sql::params_from_iter(&values))?;
         Ok(())
     }
 
@@ -187,7 +187,7 @@ impl<'a> Reservation<'a> {
             "INSERT INTO run_bindings(run_id, origin_session_id, execution_mode, created_at)
              VALUES (?, ?, ?, ?)",
         )?
-        .execute(crate::sql::params_from_iter(&values))?;
+        .execute_deferred(crate::sql::params_from_iter(&values))?;
         let values = bind_params(&[
             self.run_id_param()?,
             Param::int(self.now),
@@ -204,7 +204,7 @@ impl<'a> Reservation<'a> {
             status_sql!(queued),
             ", ?, ?, ?, 0, ?, ?)"
         ))?
-        .execute(crate::sql::params_from_iter(&values))?;
+        .execute_deferred(crate::sql::params_from_iter(&values))?;
         Ok(())
     }
 }

@@ -134,7 +134,7 @@ impl QueuedSource<'_> {
             Param::Js(reference),
             Param::Js(revision),
         ])?;
-        insert.execute(crate::sql::params_from_iter(&root))?;
+        insert.execute_deferred(crate::sql::params_from_iter(&root))?;
         for mounted in &self.mounted {
             // `queuedSourceParts(mounted.source)`, then `mounted.mountPath.join("/")`.
             let (kind, reference, revision) = source_parts(mounted.get("source")?)?;
@@ -156,7 +156,7 @@ impl QueuedSource<'_> {
                 Param::Js(reference),
                 Param::Js(revision),
             ])?;
-            insert.execute(crate::sql::params_from_iter(&values))?;
+            insert.execute_deferred(crate::sql::params_from_iter(&values))?;
         }
         Ok(())
     }

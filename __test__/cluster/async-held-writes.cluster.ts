@@ -1,0 +1,280 @@
+// `store.async` on a cluster holds every write it does not read (docs/cluster.md, "What is sent
+// together"): a snapshot call runs no JavaScript, so from its BEGIN each write whose count it
+// does not need waits for the next read (sent together with it) or the COMMIT. The rows, the
+// records and the errors must stay a file's: the same calls on both engines leave the same
+// tables, and a held write that fails (a forged blob under the hash of a document the call
+// stores) fails the call as it does on a file, before anything the call did after it.
+
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { clusterForSuite, type TestCluster } from '../support/cluster';
+
+const { SqliteControllerStore, StateDatabase } = require('../../index.js');
+const { binding } = require('../../lib/native.js');
+const { reservation } = require('../../bench/fixtures');
+
+type Store = InstanceType<typeof SqliteControllerStore>;
+type Rows = { all(...values: unknown[]): Record<string, unknown>[]; run(...values: unknown[]): unknown };
+type Connection = { prepare(sql: string): Rows };
+type Engine = 'file' | 'cluster';
+
+let cluster: TestCluster;
+let databases = 0;
+
+clusterForSuite((started) => (cluster = started));
+
+const NOW = 1_800_000_000_000;
+const HOST = { runnerId: 'host-1', leaseMs: 60_000 };
+
+/** A store and a read-write connection on a fresh database of `engine`. */
+function open(engine: Engine): { store: Store; connection: Connection; close(): void } {
+  let address: string;
+  let folder: string | undefined;
+  if (engine === 'file') {
+    folder = fs.mkdtempSync(path.join(os.tmpdir(), 'piw-async-held-'));
+    address = path.join(folder, 'state.sqlite');
+  } else {
+    databases += 1;
+    address = cluster.url(`async-held-${Date.now().toString(36)}-${databases}`);
+  }
+  const store = new SqliteControllerStore(address, { projectPath: '/async-held' });
+  const state = new StateDatabase({ filePath: address });
+  return {
+    store,
+    connection: state.connection,
+    close() {
+      state.close();
+      store.close();
+      if (folder !== undefined) fs.rmSync(folder, { recursive: true, force: true });
+    },
+  };
+}
+
+/** What a caller sees of a thrown error. */
+function seen(error: unknown): object {
+  const own = Object.fromEntries(Object.entries(error as object));
+  return { class: (error as Error).constructor.name, name: (error as Error).name, message: (error as Error).message, own };
+}
+
+async function outcomeOf(call: () => Promise<unknown>): Promise<{ value?: unknown; error?: object }> {
+  try {
+    return { value: await call() };
+  } catch (error) {
+    return { error: seen(error) };
+  }
+}
+
+/** Stores other bytes under the hash of `text`: a later put of `text` conflicts. */
+function forge(connection: Connection, text: string): void {
+  const hash = crypto.createHash('sha256').update(text).digest();
+  const other = Buffer.from(`${text} `);
+  connection
+    .prepare('INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at) VALUES (?, ?, ?, ?, 0)')
+    .run(hash, 'application/json', other.length, other);
+}
+
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
+
+/** Replaces the random ids (UUIDs) in a value by their order of appearance in `ids`, and a claim's token. */
+function masked(value: unknown, ids: Map<string, string>): unknown {
+  if (Buffer.isBuffer(value)) return masked(value.toString('latin1'), ids);
+  if (typeof value === 'string') {
+    return value.replace(UUID, (id) => {
+      if (!ids.has(id)) ids.set(id, `<id ${ids.size}>`);
+      return ids.get(id) as string;
+    });
+  }
+  if (Array.isArray(value)) return value.map((item) => masked(item, ids));
+  if (value !== null && typeof value === 'object') {
+    // A claim's token is random too (claimNext makes one).
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, key === 'token' ? '<token>' : masked(item, ids)]));
+  }
+  return value;
+}
+
+/**
+ * Every row of every table but `projects` and `schema_meta` (their times are the open's
+ * clock), the random ids masked, so that two engines' files compare equal when they hold the same rows.
+ */
+function tables(connection: Connection, ids: Map<string, string> = new Map()): object {
+  const names = connection
+    .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT IN ('projects', 'schema_meta') ORDER BY name")
+    .all()
+    .map((row) => row.name as string);
+  return Object.fromEntries(
+    names.map((name) => [name, masked(connection.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all().map(Object.values), ids)]),
+  );
+}
+
+/** A scenario's outcomes and the tables it leaves, run through `store.async` on `engine`. */
+async function asyncRun(engine: Engine, scenario: (store: Store) => (() => Promise<unknown>)[]) {
+  const { store, connection, close } = open(engine);
+  try {
+    const outcomes = [];
+    for (const step of scenario(store.async)) outcomes.push(await outcomeOf(step));
+    const ids = new Map<string, string>();
+    return { tables: tables(connection, ids), outcomes: masked(outcomes, ids) };
+  } finally {
+    close();
+  }
+}
+
+/** A run lifecycle, a failed run and its restart, and a controller loop with an effect, all at `NOW`. */
+function everyKindOfWrite(store: Store): (() => Promise<unknown>)[] {
+  const claim = (runId: string) => ({ ...HOST, runId, claimToken: `token-${runId}`, now: NOW });
+  const steps: (() => Promise<unknown>)[] = [
+    () => store.reserveWorkflowRun({ ...reservation('run-a', 'session-a'), runnerId: HOST.runnerId, now: NOW }),
+    () => store.claimWorkflowRun(claim('run-a')),
+    () => store.markWorkflowRunRunning(claim('run-a')),
+    () => store.renewWorkflowRunClaim(claim('run-a')),
+    () => store.completeWorkflowRun(claim('run-a')),
+    () => store.reserveWorkflowRun({ ...reservation('run-c', 'session-c'), runnerId: HOST.runnerId, now: NOW }),
+    () => store.claimWorkflowRun(claim('run-c')),
+    () => store.failWorkflowRun({ ...claim('run-c'), errorCode: 'boom', errorMessage: 'it broke' }),
+    () =>
+      store.reserveWorkflowRun({
+        ...reservation('run-b', 'session-c'),
+        runnerId: HOST.runnerId,
+        parentRunId: 'run-c',
+        lineageKind: 'restart',
+        parentTerminalFingerprint: 'c3'.repeat(32),
+        now: NOW + 1,
+      }),
+    () => store.putResource({ controller: 'jobs', key: 'job-1', spec: { n: 1 }, initialStatus: { phase: 'new' }, now: NOW }),
+  ];
+  let held: { controller: string; key: string; resourceVersion: number; metadata?: unknown } | undefined;
+  steps.push(async () => (held = await store.claimNext({ controllers: ['jobs'], ownerId: 'worker', leaseMs: 30_000, now: NOW + 2 })));
+  const ref = () => ({ controller: held!.controller, key: held!.key });
+  steps.push(
+    () =>
+      store.updateStatus({
+        ref: ref(),
+        expectedResourceVersion: held!.resourceVersion,
+        claim: held,
+        status: { observedGeneration: 1, conditions: [], controllerStatus: { phase: 'ready' } },
+        now: NOW + 3,
+      }),
+    () => store.recordEvent({ ...ref(), claim: held, type: 'job.noted', payload: { n: 1 }, now: NOW + 4 }),
+    () => store.recordEvent({ ...ref(), claim: held, type: 'job.noted', payload: { n: 2 }, now: NOW + 5 }),
+    () => store.settleClaim(held, NOW + 6),
+    () => store.putResource({ controller: 'jobs', key: 'job-1', spec: { n: 2 }, now: NOW + 7 }),
+    () => store.getResource(ref()),
+  );
+  return steps;
+}
+
+test('store.async writes the same rows and answers the same records on a cluster as on a file', async () => {
+  const onFile = await asyncRun('file', everyKindOfWrite);
+  expect((onFile.outcomes as { error?: object }[]).filter((outcome) => outcome.error)).toEqual([]);
+  expect(await asyncRun('cluster', everyKindOfWrite)).toEqual(onFile);
+});
+
+describe('a held write that fails fails the call as on a file, and nothing is written', () => {
+  const lifecycle = (store: Store) => [
+    () => store.reserveWorkflowRun({ ...reservation('run-a', 'session-a'), runnerId: HOST.runnerId, now: NOW }),
+  ];
+  const controller = (store: Store) => [
+    () => store.putResource({ controller: 'jobs', key: 'job-1', spec: { n: 1 }, initialStatus: { phase: 'new' }, now: NOW }),
+  ];
+  let held: { resourceVersion: number };
+  const claimed = (store: Store) => [
+    ...controller(store),
+    async () => (held = await store.claimNext({ controllers: ['jobs'], ownerId: 'worker', leaseMs: 30_000, now: NOW + 1 })),
+  ];
+  const cases: [string, (store: Store) => (() => Promise<unknown>)[], string, (store: Store) => Promise<unknown>][] = [
+    // reserveWorkflowRun's documents: its input, the first statement it holds.
+    ['reserveWorkflowRun, its input', () => [], '{"task":"run-x"}', (store) =>
+      store.reserveWorkflowRun({ ...reservation('run-x', 'session-x'), input: { task: 'run-x' }, now: NOW })],
+    // The same, when a value bound after the puts fails too: the put's conflict comes first.
+    ['reserveWorkflowRun, its input, then a name that cannot be bound', () => [], '{"task":"run-x"}', (store) =>
+      store.reserveWorkflowRun({ ...reservation('run-x', 'session-x'), input: { task: 'run-x' }, workflowName: Symbol('x'), now: NOW })],
+    ['putResource, its spec', () => [], '{"n":9}', (store) =>
+      store.putResource({ controller: 'jobs', key: 'job-9', spec: { n: 9 }, initialStatus: {}, now: NOW })],
+    ['updateStatus, its status', claimed, '{"conditions":[],"controllerStatus":{"phase":"forged"},"observedGeneration":1}', (store) =>
+      store.updateStatus({
+        ref: { controller: 'jobs', key: 'job-1' },
+        expectedResourceVersion: held.resourceVersion,
+        claim: held,
+        status: { observedGeneration: 1, conditions: [], controllerStatus: { phase: 'forged' } },
+        now: NOW + 2,
+      })],
+    ['recordEvent, its payload', controller, '{"forged":true}', (store) =>
+      store.recordEvent({ controller: 'jobs', key: 'job-1', type: 'job.noted', payload: { forged: true }, now: NOW + 1 })],
+    ['claimWorkflowRun after a lifecycle began', lifecycle, '[{"op":"replace","path":"/presentationRevision","value":2}]', (store) =>
+      store.claimWorkflowRun({ ...HOST, runId: 'run-a', claimToken: 'token-a', now: NOW + 1 })],
+  ];
+  for (const [title, before, forged, call] of cases) {
+    it(title, async () => {
+      const failed = async (engine: Engine) => {
+        const { store, connection, close } = open(engine);
+        try {
+          for (const step of before(store.async)) await step();
+          forge(connection, forged);
+          const rows = tables(connection);
+          const { error } = await outcomeOf(() => call(store.async));
+          return { error, unchanged: JSON.stringify(tables(connection)) === JSON.stringify(rows) };
+        } finally {
+          close();
+        }
+      };
+      const onFile = await failed('file');
+      expect(onFile).toEqual({ error: { class: 'Error', name: 'Error', message: 'Content-addressed blob conflict', own: {} }, unchanged: true });
+      expect(await failed('cluster')).toEqual(onFile);
+    });
+  }
+});
+
+test('requests written per store.async call: its reads, and its writes with the next read or the COMMIT', async () => {
+  const { store, close } = open('cluster');
+  try {
+    const counts: Record<string, number> = {};
+    const writes = async (name: string, call: () => Promise<unknown>) => {
+      const before = binding.clusterRequestWrites();
+      const value = await call();
+      counts[name] = binding.clusterRequestWrites() - before;
+      return value;
+    };
+    // Twice: the first round also prepares each statement on the leader.
+    for (const round of [1, 2]) {
+      const s = store.async;
+      const runId = `run-${round}`;
+      const claim = { ...HOST, runId, claimToken: `token-${round}` };
+      await writes('reserve', () => s.reserveWorkflowRun({ ...reservation(runId, `session-${round}`), runnerId: HOST.runnerId }));
+      await writes('claim', () => s.claimWorkflowRun(claim));
+      await writes('mark', () => s.markWorkflowRunRunning(claim));
+      await writes('renew', () => s.renewWorkflowRunClaim(claim));
+      await writes('complete', () => s.completeWorkflowRun(claim));
+      await writes('putResource', () => s.putResource({ controller: 'jobs', key: `job-${round}`, spec: { round }, initialStatus: {} }));
+      const held = (await writes('claimNext', () => s.claimNext({ controllers: ['jobs'], ownerId: 'worker', leaseMs: 30_000 }))) as {
+        controller: string;
+        key: string;
+        resourceVersion: number;
+      };
+      const ref = { controller: held.controller, key: held.key };
+      await writes('updateStatus', () =>
+        s.updateStatus({ ref, expectedResourceVersion: held.resourceVersion, claim: held, status: { observedGeneration: 1, conditions: [], controllerStatus: { round } } }),
+      );
+      await writes('recordEvent', () => s.recordEvent({ ...ref, claim: held, type: 'job.noted', payload: { round } }));
+      await writes('settleClaim', () => s.settleClaim(held));
+    }
+    // Synchronous calls (which read their arguments between statements) write reserve 13,
+    // putResource 9, claimNext 6, updateStatus 5, recordEvent 5, settleClaim 6.
+    expect(counts).toEqual({
+      reserve: 3,
+      claim: 3,
+      mark: 3,
+      renew: 3,
+      complete: 4,
+      putResource: 3,
+      claimNext: 3,
+      updateStatus: 2,
+      recordEvent: 3,
+      settleClaim: 3,
+    });
+  } finally {
+    close();
+  }
+});
