@@ -3,7 +3,8 @@
 // (reserve, claim, mark running, complete), a poll (claimNextWorkflowRun with nothing due) and a
 // controller claimNext + settleClaim, on a state file in /dev/shm (or the temp folder) and on a
 // local three-node dqlite cluster (crates/dqlite-wire's dqlite-test-cluster: loopback, every
-// write replicated to a quorum). Median and p99 in µs over PIW_CLUSTER_ITERATIONS (300), and on
+// write replicated to a quorum); then the lifecycle and the controller row again through
+// `store.async`, each call awaited. Median and p99 in µs over PIW_CLUSTER_ITERATIONS (300), and on
 // the cluster the requests a row writes to the leader (its round trips; a write carries one
 // request or several sent together).
 
@@ -68,11 +69,52 @@ function rows(store, label) {
   return timed;
 }
 
+/** µs an awaited `fn` took; its request writes are added to `requests`. */
+async function timeAsync(fn, requests) {
+  const writes = binding.clusterRequestWrites();
+  const start = process.hrtime.bigint();
+  await fn();
+  const elapsed = Number(process.hrtime.bigint() - start) / 1000;
+  requests.push(binding.clusterRequestWrites() - writes);
+  return elapsed;
+}
+
+/** The same lifecycle and controller rows through `store.async`, each call awaited in turn. */
+async function asyncRows(store, label) {
+  const s = store.async;
+  await s.putResource({ controller: 'bench-async', key: 'k', spec: {}, initialStatus: {} });
+  const lifecycle = [];
+  const claim = [];
+  const requests = { lifecycle: [], claim: [] };
+  for (let i = 0; i < ITERATIONS; i += 1) {
+    const runId = `${label}-async-${i}`;
+    lifecycle.push(
+      await timeAsync(async () => {
+        await s.reserveWorkflowRun({ ...reservation(runId, `${runId}-session`), runnerId: 'host' });
+        await s.claimWorkflowRun({ runId, runnerId: 'host', claimToken: `${runId}-t`, leaseMs: 30_000 });
+        await s.markWorkflowRunRunning({ runId, claimToken: `${runId}-t` });
+        await s.completeWorkflowRun({ runId, claimToken: `${runId}-t` });
+      }, requests.lifecycle),
+    );
+    claim.push(
+      await timeAsync(async () => {
+        const held = await s.claimNext({ controllers: ['bench-async'], ownerId: 'host', leaseMs: 30_000 });
+        if (held) await s.settleClaim(held);
+        await s.enqueue({ controller: 'bench-async', key: 'k' });
+      }, requests.claim),
+    );
+  }
+  const timed = { 'lifecycle, store.async': stats(lifecycle), 'claimNext+settle+enqueue, store.async': stats(claim) };
+  timed['lifecycle, store.async'].requests = stats(requests.lifecycle).p50;
+  timed['claimNext+settle+enqueue, store.async'].requests = stats(requests.claim).p50;
+  return timed;
+}
+
 async function main() {
   const root = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
   const dir = fs.mkdtempSync(path.join(root, 'piw-bench-cluster-'));
   const file = new SqliteControllerStore(path.join(dir, 'state.sqlite'), { projectPath: dir });
-  const out = { file: rows(file, 'file') };
+  const out = { file: { ...rows(file, 'file'), ...(await asyncRows(file, 'file')) } };
   file.close();
   fs.rmSync(dir, { recursive: true, force: true });
 
@@ -81,7 +123,7 @@ async function main() {
   const { addresses } = JSON.parse(first);
   try {
     const cluster = new SqliteControllerStore(`dqlite://${addresses.join(',')}/bench`, { projectPath: '/bench' });
-    out.cluster = rows(cluster, 'cluster');
+    out.cluster = { ...rows(cluster, 'cluster'), ...(await asyncRows(cluster, 'cluster')) };
     cluster.close();
   } finally {
     child.stdin.end('stop\n');
