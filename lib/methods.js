@@ -1,8 +1,9 @@
 'use strict';
 // The store's public methods as the JS layer needs them: the core's method table (src/methods/,
 // the one list of names, in call-index order) with each method's conversions compiled once.
-// Each entry is `{name, index, time, date, json, claim, echo, echoProps, lease, plain}`; what
-// each conversion means is documented on `Conversions` in src/methods/row.rs.
+// Each entry is `{name, index, reads, time, date, json, claim, echo, echoProps, lease, plain}`;
+// `reads`: the method only reads; what each conversion means is documented on `Conversions` in
+// src/methods/row.rs.
 
 const { binding } = require('./native.js');
 
@@ -19,6 +20,7 @@ const METHODS = JSON.parse(binding.methodTable()).map((method, index) => {
   const spec = {
     name: method.name,
     index,
+    reads: method.reads,
     time: method.time.map(parsePath),
     date: method.date.map(parsePath),
     json: method.json.map(parsePath),

@@ -94,22 +94,32 @@ function snapshot(store: Store, connection: Connection): object {
   };
 }
 
-/** Each lifecycle step on `engine`, the step named `failing` after forging what it stores. */
+/** The same options with `runId` behind a getter: not plain data, so the call reads them live. */
+function live<T extends object>(plain: T): T {
+  const { runId, ...rest } = plain as T & { runId: string };
+  return Object.defineProperty(rest, 'runId', { get: () => runId, enumerable: true }) as T;
+}
+
+/**
+ * Each lifecycle step on `engine`, the step named `failing` after forging what it stores; each
+ * step's options made by `options` (plain, or `live`).
+ */
 function lifecycleWithForgery(
   engine: 'file' | 'cluster',
   failing: string,
   forged: (c: Connection) => string,
   leaseMs: number,
+  options: <T extends object>(plain: T) => T,
 ): object {
   const { store, connection, close } = open(engine);
-  const CLAIM = { ...LIFECYCLE_CLAIM, leaseMs };
+  const CLAIM = () => options({ ...LIFECYCLE_CLAIM, leaseMs });
   try {
     const steps: [string, () => unknown][] = [
-      ['reserve', () => store.reserveWorkflowRun({ ...reservation(RUN, 'session-1'), runnerId: CLAIM.runnerId })],
-      ['claim', () => store.claimWorkflowRun(CLAIM)],
-      ['mark', () => store.markWorkflowRunRunning(CLAIM)],
-      ['renew', () => store.renewWorkflowRunClaim(CLAIM)],
-      ['complete', () => store.completeWorkflowRun(CLAIM)],
+      ['reserve', () => store.reserveWorkflowRun(options({ ...reservation(RUN, 'session-1'), runnerId: LIFECYCLE_CLAIM.runnerId }))],
+      ['claim', () => store.claimWorkflowRun(CLAIM())],
+      ['mark', () => store.markWorkflowRunRunning(CLAIM())],
+      ['renew', () => store.renewWorkflowRunClaim(CLAIM())],
+      ['complete', () => store.completeWorkflowRun(CLAIM())],
     ];
     for (const [name, step] of steps) {
       if (name !== failing) {
@@ -143,12 +153,15 @@ const FORGERIES: [string, string, (connection: Connection) => string, number][] 
 ];
 
 describe('writes held back to the COMMIT fail as on a file', () => {
+  const plain = <T extends object>(options: T): T => options;
   for (const [title, step, forged, leaseMs] of FORGERIES) {
-    it(`${title}: a forged blob is the reference's conflict, and nothing is written`, () => {
-      const onFile = lifecycleWithForgery('file', step, forged, leaseMs);
-      expect(onFile).toEqual({ class: 'Error', name: 'Error', message: 'Content-addressed blob conflict', own: {} });
-      expect(lifecycleWithForgery('cluster', step, forged, leaseMs)).toEqual(onFile);
-    });
+    for (const [kind, options] of [['plain', plain], ['read live', live]] as const) {
+      it(`${title}, arguments ${kind}: a forged blob is the reference's conflict, and nothing is written`, () => {
+        const onFile = lifecycleWithForgery('file', step, forged, leaseMs, options);
+        expect(onFile).toEqual({ class: 'Error', name: 'Error', message: 'Content-addressed blob conflict', own: {} });
+        expect(lifecycleWithForgery('cluster', step, forged, leaseMs, options)).toEqual(onFile);
+      });
+    }
   }
 
   it("a claimToken object's toString runs as on a file: for the record, not after a failed write", () => {
@@ -201,34 +214,47 @@ describe('writes held back to the COMMIT fail as on a file', () => {
   });
 });
 
-test("the lifecycle's last writes go with the COMMIT: requests written per call", () => {
-  const { store, close } = open('cluster');
-  try {
-    const writes = (call: () => unknown): number => {
-      const before = binding.clusterRequestWrites();
-      call();
-      return binding.clusterRequestWrites() - before;
-    };
-    // Twice: the first lifecycle also prepares each statement on the leader.
-    let counts: Record<string, number> = {};
-    for (const round of [1, 2]) {
-      const runId = `${RUN}-${round}`;
-      const claim = { ...LIFECYCLE_CLAIM, runId };
-      counts = {
-        reserve: writes(() => store.reserveWorkflowRun({ ...reservation(runId, `session-${round}`), runnerId: claim.runnerId })),
-        claim: writes(() => store.claimWorkflowRun(claim)),
-        mark: writes(() => store.markWorkflowRunRunning(claim)),
-        renew: writes(() => store.renewWorkflowRunClaim(claim)),
-        complete: writes(() => store.completeWorkflowRun(claim)),
+describe("the lifecycle's last writes go with the COMMIT: requests written per call", () => {
+  /** Requests each lifecycle call writes, its options made by `options` (the second round's). */
+  const lifecycleWrites = (options: <T extends object>(plain: T) => T) => {
+    const { store, close } = open('cluster');
+    try {
+      const writes = (call: () => unknown): number => {
+        const before = binding.clusterRequestWrites();
+        call();
+        return binding.clusterRequestWrites() - before;
       };
+      // Twice: the first lifecycle also prepares each statement on the leader.
+      let counts: Record<string, number> = {};
+      for (const round of [1, 2]) {
+        const runId = `${RUN}-${round}`;
+        const claim = () => options({ ...LIFECYCLE_CLAIM, runId });
+        counts = {
+          reserve: writes(() => store.reserveWorkflowRun(options({ ...reservation(runId, `session-${round}`), runnerId: LIFECYCLE_CLAIM.runnerId }))),
+          claim: writes(() => store.claimWorkflowRun(claim())),
+          mark: writes(() => store.markWorkflowRunRunning(claim())),
+          renew: writes(() => store.renewWorkflowRunClaim(claim())),
+          complete: writes(() => store.completeWorkflowRun(claim())),
+        };
+      }
+      return counts;
+    } finally {
+      close();
     }
+  };
+
+  it('arguments read live (a getter): each statement whose result is read, then the held writes with the COMMIT', () => {
     // BEGIN with the first read (which also reads the revisions the call advances); then each
     // statement whose result is read (the lease taken or released, the queue moved); then the
     // held writes with the COMMIT. Before: claim 9, mark 7, renew 5, complete 9.
-    expect(counts).toEqual({ reserve: 13, claim: 3, mark: 3, renew: 3, complete: 4 });
-  } finally {
-    close();
-  }
+    expect(lifecycleWrites(live)).toEqual({ reserve: 13, claim: 3, mark: 3, renew: 3, complete: 4 });
+  });
+
+  it('plain arguments: run from their snapshot, every write held from the BEGIN', () => {
+    // lib/plain-arguments.js: no read of them can run JavaScript, so the call runs as
+    // `store.async` runs it (__test__/cluster/async-held-writes.cluster.ts).
+    expect(lifecycleWrites((plain) => plain)).toEqual({ reserve: 3, claim: 3, mark: 3, renew: 3, complete: 4 });
+  });
 });
 
 /** What two engines must agree on after `scenario`: its outcomes and the revisions it moved. */

@@ -103,6 +103,20 @@ impl NativeStore {
         reply
     }
 
+    /// `callAsync`'s call run here, on the caller's thread: a synchronous call on a cluster
+    /// whose arguments are plain data (lib/plain-arguments.js), which no read can tell from
+    /// their snapshot, so that its writes wait for the COMMIT as an async call's do.
+    #[napi(catch_unwind)]
+    pub fn call_snapshot(&self, method: u32, args_json: String, clock: f64) -> String {
+        run_store_call(
+            &self.state,
+            self.project_id.as_deref(),
+            method,
+            &args_json,
+            clock,
+        )
+    }
+
     /// A `store.async` call on a libuv worker thread: resolves to `callLive`'s reply for the
     /// arguments the JS layer read on the main thread before it queued the call (lib/wire.js's
     /// snapshot, every value that JSON cannot carry tagged); it decodes the reply there too.
