@@ -285,7 +285,8 @@ impl StateDb {
         // On a cluster, writes the operation held back (`Db::hold_writes_until_commit`) go with
         // the COMMIT: when the operation fails first, they are sent, and their failure, which
         // the reference meets before the operation's, wins. A put's conflict held back that
-        // way fails as `CHECK` until `conflict_of_held_put` names it.
+        // way fails as `CHECK` until `conflict_of_held_put` names it, and a held revision
+        // compare-and-set that finds another revision until `conflict_of_held_revision` does.
         let outcome = operation(conn)
             .map_err(|error| match conn.send_held() {
                 Ok(()) => error,
@@ -298,7 +299,8 @@ impl StateDb {
                 conn.prepare_cached("COMMIT")?.execute([])?;
                 Ok(value)
             })
-            .map_err(blobs::conflict_of_held_put);
+            .map_err(blobs::conflict_of_held_put)
+            .map_err(revisions::conflict_of_held_revision);
         if outcome.is_err() && !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }

@@ -32,28 +32,51 @@ pub fn bump_resource(conn: &Db, resource_id: &str, expected: i64, now: i64) -> R
 /// that are never a run's (controller and effect resources), where [`bump_resource`]'s look
 /// for a run to record viewer deltas of would always come back empty.
 ///
-/// Every caller's `expected` is the revision it read in this write transaction, which nothing
-/// else can move: the compare-and-set holds, and a write that holds its writes to the COMMIT
-/// (`Db::holds_writes`) holds this one too, unchecked.
+/// A write that holds its writes to the COMMIT (`Db::holds_writes`) holds this one too, its
+/// count unread: a revision other than `expected` is written as -1 instead, which the column's
+/// `CHECK (revision >= 0)` refuses, failing the request that carries it; the write transaction
+/// reports that as the conflict ([`conflict_of_held_revision`]). (Every caller's `expected` is
+/// the revision it read in the same transaction, whose row therefore exists.)
 pub fn compare_and_set_revision(
     conn: &Db,
     resource_id: &str,
     expected: i64,
     now: i64,
 ) -> Result<()> {
-    let mut update = conn.prepare_cached(
-        "UPDATE resources SET revision = revision + 1, updated_at = ?
-             WHERE resource_id = ? AND revision = ?",
-    )?;
     if conn.holds_writes() {
-        update.execute_deferred(params![now, resource_id, expected])?;
+        conn.prepare_cached(HELD_COMPARE_AND_SET)?
+            .execute_deferred(params![expected, now, resource_id])?;
         return Ok(());
     }
-    let changed = update.execute(params![now, resource_id, expected])?;
+    let changed = conn
+        .prepare_cached(
+            "UPDATE resources SET revision = revision + 1, updated_at = ?
+             WHERE resource_id = ? AND revision = ?",
+        )?
+        .execute(params![now, resource_id, expected])?;
     if changed != 1 {
         return Err(StoreError::plain("Resource revision conflict"));
     }
     Ok(())
+}
+
+/// [`compare_and_set_revision`] held back: `expected`, `now`, `resource_id`.
+const HELD_COMPARE_AND_SET: &str =
+    "UPDATE resources SET revision = CASE revision WHEN ? THEN revision + 1 ELSE -1 END,
+     updated_at = ? WHERE resource_id = ?";
+
+/// A write transaction's error as the store reports it: the `CHECK` failure of a held
+/// compare-and-set ([`compare_and_set_revision`]) is the revision conflict. Nothing else writes
+/// a negative revision, so nothing else is renamed.
+pub fn conflict_of_held_revision(error: StoreError) -> StoreError {
+    match &error {
+        StoreError::Sqlite { code, message }
+            if code == "SQLITE_CONSTRAINT_CHECK" && message.ends_with("revision >= 0") =>
+        {
+            StoreError::plain("Resource revision conflict")
+        }
+        _ => error,
+    }
 }
 
 /// [`resource_revision`] then [`bump_resource`] from it, in one statement: returns the new
@@ -300,4 +323,44 @@ pub fn event_seq(conn: &Db, event_id: &str) -> Result<Option<i64>> {
         .prepare_cached("SELECT event_seq FROM events WHERE event_id = ?")?
         .query_row([event_id], |row| row.get(0))
         .optional()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{conflict_of_held_revision, HELD_COMPARE_AND_SET};
+    use crate::error::StoreError;
+    use crate::sql::params;
+    use crate::state::schema::STATE_SCHEMA_SQL;
+
+    /// The held compare-and-set on the real schema (its `CHECK` is what reports a conflict).
+    #[test]
+    fn a_held_compare_and_set_advances_the_revision_read_and_refuses_another() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(STATE_SCHEMA_SQL).unwrap();
+        conn.execute(
+            "INSERT INTO resources VALUES ('r', 'controller', 'k', 3, 1, 1)",
+            [],
+        )
+        .unwrap();
+        let held = |expected: i64, now: i64| {
+            conn.execute(HELD_COMPARE_AND_SET, params![expected, now, "r"])
+                .map_err(|error| conflict_of_held_revision(StoreError::from(error)))
+        };
+        let row = || {
+            conn.query_row(
+                "SELECT revision, updated_at FROM resources WHERE resource_id = 'r'",
+                [],
+                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+            )
+            .unwrap()
+        };
+        assert_eq!(held(3, 7).unwrap(), 1);
+        assert_eq!(row(), (4, 7));
+        let conflict = held(3, 8).unwrap_err();
+        assert_eq!(
+            conflict.to_string(),
+            StoreError::plain("Resource revision conflict").to_string()
+        );
+        assert_eq!(row(), (4, 7));
+    }
 }
