@@ -408,6 +408,55 @@ fn a_begin_sent_with_its_query_opens_the_transaction_or_fails_alone() {
 
 #[test]
 #[ignore = "starts a dqlite cluster; run with --ignored"]
+fn writes_sent_with_the_read_after_them_run_first_or_fail_alone() {
+    let c = start();
+    let mut conn = leader_conn(&c);
+    conn.exec_sql("CREATE TABLE t (id INTEGER PRIMARY KEY, pad TEXT)", &[])
+        .unwrap();
+    let all = conn.prepare("SELECT id, pad FROM t ORDER BY id").unwrap();
+    // Not inside a transaction: refused, nothing sent.
+    assert!(conn
+        .exec_sql_and_query("INSERT INTO t VALUES (1, 'x')", all, &[])
+        .is_err());
+    assert_eq!(count(&mut conn, "SELECT count(*) FROM t"), 0);
+
+    // The writes run first and the read sees them, its reply whole however many batches.
+    conn.begin_detached(true).unwrap();
+    let (exec, rows) = conn
+        .exec_sql_and_query(
+            "INSERT INTO t VALUES (1, 'a');
+             WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+             INSERT INTO t SELECT i, printf('%.200c', 'x') FROM n",
+            all,
+            &[],
+        )
+        .unwrap();
+    assert_eq!((exec.last_insert_id, exec.rows_affected), (2000, 1999));
+    assert_eq!(rows.unwrap().rows.len(), 2000);
+    conn.commit_detached().unwrap();
+
+    // A write that fails stops the batch; its error is the answer, the read's reply is read
+    // and dropped, and the transaction is still open, as after a failing statement alone.
+    conn.begin_detached(true).unwrap();
+    let failed = conn
+        .exec_sql_and_query(
+            "INSERT INTO t VALUES (3000, 'new'); INSERT INTO t VALUES (1, 'taken'); INSERT INTO t VALUES (3001, 'never')",
+            all,
+            &[],
+        )
+        .unwrap_err();
+    assert_eq!(failed.outcome(), Outcome::Failed, "{failed}");
+    assert!(conn.in_transaction() && !conn.is_broken());
+    assert_eq!(
+        count(&mut conn, "SELECT count(*) FROM t WHERE id >= 3000"),
+        1
+    );
+    conn.rollback_detached().unwrap();
+    assert_eq!(count(&mut conn, "SELECT count(*) FROM t"), 2000);
+}
+
+#[test]
+#[ignore = "starts a dqlite cluster; run with --ignored"]
 fn a_read_commit_unread_is_checked_before_the_next_request() {
     let c = start();
     let mut conn = leader_conn(&c);
