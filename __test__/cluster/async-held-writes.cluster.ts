@@ -78,34 +78,43 @@ function forge(connection: Connection, text: string): void {
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
 
-/** Replaces the random ids (UUIDs) in a value by their order of appearance in `ids`, and a claim's token. */
-function masked(value: unknown, ids: Map<string, string>): unknown {
-  if (Buffer.isBuffer(value)) return masked(value.toString('latin1'), ids);
+/**
+ * What differs between two runs of the same calls: random ids (UUIDs), numbered in their order
+ * of appearance, and the hashes of blobs that hold one, named by their masked content.
+ */
+type Masks = { ids: Map<string, string>; blobs: Map<string, string> };
+
+/** `value` with its random ids and blob hashes replaced (see `Masks`), and a claim's token. */
+function masked(value: unknown, masks: Masks): unknown {
+  if (Buffer.isBuffer(value)) return masks.blobs.get(value.toString('hex')) ?? masked(value.toString('latin1'), masks);
   if (typeof value === 'string') {
     return value.replace(UUID, (id) => {
-      if (!ids.has(id)) ids.set(id, `<id ${ids.size}>`);
-      return ids.get(id) as string;
+      if (!masks.ids.has(id)) masks.ids.set(id, `<id ${masks.ids.size}>`);
+      return masks.ids.get(id) as string;
     });
   }
-  if (Array.isArray(value)) return value.map((item) => masked(item, ids));
+  if (Array.isArray(value)) return value.map((item) => masked(item, masks));
   if (value !== null && typeof value === 'object') {
     // A claim's token is random too (claimNext makes one).
-    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, key === 'token' ? '<token>' : masked(item, ids)]));
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, key === 'token' ? '<token>' : masked(item, masks)]));
   }
   return value;
 }
 
 /**
  * Every row of every table but `projects` and `schema_meta` (their times are the open's
- * clock), the random ids masked, so that two engines' files compare equal when they hold the same rows.
+ * clock), masked, so that two engines' files compare equal when they hold the same rows.
  */
-function tables(connection: Connection, ids: Map<string, string> = new Map()): object {
+function tables(connection: Connection, masks: Masks = { ids: new Map(), blobs: new Map() }): object {
+  for (const { blob_hash: hash, content } of connection.prepare('SELECT blob_hash, content FROM blobs ORDER BY rowid').all()) {
+    masks.blobs.set((hash as Buffer).toString('hex'), `<blob ${masked(content, masks) as string}>`);
+  }
   const names = connection
     .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT IN ('projects', 'schema_meta') ORDER BY name")
     .all()
     .map((row) => row.name as string);
   return Object.fromEntries(
-    names.map((name) => [name, masked(connection.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all().map(Object.values), ids)]),
+    names.map((name) => [name, masked(connection.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all().map(Object.values), masks)]),
   );
 }
 
@@ -115,14 +124,14 @@ async function asyncRun(engine: Engine, scenario: (store: Store) => (() => Promi
   try {
     const outcomes = [];
     for (const step of scenario(store.async)) outcomes.push(await outcomeOf(step));
-    const ids = new Map<string, string>();
-    return { tables: tables(connection, ids), outcomes: masked(outcomes, ids) };
+    const masks = { ids: new Map<string, string>(), blobs: new Map<string, string>() };
+    return { tables: tables(connection, masks), outcomes: masked(outcomes, masks) };
   } finally {
     close();
   }
 }
 
-/** A run lifecycle, a failed run and its restart, and a controller loop with an effect, all at `NOW`. */
+/** A run lifecycle, a failed run and its restart, and a controller loop with an effect, at `NOW` on. */
 function everyKindOfWrite(store: Store): (() => Promise<unknown>)[] {
   const claim = (runId: string) => ({ ...HOST, runId, claimToken: `token-${runId}`, now: NOW });
   const steps: (() => Promise<unknown>)[] = [
@@ -145,18 +154,25 @@ function everyKindOfWrite(store: Store): (() => Promise<unknown>)[] {
       }),
     () => store.putResource({ controller: 'jobs', key: 'job-1', spec: { n: 1 }, initialStatus: { phase: 'new' }, now: NOW }),
   ];
-  let held: { controller: string; key: string; resourceVersion: number; metadata?: unknown } | undefined;
+  let held: { controller: string; key: string; resourceVersion: number } | undefined;
+  let uid: string | undefined;
   steps.push(async () => (held = await store.claimNext({ controllers: ['jobs'], ownerId: 'worker', leaseMs: 30_000, now: NOW + 2 })));
   const ref = () => ({ controller: held!.controller, key: held!.key });
+  const effect = () => ({ key: 'effect-1', resourceUid: uid, claim: held, generation: 1, kind: 'job.effect', requestFingerprint: 'f', now: NOW + 4 });
   steps.push(
-    () =>
-      store.updateStatus({
+    async () => {
+      const updated = await store.updateStatus({
         ref: ref(),
         expectedResourceVersion: held!.resourceVersion,
         claim: held,
         status: { observedGeneration: 1, conditions: [], controllerStatus: { phase: 'ready' } },
         now: NOW + 3,
-      }),
+      });
+      uid = (updated as { metadata: { uid: string } }).metadata.uid;
+      return updated;
+    },
+    () => store.reserveEffect(effect()),
+    () => store.updateEffect({ ...effect(), state: 'applied', externalRef: 'done' }),
     () => store.recordEvent({ ...ref(), claim: held, type: 'job.noted', payload: { n: 1 }, now: NOW + 4 }),
     () => store.recordEvent({ ...ref(), claim: held, type: 'job.noted', payload: { n: 2 }, now: NOW + 5 }),
     () => store.settleClaim(held, NOW + 6),
