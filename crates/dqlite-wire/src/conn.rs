@@ -470,6 +470,21 @@ impl Connection {
             let rows = self.query(stmt, params).and_then(Rows::collect_all);
             return Ok((exec, rows));
         }
+        self.exec_sql_then_query(sql, Effect::Write, stmt, params, |_| {})
+    }
+
+    /// `sql` and a query of `stmt` written together, then their replies read in turn: `sql`'s
+    /// with `effect` (`on_success` runs once it succeeded, before the rows are read), and when
+    /// it failed, its error, the query's reply read and dropped to keep the stream in step;
+    /// otherwise its result and the query's whole result or error.
+    fn exec_sql_then_query(
+        &mut self,
+        sql: &str,
+        effect: Effect,
+        stmt: Statement,
+        params: &[Value],
+        on_success: impl FnOnce(&mut Connection),
+    ) -> Result<(ExecResult, Result<QueryResult>)> {
         let db = self.db()?;
         let mut frames = Request::ExecSql {
             db,
@@ -492,7 +507,7 @@ impl Connection {
             deadline,
             budget: Budget::new(self.limits),
         };
-        let exec = match self.receive(Effect::Write, &mut reply) {
+        let exec = match self.receive(effect, &mut reply) {
             Ok(Response::Result {
                 last_insert_id,
                 rows_affected,
@@ -503,12 +518,12 @@ impl Connection {
             Ok(other) => return Err(self.unexpected(other, "result")),
             Err(e) => {
                 if !self.broken {
-                    // Keep the stream in step: the query's reply comes all the same.
                     let _ = self.receive_rows(deadline).and_then(Rows::collect_all);
                 }
                 return Err(e);
             }
         };
+        on_success(self);
         let rows = self.receive_rows(deadline).and_then(Rows::collect_all);
         Ok((exec, rows))
     }
@@ -547,47 +562,13 @@ impl Connection {
                 .and_then(Rows::collect_all)
                 .map_err(nothing_lost);
         }
-        let db = self.db()?;
         let sql = if immediate {
             "BEGIN IMMEDIATE"
         } else {
             "BEGIN"
         };
-        let mut frames = Request::ExecSql {
-            db,
-            sql,
-            params: &[],
-        }
-        .encode()?;
-        frames.extend(
-            Request::Query {
-                db,
-                stmt: stmt.id,
-                params,
-            }
-            .encode()?,
-        );
-        let deadline = self.request_deadline();
-        self.send(&frames, deadline)?;
-        self.acknowledge_at_once();
-        let mut reply = Reply {
-            deadline,
-            budget: Budget::new(self.limits),
-        };
-        match self.receive(Effect::Read, &mut reply) {
-            Ok(Response::Result { .. }) => {}
-            Ok(other) => return Err(self.unexpected(other, "result")),
-            Err(begin) => {
-                if !self.broken {
-                    // Keep the stream in step: the query's reply comes all the same.
-                    let _ = self.receive_rows(deadline).and_then(Rows::collect_all);
-                }
-                return Err(begin);
-            }
-        }
-        self.in_tx = true;
-        self.receive_rows(deadline)
-            .and_then(Rows::collect_all)
-            .map_err(nothing_lost)
+        let (_, rows) =
+            self.exec_sql_then_query(sql, Effect::Read, stmt, params, |conn| conn.in_tx = true)?;
+        rows.map_err(nothing_lost)
     }
 }
