@@ -5,59 +5,20 @@
 // tables, and a held write that fails (a forged blob under the hash of a document the call
 // stores) fails the call as it does on a file, before anything the call did after it.
 
-import crypto from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-
 import { clusterForSuite, type TestCluster } from '../support/cluster';
+import { forge, openEngine, seen, type Connection, type Engine, type Store } from './engines';
 
-const { SqliteControllerStore, StateDatabase } = require('../../index.js');
 const { binding } = require('../../lib/native.js');
 const { reservation } = require('../../bench/fixtures');
 
-type Store = InstanceType<typeof SqliteControllerStore>;
-type Rows = { all(...values: unknown[]): Record<string, unknown>[]; run(...values: unknown[]): unknown };
-type Connection = { prepare(sql: string): Rows };
-type Engine = 'file' | 'cluster';
-
 let cluster: TestCluster;
-let databases = 0;
 
 clusterForSuite((started) => (cluster = started));
 
 const NOW = 1_800_000_000_000;
 const HOST = { runnerId: 'host-1', leaseMs: 60_000 };
 
-/** A store and a read-write connection on a fresh database of `engine`. */
-function open(engine: Engine): { store: Store; connection: Connection; close(): void } {
-  let address: string;
-  let folder: string | undefined;
-  if (engine === 'file') {
-    folder = fs.mkdtempSync(path.join(os.tmpdir(), 'piw-async-held-'));
-    address = path.join(folder, 'state.sqlite');
-  } else {
-    databases += 1;
-    address = cluster.url(`async-held-${Date.now().toString(36)}-${databases}`);
-  }
-  const store = new SqliteControllerStore(address, { projectPath: '/async-held' });
-  const state = new StateDatabase({ filePath: address });
-  return {
-    store,
-    connection: state.connection,
-    close() {
-      state.close();
-      store.close();
-      if (folder !== undefined) fs.rmSync(folder, { recursive: true, force: true });
-    },
-  };
-}
-
-/** What a caller sees of a thrown error. */
-function seen(error: unknown): object {
-  const own = Object.fromEntries(Object.entries(error as object));
-  return { class: (error as Error).constructor.name, name: (error as Error).name, message: (error as Error).message, own };
-}
+const open = (engine: Engine) => openEngine(engine, cluster, 'async-held', '/async-held');
 
 async function outcomeOf(call: () => Promise<unknown>): Promise<{ value?: unknown; error?: object }> {
   try {
@@ -65,15 +26,6 @@ async function outcomeOf(call: () => Promise<unknown>): Promise<{ value?: unknow
   } catch (error) {
     return { error: seen(error) };
   }
-}
-
-/** Stores other bytes under the hash of `text`: a later put of `text` conflicts. */
-function forge(connection: Connection, text: string): void {
-  const hash = crypto.createHash('sha256').update(text).digest();
-  const other = Buffer.from(`${text} `);
-  connection
-    .prepare('INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at) VALUES (?, ?, ?, ?, 0)')
-    .run(hash, 'application/json', other.length, other);
 }
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;

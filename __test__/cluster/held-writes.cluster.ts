@@ -4,22 +4,13 @@
 // forged blob under the hash of the document the call stores (the reference's
 // "Content-addressed blob conflict"), written through `state.connection` before the call.
 
-import crypto from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-
 import { clusterForSuite, type TestCluster } from '../support/cluster';
+import { forge, openEngine, seen, type Connection, type Store } from './engines';
 
-const { SqliteControllerStore, StateDatabase } = require('../../index.js');
 const { binding } = require('../../lib/native.js');
 const { reservation } = require('../../bench/fixtures');
 
-type Store = InstanceType<typeof SqliteControllerStore>;
-type Connection = { prepare(sql: string): { run(...values: unknown[]): unknown; get(...values: unknown[]): any } };
-
 let cluster: TestCluster;
-let databases = 0;
 
 clusterForSuite((started) => (cluster = started));
 
@@ -28,38 +19,7 @@ const LIFECYCLE_CLAIM = { runId: RUN, runnerId: 'host-1', claimToken: 'token-1',
 /** A lease whose end is past JavaScript's dates: the claim's record then fails (RangeError). */
 const PAST_DATES = 8.64e15;
 
-/** A store and a read-write connection on a fresh database of `engine`. */
-function open(engine: 'file' | 'cluster'): { store: Store; connection: Connection; close(): void } {
-  let address: string;
-  let folder: string | undefined;
-  if (engine === 'file') {
-    folder = fs.mkdtempSync(path.join(os.tmpdir(), 'piw-held-'));
-    address = path.join(folder, 'state.sqlite');
-  } else {
-    databases += 1;
-    address = cluster.url(`held-${Date.now().toString(36)}-${databases}`);
-  }
-  const store = new SqliteControllerStore(address, { projectPath: '/held' });
-  const state = new StateDatabase({ filePath: address });
-  return {
-    store,
-    connection: state.connection,
-    close() {
-      state.close();
-      store.close();
-      if (folder !== undefined) fs.rmSync(folder, { recursive: true, force: true });
-    },
-  };
-}
-
-/** Stores `other` under the hash of `text`: a later put of `text` conflicts. */
-function forge(connection: Connection, text: string): void {
-  const hash = crypto.createHash('sha256').update(text).digest();
-  const other = Buffer.from(`${text} `);
-  connection
-    .prepare('INSERT INTO blobs(blob_hash, media_type, byte_length, content, created_at) VALUES (?, ?, ?, ?, 0)')
-    .run(hash, 'application/json', other.length, other);
-}
+const open = (engine: 'file' | 'cluster') => openEngine(engine, cluster, 'held', '/held');
 
 /** The viewer patch of the run's next presentation revision. */
 function nextPatch(connection: Connection): string {
@@ -67,12 +27,6 @@ function nextPatch(connection: Connection): string {
     .prepare('SELECT presentation_revision FROM viewer_runs WHERE run_id = ?')
     .get(RUN);
   return `[{"op":"replace","path":"/presentationRevision","value":${revision + 1}}]`;
-}
-
-/** What a caller sees of a thrown error. */
-function seen(error: unknown): object {
-  const own = Object.fromEntries(Object.entries(error as object));
-  return { class: (error as Error).constructor.name, name: (error as Error).name, message: (error as Error).message, own };
 }
 
 /** A call's value, or what a caller sees of what it threw. */
