@@ -152,6 +152,15 @@ pub fn package_version(name: &str) -> Option<String> {
     (out.status.success() && !v.is_empty()).then_some(v)
 }
 
+/// How many times [`TestCluster::start_with`] starts a cluster whose node lost its port.
+const START_ATTEMPTS: usize = 3;
+
+/// Whether a failed start's report (with the nodes' log tails) says a node found its port
+/// taken: both node programs print the Go / libuv wording of `EADDRINUSE`.
+fn lost_a_port(report: &str) -> bool {
+    report.contains("address already in use")
+}
+
 fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -186,8 +195,25 @@ impl TestCluster {
         TestCluster::start_with(NodeProgram::from_env(), n, timeout)
     }
 
-    /// [`TestCluster::start`] with the given node program.
+    /// [`TestCluster::start`] with the given node program. A free port is found by binding
+    /// and releasing it, so another process (a cluster of a test running beside this one) can
+    /// take it before the node binds it, and the node exits; the cluster is then started
+    /// again on new ports, up to [`START_ATTEMPTS`] times in all.
     pub fn start_with(
+        program: NodeProgram,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<TestCluster, String> {
+        let mut attempt = 1;
+        loop {
+            match TestCluster::start_once(program.clone(), n, timeout) {
+                Err(e) if lost_a_port(&e) && attempt < START_ATTEMPTS => attempt += 1,
+                started => return started,
+            }
+        }
+    }
+
+    fn start_once(
         program: NodeProgram,
         n: usize,
         timeout: Duration,
@@ -566,4 +592,24 @@ fn send_signal(signal: &str, pid: u32) {
     let _ = Command::new("kill")
         .args([&format!("-{signal}"), &pid.to_string()])
         .status();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lost_a_port;
+
+    #[test]
+    fn a_port_taken_before_the_node_bound_it_is_told_from_other_failures() {
+        // dqlite-demo's report in a CI run where another test's cluster took the port.
+        let demo = "waiting for 3 voters and one leader: node 2 exited\n--- node 2 (127.0.0.1:45741) log tail:\n\
+                    Error: listen tcp 127.0.0.1:41793: bind: address already in use\nUsage:";
+        assert!(lost_a_port(demo));
+        // libuv's wording, which piw-dqlite-node's start failure carries.
+        assert!(lost_a_port(
+            "node 1 exited\n... dqlite_node_start: listen: address already in use"
+        ));
+        assert!(!lost_a_port(
+            "waiting for node 1 to lead: node 1 exited\n... no such file or directory"
+        ));
+    }
 }
