@@ -48,7 +48,11 @@ mod tests {
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
-        for option in ["DEFAULT_MEMSTATUS=0", "OMIT_SHARED_CACHE"] {
+        for option in [
+            "DEFAULT_MEMSTATUS=0",
+            "OMIT_SHARED_CACHE",
+            "DEFAULT_PCACHE_INITSZ=0",
+        ] {
             assert!(
                 options.iter().any(|o| o == option),
                 "{option} missing: {options:?}"
