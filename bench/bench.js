@@ -328,6 +328,32 @@ function floorOf(workload, root, seed) {
   }
 }
 
+/**
+ * The run lifecycle in a new Node process per repetition (`--fresh-lifecycle`): what a
+ * short-lived process (a CLI command, a test file) sees, whose C heap has not yet grown to the
+ * workload as this process's has. µs per lifecycle, ours and (PIW_REF) the reference's.
+ */
+function freshLifecycle(root, factor) {
+  const once = (kind) => {
+    const args = [__filename, '--fresh-lifecycle', kind, root, String(factor)];
+    const child = spawnSync(process.execPath, args, { encoding: 'utf8' });
+    if (child.status !== 0) throw new Error(`--fresh-lifecycle ${kind} failed: ${child.stderr}`);
+    return JSON.parse(child.stdout);
+  };
+  const ours = [];
+  const theirs = [];
+  for (let i = 0; i < REPETITIONS; i += 1) {
+    ours.push(once('native'));
+    if (stores.reference !== undefined) theirs.push(once('ts'));
+  }
+  return { measured: median(ours), here: theirs.length === 0 ? NaN : median(theirs), floor: NaN };
+}
+
+async function freshLifecycleChild([kind, root, factor]) {
+  const timer = runLifecycle(await loadStore(kind), root, Number(factor));
+  process.stdout.write(JSON.stringify(sum(LIFECYCLE.map((name) => timer.perOp(name)))));
+}
+
 /** Measured (ours and the reference's here) and floor µs per operation of one workload on `root`. */
 function measure(workload, root, seed) {
   return { ...repeat((Store) => workload(Store, root)), floor: floorOf(workload, root, seed) };
@@ -338,6 +364,7 @@ const sum = (values) => values.reduce((a, b) => a + b, 0);
 /** The table rows: a label and, per row, the operation names whose µs it shows. */
 function rows(root, source, factor) {
   const lifecycle = measure((Store, where) => runLifecycle(Store, where, factor), root);
+  const fresh = freshLifecycle(root, factor);
   const loop = measure((Store, where) => controllerLoop(Store, where, factor), root);
   const read = measure((Store, where) => reads(Store, source, where), root, source.file);
   const open = measure((Store, where) => openClose(Store, source, where), root, source.file);
@@ -360,6 +387,7 @@ function rows(root, source, factor) {
   const commits = (row, perOperation) => ({ ...row, commits: list(perOperation), commit: commit.measured.commit });
   return {
     'run lifecycle, 5 calls': commits(whole(lifecycle, LIFECYCLE), 5),
+    'the same, in a fresh process each time': commits(fresh, 5),
     'reserve / claim / markRunning / renew / complete': commits(pick(lifecycle, LIFECYCLE), [1, 1, 1, 1, 1]),
     'controller loop: claimNext+updateStatus+recordEvent+settleClaim': commits(pick(loop, ['loop']), 4),
     putResource: commits(pick(loop, ['putResource']), 1),
@@ -433,7 +461,8 @@ async function main() {
 }
 
 if (require.main === module) {
-  main().catch((error) => {
+  const run = process.argv[2] === '--fresh-lifecycle' ? freshLifecycleChild(process.argv.slice(3)) : main();
+  run.catch((error) => {
     process.stderr.write(`${error.stack ?? error}\n`);
     process.exitCode = 1;
   });
