@@ -56,13 +56,14 @@ class Statement {
   #safeIntegers;
   #bound;
 
-  constructor(connection, native, source, info) {
+  /** `pragmaMode`: made by `pragma()`, which reads a statement without result columns too. */
+  constructor(connection, native, source, info, pragmaMode = false) {
     this.#connection = connection;
     this.#native = native;
     this.#safeIntegers = connection._defaultSafeIntegers;
     Object.defineProperties(this, {
       source: { value: source, enumerable: true },
-      reader: { value: info.reader, enumerable: true },
+      reader: { value: info.reader || pragmaMode, enumerable: true },
       readonly: { value: info.readonly, enumerable: true },
     });
     this._columns = info.columns;
@@ -199,10 +200,10 @@ class Connection {
     if (!this.#native.isOpen) throw new TypeError('The database connection is not open');
   }
 
-  prepare(source) {
+  prepare(source, pragmaMode = false) {
     this._assertOpen();
     if (typeof source !== 'string') throw new TypeError('Expected first argument to be a string');
-    return new Statement(this, this.#native, source, parsed(this.#native.describe(source)));
+    return new Statement(this, this.#native, source, parsed(this.#native.describe(source)), pragmaMode);
   }
 
   exec(source) {
@@ -212,10 +213,17 @@ class Connection {
     return this;
   }
 
-  pragma(source, options = {}) {
+  /** As better-sqlite3's: a setter (no result columns) gives `[]`, or `undefined` when simple. */
+  pragma(source, options) {
+    if (options == null) options = {};
     if (typeof source !== 'string') throw new TypeError('Expected first argument to be a string');
-    const statement = this.prepare(`PRAGMA ${source}`);
-    return options.simple === true ? statement.pluck().get() : statement.all();
+    if (typeof options !== 'object') throw new TypeError('Expected second argument to be an options object');
+    let simple = false;
+    if ('simple' in options && typeof (simple = options.simple) !== 'boolean') {
+      throw new TypeError('Expected the "simple" option to be a boolean');
+    }
+    const statement = this.prepare(`PRAGMA ${source}`, true);
+    return simple ? statement.pluck().get() : statement.all();
   }
 
   defaultSafeIntegers(toggle = true) {

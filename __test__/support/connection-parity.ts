@@ -131,6 +131,21 @@ export function describeConnectionParity(Database: typeof BetterSqlite3, options
       expect((result.value as Array<{ name: string }>).map((column) => column.name)).toEqual(['id', 'label', 'two']);
     });
 
+    test('pragma setters return no rows and take effect; its options are checked as better-sqlite3 checks them', () => {
+      // A setter has no result columns; pragma() reads it anyway (better-sqlite3's "pragma mode").
+      expect(same((db) => db.pragma('recursive_triggers = 1')).value).toEqual([]);
+      expect(same((db) => db.pragma('recursive_triggers', { simple: true })).value).toBe(1);
+      expect(same((db) => db.pragma('recursive_triggers = 0', { simple: true })).value).toBeUndefined();
+      expect(same((db) => db.pragma('recursive_triggers', null as never)).value).toEqual([{ recursive_triggers: 0 }]);
+      expect(same((db) => db.pragma('recursive_triggers', 5 as never)).error?.message).toBe(
+        'Expected second argument to be an options object',
+      );
+      expect(same((db) => db.pragma('recursive_triggers', { simple: 1 } as never)).error?.message).toBe(
+        'Expected the "simple" option to be a boolean',
+      );
+      same((db) => db.pragma(7 as never));
+    });
+
     test('exec, pragma and transaction functions', () => {
       same((db) => db.exec('CREATE TABLE IF NOT EXISTS notes (body TEXT) STRICT; INSERT INTO notes VALUES (\'x\');') && null);
       expect(same((db) => db.pragma('foreign_keys', { simple: true })).value).toBe(1);
