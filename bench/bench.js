@@ -77,9 +77,12 @@ function openStore(Store, folder, projectPath = folder) {
 }
 
 // Every workload takes the store class first: this package's, or (PIW_REF) the reference's.
-function runLifecycle(Store, root, factor) {
+// `synchronous`: a value for that pragma, set on the store's connection once it is open (the
+// fsync row: without the wait for the disk, what is left of a lifecycle on it).
+function runLifecycle(Store, root, factor, synchronous) {
   const folder = freshFolder(root);
   const store = openStore(Store, folder);
+  if (synchronous !== undefined) store.state.connection.pragma(`synchronous = ${synchronous}`);
   const timer = new Timer();
   try {
     for (let index = 0; index < scaled(2000, factor); index += 1) {
@@ -365,6 +368,7 @@ const sum = (values) => values.reduce((a, b) => a + b, 0);
 function rows(root, source, factor) {
   const lifecycle = measure((Store, where) => runLifecycle(Store, where, factor), root);
   const fresh = freshLifecycle(root, factor);
+  const noFsync = root === SHM ? undefined : repeat((Store) => runLifecycle(Store, root, factor, 'OFF'));
   const loop = measure((Store, where) => controllerLoop(Store, where, factor), root);
   const read = measure((Store, where) => reads(Store, source, where), root, source.file);
   const open = measure((Store, where) => openClose(Store, source, where), root, source.file);
@@ -388,6 +392,7 @@ function rows(root, source, factor) {
   return {
     'run lifecycle, 5 calls': commits(whole(lifecycle, LIFECYCLE), 5),
     'the same, in a fresh process each time': commits(fresh, 5),
+    ...(noFsync && { 'the same, synchronous = OFF (no fsync: what is not the wait for the disk)': whole({ ...noFsync, floor: {} }, LIFECYCLE) }),
     'reserve / claim / markRunning / renew / complete': commits(pick(lifecycle, LIFECYCLE), [1, 1, 1, 1, 1]),
     'controller loop: claimNext+updateStatus+recordEvent+settleClaim': commits(pick(loop, ['loop']), 4),
     putResource: commits(pick(loop, ['putResource']), 1),
