@@ -200,7 +200,11 @@ class Connection {
     if (!this.#native.isOpen) throw new TypeError('The database connection is not open');
   }
 
-  prepare(source, pragmaMode = false) {
+  prepare(source) {
+    return this.#prepare(source, false);
+  }
+
+  #prepare(source, pragmaMode) {
     this._assertOpen();
     if (typeof source !== 'string') throw new TypeError('Expected first argument to be a string');
     return new Statement(this, this.#native, source, parsed(this.#native.describe(source)), pragmaMode);
@@ -222,7 +226,7 @@ class Connection {
     if ('simple' in options && typeof (simple = options.simple) !== 'boolean') {
       throw new TypeError('Expected the "simple" option to be a boolean');
     }
-    const statement = this.prepare(`PRAGMA ${source}`, true);
+    const statement = this.#prepare(`PRAGMA ${source}`, true);
     return simple ? statement.pluck().get() : statement.all();
   }
 

@@ -144,6 +144,8 @@ export function describeConnectionParity(Database: typeof BetterSqlite3, options
         'Expected the "simple" option to be a boolean',
       );
       same((db) => db.pragma(7 as never));
+      // prepare() takes one argument: a second one does not turn a write into a reader.
+      same((db) => (db.prepare as (source: string, extra: unknown) => BetterSqlite3.Statement)('PRAGMA recursive_triggers = 0', true).all());
     });
 
     test('exec, pragma and transaction functions', () => {
