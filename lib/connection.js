@@ -47,6 +47,13 @@ function decodeValue(value) {
   return Number(value.$f);
 }
 
+/** A toggle argument as better-sqlite3 takes one: none is `true`, anything but a boolean throws. */
+function toggleOf(args) {
+  if (args.length === 0) return true;
+  if (typeof args[0] !== 'boolean') throw new TypeError('Expected first argument to be a boolean');
+  return args[0];
+}
+
 class Statement {
   #connection;
   #native;
@@ -116,28 +123,33 @@ class Statement {
     yield* this.#query(parameters, false);
   }
 
-  pluck(toggle = true) {
-    this.#pluck = toggle;
-    if (toggle) this.#raw = this.#expand = false;
+  pluck(...toggle) {
+    this.#pluck = this.#readerToggle('pluck', toggle);
+    if (this.#pluck) this.#raw = this.#expand = false;
     return this;
   }
 
-  raw(toggle = true) {
-    this.#raw = toggle;
-    if (toggle) this.#pluck = this.#expand = false;
+  raw(...toggle) {
+    this.#raw = this.#readerToggle('raw', toggle);
+    if (this.#raw) this.#pluck = this.#expand = false;
     return this;
   }
 
   /** Rows keyed by table name, expressions under `$`. */
-  expand(toggle = true) {
-    this.#expand = toggle;
-    if (toggle) this.#pluck = this.#raw = false;
+  expand(...toggle) {
+    this.#expand = this.#readerToggle('expand', toggle);
+    if (this.#expand) this.#pluck = this.#raw = false;
     return this;
   }
 
-  safeIntegers(toggle = true) {
-    this.#safeIntegers = toggle;
+  safeIntegers(...toggle) {
+    this.#safeIntegers = toggleOf(toggle);
     return this;
+  }
+
+  #readerToggle(method, toggle) {
+    if (!this.reader) throw new TypeError(`The ${method}() method is only for statements that return data`);
+    return toggleOf(toggle);
   }
 
   columns() {
@@ -230,8 +242,8 @@ class Connection {
     return simple ? statement.pluck().get() : statement.all();
   }
 
-  defaultSafeIntegers(toggle = true) {
-    this._defaultSafeIntegers = toggle;
+  defaultSafeIntegers(...toggle) {
+    this._defaultSafeIntegers = toggleOf(toggle);
     return this;
   }
 

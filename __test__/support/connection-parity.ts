@@ -148,6 +148,22 @@ export function describeConnectionParity(Database: typeof BetterSqlite3, options
       same((db) => (db.prepare as (source: string, extra: unknown) => BetterSqlite3.Statement)('PRAGMA recursive_triggers = 0', true).all());
     });
 
+    test('pluck, raw and expand only for statements that return data; toggles only booleans', () => {
+      const write = 'INSERT INTO items(name) VALUES (?)';
+      for (const mode of ['pluck', 'raw', 'expand'] as const) {
+        expect(same((db) => db.prepare(write)[mode]()).error?.message).toBe(
+          `The ${mode}() method is only for statements that return data`,
+        );
+        expect(same((db) => db.prepare('SELECT 1 AS one')[mode](1 as never)).error?.message).toBe(
+          'Expected first argument to be a boolean',
+        );
+        same((db) => db.prepare('SELECT 1 AS one')[mode](undefined as never));
+      }
+      same((db) => db.prepare('SELECT 1 AS one').safeIntegers('yes' as never));
+      same((db) => db.defaultSafeIntegers(0 as never) && null);
+      expect(same((db) => db.prepare('SELECT 1 AS one').raw(true).raw(false).pluck(false).get()).value).toEqual({ one: 1 });
+    });
+
     test('exec, pragma and transaction functions', () => {
       same((db) => db.exec('CREATE TABLE IF NOT EXISTS notes (body TEXT) STRICT; INSERT INTO notes VALUES (\'x\');') && null);
       expect(same((db) => db.pragma('foreign_keys', { simple: true })).value).toBe(1);
