@@ -247,17 +247,24 @@ class Connection {
     return this;
   }
 
-  /** better-sqlite3's transaction functions, with savepoints when nested. */
+  /**
+   * better-sqlite3's transaction functions: savepoints when nested, a returned promise refused
+   * (and rolled back), and the same shape — every variant carries the four variants
+   * (non-enumerable) and `database`.
+   */
   transaction(fn) {
     if (typeof fn !== 'function') throw new TypeError('Expected first argument to be a function');
     const connection = this;
-    const make = (begin) =>
-      function transaction(...args) {
+    const savepoint = '"\t_bs3.\t"';
+    const variant = (begin) =>
+      function sqliteTransaction(...args) {
         const nested = connection.inTransaction;
-        const savepoint = '"\t_bs3.\t"';
         connection.exec(nested ? `SAVEPOINT ${savepoint}` : begin);
         try {
-          const result = fn.apply(this, args);
+          const result = Reflect.apply(fn, this, args);
+          if (result && typeof result.then === 'function') {
+            throw new TypeError('Transaction function cannot return a promise');
+          }
           connection.exec(nested ? `RELEASE ${savepoint}` : 'COMMIT');
           return result;
         } catch (error) {
@@ -268,12 +275,17 @@ class Connection {
           throw error;
         }
       };
-    const wrapped = make('BEGIN');
-    wrapped.deferred = make('BEGIN DEFERRED');
-    wrapped.immediate = make('BEGIN IMMEDIATE');
-    wrapped.exclusive = make('BEGIN EXCLUSIVE');
-    wrapped.default = wrapped;
-    return wrapped;
+    const variants = {
+      default: variant('BEGIN'),
+      deferred: variant('BEGIN DEFERRED'),
+      immediate: variant('BEGIN IMMEDIATE'),
+      exclusive: variant('BEGIN EXCLUSIVE'),
+    };
+    const properties = {};
+    for (const [name, value] of Object.entries(variants)) properties[name] = { value };
+    properties.database = { value: this, enumerable: true };
+    for (const value of Object.values(variants)) Object.defineProperties(value, properties);
+    return variants.default;
   }
 
   /** Closes the connection; then throws a failure of the open's blob prune no call reported yet. */

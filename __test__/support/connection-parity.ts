@@ -198,6 +198,43 @@ export function describeConnectionParity(Database: typeof BetterSqlite3, options
       expect(nested.value).toEqual(['x', 'y', 'outer']);
     });
 
+    test('a transaction function: its shape, and a promise returned rolls it back', () => {
+      const shape = same((db) => {
+        // better-sqlite3's types leave out what is checked here.
+        const transaction = db.transaction(() => 1) as unknown as Record<string, Record<string, unknown>> & (() => number);
+        const variants = ['default', 'deferred', 'immediate', 'exclusive'] as const;
+        return {
+          name: transaction.name,
+          length: transaction.length,
+          keys: Object.keys(transaction),
+          own: Reflect.ownKeys(transaction),
+          database: transaction.database === (db as unknown),
+          shared: variants.every((v) => variants.every((w) => transaction[v][w] === transaction[w])),
+          descriptor: { ...Object.getOwnPropertyDescriptor(transaction, 'immediate'), value: undefined },
+        };
+      });
+      expect((shape.value as { keys: string[] }).keys).toEqual(['database']);
+      const promised = same((db) => {
+        const count = () => db.prepare('SELECT count(*) FROM items').pluck().get();
+        const before = count();
+        let error: unknown;
+        try {
+          db.transaction(() => {
+            db.prepare('INSERT INTO items(name) VALUES (?)').run('promised');
+            return Promise.resolve(1);
+          })();
+        } catch (caught) {
+          error = caught instanceof Error ? `${caught.name}: ${caught.message}` : caught;
+        }
+        return { error, rolledBack: count() === before, inTransaction: db.inTransaction };
+      });
+      expect(promised.value).toEqual({
+        error: 'TypeError: Transaction function cannot return a promise',
+        rolledBack: true,
+        inTransaction: false,
+      });
+    });
+
     const known = options.knownSqliteVersionDifference;
     (known === undefined ? test : test.failing)(
       known === undefined ? 'the same SQLite version' : `the same SQLite version (known to differ: ${known})`,
